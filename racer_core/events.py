@@ -1,0 +1,153 @@
+"""The event stream between the engine and every front end.
+
+Pure Python on purpose: the Textual app and the headless benchmark import this
+module without importing torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Protocol
+
+METHODS = ("ar", "racer", "retrieval", "logits", "hf", "pld")
+"""Decoding methods. `ar`, `racer`, `retrieval`, `logits` share one code path;
+`hf` (transformers' generate) and `pld` (its prompt lookup) are anchors."""
+
+
+class Source(IntEnum):
+    """Where a generated token came from."""
+
+    MODEL = 0  # the bonus token sampled from the model (or plain decoding)
+    RETRIEVAL = 1  # an accepted draft token proposed by the automaton
+    LOGITS = 2  # an accepted draft token proposed by the logits table only
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    """What to generate and how; the same fields drive chat and benchmarks."""
+
+    method: str = "racer"
+    max_new_tokens: int = 256
+    temperature: float = 0.0  # 0 means greedy
+    top_p: float = 1.0
+    max_num_draft: int | str = "auto"  # a budget >= 1, or "auto"
+    ngram: int = 10
+    max_nodes: int = 10000
+    max_breadth: int = 8
+    min_depth: int = 2
+    enable_thinking: bool = False
+    seed: int | None = None
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+
+@dataclass(frozen=True)
+class TokenPiece:
+    """One generated token with its decoded text and origin."""
+
+    token_id: int
+    text: str
+    source: Source
+
+
+@dataclass(frozen=True)
+class StepEvent:
+    """One decoding step: one forward pass of the target model."""
+
+    step: int  # 1-based within the reply
+    pieces: tuple[TokenPiece, ...]  # the new tokens, accepted drafts then the bonus
+    tree_size: int  # draft tree nodes verified this step (1 for plain decoding)
+    budget: int  # the draft budget in force this step
+    draft_s: float
+    verify_s: float
+    update_s: float
+    finished: bool = False
+    finish_reason: str | None = None  # "eos", "length", "cancelled", "error"
+
+    @property
+    def token_ids(self) -> tuple[int, ...]:
+        return tuple(p.token_id for p in self.pieces)
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.pieces)
+
+    @property
+    def accept_length(self) -> int:
+        """Tokens emitted this step, bonus included (MAT counts these)."""
+        return len(self.pieces)
+
+    @property
+    def from_draft(self) -> int:
+        return sum(1 for p in self.pieces if p.source != Source.MODEL)
+
+    @property
+    def from_retrieval(self) -> int:
+        return sum(1 for p in self.pieces if p.source == Source.RETRIEVAL)
+
+    @property
+    def from_logits(self) -> int:
+        return sum(1 for p in self.pieces if p.source == Source.LOGITS)
+
+
+@dataclass
+class ReplyStats:
+    """Running totals over one reply, built from its events."""
+
+    tokens: int = 0
+    steps: int = 0
+    seconds: float = 0.0
+    accept_lengths: list[int] = field(default_factory=list)
+
+    def add(self, event: StepEvent) -> None:
+        self.tokens += event.accept_length
+        self.steps += 1
+        self.seconds += event.draft_s + event.verify_s + event.update_s
+        self.accept_lengths.append(event.accept_length)
+
+    @property
+    def mat(self) -> float:
+        return self.tokens / self.steps if self.steps else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    model: str  # a short name for display
+    device: str  # "cpu", "cuda:0"
+    dtype: str  # "float32", "bfloat16"
+
+
+ShouldStop = Callable[[], bool]
+Progress = Callable[[str, float | None], None]  # (message, fraction done or None)
+
+
+class Conversation(Protocol):
+    """A chat whose automaton and logits table persist across turns."""
+
+    messages: list[dict[str, str]]
+
+    def send(self, user_text: str, config: GenerationConfig, should_stop: ShouldStop | None = None) -> Iterator[StepEvent]:
+        """Append the user turn, stream the reply one event per step.
+
+        The last event has finished=True. `should_stop` is checked before every
+        step; when it returns True the reply ends with finish_reason
+        "cancelled" and the conversation keeps what was generated so far.
+        """
+        ...
+
+
+class Engine(Protocol):
+    info: EngineInfo
+
+    def new_conversation(self, system_prompt: str | None = None) -> Conversation: ...
+
+
+EngineFactory = Callable[..., Engine]

@@ -1,0 +1,33 @@
+"""Builds the C++17 automaton behind its Cython bindings.
+
+RACER_SANITIZE=1 builds with AddressSanitizer and UndefinedBehaviorSanitizer
+(scripts/sanitize.sh); otherwise -O3.
+"""
+
+import os
+
+import numpy as np
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+sanitize = os.environ.get("RACER_SANITIZE") == "1"
+compile_args = ["-std=c++17"]
+link_args: list[str] = []
+if sanitize:
+    flags = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=undefined"]
+    compile_args += ["-O1", "-g", *flags]
+    link_args += flags
+else:
+    compile_args += ["-O3"]
+
+extension = Extension(
+    "racer_core.automaton._automaton",
+    sources=["racer_core/automaton/_automaton.pyx", "racer_core/automaton/automaton.cpp"],
+    include_dirs=["racer_core/automaton", np.get_include()],
+    language="c++",
+    extra_compile_args=compile_args,
+    extra_link_args=link_args,
+    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+)
+
+setup(ext_modules=cythonize([extension], language_level=3, compiler_directives={"boundscheck": False, "wraparound": False}))
