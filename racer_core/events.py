@@ -147,7 +147,12 @@ class Conversation(Protocol):
 class Engine(Protocol):
     info: EngineInfo
 
-    def new_conversation(self, system_prompt: str | None = None) -> Conversation: ...
+    def new_conversation(
+        self, system_prompt: str | None = None, warm_from: Conversation | None = None
+    ) -> Conversation:
+        """A fresh chat; `warm_from` hands over that chat's automaton and logits
+        table instead of starting them empty (the benchmark's --warm)."""
+        ...
 
 
 EngineFactory = Callable[..., Engine]
