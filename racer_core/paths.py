@@ -1,0 +1,32 @@
+"""Where user data lives: platformdirs directories, each overridable by an
+environment variable so tests and CI never touch the real home directory."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+
+APP_NAME = "racer-tui"
+
+
+def _dir(env: str, default: str) -> Path:
+    path = Path(os.environ.get(env) or default)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def cache_dir() -> Path:
+    """Dequantized models and measured cost curves (safe to delete)."""
+    return _dir("RACER_TUI_CACHE_DIR", platformdirs.user_cache_dir(APP_NAME))
+
+
+def data_dir() -> Path:
+    """Chat history and benchmark answer files."""
+    return _dir("RACER_TUI_DATA_DIR", platformdirs.user_data_dir(APP_NAME))
+
+
+def config_dir() -> Path:
+    """Settings."""
+    return _dir("RACER_TUI_CONFIG_DIR", platformdirs.user_config_dir(APP_NAME))
