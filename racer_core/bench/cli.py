@@ -1,0 +1,237 @@
+"""`racer-tui --bench SUITE`: run a suite headless, print tables, write answers.
+
+Exit status: 0 done, 2 usage error, 1 run-time error (one line on stderr),
+130 interrupted by Ctrl-C (answers finished so far stay in their files).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from racer_core.bench.answers import DATA_DIR_ENV, default_answer_dir
+from racer_core.bench.report import ProgressDisplay, bench_tables
+from racer_core.bench.runner import run_benchmark
+from racer_core.bench.suites import load_suite, suite_name
+from racer_core.errors import RacerError
+from racer_core.events import METHODS, Engine, GenerationConfig
+
+EngineLoader = Callable[..., Engine]
+
+
+def _budget(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number >= 1 or 'auto', got {text!r}"
+        ) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1 or 'auto', got {text!r}")
+    return value
+
+
+def _at_least(low: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {value}")
+        return value
+
+    return parse
+
+
+def _methods(text: str) -> list[str]:
+    names = [m.strip() for m in text.split(",") if m.strip()]
+    bad = [m for m in names if m not in METHODS]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown method(s) {', '.join(bad) or '(none)'}; choose from {', '.join(METHODS)}"
+        )
+    return list(dict.fromkeys(names))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="racer-tui",
+        usage="racer-tui --bench SUITE [options]",
+        description="Benchmark decoding methods on a question suite, headless.",
+        epilog=(
+            "Methods answer the same questions interleaved (question 1 with every method, "
+            "then question 2, ...), after one untimed warm-up reply each. Answers go to "
+            f"ANSWER_DIR/METHOD.jsonl (default under the user data folder, or ${DATA_DIR_ENV}). "
+            "Exit status: 0 done, 1 run-time error, 2 usage error, 130 interrupted (Ctrl-C)."
+        ),
+    )
+    p.add_argument(
+        "--bench",
+        metavar="SUITE",
+        required=True,
+        help="'builtin', 'humaneval', or a question file (Spec-Bench / MT-Bench .jsonl)",
+    )
+    p.add_argument(
+        "--methods",
+        type=_methods,
+        default=["ar", "racer"],
+        help=f"comma list from {','.join(METHODS)} (default: ar,racer)",
+    )
+    p.add_argument(
+        "--question-begin",
+        type=_at_least(0),
+        default=None,
+        metavar="N",
+        help="first question, 0-based (default: 0)",
+    )
+    p.add_argument(
+        "--question-end",
+        type=_at_least(0),
+        default=None,
+        metavar="N",
+        help="stop before this question, 0-based (default: all)",
+    )
+    p.add_argument("--max-new-tokens", type=_at_least(1), default=256, metavar="N")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 (default) is greedy")
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--enable-thinking", action="store_true")
+    p.add_argument(
+        "--model-path", default=None, help="a checkpoint folder or GGUF file (default: embedded)"
+    )
+    p.add_argument("--device", default="auto")
+    p.add_argument("--dtype", default="auto")
+    p.add_argument(
+        "--max-num-draft",
+        type=_budget,
+        default="auto",
+        metavar="N|auto",
+        help="draft tree budget (default: auto)",
+    )
+    p.add_argument("--ngram", type=_at_least(1), default=10)
+    p.add_argument("--max-nodes", type=_at_least(1), default=10000)
+    p.add_argument("--max-breadth", type=_at_least(1), default=8)
+    p.add_argument("--answer-dir", type=Path, default=None)
+    p.add_argument("--summary-json", type=Path, default=None, metavar="FILE")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="skip questions already in the answer files (per method)",
+    )
+    p.add_argument(
+        "--warm",
+        action="store_true",
+        help="keep each method's automaton across questions instead of a fresh one",
+    )
+    return p
+
+
+def _default_loader(**kwargs: Any) -> Engine:
+    try:
+        from racer_core.engine import load_engine
+    except ImportError as exc:
+        raise RacerError(f"the engine cannot be imported ({exc})") from None
+
+    return load_engine(**kwargs)
+
+
+def main(argv: list[str] | None = None, *, engine_loader: EngineLoader | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.temperature < 0:
+        parser.error("--temperature must be >= 0")
+    if not 0.0 < args.top_p <= 1.0:
+        parser.error("--top-p must be in (0, 1]")
+    if args.question_end is not None and args.question_end <= (args.question_begin or 0):
+        parser.error("--question-end must be greater than --question-begin")
+    try:
+        return _run(args, engine_loader or _default_loader)
+    except RacerError as exc:
+        _error(str(exc))
+        return 1
+    except OSError as exc:  # answer folder or summary file not writable
+        _error(f"{exc.filename or 'file'}: {exc.strerror or exc}")
+        return 1
+    except KeyboardInterrupt:
+        _error("interrupted; finished answers are kept (rerun with --resume to continue)")
+        return 130
+
+
+def _error(message: str) -> None:
+    print(f"racer-tui: error: {message}", file=sys.stderr)
+
+
+def _run(args: argparse.Namespace, loader: EngineLoader) -> int:
+    # validate the suite before the slow model load: a bad file fails at once
+    questions = load_suite(args.bench)[args.question_begin : args.question_end]
+    if not questions:
+        raise RacerError(f"no questions selected from {args.bench}")
+    engine = loader(model_path=args.model_path, device=args.device, dtype=args.dtype, progress=None)
+    config = GenerationConfig(
+        method=args.methods[0],
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        max_num_draft=args.max_num_draft,
+        ngram=args.ngram,
+        max_nodes=args.max_nodes,
+        max_breadth=args.max_breadth,
+        enable_thinking=args.enable_thinking,
+    )
+    name = suite_name(args.bench)
+    answer_dir = args.answer_dir or default_answer_dir(name, engine.info.model)
+    info = engine.info
+    err = sys.stderr
+    print(
+        f"{name}: {len(questions)} questions x {', '.join(args.methods)} on {info.model} "
+        f"({info.device}, {info.dtype}); "
+        f"{'warm automaton across questions' if args.warm else 'fresh automaton per question'}",
+        file=err,
+    )
+    print("warming up (untimed)...", file=err, flush=True)
+    display = ProgressDisplay(args.methods, len(questions), err)
+    result = run_benchmark(
+        engine,
+        questions,
+        args.methods,
+        config,
+        answer_dir=answer_dir,
+        warm=args.warm,
+        resume=args.resume,
+        on_progress=display,
+        suite=name,
+    )
+    print(bench_tables(result))
+    notes = [
+        "automaton kept across questions (--warm)" if args.warm else "fresh automaton per question"
+    ]
+    if result.greedy and "ar" in result.records:
+        same = all(t.identical is not False for t in result.method_totals().values())
+        notes.append(
+            "greedy: every method's tokens equal ar's"
+            if same
+            else "greedy: some outputs differ from ar's (see 'same as ar')"
+        )
+    print("\n" + "; ".join(notes))
+    if args.summary_json is not None:
+        _write_json(args.summary_json, result.to_summary())
+        print(f"summary: {args.summary_json}")
+    print(f"answers: {answer_dir}")
+    return 0
+
+
+def _write_json(path: Path, obj: dict[str, Any]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, path)  # never a half-written summary
+    except OSError as exc:
+        raise RacerError(f"cannot write {path}: {exc.strerror or exc}") from None

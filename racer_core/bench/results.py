@@ -1,0 +1,233 @@
+"""Totals over answer records: per method, per category, against a baseline.
+
+The runner builds a BenchResult as it goes; `load_results` rebuilds the same
+shape from answer files, so the dashboard and `racer-tui speed` share it.
+Speedup compares tokens/s with the baseline (`ar`) on the questions both
+answered; identical_to_ar compares token ids per turn (text where a file has
+no ids) and applies only to greedy runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from racer_core.bench.answers import AnswerRecord, read_answers
+from racer_core.errors import InputError
+
+UNSTEPPED_METHODS = frozenset({"hf", "pld"})
+"""Anchors whose engine events carry many steps at once: MAT means nothing there."""
+
+
+@dataclass(frozen=True)
+class Totals:
+    questions: int
+    tokens: int
+    seconds: float
+    steps: int
+    mat: float | None  # None for hf/pld
+    speedup: float | None  # tokens/s over the baseline's, on common questions
+    identical: bool | None  # every common question's tokens equal the baseline's
+    identical_questions: int | None  # how many did (the agreement count)
+    compared_questions: int | None
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        return self.tokens / self.seconds if self.seconds > 0 else None
+
+    @property
+    def ms_per_token(self) -> float | None:
+        return 1000.0 * self.seconds / self.tokens if self.tokens else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "questions": self.questions,
+            "tokens": self.tokens,
+            "seconds": round(self.seconds, 6),
+            "tokens_per_s": _round(self.tokens_per_s),
+            "mat": _round(self.mat),
+            "speedup_vs_ar": _round(self.speedup),
+            "identical_to_ar": self.identical,
+            "identical_questions": self.identical_questions,
+            "compared_questions": self.compared_questions,
+        }
+
+
+def _round(x: float | None, digits: int = 4) -> float | None:
+    return None if x is None else round(x, digits)
+
+
+def same_output(a: AnswerRecord, b: AnswerRecord) -> bool:
+    if a.token_ids is not None and b.token_ids is not None:
+        return a.token_ids == b.token_ids
+    return a.turns == b.turns
+
+
+@dataclass
+class BenchResult:
+    """Answers of several methods (labels) on one question list."""
+
+    methods: list[str]
+    records: dict[str, dict[str, AnswerRecord]] = field(default_factory=dict)
+    question_order: list[str] = field(default_factory=list)  # question keys
+    baseline: str | None = "ar"
+    greedy: bool | None = None  # None: unknown (answer files without config)
+    suite: str | None = None
+    model: str | None = None
+    device: str | None = None
+    dtype: str | None = None
+    warm: bool | None = None
+    question_count: int = 0  # questions selected for the run
+    completed: bool = True  # False when stopped before the last question
+    answer_dir: Path | None = None
+
+    def add(self, label: str, record: AnswerRecord) -> None:
+        if label not in self.methods:
+            self.methods.append(label)
+        self.records.setdefault(label, {})[record.key] = record
+        if record.key not in self.question_order:
+            self.question_order.append(record.key)
+
+    def categories(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for key in self.question_order:
+            for label in self.methods:
+                rec = self.records.get(label, {}).get(key)
+                if rec is not None:
+                    seen.setdefault(rec.category)
+                    break
+        return list(seen)
+
+    def totals(self, label: str, category: str | None = None) -> Totals:
+        recs = self._select(label, category)
+        base = None
+        if self.baseline is not None and self.baseline in self.records:
+            base = self._select(self.baseline, category)
+        tokens = sum(r.tokens for r in recs.values())
+        seconds = sum(r.seconds for r in recs.values())
+        steps = sum(len(r.accept_lengths) for r in recs.values())
+        stepped = not any(r.method in UNSTEPPED_METHODS for r in recs.values())
+        accepted = sum(sum(r.accept_lengths) for r in recs.values())
+        mat = accepted / steps if stepped and steps else None
+
+        speedup = identical = same = compared = None
+        if base is not None:
+            common = [k for k in recs if k in base]
+            speedup = _speedup([recs[k] for k in common], [base[k] for k in common])
+            if label != self.baseline and self.greedy is not False and common:
+                same = sum(same_output(recs[k], base[k]) for k in common)
+                compared = len(common)
+                identical = same == compared
+        return Totals(len(recs), tokens, seconds, steps, mat, speedup, identical, same, compared)
+
+    def _select(self, label: str, category: str | None) -> dict[str, AnswerRecord]:
+        recs = self.records.get(label, {})
+        if category is None:
+            return recs
+        return {k: r for k, r in recs.items() if r.category == category}
+
+    def method_totals(self) -> dict[str, Totals]:
+        return {label: self.totals(label) for label in self.methods}
+
+    def category_totals(self) -> dict[str, dict[str, Totals]]:
+        return {
+            cat: {
+                label: self.totals(label, cat) for label in self.methods if self._select(label, cat)
+            }
+            for cat in self.categories()
+        }
+
+    def to_summary(self, **extra: Any) -> dict[str, Any]:
+        """The --summary-json document; `extra` keys are added at the top level.
+
+        identical_to_ar is null for the ar row itself (nothing to compare) and
+        for sampling runs; speedup_vs_ar is null when the run has no ar.
+        """
+        summary: dict[str, Any] = {
+            "suite": self.suite,
+            "model": self.model,
+            "device": self.device,
+            "dtype": self.dtype,
+            "questions": self.question_count or len(self.question_order),
+            "warm": self.warm,
+            "greedy": self.greedy,
+            "completed": self.completed,
+            "answer_dir": None if self.answer_dir is None else str(self.answer_dir),
+            "methods": {label: t.to_json() for label, t in self.method_totals().items()},
+            "categories": {
+                cat: {label: t.to_json() for label, t in rows.items()}
+                for cat, rows in self.category_totals().items()
+            },
+        }
+        summary.update(extra)
+        return summary
+
+
+def _speedup(recs: list[AnswerRecord], base: list[AnswerRecord]) -> float | None:
+    tokens, seconds = sum(r.tokens for r in recs), sum(r.seconds for r in recs)
+    btokens, bseconds = sum(r.tokens for r in base), sum(r.seconds for r in base)
+    if not (tokens and seconds > 0 and btokens and bseconds > 0):
+        return None
+    return (tokens / seconds) / (btokens / bseconds)
+
+
+def load_results(
+    paths: str | Path | list[str | Path], *, base: str | Path | None = None
+) -> BenchResult:
+    """Answer files (or a folder of `*.jsonl`) as a BenchResult.
+
+    Each file is one label: its method name, or the file's stem when two files
+    hold the same method. `base` (a file, also loaded) is the baseline for
+    speedups; without it a file of method `ar` is, if there is one.
+    """
+    files: list[Path] = []
+    for p in [paths] if isinstance(paths, str | Path) else paths:
+        p = Path(p)
+        if p.is_dir():
+            files.extend(sorted(p.glob("*.jsonl")))
+        else:
+            files.append(p)
+    base_path = Path(base) if base is not None else None
+    if base_path is not None:
+        files = [f for f in files if f.resolve() != base_path.resolve()]
+        files.insert(0, base_path)
+    if not files:
+        raise InputError(f"no answer files (*.jsonl) in {paths}")
+
+    loaded = [(f, read_answers(f)) for f in files]
+    methods = [_file_method(f, recs) for f, recs in loaded]
+    labels = [m if methods.count(m) == 1 else f.stem for f, m in zip(files, methods, strict=True)]
+    if len(set(labels)) != len(labels):
+        labels = [str(f) for f in files]
+
+    result = BenchResult(methods=[])
+    result.baseline = labels[0] if base_path is not None else ("ar" if "ar" in labels else None)
+    configs: list[dict[str, Any] | None] = []
+    for label, (_, recs) in zip(labels, loaded, strict=True):
+        result.methods.append(label)
+        result.records.setdefault(label, {})
+        for rec in recs:
+            result.add(label, rec)  # a repeated question keeps its last answer
+            configs.append(rec.config)
+    first = next((r for _, recs in loaded for r in recs), None)
+    if first is not None:
+        result.model = first.model_id
+    known = [c for c in configs if c is not None]
+    if known and len(known) == len(configs):
+        result.greedy = all(float(c.get("temperature", 0.0)) <= 0.0 for c in known)
+        result.device = _common(c.get("device") for c in known)
+        result.dtype = _common(c.get("dtype") for c in known)
+        result.warm = _common(c.get("warm") for c in known)
+    result.question_count = len(result.question_order)
+    return result
+
+
+def _file_method(path: Path, recs: list[AnswerRecord]) -> str:
+    names = {r.method for r in recs if r.method}
+    return names.pop() if len(names) == 1 else path.stem
+
+
+def _common(values: Any) -> Any:
+    values = set(values)
+    return values.pop() if len(values) == 1 else None

@@ -1,0 +1,287 @@
+"""Run questions through an engine, every method interleaved per question.
+
+Fairness rules: method order is fixed and all methods answer question 1 before
+any answers question 2, so slow drift (thermals, other load) hits them alike;
+one untimed warm-up reply per method comes first; each question gets a fresh
+conversation (empty automaton) unless `warm` keeps the previous question's
+automaton per method. Wall time per turn covers the whole reply, prefill
+included, minus the time spent in `on_progress` (a slow front end must not
+count against a method).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from racer_core.bench.answers import AnswerRecord, AnswerWriter, answer_path, read_answers
+from racer_core.bench.results import BenchResult, Totals, load_results
+from racer_core.bench.suites import Question
+from racer_core.errors import InputError, RacerError
+from racer_core.events import (
+    METHODS,
+    Conversation,
+    Engine,
+    GenerationConfig,
+    ShouldStop,
+    StepEvent,
+)
+
+__all__ = [
+    "BenchProgress",
+    "BenchResult",
+    "Totals",
+    "load_results",
+    "run_benchmark",
+    "run_config",
+    "WARMUP_PROMPT",
+]
+
+WARMUP_PROMPT = "Name three colours of the rainbow in one short sentence."
+WARMUP_TOKENS = 16
+
+
+@dataclass(frozen=True)
+class BenchProgress:
+    """What the runner is doing; one per step, plus one at each question's start and end.
+
+    question_index is 0-based within the run's questions. At a question's end
+    (question_done=True) `record` holds its answer; a question skipped by
+    `resume` reports only an end, with the answer read back from the file.
+    """
+
+    method: str
+    question_index: int
+    question_count: int
+    question_id: str | int
+    category: str
+    event: StepEvent | None
+    question_done: bool
+    record: AnswerRecord | None = None
+
+
+OnProgress = Callable[[BenchProgress], None]
+
+
+def run_config(config: GenerationConfig, engine: Engine, warm: bool) -> dict[str, Any]:
+    """The settings written into each answer line; resume refuses a mismatch."""
+    cfg = asdict(config)
+    cfg.update(warm=warm, device=engine.info.device, dtype=engine.info.dtype)
+    return cfg
+
+
+class _Stopped(Exception):
+    """should_stop fired mid-question: the run ends, the question is not kept."""
+
+
+def run_benchmark(
+    engine: Engine,
+    questions: Sequence[Question],
+    methods: Sequence[str],
+    config: GenerationConfig,
+    *,
+    answer_dir: str | Path | None = None,
+    warm: bool = False,
+    resume: bool = False,
+    should_stop: ShouldStop | None = None,
+    on_progress: OnProgress | None = None,
+    warmup: bool = True,
+    suite: str | None = None,
+) -> BenchResult:
+    """Answer `questions` with every method; write answer files when `answer_dir` is set.
+
+    Without `resume` an existing answer file of a method in the run is
+    replaced. With it, questions already in the file are skipped (and count in
+    the result). Returns early, with `completed=False`, when `should_stop`
+    returns True; the question in flight is then dropped.
+    """
+    methods = list(dict.fromkeys(methods))
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown or not methods:
+        raise InputError(f"unknown method(s): {', '.join(unknown) or '(none)'}")
+    if resume and answer_dir is None:
+        raise InputError("resume needs an answer folder")
+    info = engine.info
+    result = BenchResult(
+        methods=list(methods),
+        records={m: {} for m in methods},
+        question_order=[str(q.question_id) for q in questions],
+        greedy=config.greedy,
+        suite=suite,
+        model=info.model,
+        device=info.device,
+        dtype=info.dtype,
+        warm=warm,
+        question_count=len(questions),
+        answer_dir=None if answer_dir is None else Path(answer_dir),
+        completed=False,
+    )
+    configs = {m: run_config(replace(config, method=m), engine, warm) for m in methods}
+    done = _resume(result, answer_dir, methods, configs) if resume else {m: set() for m in methods}
+
+    writers: dict[str, AnswerWriter] = {}
+    try:
+        if answer_dir is not None:
+            for m in methods:
+                writers[m] = AnswerWriter(answer_path(answer_dir, m), append=resume)
+        progress = _Reporter(on_progress, len(questions))
+        if warmup:
+            _warm_up(engine, methods, config, should_stop)
+        previous: dict[str, Conversation | None] = {m: None for m in methods}
+        for index, q in enumerate(questions):
+            for m in methods:
+                key = str(q.question_id)
+                if key in done[m]:
+                    progress(m, index, q, None, True, result.records[m][key])
+                    continue
+                cfg = replace(config, method=m)
+                conv = engine.new_conversation(warm_from=previous[m] if warm else None)
+                record = _answer(conv, q, cfg, info.model, configs[m], should_stop, progress, index)
+                if warm:
+                    previous[m] = conv
+                if m in writers:
+                    writers[m].write(record)
+                result.add(m, record)
+                progress(m, index, q, None, True, record)
+        result.completed = True
+    except _Stopped:
+        pass
+    finally:
+        for w in writers.values():
+            w.close()
+    return result
+
+
+def _resume(
+    result: BenchResult,
+    answer_dir: str | Path,
+    methods: list[str],
+    configs: dict[str, dict[str, Any]],
+) -> dict[str, set[str]]:
+    """Load earlier answers of the selected questions; refuse ones made differently."""
+    wanted = set(result.question_order)
+    done: dict[str, set[str]] = {}
+    for m in methods:
+        path = answer_path(answer_dir, m)
+        done[m] = set()
+        if not path.exists():
+            continue
+        for rec in read_answers(path):
+            if rec.key not in wanted:
+                continue
+            if rec.model_id != result.model or (
+                rec.config is not None and rec.config != configs[m]
+            ):
+                diff = _first_difference(rec, configs[m], result.model or "")
+                raise InputError(
+                    f"{path} holds answers made with other settings ({diff}); "
+                    "run without --resume or use another --answer-dir"
+                )
+            result.add(m, rec)
+            done[m].add(rec.key)
+    return done
+
+
+def _first_difference(rec: AnswerRecord, config: dict[str, Any], model: str) -> str:
+    if rec.model_id != model:
+        return f"model {rec.model_id!r}, now {model!r}"
+    old = rec.config or {}
+    for k in sorted(set(old) | set(config)):
+        if old.get(k) != config.get(k):
+            return f"{k} {old.get(k)!r}, now {config.get(k)!r}"
+    return "unknown"
+
+
+class _Reporter:
+    """Calls on_progress and keeps the time it took, so timing can leave it out."""
+
+    def __init__(self, on_progress: OnProgress | None, count: int) -> None:
+        self.on_progress = on_progress
+        self.count = count
+        self.spent = 0.0
+
+    def __call__(
+        self,
+        method: str,
+        index: int,
+        q: Question,
+        event: StepEvent | None,
+        done: bool,
+        record: AnswerRecord | None = None,
+    ) -> None:
+        if self.on_progress is None:
+            return
+        t0 = time.perf_counter()
+        self.on_progress(
+            BenchProgress(method, index, self.count, q.question_id, q.category, event, done, record)
+        )
+        self.spent += time.perf_counter() - t0
+
+
+def _answer(
+    conv: Conversation,
+    q: Question,
+    cfg: GenerationConfig,
+    model: str,
+    run_cfg: dict[str, Any],
+    should_stop: ShouldStop | None,
+    progress: _Reporter,
+    index: int,
+) -> AnswerRecord:
+    """Answer every turn of `q` in one conversation, timing each turn."""
+    progress(cfg.method, index, q, None, False)
+    texts, counts, walls, accept, ids = [], [], [], [], []
+    for turn in q.turns:
+        spent0 = progress.spent
+        t0 = time.perf_counter()
+        text: list[str] = []
+        turn_ids: list[int] = []
+        last: StepEvent | None = None
+        for ev in conv.send(turn, cfg, should_stop):
+            last = ev
+            text.append(ev.text)
+            turn_ids.extend(ev.token_ids)
+            if ev.pieces:  # a closing event may carry no tokens: not a step
+                accept.append(ev.accept_length)
+            progress(cfg.method, index, q, ev, False)
+        wall = time.perf_counter() - t0 - (progress.spent - spent0)
+        if last is None or not last.finished:
+            raise RacerError(
+                f"the engine ended question {q.question_id} ({cfg.method}) without a final event"
+            )
+        if last.finish_reason == "cancelled":
+            raise _Stopped
+        if last.finish_reason == "error":
+            raise RacerError(f"the engine failed on question {q.question_id} ({cfg.method})")
+        texts.append("".join(text))
+        counts.append(len(turn_ids))
+        walls.append(wall)
+        ids.append(tuple(turn_ids))
+    return AnswerRecord(
+        question_id=q.question_id,
+        category=q.category,
+        model_id=model,
+        method=cfg.method,
+        turns=tuple(texts),
+        new_tokens=tuple(counts),
+        wall_time=tuple(walls),
+        accept_lengths=tuple(accept),
+        token_ids=tuple(ids),
+        tstamp=time.time(),
+        config=run_cfg,
+    )
+
+
+def _warm_up(
+    engine: Engine, methods: list[str], config: GenerationConfig, should_stop: ShouldStop | None
+) -> None:
+    """One short untimed reply per method: first-call costs stay out of the timings."""
+    for m in methods:
+        cfg = replace(config, method=m, max_new_tokens=min(WARMUP_TOKENS, config.max_new_tokens))
+        conv = engine.new_conversation()
+        for ev in conv.send(WARMUP_PROMPT, cfg, should_stop):
+            if ev.finished and ev.finish_reason == "cancelled":
+                raise _Stopped

@@ -1,0 +1,59 @@
+"""`racer-tui speed`: per-category ms/token, MAT and speedup from answer files.
+
+racer-tui speed ANSWER_FILE [--base BASE_FILE]
+racer-tui speed FOLDER [--base BASE_FILE]   (base defaults to FOLDER/ar.jsonl)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from racer_core.bench.report import speed_tables
+from racer_core.bench.results import load_results
+from racer_core.errors import RacerError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="racer-tui speed",
+        description="Per-category ms/token, mean accepted tokens and speedup from answer files.",
+        epilog="Speedup is tokens/s over the base's on the questions both answered. "
+        "Exit status: 0 done, 1 unreadable files, 2 usage error.",
+    )
+    p.add_argument(
+        "answers",
+        type=Path,
+        metavar="ANSWER_FILE|FOLDER",
+        help="an answer file, or a folder of them (*.jsonl)",
+    )
+    p.add_argument(
+        "--base",
+        type=Path,
+        default=None,
+        metavar="BASE_FILE",
+        help="the answer file to compare with (default: ar.jsonl in a folder)",
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        if not args.answers.exists():
+            raise RacerError(f"no such file or folder: {args.answers}")
+        if args.base is not None and not args.base.is_file():
+            raise RacerError(f"no such base file: {args.base}")
+        result = load_results(args.answers, base=args.base)
+        if not result.question_order:
+            raise RacerError(f"no answers in {args.answers}")
+    except RacerError as exc:
+        print(f"racer-tui: error: {exc}", file=sys.stderr)
+        return 1
+    head = f"model {result.model}" if result.model else "answers"
+    if result.device:
+        head += f" ({result.device}, {result.dtype})"
+    print(f"{head}; {len(result.question_order)} questions\n")
+    print(speed_tables(result))
+    return 0
