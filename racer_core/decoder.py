@@ -1,0 +1,306 @@
+"""The decoding loop on token ids: draft a tree, verify it in one forward
+pass, accept the longest agreeing path plus a bonus token, update the sources.
+
+`ar`, `racer`, `retrieval` and `logits` all run here, through the same cache
+and mask code; `ar` simply never drafts. One SequenceDecoder holds one
+conversation's cache, automaton and logits table, so a chat keeps its
+retrieval corpus across turns.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from racer_core.automaton import Automaton
+from racer_core.budget import BudgetChooser
+from racer_core.errors import InputError
+from racer_core.events import GenerationConfig, Source
+from racer_core.sampling import TokenSampler
+from racer_core.tree_attention import TreeMaskBuilder
+
+DRAFTING_METHODS = ("racer", "retrieval", "logits")
+PREFILL_CHUNK = 256
+
+
+@dataclass
+class Step:
+    """What one forward pass produced."""
+
+    tokens: list[int]
+    sources: list[Source]
+    tree_size: int
+    budget: int
+    draft_s: float
+    verify_s: float
+    update_s: float
+    finish_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelRuntime:
+    """What every decoder of one loaded model shares."""
+
+    model: Any
+    cache_arg: str
+    vocab_size: int
+    eos_ids: frozenset[int]
+    max_length: int
+    masks: TreeMaskBuilder
+    device: torch.device
+    new_cache: Callable[[], Any]
+    chooser_for: Callable[[str, int], BudgetChooser]
+
+
+def _automaton_key(config: GenerationConfig) -> tuple[int, int, int, int]:
+    return (config.ngram, config.max_nodes, config.min_depth, config.max_breadth)
+
+
+class SequenceDecoder:
+    """One growing token sequence (a conversation) and its drafting state."""
+
+    def __init__(self, runtime: ModelRuntime) -> None:
+        self.rt = runtime
+        self.cache = runtime.new_cache()
+        self.cached: list[int] = []  # tokens whose keys and values are in the cache
+        self.seen: list[int] = []  # the token stream the automaton was fed
+        self.automaton: Automaton | None = None
+        self._automaton_key: tuple[int, int, int, int] | None = None
+
+    # -- the drafting sources -------------------------------------------------
+
+    def _ensure_automaton(self, config: GenerationConfig) -> Automaton:
+        key = _automaton_key(config)
+        if self.automaton is None or key != self._automaton_key:
+            top_k = min(config.max_breadth, self.rt.vocab_size)
+            automaton = Automaton(max_nodes=config.max_nodes, min_depth=config.min_depth, ngram=config.ngram)
+            automaton.init_logits(self.rt.vocab_size, max(1, top_k))
+            if self.seen:
+                # New settings: rebuild the retrieval corpus from the history.
+                automaton.feed(self.seen)
+            self.automaton, self._automaton_key = automaton, key
+        return self.automaton
+
+    def take_sources_from(self, other: SequenceDecoder) -> None:
+        """Start from another conversation's automaton and logits table."""
+        self.automaton, self._automaton_key = other.automaton, other._automaton_key
+        self.seen = list(other.seen)
+
+    # -- the cache ------------------------------------------------------------
+
+    def _sync_prompt(self, prompt: list[int]) -> list[int]:
+        """Reuse the cached prefix of `prompt`; return the tokens still to feed."""
+        common = 0
+        limit = min(len(prompt) - 1, len(self.cached))  # feed at least one token for fresh logits
+        while common < limit and self.cached[common] == prompt[common]:
+            common += 1
+        if common < len(self.cached):
+            self.cache.truncate(common)
+            del self.cached[common:]
+        return prompt[common:]
+
+    def _forward(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        out = self.rt.model(
+            input_ids=tokens[None, :],
+            position_ids=positions[None, :],
+            attention_mask=mask,
+            use_cache=True,
+            **{self.rt.cache_arg: self.cache},
+        )
+        return out.logits[0]
+
+    def _prefill(self, tokens: list[int], config: GenerationConfig, update_table: bool) -> torch.Tensor:
+        """Feed new prompt tokens in chunks; return the last position's logits."""
+        last = None
+        for start in range(0, len(tokens), PREFILL_CHUNK):
+            chunk = tokens[start : start + PREFILL_CHUNK]
+            base = len(self.cached)
+            ids = torch.tensor(chunk, dtype=torch.long, device=self.rt.device)
+            positions = torch.arange(base, base + len(chunk), device=self.rt.device)
+            logits = self._forward(ids, positions, self.rt.masks.causal(base, len(chunk)))
+            self.cached.extend(chunk)
+            if update_table and self.automaton is not None:
+                top = torch.topk(logits, self.automaton.top_k, dim=-1).indices
+                self.automaton.update(np.asarray(chunk, dtype=np.int64), top.cpu().numpy())
+            last = logits[-1]
+        assert last is not None
+        return last
+
+    # -- one reply --------------------------------------------------------------
+
+    def generate(
+        self, prompt: list[int], config: GenerationConfig, should_stop: Callable[[], bool] | None = None
+    ) -> Iterator[Step]:
+        """Continue the sequence with `prompt` and decode a reply, one Step per forward pass."""
+        if config.method not in ("ar", *DRAFTING_METHODS):
+            raise InputError(f"unknown decoding method {config.method!r}")
+        if not prompt:
+            raise InputError("the prompt is empty")
+        if len(prompt) >= self.rt.max_length:
+            raise InputError(f"the prompt has {len(prompt)} tokens; this model takes at most {self.rt.max_length - 1}")
+        bad = [t for t in prompt if not 0 <= t < self.rt.vocab_size]
+        if bad:
+            raise InputError(f"token id {bad[0]} is outside the model's vocabulary of {self.rt.vocab_size}")
+        drafting = config.method in DRAFTING_METHODS
+        use_trie = config.method in ("racer", "retrieval")
+        use_table = config.method in ("racer", "logits")
+        automaton = self._ensure_automaton(config) if drafting else None
+        sampler = TokenSampler(config.temperature, config.top_p, config.seed, self.rt.device)
+        budget_fixed = None if config.max_num_draft == "auto" else int(config.max_num_draft)
+        if budget_fixed is not None and budget_fixed < 1:
+            raise InputError(f"max_num_draft must be a number >= 1 or 'auto', not {config.max_num_draft!r}")
+        chooser = self.rt.chooser_for(config.method, 64) if drafting and budget_fixed is None else None
+        max_new = min(config.max_new_tokens, self.rt.max_length - len(prompt))
+        if max_new < 1:
+            return
+
+        with torch.inference_mode():
+            start = time.perf_counter()
+            fresh = self._sync_prompt(prompt)
+            logits = self._prefill(fresh, config, update_table=use_table)
+            new_seen = prompt[_common_prefix(self.seen, prompt) :] if use_trie else []
+            if automaton is not None and use_trie:
+                automaton.feed(new_seen)
+            if use_trie:
+                self.seen = list(prompt)
+            root = sampler.sample(logits)
+            emitted = 1
+            prefill_s = time.perf_counter() - start
+            reason = "eos" if root in self.rt.eos_ids else ("length" if emitted >= max_new else None)
+            # The root is fed with the step that verifies it: retrieval for a
+            # root reads the text up to, not including, that root.
+            yield Step([root], [Source.MODEL], len(fresh), 1, 0.0, prefill_s, 0.0, reason)
+            if reason:
+                return
+
+            while True:
+                if should_stop is not None and should_stop():
+                    yield Step([], [], 0, 0, 0.0, 0.0, 0.0, "cancelled")
+                    return
+                t0 = time.perf_counter()
+                base = len(self.cached)
+                kind = 0
+                if automaton is None:
+                    tokens = np.array([root], dtype=np.int64)
+                    parents = np.array([-1], dtype=np.int64)
+                    depths = np.zeros(1, dtype=np.int64)
+                    ancestors = np.ones((1, 1), dtype=bool)
+                    sources = np.zeros(1, dtype=np.uint8)
+                    budget = 1
+                    tree = None
+                else:
+                    if chooser is not None:
+                        probe = automaton.retrieve(root, 2)
+                        kind = int(probe.size > 1 and bool(probe.sources[1] & 1))
+                        budget = chooser.choose(kind)
+                    else:
+                        budget = budget_fixed or 1
+                    tree = automaton.retrieve(root, budget)
+                    tokens, parents, depths = tree.tokens, tree.parents, tree.position_ids
+                    ancestors, sources = tree.attn_mask, tree.sources
+                size = len(tokens)
+                mask = self.rt.masks.build(base, ancestors, depths)
+                ids = torch.from_numpy(tokens).to(self.rt.device)
+                positions = torch.from_numpy(depths + base).to(self.rt.device)
+                t1 = time.perf_counter()
+                logits = self._forward(ids, positions, mask)
+                path, bonus = _accept(logits, tokens, parents, sampler)
+                t2 = time.perf_counter()
+
+                out_tokens = [int(tokens[i]) for i in path[1:]] + [bonus]
+                out_sources = [_source(int(sources[i])) for i in path[1:]] + [Source.MODEL]
+                reason = None
+                for i, token in enumerate(out_tokens):
+                    if token in self.rt.eos_ids:
+                        out_tokens, out_sources, reason = out_tokens[: i + 1], out_sources[: i + 1], "eos"
+                        break
+                if emitted + len(out_tokens) >= max_new:
+                    keep = max_new - emitted
+                    out_tokens, out_sources = out_tokens[:keep], out_sources[:keep]
+                    reason = reason or "length"
+                emitted += len(out_tokens)
+
+                self.cache.commit(base, path)
+                self.cached.extend(int(tokens[i]) for i in path)
+                if automaton is not None:
+                    if use_table:
+                        top = torch.topk(logits, automaton.top_k, dim=-1).indices
+                        automaton.update(tokens, top.cpu().numpy())
+                    if chooser is not None and tree is not None:
+                        accepted_tokens = [int(tokens[i]) for i in path[1:]]
+                        chooser.observe(kind, budget, size, _accepted_counter(automaton, root, accepted_tokens, budget, len(path) - 1))
+                    if use_trie:
+                        fed = [root, *out_tokens[:-1]]
+                        automaton.feed(fed)
+                        self.seen.extend(fed)
+                t3 = time.perf_counter()
+                yield Step(out_tokens, out_sources, size, budget, t1 - t0, t2 - t1, t3 - t2, reason)
+                if reason:
+                    return
+                root = bonus
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _source(bits: int) -> Source:
+    return Source.RETRIEVAL if bits & 1 else Source.LOGITS
+
+
+def _accept(logits: torch.Tensor, tokens: np.ndarray, parents: np.ndarray, sampler: TokenSampler) -> tuple[list[int], int]:
+    """Walk the tree from the root along the model's choices (DESIGN.md 1.5).
+
+    Greedy: the argmax at each node. Sampling: one sample per visited node,
+    shared by every path through it, which keeps the target distribution.
+    Returns the accepted node indices (root first) and the bonus token.
+    """
+    children: dict[tuple[int, int], int] = {}
+    for index in range(1, len(tokens)):
+        children[(int(parents[index]), int(tokens[index]))] = index
+    path = [0]
+    if sampler.greedy:
+        choice = logits.argmax(dim=-1).tolist() if len(tokens) > 1 else [int(logits[0].argmax())]
+        node = 0
+        while (node, choice[node]) in children:
+            node = children[(node, choice[node])]
+            path.append(node)
+        return path, choice[node]
+    node = 0
+    while True:
+        token = sampler.sample(logits[node])
+        nxt = children.get((node, token))
+        if nxt is None:
+            return path, token
+        node = nxt
+        path.append(node)
+
+
+def _accepted_counter(automaton: Automaton, root: int, accepted: list[int], used: int, accepted_used: int) -> Callable[[int], int]:
+    """How many of this step's accepted drafts a smaller budget would have had.
+
+    A budget-b tree is the first b nodes of the larger one, so the answer is
+    the longest prefix of the accepted path present in the budget-b tree.
+    """
+
+    def at(budget: int) -> int:
+        if budget >= used or not accepted:
+            return accepted_used
+        tree = automaton.retrieve(root, budget)
+        rows = tree.candidates[:, 1 : 1 + len(accepted)]
+        if rows.shape[1] == 0:
+            return 0
+        target = np.asarray(accepted[: rows.shape[1]], dtype=rows.dtype)
+        matches = np.cumprod(rows == target[None, :], axis=1).sum(axis=1)
+        return int(matches.max())
+
+    return at

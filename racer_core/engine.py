@@ -1,0 +1,184 @@
+"""The engine front ends use: load a model once, open conversations, stream
+one StepEvent per forward pass.
+
+    engine = load_engine()                     # the embedded default model
+    chat = engine.new_conversation("You are terse.")
+    for event in chat.send("Hello", GenerationConfig(method="racer")):
+        print(event.text, end="")
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from racer_core.anchors import generate_with_transformers
+from racer_core.budget import CPU_GRID, GPU_GRID, BudgetChooser, load_or_measure
+from racer_core.decoder import ModelRuntime, SequenceDecoder
+from racer_core.detokenize import IncrementalDecoder
+from racer_core.errors import InputError
+from racer_core.events import METHODS, EngineInfo, GenerationConfig, Progress, ShouldStop, StepEvent, TokenPiece
+from racer_core.kv_cache import TreeCache
+from racer_core.loading import load_model
+from racer_core.tree_attention import TreeMaskBuilder, cache_argument_name, sliding_window_of
+
+END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "</s>")
+
+
+def end_of_turn_ids(model: Any, tokenizer: Any) -> frozenset[int]:
+    """Every id that ends a reply: the generation config's, the tokenizer's
+    EOS, and the chat templates' end-of-turn markers present in the vocabulary."""
+    ids: set[int] = set()
+    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if isinstance(configured, int):
+        ids.add(configured)
+    elif configured:
+        ids.update(int(i) for i in configured)
+    if tokenizer is not None:
+        if tokenizer.eos_token_id is not None:
+            ids.add(int(tokenizer.eos_token_id))
+        vocab = tokenizer.get_vocab()
+        ids.update(vocab[t] for t in END_OF_TURN_TOKENS if t in vocab)
+    return frozenset(ids)
+
+
+class RacerEngine:
+    """A loaded model plus what its decoders share (cost curve, budget stats)."""
+
+    def __init__(self, model: Any, tokenizer: Any, name: str, eos_ids: frozenset[int] | None = None) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+        device = next(model.parameters()).device
+        dtype = next(model.parameters()).dtype
+        window = sliding_window_of(model.config)
+        vocab = int(config.vocab_size)
+        self.info = EngineInfo(model=name, device=str(device), dtype=str(dtype).removeprefix("torch."))
+        self._grid = GPU_GRID if device.type == "cuda" else CPU_GRID
+        self._curve = None
+        self._choosers: dict[str, BudgetChooser] = {}
+        self.runtime = ModelRuntime(
+            model=model,
+            cache_arg=cache_argument_name(model),
+            vocab_size=vocab,
+            eos_ids=eos_ids if eos_ids is not None else end_of_turn_ids(model, tokenizer),
+            max_length=int(getattr(config, "max_position_embeddings", 0) or 1 << 30),
+            masks=TreeMaskBuilder(dtype, device, window),
+            device=device,
+            new_cache=lambda: TreeCache(int(config.num_hidden_layers)),
+            chooser_for=self._chooser,
+        )
+
+    # -- the hardware-aware budget ------------------------------------------
+
+    def cost_curve(self):  # noqa: ANN201 - CostCurve, imported lazily above
+        if self._curve is None:
+            key = (self.info.model, repr(self.model.config.to_dict().get("architectures")),
+                   str(sum(p.numel() for p in self.model.parameters())), self.info.device, self.info.dtype,
+                   str(torch.get_num_threads()), torch.__version__)
+            self._curve = load_or_measure(key, self._grid, self._time_forward)
+        return self._curve
+
+    def _time_forward(self, size: int, context: int = 256, repeats: int = 5) -> float:
+        """Median seconds to verify `size` tree tokens after `context` cached ones."""
+        decoder = SequenceDecoder(self.runtime)
+        rt = self.runtime
+        vocab = rt.vocab_size
+        gen = torch.Generator().manual_seed(0)
+        prompt = torch.randint(0, vocab, (context,), generator=gen).tolist()
+        with torch.inference_mode():
+            decoder._prefill(prompt, GenerationConfig(), update_table=False)
+            ids = torch.randint(0, vocab, (size,), generator=gen).to(rt.device)
+            positions = torch.arange(context, context + size, device=rt.device)
+            times = []
+            for _ in range(repeats + 1):
+                mask = rt.masks.causal(context, size)
+                t0 = time.perf_counter()
+                decoder._forward(ids, positions, mask)
+                if rt.device.type == "cuda":
+                    torch.cuda.synchronize()
+                times.append(time.perf_counter() - t0)
+                decoder.cache.truncate(context)
+        return statistics.median(times[1:])  # the first call pays for allocations
+
+    def _chooser(self, method: str, max_budget: int) -> BudgetChooser:
+        if method not in self._choosers:
+            self._choosers[method] = BudgetChooser(self.cost_curve(), self._grid, max_budget)
+        return self._choosers[method]
+
+    # -- conversations ---------------------------------------------------------
+
+    def new_conversation(self, system_prompt: str | None = None, warm_from: ChatConversation | None = None) -> ChatConversation:
+        conversation = ChatConversation(self, system_prompt)
+        if warm_from is not None:
+            conversation.decoder.take_sources_from(warm_from.decoder)
+        return conversation
+
+    def decoder(self) -> SequenceDecoder:
+        return SequenceDecoder(self.runtime)
+
+
+class ChatConversation:
+    """Messages rendered through the tokenizer's chat template; one decoder
+    (cache, automaton, logits table) for the whole conversation."""
+
+    def __init__(self, engine: RacerEngine, system_prompt: str | None = None) -> None:
+        self.engine = engine
+        self.messages: list[dict[str, str]] = []
+        if system_prompt:
+            self.messages.append({"role": "system", "content": system_prompt})
+        self.decoder = engine.decoder()
+
+    def prompt_ids(self, enable_thinking: bool = False) -> list[int]:
+        tokenizer = self.engine.tokenizer
+        if getattr(tokenizer, "chat_template", None):
+            text = tokenizer.apply_chat_template(
+                self.messages, tokenize=False, add_generation_prompt=True, enable_thinking=enable_thinking
+            )
+        else:  # a base model: plain concatenation of the turns
+            text = "\n\n".join(m["content"] for m in self.messages) + "\n\n"
+        return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def send(self, user_text: str, config: GenerationConfig, should_stop: ShouldStop | None = None) -> Iterator[StepEvent]:
+        if config.method not in METHODS:
+            raise InputError(f"unknown method {config.method!r}; choose one of {', '.join(METHODS)}")
+        if not user_text.strip():
+            raise InputError("the message is empty")
+        self.messages.append({"role": "user", "content": user_text})
+        prompt = self.prompt_ids(config.enable_thinking)
+        detok = IncrementalDecoder(self.engine.tokenizer)
+        if config.method in ("hf", "pld"):
+            steps = generate_with_transformers(self.engine, prompt, config, should_stop)
+        else:
+            steps = self.decoder.generate(prompt, config, should_stop)
+        count = 0
+        try:
+            for step in steps:
+                count += 1
+                pieces = tuple(TokenPiece(t, detok.push(t), s) for t, s in zip(step.tokens, step.sources, strict=True))
+                yield StepEvent(
+                    step=count, pieces=pieces, tree_size=step.tree_size, budget=step.budget,
+                    draft_s=step.draft_s, verify_s=step.verify_s, update_s=step.update_s,
+                    finished=step.finish_reason is not None, finish_reason=step.finish_reason,
+                )
+        except BaseException:
+            # Keep the conversation consistent: a failed turn leaves no half reply.
+            self.messages.pop()
+            raise
+        self.messages.append({"role": "assistant", "content": detok.text()})
+
+
+def load_engine(
+    model_path: str | os.PathLike[str] | None = None,
+    device: str = "auto",
+    dtype: str = "auto",
+    progress: Progress | None = None,
+) -> RacerEngine:
+    """Load a model (the embedded default when `model_path` is None)."""
+    model, tokenizer, name = load_model(model_path, device, dtype, progress)
+    return RacerEngine(model, tokenizer, name)

@@ -1,0 +1,123 @@
+"""A key/value cache for tree verification on stock transformers models.
+
+Each layer keeps preallocated buffers that grow by doubling, so appending a
+tree is an in-place copy instead of the `torch.cat` of the whole cache that
+transformers' DynamicCache does every step. After verification `commit`
+keeps the cached prefix plus the accepted tree rows, in path order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from transformers.cache_utils import Cache, CacheLayerMixin
+
+_MIN_CAPACITY = 256
+
+
+class TreeCacheLayer(CacheLayerMixin):
+    is_sliding = False
+    is_croppable = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.length = 0
+        self._k: torch.Tensor | None = None
+        self._v: torch.Tensor | None = None
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        self.device = key_states.device
+        self._k = key_states.new_empty(self._shape(key_states, _MIN_CAPACITY))
+        self._v = value_states.new_empty(self._shape(value_states, _MIN_CAPACITY))
+        self.is_initialized = True
+
+    @staticmethod
+    def _shape(states: torch.Tensor, capacity: int) -> tuple[int, ...]:
+        return (*states.shape[:-2], capacity, states.shape[-1])
+
+    def _reserve(self, needed: int) -> None:
+        assert self._k is not None and self._v is not None
+        capacity = self._k.shape[-2]
+        if needed <= capacity:
+            return
+        while capacity < needed:
+            capacity *= 2
+        k = self._k.new_empty(self._shape(self._k, capacity))
+        v = self._v.new_empty(self._shape(self._v, capacity))
+        k[..., : self.length, :] = self._k[..., : self.length, :]
+        v[..., : self.length, :] = self._v[..., : self.length, :]
+        self._k, self._v = k, v
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        n = key_states.shape[-2]
+        self._reserve(self.length + n)
+        assert self._k is not None and self._v is not None
+        self._k[..., self.length : self.length + n, :] = key_states
+        self._v[..., self.length : self.length + n, :] = value_states
+        self.length += n
+        self.keys = self._k[..., : self.length, :]
+        self.values = self._v[..., : self.length, :]
+        return self.keys, self.values
+
+    def keep(self, base: int, rows: torch.Tensor | None, count: int) -> None:
+        """Keep [0, base) plus rows base + rows[i] moved to base + i."""
+        if self._k is not None and rows is not None:
+            src = rows + base
+            self._k[..., base : base + count, :] = self._k.index_select(-2, src)
+            self._v[..., base : base + count, :] = self._v.index_select(-2, src)
+        self.length = base + count
+        if self._k is not None:
+            self.keys = self._k[..., : self.length, :]
+            self.values = self._v[..., : self.length, :]
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self.length + query_length, 0
+
+    def get_seq_length(self) -> int:
+        return self.length
+
+    def get_max_length(self) -> int:
+        return -1
+
+    def crop(self, max_length: int) -> None:
+        if max_length < 0:
+            max_length = self.length + max_length
+        self.keep(min(max_length, self.length), None, 0)
+
+    def reset(self) -> None:
+        self.length = 0
+        self.keys = self.values = None
+        self._k = self._v = None
+        self.is_initialized = False
+
+
+class TreeCache(Cache):
+    """The cache handed to the model's forward; one TreeCacheLayer per layer."""
+
+    def __init__(self, num_layers: int) -> None:
+        super().__init__(layers=[TreeCacheLayer() for _ in range(num_layers)])
+
+    @property
+    def length(self) -> int:
+        return self.layers[0].length  # type: ignore[attr-defined]
+
+    def commit(self, base: int, accepted: list[int]) -> None:
+        """After verifying a tree appended at `base`, keep only the accepted
+        nodes (tree indices, root first, in path order)."""
+        count = len(accepted)
+        # The root and a run of first children are already in place: the common
+        # case of a chain accepted from its start needs no copy at all.
+        in_place = accepted == list(range(count))
+        rows = None
+        if not in_place:
+            device = self.layers[0].device  # type: ignore[attr-defined]
+            rows = torch.tensor(accepted, dtype=torch.long, device=device)
+        for layer in self.layers:
+            layer.keep(base, rows, count)  # type: ignore[attr-defined]
+
+    def truncate(self, length: int) -> None:
+        for layer in self.layers:
+            layer.keep(min(length, layer.length), None, 0)  # type: ignore[attr-defined]

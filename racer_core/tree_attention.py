@@ -1,0 +1,77 @@
+"""Tree attention on stock transformers models (DESIGN.md 1.4, Eq. 2).
+
+The draft tree goes through the model in one forward pass: position ids are
+the cached length plus each node's depth, and a 4D additive float mask lets
+each node see every cached position and its own ancestors. A boolean mask
+would be silently wrong under eager attention, so the mask is always float in
+the model's dtype.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import numpy as np
+import torch
+
+from racer_core.errors import ModelLoadError
+
+
+def cache_argument_name(model: Any) -> str:
+    """transformers 5 renames `past_key_values` to `cache`; accept either."""
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def sliding_window_of(config: Any) -> int | None:
+    """The one sliding window all layers share, None for full attention.
+
+    A model mixing sliding and full layers would need one mask per layer kind;
+    refuse it clearly instead of verifying with the wrong mask.
+    """
+    text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    layer_types = getattr(text_config, "layer_types", None)
+    window = getattr(text_config, "sliding_window", None)
+    if getattr(text_config, "use_sliding_window", True) is False:
+        window = None
+    if layer_types:
+        kinds = set(layer_types)
+        if "sliding_attention" in kinds and len(kinds) > 1:
+            raise ModelLoadError(
+                f"{text_config.model_type} mixes sliding-window and full attention layers; "
+                "tree verification supports one attention kind per model"
+            )
+        if "sliding_attention" not in kinds:
+            window = None
+        if kinds - {"sliding_attention", "full_attention"}:
+            raise ModelLoadError(f"{text_config.model_type} has layer kinds {sorted(kinds)}; only attention layers can be tree-verified")
+    return int(window) if window else None
+
+
+class TreeMaskBuilder:
+    """Builds the (1, 1, T, L + T) additive mask, reusing buffers."""
+
+    def __init__(self, dtype: torch.dtype, device: torch.device | str, window: int | None) -> None:
+        self.dtype = dtype
+        self.device = device
+        self.window = window
+        self.neg = torch.finfo(dtype).min
+
+    def build(self, cached: int, ancestor_mask: np.ndarray, depths: np.ndarray) -> torch.Tensor:
+        size = ancestor_mask.shape[0]
+        mask = torch.zeros((1, 1, size, cached + size), dtype=self.dtype)
+        tree = torch.from_numpy(np.ascontiguousarray(ancestor_mask))
+        mask[0, 0, :, cached:].masked_fill_(~tree, self.neg)
+        if self.window is not None and cached > 0:
+            # Query at position cached + depth sees key j only if the distance is below the window.
+            query_pos = torch.from_numpy(np.asarray(depths, dtype=np.int64)) + cached
+            key_pos = torch.arange(cached)
+            too_far = (query_pos[:, None] - key_pos[None, :]) >= self.window
+            mask[0, 0, :, :cached].masked_fill_(too_far, self.neg)
+        return mask.to(self.device, non_blocking=True)
+
+    def causal(self, cached: int, size: int) -> torch.Tensor:
+        """The plain causal mask for `size` new tokens after `cached` ones."""
+        lower = np.tril(np.ones((size, size), dtype=bool))
+        return self.build(cached, lower, np.arange(size))
