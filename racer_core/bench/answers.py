@@ -22,7 +22,7 @@ from typing import Any
 
 from racer_core.errors import InputError
 
-DATA_DIR_ENV = "RACER_TUI_DATA_DIR"
+DATA_DIR_ENV = "RACER_TUI_DATA_DIR"  # read by racer_core.paths.data_dir
 
 
 @dataclass(frozen=True)
@@ -178,20 +178,12 @@ def answer_path(answer_dir: str | Path, method: str) -> Path:
     return Path(answer_dir) / f"{method}.jsonl"
 
 
-def data_dir() -> Path:
-    """The user data folder: $RACER_TUI_DATA_DIR, else platformdirs' choice."""
-    override = os.environ.get(DATA_DIR_ENV)
-    if override:
-        return Path(override).expanduser()
-    from platformdirs import user_data_dir
-
-    return Path(user_data_dir("racer-tui", appauthor=False))
-
-
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "model"
 
 
 def default_answer_dir(suite: str, model: str) -> Path:
     """Stable per (suite, model), so `--resume` finds the previous run's answers."""
+    from racer_core.paths import data_dir
+
     return data_dir() / "bench" / _slug(suite) / _slug(model)
