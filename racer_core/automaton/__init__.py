@@ -9,7 +9,11 @@ from racer_core.automaton.reference import ReferenceAutomaton
 
 try:
     from racer_core.automaton._automaton import Automaton
-except ImportError:  # pragma: no cover - temporary until the extension lands
-    Automaton = ReferenceAutomaton  # type: ignore[misc,assignment]
+except ImportError as error:  # the extension is built, never silently replaced
+    raise ImportError(
+        "racer_core.automaton._automaton is not built: run "
+        "`pip install -e . --no-build-isolation --no-deps` or "
+        "`python setup.py build_ext --inplace` in the repository root"
+    ) from error
 
 __all__ = ["Automaton", "DraftTree", "ReferenceAutomaton"]

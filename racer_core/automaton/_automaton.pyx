@@ -1,0 +1,341 @@
+# distutils: language = c++
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Cython bindings of the C++17 automaton (automaton.hpp).
+
+Every argument is validated here before the C++ object is touched, so a call
+that raises leaves the automaton unchanged. Common inputs (lists of Python
+ints, aligned native int32/int64 arrays) are checked in C; anything else goes
+through racer_core.automaton._checks, which is also what the reference uses,
+so both raise the same exceptions with the same messages.
+"""
+
+from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from libc.stdint cimport int32_t, int64_t, uint8_t
+from libcpp cimport bool as cbool
+from libcpp.string cimport string
+from libcpp.vector cimport vector
+
+cimport numpy as cnp
+
+import numpy as np
+
+from racer_core.automaton import _checks
+from racer_core.automaton.draft import DraftTree
+
+cnp.import_array()
+
+cdef extern from "automaton.hpp" namespace "racer":
+    cdef struct DraftOut:
+        int64_t* tokens
+        int64_t* position_ids
+        int64_t* parents
+        uint8_t* sources
+        uint8_t* attn_mask
+        int64_t* retrieve_indices
+        int64_t* candidates
+
+    cdef cppclass CoreAutomaton "racer::Automaton":
+        CoreAutomaton(int32_t, int32_t, int32_t) except +
+        int32_t max_nodes()
+        int32_t min_depth()
+        int32_t ngram()
+        int32_t vocab_size()
+        int32_t top_k()
+        int32_t node_count()
+        void init_logits(int32_t, int32_t) except +
+        void update(const int64_t*, int64_t, const int64_t*) except +
+        void insert(const int64_t*, int64_t, int64_t) except +
+        void add_tokens(const int64_t*, int64_t) except +
+        void trans_tokens(const int64_t*, int64_t) except +
+        void reset()
+        void build() except +
+        int32_t retrieve(int32_t, int32_t, cbool) except +
+        int32_t draft_leaves()
+        int32_t draft_width()
+        void fill_draft(const DraftOut&)
+        void export_nodes(vector[int32_t]&, vector[int32_t]&, vector[int32_t]&,
+                          vector[int32_t]&, vector[int64_t]&) except +
+        void state_path(vector[int32_t]&) except +
+        string check_internal() except +
+
+cdef int64_t TOKEN_LIMIT = _checks.TOKEN_LIMIT
+cdef int64_t MAX_DRAFT = _checks.MAX_DRAFT
+
+
+cdef inline bint _native_int_array(cnp.ndarray arr):
+    """Aligned, native byte order, 32- or 64-bit signed integers."""
+    cdef int typenum = cnp.PyArray_TYPE(arr)
+    if not cnp.PyArray_ISBEHAVED_RO(arr):
+        return False
+    if typenum == cnp.NPY_INT32:
+        return True
+    return (typenum == cnp.NPY_INT64 or typenum == cnp.NPY_LONGLONG) and cnp.PyArray_ITEMSIZE(arr) == 8
+
+
+cdef inline int64_t _read(char* p, int itemsize) noexcept nogil:
+    if itemsize == 8:
+        return (<int64_t*>p)[0]
+    return (<int32_t*>p)[0]
+
+
+cdef class Automaton:
+    """Aho-Corasick n-gram trie with LRU leaf eviction plus the copy-logit table."""
+
+    cdef CoreAutomaton* core
+    cdef vector[int64_t] buf
+    cdef vector[int64_t] rows
+
+    def __cinit__(self, max_nodes=10000, min_depth=2, ngram=10):
+        cdef int32_t m = _checks.check_param("max_nodes", max_nodes, 2)
+        cdef int32_t d = _checks.check_param("min_depth", min_depth, 1)
+        cdef int32_t g = _checks.check_param("ngram", ngram, 1)
+        self.core = new CoreAutomaton(m, d, g)
+
+    def __dealloc__(self):
+        del self.core
+
+    # ------------------------------------------------------------ properties
+
+    @property
+    def max_nodes(self) -> int:
+        return self.core.max_nodes()
+
+    @property
+    def min_depth(self) -> int:
+        return self.core.min_depth()
+
+    @property
+    def ngram(self) -> int:
+        return self.core.ngram()
+
+    @property
+    def vocab_size(self):
+        """None before init_logits."""
+        return self.core.vocab_size() if self.core.vocab_size() > 0 else None
+
+    @property
+    def top_k(self):
+        """None before init_logits."""
+        return self.core.top_k() if self.core.top_k() > 0 else None
+
+    @property
+    def node_count(self) -> int:
+        return self.core.node_count()
+
+    # ----------------------------------------------------------- input checks
+
+    cdef inline int64_t _bound(self):
+        return self.core.vocab_size() if self.core.vocab_size() > 0 else TOKEN_LIMIT
+
+    cdef Py_ssize_t _load_slow(self, object tokens, str name, int64_t bound) except -1:
+        values = _checks.check_tokens(name, tokens, bound)
+        cdef Py_ssize_t i, n = len(values)
+        self.buf.resize(n)
+        for i in range(n):
+            self.buf[i] = values[i]
+        return n
+
+    cdef Py_ssize_t _load(self, object tokens, str name) except -1:
+        """Validated tokens into self.buf; returns how many."""
+        cdef int64_t bound = self._bound()
+        cdef Py_ssize_t i, n, stride
+        cdef long long v
+        cdef int overflow = 0
+        cdef object item
+        cdef cnp.ndarray arr
+        cdef char* data
+        cdef int itemsize
+        if type(tokens) is list:
+            n = PyList_GET_SIZE(tokens)
+            self.buf.resize(n)
+            for i in range(n):
+                item = <object>PyList_GET_ITEM(tokens, i)
+                if type(item) is not int:
+                    return self._load_slow(tokens, name, bound)
+                v = PyLong_AsLongLongAndOverflow(item, &overflow)
+                if overflow or v < 0 or v >= bound:
+                    return self._load_slow(tokens, name, bound)
+                self.buf[i] = v
+            return n
+        if type(tokens) is tuple:
+            n = PyTuple_GET_SIZE(tokens)
+            self.buf.resize(n)
+            for i in range(n):
+                item = <object>PyTuple_GET_ITEM(tokens, i)
+                if type(item) is not int:
+                    return self._load_slow(tokens, name, bound)
+                v = PyLong_AsLongLongAndOverflow(item, &overflow)
+                if overflow or v < 0 or v >= bound:
+                    return self._load_slow(tokens, name, bound)
+                self.buf[i] = v
+            return n
+        if isinstance(tokens, cnp.ndarray):
+            arr = <cnp.ndarray>tokens
+            if cnp.PyArray_NDIM(arr) == 1 and _native_int_array(arr):
+                n = cnp.PyArray_DIM(arr, 0)
+                stride = cnp.PyArray_STRIDE(arr, 0)
+                itemsize = cnp.PyArray_ITEMSIZE(arr)
+                data = cnp.PyArray_BYTES(arr)
+                self.buf.resize(n)
+                for i in range(n):
+                    v = _read(data + i * stride, itemsize)
+                    if v < 0 or v >= bound:
+                        return self._load_slow(tokens, name, bound)
+                    self.buf[i] = v
+                return n
+        return self._load_slow(tokens, name, bound)
+
+    cdef int _load_rows(self, object topk_ids, Py_ssize_t n) except -1:
+        """Validated (n, top_k) rows into self.rows."""
+        cdef int64_t bound = self.core.vocab_size()
+        cdef Py_ssize_t k = self.core.top_k()
+        cdef Py_ssize_t i, j, s0, s1
+        cdef long long v
+        cdef cnp.ndarray arr
+        cdef char* data
+        cdef int itemsize
+        cdef bint ok
+        self.rows.resize(n * k)
+        if isinstance(topk_ids, cnp.ndarray):
+            arr = <cnp.ndarray>topk_ids
+            if (cnp.PyArray_NDIM(arr) == 2 and _native_int_array(arr)
+                    and cnp.PyArray_DIM(arr, 0) == n and cnp.PyArray_DIM(arr, 1) == k):
+                s0 = cnp.PyArray_STRIDE(arr, 0)
+                s1 = cnp.PyArray_STRIDE(arr, 1)
+                itemsize = cnp.PyArray_ITEMSIZE(arr)
+                data = cnp.PyArray_BYTES(arr)
+                ok = True
+                for i in range(n):
+                    for j in range(k):
+                        v = _read(data + i * s0 + j * s1, itemsize)
+                        if v < 0 or v >= bound:
+                            ok = False
+                        self.rows[i * k + j] = v
+                if ok:
+                    return 0
+        table = _checks.check_rows("topk_ids", topk_ids, n, k, bound)
+        for i in range(n):
+            row = table[i]
+            for j in range(k):
+                self.rows[i * k + j] = row[j]
+        return 0
+
+    # -------------------------------------------------------------- mutation
+
+    def init_logits(self, vocab_size, top_k) -> None:
+        """Create the logits table (vocab_size rows of top_k token ids), all rows empty."""
+        v, k = _checks.check_table(vocab_size, top_k)
+        self.core.init_logits(v, k)
+
+    def update(self, token_ids, topk_ids) -> None:
+        """Row token_ids[i] of the logits table becomes topk_ids[i]."""
+        if self.core.top_k() == 0:
+            raise RuntimeError("update called before init_logits")
+        cdef Py_ssize_t n = self._load(token_ids, "token_ids")
+        self._load_rows(topk_ids, n)
+        self.core.update(self.buf.data(), n, self.rows.data())
+
+    def insert(self, pattern, freq=1) -> None:
+        """Insert one token path, adding freq to every node on it."""
+        cdef Py_ssize_t n = self._load(pattern, "pattern")
+        cdef int64_t f
+        if type(freq) is int and 1 <= freq <= _checks.PARAM_LIMIT:
+            f = freq
+        else:
+            f = _checks.check_freq(freq)
+        self.core.insert(self.buf.data(), n, f)
+
+    def add_tokens(self, tokens) -> None:
+        """Append tokens to the history; insert the n-gram ending at each."""
+        cdef Py_ssize_t n = self._load(tokens, "tokens")
+        self.core.add_tokens(self.buf.data(), n)
+
+    def trans_tokens(self, tokens) -> None:
+        """Advance the matcher state over tokens."""
+        cdef Py_ssize_t n = self._load(tokens, "tokens")
+        self.core.trans_tokens(self.buf.data(), n)
+
+    def feed(self, tokens) -> None:
+        """add_tokens then trans_tokens with the same tokens, validated once."""
+        cdef Py_ssize_t n = self._load(tokens, "tokens")
+        self.core.add_tokens(self.buf.data(), n)
+        self.core.trans_tokens(self.buf.data(), n)
+
+    def reset(self) -> None:
+        """Matcher state back to the root; the trie, history and table stay."""
+        self.core.reset()
+
+    def build(self) -> None:
+        """Recompute every failure link from scratch (they are kept incrementally)."""
+        self.core.build()
+
+    # -------------------------------------------------------------- retrieve
+
+    def retrieve(self, next_token, max_num_draft=64, is_chain=False):
+        """Draft tree below next_token: retrieval paths first, then the logits tree."""
+        cdef int64_t bound = self._bound()
+        cdef long long t = -1, b = -1
+        cdef int overflow = 0
+        if type(next_token) is int:
+            t = PyLong_AsLongLongAndOverflow(next_token, &overflow)
+            if overflow:
+                t = -1
+        if type(max_num_draft) is int:
+            b = PyLong_AsLongLongAndOverflow(max_num_draft, &overflow)
+            if overflow:
+                b = -1
+        if t < 0 or t >= bound or b < 1 or b > MAX_DRAFT or type(is_chain) is not bool:
+            t = _checks.check_token("next_token", next_token, bound)
+            b = _checks.check_budget(max_num_draft)
+            is_chain = _checks.check_flag("is_chain", is_chain)
+        cdef cbool chain = is_chain
+        cdef cnp.npy_intp size = self.core.retrieve(<int32_t>t, <int32_t>b, chain)
+        cdef cnp.npy_intp dims[2]
+        dims[0] = size
+        tokens = cnp.PyArray_EMPTY(1, dims, cnp.NPY_INT64, 0)
+        position_ids = cnp.PyArray_EMPTY(1, dims, cnp.NPY_INT64, 0)
+        parents = cnp.PyArray_EMPTY(1, dims, cnp.NPY_INT64, 0)
+        sources = cnp.PyArray_EMPTY(1, dims, cnp.NPY_UINT8, 0)
+        dims[1] = size
+        attn_mask = cnp.PyArray_EMPTY(2, dims, cnp.NPY_BOOL, 0)
+        dims[0] = self.core.draft_leaves()
+        dims[1] = self.core.draft_width()
+        retrieve_indices = cnp.PyArray_EMPTY(2, dims, cnp.NPY_INT64, 0)
+        candidates = cnp.PyArray_EMPTY(2, dims, cnp.NPY_INT64, 0)
+        cdef DraftOut out
+        out.tokens = <int64_t*>cnp.PyArray_DATA(<cnp.ndarray>tokens)
+        out.position_ids = <int64_t*>cnp.PyArray_DATA(<cnp.ndarray>position_ids)
+        out.parents = <int64_t*>cnp.PyArray_DATA(<cnp.ndarray>parents)
+        out.sources = <uint8_t*>cnp.PyArray_DATA(<cnp.ndarray>sources)
+        out.attn_mask = <uint8_t*>cnp.PyArray_DATA(<cnp.ndarray>attn_mask)
+        out.retrieve_indices = <int64_t*>cnp.PyArray_DATA(<cnp.ndarray>retrieve_indices)
+        out.candidates = <int64_t*>cnp.PyArray_DATA(<cnp.ndarray>candidates)
+        self.core.fill_draft(out)
+        return DraftTree(tokens, position_ids, parents, sources, attn_mask, retrieve_indices,
+                         candidates)
+
+    # ---------------------------------------------------------- test helpers
+
+    def snapshot(self) -> dict:
+        """{path: (freq, failure-link path)} for every non-root node."""
+        cdef vector[int32_t] ids, parents, tokens, fails
+        cdef vector[int64_t] freqs
+        self.core.export_nodes(ids, parents, tokens, fails, freqs)
+        cdef size_t i
+        paths = {0: ()}
+        for i in range(ids.size()):  # breadth-first: parents come first
+            paths[ids[i]] = paths[parents[i]] + (tokens[i],)
+        # Failure targets are shallower, so their paths are known by now.
+        return {paths[ids[i]]: (freqs[i], paths[fails[i]]) for i in range(ids.size())}
+
+    def state_path(self) -> tuple:
+        """Tokens of the matcher state's path."""
+        cdef vector[int32_t] out
+        self.core.state_path(out)
+        return tuple(out)
+
+    def _check_internal(self) -> str:
+        """'' when the hidden structures are consistent, else the first fault found."""
+        return self.core.check_internal().decode()
