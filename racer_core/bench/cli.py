@@ -30,9 +30,7 @@ def _budget(text: str) -> int | str:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a number >= 1 or 'auto', got {text!r}"
-        ) from None
+        raise argparse.ArgumentTypeError(f"expected a number >= 1 or 'auto', got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a number >= 1 or 'auto', got {text!r}")
     return value
@@ -103,9 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--temperature", type=float, default=0.0, help="0 (default) is greedy")
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--enable-thinking", action="store_true")
-    p.add_argument(
-        "--model-path", default=None, help="a checkpoint folder or GGUF file (default: embedded)"
-    )
+    p.add_argument("--model-path", default=None, help="a checkpoint folder or GGUF file (default: embedded)")
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto")
     p.add_argument(
@@ -209,9 +205,7 @@ def _run(args: argparse.Namespace, loader: EngineLoader) -> int:
         suite=name,
     )
     print(bench_tables(result))
-    notes = [
-        "automaton kept across questions (--warm)" if args.warm else "fresh automaton per question"
-    ]
+    notes = ["automaton kept across questions (--warm)" if args.warm else "fresh automaton per question"]
     if result.greedy and "ar" in result.records:
         same = all(t.identical is not False for t in result.method_totals().values())
         notes.append(

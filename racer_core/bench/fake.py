@@ -9,7 +9,7 @@ Conversation protocols of racer_core.events and nothing more.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from racer_core.events import (
@@ -53,10 +53,10 @@ class ScriptedConversation:
                 for i, t in enumerate(chunk)
             )
             text.extend(p.text for p in pieces)
+            if self.engine.step_hook is not None:
+                self.engine.step_hook(config.method)
             last = step == len(chunks)
-            yield StepEvent(
-                step, pieces, max(1, len(chunk)), 8, 0.0, 0.0, 0.0, last, reason if last else None
-            )
+            yield StepEvent(step, pieces, max(1, len(chunk)), 8, 0.0, 0.0, 0.0, last, reason if last else None)
         if not chunks:
             yield StepEvent(1, (), 1, 1, 0.0, 0.0, 0.0, True, reason)
         self.messages.append({"role": "assistant", "content": "".join(text)})
@@ -76,13 +76,15 @@ class ScriptedConversation:
 
 @dataclass
 class ScriptedEngine:
-    """`diverge`: methods whose replies differ from the others' (to test equality checks)."""
+    """`diverge`: methods whose replies differ from the others' (to test equality checks);
+    `step_hook`: run before each step (tests advance a fake clock with it)."""
 
     info: EngineInfo = field(default_factory=lambda: EngineInfo("scripted", "cpu", "float32"))
     reply_length: int = 12
     diverge: frozenset[str] = frozenset()
     conversations: list[ScriptedConversation] = field(default_factory=list)
     calls: list[tuple[str, str]] = field(default_factory=list)  # (method, user text)
+    step_hook: Callable[[str], None] | None = None  # called with the method before each step
 
     def new_conversation(
         self, system_prompt: str | None = None, warm_from: ScriptedConversation | None = None

@@ -106,9 +106,7 @@ class ProgressDisplay:
             steps = len(rec.accept_lengths)
             mat = self._mat(p.method, sum(rec.accept_lengths) / steps if steps else None)
             detail = f": {rec.tokens} tokens, {_fmt(tps, '.1f')} tok/s, MAT {_fmt(mat, '.2f')}"
-        self.stream.write(
-            f"[{p.method}] {s.done}/{self.count} question {p.question_id} ({p.category}){detail}\n"
-        )
+        self.stream.write(f"[{p.method}] {s.done}/{self.count} question {p.question_id} ({p.category}){detail}\n")
         self.stream.flush()
 
 

@@ -132,9 +132,7 @@ class BenchResult:
 
     def category_totals(self) -> dict[str, dict[str, Totals]]:
         return {
-            cat: {
-                label: self.totals(label, cat) for label in self.methods if self._select(label, cat)
-            }
+            cat: {label: self.totals(label, cat) for label in self.methods if self._select(label, cat)}
             for cat in self.categories()
         }
 
@@ -156,8 +154,7 @@ class BenchResult:
             "answer_dir": None if self.answer_dir is None else str(self.answer_dir),
             "methods": {label: t.to_json() for label, t in self.method_totals().items()},
             "categories": {
-                cat: {label: t.to_json() for label, t in rows.items()}
-                for cat, rows in self.category_totals().items()
+                cat: {label: t.to_json() for label, t in rows.items()} for cat, rows in self.category_totals().items()
             },
         }
         summary.update(extra)
@@ -172,9 +169,7 @@ def _speedup(recs: list[AnswerRecord], base: list[AnswerRecord]) -> float | None
     return (tokens / seconds) / (btokens / bseconds)
 
 
-def load_results(
-    paths: str | Path | list[str | Path], *, base: str | Path | None = None
-) -> BenchResult:
+def load_results(paths: str | Path | list[str | Path], *, base: str | Path | None = None) -> BenchResult:
     """Answer files (or a folder of `*.jsonl`) as a BenchResult.
 
     Each file is one label: its method name, or the file's stem when two files

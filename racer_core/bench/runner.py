@@ -40,6 +40,8 @@ __all__ = [
     "WARMUP_PROMPT",
 ]
 
+_clock = time.perf_counter  # a module attribute so tests can drive time by hand
+
 WARMUP_PROMPT = "Name three colours of the rainbow in one short sentence."
 WARMUP_TOKENS = 16
 
@@ -172,9 +174,7 @@ def _resume(
         for rec in read_answers(path):
             if rec.key not in wanted:
                 continue
-            if rec.model_id != result.model or (
-                rec.config is not None and rec.config != configs[m]
-            ):
+            if rec.model_id != result.model or (rec.config is not None and rec.config != configs[m]):
                 diff = _first_difference(rec, configs[m], result.model or "")
                 raise InputError(
                     f"{path} holds answers made with other settings ({diff}); "
@@ -214,11 +214,9 @@ class _Reporter:
     ) -> None:
         if self.on_progress is None:
             return
-        t0 = time.perf_counter()
-        self.on_progress(
-            BenchProgress(method, index, self.count, q.question_id, q.category, event, done, record)
-        )
-        self.spent += time.perf_counter() - t0
+        t0 = _clock()
+        self.on_progress(BenchProgress(method, index, self.count, q.question_id, q.category, event, done, record))
+        self.spent += _clock() - t0
 
 
 def _answer(
@@ -236,7 +234,7 @@ def _answer(
     texts, counts, walls, accept, ids = [], [], [], [], []
     for turn in q.turns:
         spent0 = progress.spent
-        t0 = time.perf_counter()
+        t0 = _clock()
         text: list[str] = []
         turn_ids: list[int] = []
         last: StepEvent | None = None
@@ -247,11 +245,9 @@ def _answer(
             if ev.pieces:  # a closing event may carry no tokens: not a step
                 accept.append(ev.accept_length)
             progress(cfg.method, index, q, ev, False)
-        wall = time.perf_counter() - t0 - (progress.spent - spent0)
+        wall = _clock() - t0 - (progress.spent - spent0)
         if last is None or not last.finished:
-            raise RacerError(
-                f"the engine ended question {q.question_id} ({cfg.method}) without a final event"
-            )
+            raise RacerError(f"the engine ended question {q.question_id} ({cfg.method}) without a final event")
         if last.finish_reason == "cancelled":
             raise _Stopped
         if last.finish_reason == "error":
@@ -275,9 +271,7 @@ def _answer(
     )
 
 
-def _warm_up(
-    engine: Engine, methods: list[str], config: GenerationConfig, should_stop: ShouldStop | None
-) -> None:
+def _warm_up(engine: Engine, methods: list[str], config: GenerationConfig, should_stop: ShouldStop | None) -> None:
     """One short untimed reply per method: first-call costs stay out of the timings."""
     for m in methods:
         cfg = replace(config, method=m, max_new_tokens=min(WARMUP_TOKENS, config.max_new_tokens))

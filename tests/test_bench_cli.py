@@ -1,0 +1,227 @@
+"""`racer-tui --bench` and `racer-tui speed`, with the scripted engine."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from racer_core.bench import cli, speed
+from racer_core.bench.answers import AnswerRecord, AnswerWriter, read_answers
+from racer_core.bench.fake import ScriptedEngine
+from racer_core.bench.report import ProgressDisplay
+from racer_core.bench.runner import BenchProgress
+from racer_core.errors import ModelLoadError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def qfile(tmp_path):
+    path = tmp_path / "mini.jsonl"
+    rows = [
+        {"question_id": 1, "category": "qa", "turns": ["What is a fox?"]},
+        {"question_id": 2, "category": "writing", "turns": ["A poem.", "Shorter."]},
+        {"question_id": 3, "category": "qa", "turns": ["Why?"]},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def run(args, engine=None, loaded=None):
+    def loader(**kwargs):
+        if loaded is not None:
+            loaded.append(kwargs)
+        return engine or ScriptedEngine()
+
+    return cli.main(args, engine_loader=loader)
+
+
+def test_bench_writes_answers_summary_and_tables(qfile, tmp_path, capsys):
+    out_dir, summary = tmp_path / "answers", tmp_path / "sum.json"
+    loaded: list[dict] = []
+    rc = run(
+        [
+            "--bench",
+            str(qfile),
+            "--methods",
+            "ar,racer",
+            "--answer-dir",
+            str(out_dir),
+            "--summary-json",
+            str(summary),
+            "--max-num-draft",
+            "16",
+            "--device",
+            "cpu",
+        ],
+        loaded=loaded,
+    )
+    assert rc == 0
+    assert loaded == [{"model_path": None, "device": "cpu", "dtype": "auto", "progress": None}]
+    for m in ("ar", "racer"):
+        recs = read_answers(out_dir / f"{m}.jsonl")
+        assert [r.question_id for r in recs] == [1, 2, 3]
+        assert recs[0].config["max_num_draft"] == 16
+    doc = json.loads(summary.read_text())
+    assert {"suite", "model", "device", "dtype", "questions", "warm", "methods"} <= set(doc)
+    assert doc["suite"] == "mini" and doc["questions"] == 3 and doc["warm"] is False
+    racer = doc["methods"]["racer"]
+    assert {"tokens", "seconds", "tokens_per_s", "mat", "speedup_vs_ar", "identical_to_ar"} <= set(racer)
+    assert racer["identical_to_ar"] is True and doc["methods"]["ar"]["identical_to_ar"] is None
+    assert set(doc["categories"]) == {"qa", "writing"}
+    out, err = capsys.readouterr()
+    assert "qa\n" in out and "writing\n" in out and "all questions\n" in out
+    assert "fresh automaton per question" in out
+    assert f"answers: {out_dir}" in out
+    # stderr is not a TTY here: one line per finished question and method
+    assert "[racer] 3/3 question 3 (qa)" in err
+    assert "\x1b[" not in err
+
+
+def test_question_range_and_resume(qfile, tmp_path):
+    out_dir = tmp_path / "a"
+    assert run(["--bench", str(qfile), "--answer-dir", str(out_dir), "--question-end", "1"]) == 0
+    assert len(read_answers(out_dir / "ar.jsonl")) == 1
+    engine = ScriptedEngine()
+    args = ["--bench", str(qfile), "--answer-dir", str(out_dir), "--question-begin", "0", "--resume"]
+    assert run(args, engine) == 0
+    assert ("ar", "What is a fox?") not in engine.calls
+    assert [r.question_id for r in read_answers(out_dir / "ar.jsonl")] == [1, 2, 3]
+
+
+def test_default_answer_dir_is_under_the_data_dir(qfile, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RACER_TUI_DATA_DIR", str(tmp_path / "data"))
+    assert run(["--bench", str(qfile), "--warm"]) == 0
+    expected = tmp_path / "data" / "bench" / "mini" / "scripted"
+    assert (expected / "racer.jsonl").is_file()
+    out = capsys.readouterr().out
+    assert f"answers: {expected}" in out and "--warm" in out
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--methods", "ar,nope"],
+        ["--max-num-draft", "0"],
+        ["--max-num-draft", "many"],
+        ["--question-begin", "2", "--question-end", "2"],
+        ["--temperature", "-1"],
+        ["--top-p", "0"],
+        ["--max-new-tokens", "0"],
+    ],
+)
+def test_usage_errors_exit_2(qfile, extra, capsys):
+    with pytest.raises(SystemExit) as exc:
+        run(["--bench", str(qfile), *extra])
+    assert exc.value.code == 2
+    assert "usage: racer-tui --bench SUITE" in capsys.readouterr().err
+
+
+def test_malformed_suite_fails_before_loading_or_writing(tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question_id": 1, "category": "qa", "turns": ["x"]}\n{"question_id": 2}\n')
+    loaded: list[dict] = []
+    rc = run(["--bench", str(bad), "--answer-dir", str(tmp_path / "out")], loaded=loaded)
+    assert rc == 1 and loaded == [] and not (tmp_path / "out").exists()
+    err = capsys.readouterr().err
+    assert err.startswith("racer-tui: error: ") and f"{bad}, line 2" in err
+    assert err.count("\n") == 1
+
+
+def test_model_load_error_is_one_line(qfile, tmp_path, capsys):
+    def loader(**kwargs):
+        raise ModelLoadError("no model at /nowhere")
+
+    rc = cli.main(["--bench", str(qfile), "--answer-dir", str(tmp_path / "o")], engine_loader=loader)
+    assert rc == 1
+    assert capsys.readouterr().err == "racer-tui: error: no model at /nowhere\n"
+    assert not (tmp_path / "o").exists()
+
+
+def test_ctrl_c_exits_130_keeping_finished_answers(qfile, tmp_path, capsys):
+    engine = ScriptedEngine()
+
+    def interrupt(method: str) -> None:
+        if len(engine.calls) == 5:  # warm-ups (2), q1 by both, q2's first turn by ar
+            raise KeyboardInterrupt
+
+    engine.step_hook = interrupt
+    rc = run(["--bench", str(qfile), "--answer-dir", str(tmp_path)], engine)
+    assert rc == 130
+    assert [r.question_id for r in read_answers(tmp_path / "ar.jsonl")] == [1]
+    assert [r.question_id for r in read_answers(tmp_path / "racer.jsonl")] == [1]
+    assert "interrupted" in capsys.readouterr().err
+
+
+def test_tty_progress_redraws_one_line_per_method():
+    stream = io.StringIO()
+    display = ProgressDisplay(["ar", "racer"], 4, stream, tty=True)
+    display(BenchProgress("ar", 0, 4, 1, "qa", None, False))
+    record = AnswerRecord(1, "qa", "m", "ar", ("x",), (4,), (2.0,), (1, 1, 1, 1))
+    display(BenchProgress("ar", 0, 4, 1, "qa", None, True, record))
+    text = stream.getvalue()
+    assert "\x1b[2F" in text  # the second frame moved back over both lines
+    last = text.rsplit("\x1b[2F", 1)[1]
+    assert "ar    [#####---------------] 1/4  2.0 tok/s  MAT 1.00" in last
+    assert "racer [--------------------] 0/4  - tok/s  MAT -" in last
+
+
+def write(path, records):
+    with AnswerWriter(path, append=False) as w:
+        for r in records:
+            w.write(r)
+
+
+def answer(qid, method, tokens, seconds, category="qa"):
+    return AnswerRecord(qid, category, "m", method, ("t",), (tokens,), (seconds,), (2,) * (tokens // 2))
+
+
+def test_speed_folder_with_base(tmp_path, capsys):
+    write(tmp_path / "ar.jsonl", [answer(1, "ar", 10, 1.0), answer(2, "ar", 10, 1.0, "code")])
+    write(tmp_path / "racer.jsonl", [answer(1, "racer", 10, 0.5), answer(2, "racer", 10, 0.25, "code")])
+    assert speed.main([str(tmp_path), "--base", str(tmp_path / "ar.jsonl")]) == 0
+    out = capsys.readouterr().out
+    code = out.split("code\n", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split() for line in code.splitlines()]
+    assert ["ar", "1", "10", "100.00", "2.00", "1.00x"] in rows
+    assert ["racer", "1", "10", "25.00", "2.00", "4.00x"] in rows
+    assert "ms/token" in out and "vs ar" in out
+
+
+def test_speed_single_file_has_no_speedup(tmp_path, capsys):
+    write(tmp_path / "racer.jsonl", [answer(1, "racer", 10, 0.5)])
+    assert speed.main([str(tmp_path / "racer.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert "50.00" in out and "vs " not in out
+
+
+def test_speed_errors(tmp_path, capsys):
+    assert speed.main([str(tmp_path / "missing.jsonl")]) == 1
+    (tmp_path / "bad.jsonl").write_text("{oops\n")
+    assert speed.main([str(tmp_path / "bad.jsonl")]) == 1
+    err = capsys.readouterr().err
+    assert "racer-tui: error: no such file" in err and "bad.jsonl, line 1" in err
+    with pytest.raises(SystemExit) as exc:
+        speed.main([])
+    assert exc.value.code == 2
+
+
+def test_headless_entry_points_import_no_textual_or_torch(tmp_path):
+    """Through racer_tui.cli: --bench and speed never load Textual (nor torch, here)."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{\n")
+    code = (
+        "import sys; from racer_tui.cli import main\n"
+        f"rc1 = main(['--bench', {str(bad)!r}])\n"
+        f"rc2 = main(['speed', {str(tmp_path)!r}])\n"
+        "heavy = [m for m in ('textual', 'torch') if m in sys.modules]\n"
+        "print(rc1, rc2, heavy)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "1 1 []", proc.stderr
+    assert "line 1" in proc.stderr and "Traceback" not in proc.stderr

@@ -1,0 +1,218 @@
+"""The runner, on the scripted engine: order, fresh/warm automata, resume, stop."""
+
+from __future__ import annotations
+
+import pytest
+
+from racer_core.bench import runner
+from racer_core.bench.answers import answer_path, read_answers
+from racer_core.bench.fake import ScriptedEngine
+from racer_core.bench.runner import WARMUP_PROMPT, BenchProgress, load_results, run_benchmark
+from racer_core.bench.suites import Question
+from racer_core.errors import InputError, RacerError
+from racer_core.events import EngineInfo, GenerationConfig, StepEvent
+
+QUESTIONS = [
+    Question(1, "qa", ("What is a fox?",)),
+    Question(2, "multi_turn", ("Write a poem.", "Make it shorter.")),
+    Question("c3", "code", ("def add(a, b):",)),
+]
+GREEDY = GenerationConfig(max_new_tokens=64)
+
+
+def test_methods_interleave_per_question_after_one_warmup_each():
+    engine = ScriptedEngine()
+    run_benchmark(engine, QUESTIONS, ["ar", "racer"], GREEDY)
+    assert engine.calls == [
+        ("ar", WARMUP_PROMPT),
+        ("racer", WARMUP_PROMPT),
+        ("ar", "What is a fox?"),
+        ("racer", "What is a fox?"),
+        ("ar", "Write a poem."),
+        ("ar", "Make it shorter."),
+        ("racer", "Write a poem."),
+        ("racer", "Make it shorter."),
+        ("ar", "def add(a, b):"),
+        ("racer", "def add(a, b):"),
+    ]
+
+
+def test_fresh_conversation_per_question_by_default():
+    engine = ScriptedEngine()
+    result = run_benchmark(engine, QUESTIONS, ["ar", "racer"], GREEDY)
+    assert all(c.warm_from is None for c in engine.conversations)
+    # warm-up conversations (2) plus one per question and method
+    assert len(engine.conversations) == 2 + 2 * len(QUESTIONS)
+    assert result.warm is False
+
+
+def test_warm_keeps_each_methods_automaton_across_questions():
+    engine = ScriptedEngine()
+    result = run_benchmark(engine, QUESTIONS, ["ar", "racer"], GREEDY, warm=True)
+    convs = engine.conversations[2:]  # after the warm-ups
+    per_method = {"ar": convs[0::2], "racer": convs[1::2]}
+    for chain in per_method.values():
+        assert chain[0].warm_from is None  # not seeded by the warm-up
+        for prev, conv in zip(chain, chain[1:], strict=False):
+            assert conv.warm_from is prev
+    assert result.warm is True
+
+
+def test_multi_turn_answers_turn_by_turn_in_one_conversation():
+    engine = ScriptedEngine()
+    result = run_benchmark(engine, QUESTIONS, ["racer"], GREEDY)
+    rec = result.records["racer"]["2"]
+    assert len(rec.turns) == 2 and len(rec.new_tokens) == 2 and len(rec.wall_time) == 2
+    conv = engine.conversations[1 + 1]  # warm-up, question 1, then question 2
+    assert [m["role"] for m in conv.messages] == ["user", "assistant", "user", "assistant"]
+    assert sum(rec.accept_lengths) == rec.tokens
+    assert [len(t) for t in rec.token_ids] == list(rec.new_tokens)
+
+
+def test_totals_mat_and_equality_with_ar():
+    engine = ScriptedEngine(diverge=frozenset({"logits"}))
+    result = run_benchmark(engine, QUESTIONS, ["ar", "racer", "logits", "pld"], GREEDY)
+    totals = result.method_totals()
+    assert totals["ar"].mat == 1.0
+    assert totals["racer"].mat == pytest.approx(totals["racer"].tokens / totals["racer"].steps)
+    assert totals["racer"].mat > 1.0
+    assert totals["pld"].mat is None  # one event per reply: MAT means nothing
+    assert totals["ar"].identical is None  # the ar row has nothing to compare with
+    assert totals["racer"].identical is True and totals["pld"].identical is True
+    assert totals["logits"].identical is False
+    assert totals["logits"].identical_questions == 0 and totals["logits"].compared_questions == 3
+
+
+def test_sampling_reports_no_equality_and_no_ar_means_no_speedup():
+    engine = ScriptedEngine()
+    sampled = run_benchmark(engine, QUESTIONS, ["ar", "racer"], GenerationConfig(temperature=0.7))
+    assert sampled.greedy is False
+    assert sampled.method_totals()["racer"].identical is None
+    no_ar = run_benchmark(engine, QUESTIONS, ["racer"], GREEDY)
+    assert no_ar.method_totals()["racer"].speedup is None
+    summary = no_ar.to_summary()
+    assert summary["methods"]["racer"]["speedup_vs_ar"] is None
+    assert summary["methods"]["racer"]["identical_to_ar"] is None
+
+
+def test_wall_time_excludes_progress_callbacks(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(runner, "_clock", lambda: clock[0])
+
+    def step(method: str) -> None:
+        clock[0] += 1.0  # each engine step costs one second
+
+    def slow_display(p: BenchProgress) -> None:
+        clock[0] += 100.0  # a slow front end must not count
+
+    engine = ScriptedEngine(step_hook=step)
+    result = run_benchmark(engine, QUESTIONS, ["ar", "racer"], GREEDY, on_progress=slow_display)
+    for method in ("ar", "racer"):
+        for rec in result.records[method].values():
+            assert rec.seconds == pytest.approx(len(rec.accept_lengths))
+    # racer takes fewer steps for the same tokens: the speedup is tokens per step here
+    totals = result.method_totals()
+    assert totals["racer"].speedup == pytest.approx(totals["racer"].mat)
+
+
+def test_progress_reports_start_steps_and_end():
+    seen: list[BenchProgress] = []
+    engine = ScriptedEngine()
+    run_benchmark(engine, QUESTIONS[:1], ["ar"], GREEDY, on_progress=seen.append)
+    assert seen[0].event is None and not seen[0].question_done
+    assert seen[-1].question_done and seen[-1].record is not None
+    steps = [p for p in seen if p.event is not None]
+    assert steps[-1].event.finished
+    assert sum(p.event.accept_length for p in steps) == seen[-1].record.tokens
+    assert {(p.question_index, p.question_count, p.question_id, p.category) for p in seen} == {(0, 1, 1, "qa")}
+
+
+def test_answer_files_and_load_results_agree(tmp_path):
+    engine = ScriptedEngine()
+    result = run_benchmark(engine, QUESTIONS, ["ar", "racer"], GREEDY, answer_dir=tmp_path)
+    for m in ("ar", "racer"):
+        assert [r.question_id for r in read_answers(answer_path(tmp_path, m))] == [1, 2, "c3"]
+    loaded = load_results(tmp_path)
+    assert loaded.greedy is True and loaded.model == "scripted" and loaded.device == "cpu"
+    assert loaded.warm is False
+    for m in ("ar", "racer"):
+        a, b = result.method_totals()[m], loaded.method_totals()[m]
+        assert (a.tokens, a.steps, a.mat, a.identical) == (b.tokens, b.steps, b.mat, b.identical)
+        assert a.seconds == pytest.approx(b.seconds)
+    assert loaded.categories() == ["qa", "multi_turn", "code"]
+
+
+def test_resume_skips_answered_questions_per_method(tmp_path):
+    run_benchmark(ScriptedEngine(), QUESTIONS[:2], ["ar", "racer"], GREEDY, answer_dir=tmp_path)
+    engine = ScriptedEngine()
+    seen: list[BenchProgress] = []
+    result = run_benchmark(
+        engine,
+        QUESTIONS,
+        ["ar", "racer", "logits"],
+        GREEDY,
+        answer_dir=tmp_path,
+        resume=True,
+        on_progress=seen.append,
+        warmup=False,
+    )
+    asked = [(m, text) for m, text in engine.calls]
+    assert ("ar", "What is a fox?") not in asked and ("racer", "def add(a, b):") in asked
+    assert ("logits", "What is a fox?") in asked  # logits had no file yet
+    assert result.completed and all(len(result.records[m]) == 3 for m in result.methods)
+    assert len(read_answers(answer_path(tmp_path, "ar"))) == 3
+    skipped = [p for p in seen if p.method == "ar" and p.question_index < 2]
+    assert all(p.question_done and p.record is not None for p in skipped)
+
+
+def test_resume_refuses_answers_made_with_other_settings(tmp_path):
+    run_benchmark(ScriptedEngine(), QUESTIONS[:1], ["ar"], GREEDY, answer_dir=tmp_path)
+    before = answer_path(tmp_path, "ar").read_bytes()
+    other = GenerationConfig(max_new_tokens=32)
+    with pytest.raises(InputError, match="max_new_tokens 64, now 32"):
+        run_benchmark(ScriptedEngine(), QUESTIONS, ["ar"], other, answer_dir=tmp_path, resume=True)
+    assert answer_path(tmp_path, "ar").read_bytes() == before
+    renamed = ScriptedEngine(info=EngineInfo("other-model", "cpu", "float32"))
+    with pytest.raises(InputError, match="model 'scripted'"):
+        run_benchmark(renamed, QUESTIONS, ["ar"], GREEDY, answer_dir=tmp_path, resume=True)
+
+
+def test_should_stop_drops_the_question_in_flight(tmp_path):
+    engine = ScriptedEngine()
+
+    # calls: q1 ar, q1 racer, q2 ar (two turns), then q2 racer's first turn: stop there
+    def stop() -> bool:
+        return len(engine.calls) == 5
+
+    result = run_benchmark(
+        engine,
+        QUESTIONS,
+        ["ar", "racer"],
+        GREEDY,
+        answer_dir=tmp_path,
+        should_stop=stop,
+        warmup=False,
+    )
+    assert not result.completed
+    # q1 by both, q2 by ar; racer's q2 was cut in flight and is not kept
+    assert [r.question_id for r in read_answers(answer_path(tmp_path, "ar"))] == [1, 2]
+    assert [r.question_id for r in read_answers(answer_path(tmp_path, "racer"))] == [1]
+    assert list(result.records["racer"]) == ["1"]
+
+
+def test_unknown_method_and_engine_without_final_event():
+    with pytest.raises(InputError, match="unknown method"):
+        run_benchmark(ScriptedEngine(), QUESTIONS, ["nope"], GREEDY)
+
+    class Unfinished(ScriptedEngine):
+        def new_conversation(self, system_prompt=None, warm_from=None):
+            conv = super().new_conversation(system_prompt, warm_from)
+
+            def send(user_text, config, should_stop=None):
+                yield StepEvent(1, (), 1, 1, 0.0, 0.0, 0.0, finished=False)
+
+            conv.send = send
+            return conv
+
+    with pytest.raises(RacerError, match="without a final event"):
+        run_benchmark(Unfinished(), QUESTIONS, ["ar"], GREEDY, warmup=False)
