@@ -1,0 +1,271 @@
+"""The racer-tui Textual application and its command line.
+
+Never imports torch or transformers: the engine is built by a factory that is
+called in a worker thread, and the app only consumes its event stream.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from textual import work
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.signal import Signal
+
+from racer_core.errors import RacerError
+from racer_core.events import Engine, EngineFactory, EngineInfo
+from racer_tui.commands import racer_commands
+from racer_tui.history import HistoryStore
+from racer_tui.messages import EngineFailed, EngineReady, LoadProgress
+from racer_tui.models import default_engine_factory, describe
+from racer_tui.screens.bench import BenchScreen
+from racer_tui.screens.chat import ChatScreen
+from racer_tui.screens.help import HelpScreen, Section
+from racer_tui.screens.loading import LoadingScreen
+from racer_tui.screens.model_error import ModelErrorScreen
+from racer_tui.screens.model_picker import ModelChoice, ModelPickerScreen
+from racer_tui.screens.settings import SettingsScreen
+from racer_tui.settings import Settings, SettingsStore
+
+
+class RacerApp(App):
+    CSS_PATH = "app.tcss"
+    TITLE = "racer-tui"
+    MODES = {"chat": ChatScreen, "bench": BenchScreen}
+    DEFAULT_MODE = "chat"
+    BINDINGS = [
+        Binding("f1", "help", "Keys"),
+        Binding("f2", "switch_mode('chat')", "Chat", show=False),
+        Binding("f3", "switch_mode('bench')", "Benchmark"),
+        Binding("f4", "settings_screen", "Settings"),
+        Binding("f5", "pick_model", "Model"),
+    ]
+
+    def __init__(
+        self,
+        engine_factory: EngineFactory = default_engine_factory,
+        *,
+        data_dir: Path | None = None,
+        config_dir: Path | None = None,
+        model_path: str | None = None,
+        device: str | None = None,
+        dtype: str | None = None,
+    ) -> None:
+        super().__init__()
+        from racer_core import paths
+
+        self.engine_factory = engine_factory
+        self.data_dir = data_dir or paths.data_dir()
+        self.settings_store = SettingsStore((config_dir or paths.config_dir()) / "settings.json")
+        self.settings: Settings = self.settings_store.load()
+        # Command-line choices hold for this run only; the picker saves its choice.
+        self.model_override = model_path
+        self.device_override = device
+        self.dtype_override = dtype
+        self.history = HistoryStore(self.data_dir / "history.sqlite3")
+        self.engine: Engine | None = None
+        self.busy: str | None = None  # "chat" or "bench" while the engine is in use
+        self.engine_changed: Signal[Engine] = Signal(self, "engine-changed")
+        self._loading: LoadingScreen | None = None
+
+    @property
+    def export_dir(self) -> Path:
+        return self.data_dir / "exports"
+
+    @property
+    def engine_info(self) -> EngineInfo | None:
+        return self.engine.info if self.engine is not None else None
+
+    @property
+    def model_path(self) -> str | None:
+        return self.model_override if self.model_override is not None else self.settings.model_path
+
+    def update_settings(self, **changes: Any) -> None:
+        self.settings = replace(self.settings, **changes)
+        self.settings_store.save(self.settings)
+
+    def on_mount(self) -> None:
+        self.load_model()
+
+    def on_unmount(self) -> None:
+        self.history.close()
+
+    # -- the engine ------------------------------------------------------
+
+    def load_model(self) -> None:
+        """Show the loading view and build the engine in a worker thread."""
+        self.engine = None
+        label = describe(self.model_path)
+        self._loading = LoadingScreen(label)
+        if isinstance(self.screen, (LoadingScreen, ModelErrorScreen)):
+            self.switch_screen(self._loading)
+        else:
+            self.push_screen(self._loading)
+        self._load_engine(
+            self.model_path,
+            self.device_override or self.settings.device,
+            self.dtype_override or self.settings.dtype,
+        )
+
+    @work(thread=True, exclusive=True, group="load")
+    def _load_engine(self, model_path: str | None, device: str, dtype: str) -> None:
+        def progress(text: str, fraction: float | None) -> None:
+            self.post_message(LoadProgress(text, fraction))
+
+        try:
+            engine = self.engine_factory(model_path, device=device, dtype=dtype, progress=progress)
+        except RacerError as exc:
+            self.post_message(EngineFailed(str(exc)))
+        except Exception as exc:  # not a traceback on screen: one line and a way out
+            self.post_message(EngineFailed(f"{type(exc).__name__}: {exc}"))
+        else:
+            self.post_message(EngineReady(engine))
+
+    def on_load_progress(self, message: LoadProgress) -> None:
+        if self._loading is not None and self._loading.is_attached:
+            self._loading.show_progress(message.text, message.fraction)
+
+    def on_engine_ready(self, message: EngineReady) -> None:
+        self.engine = message.engine
+        if self._loading is not None and self.screen is self._loading:
+            self.pop_screen()
+        self._loading = None
+        self.engine_changed.publish(message.engine)
+
+    def on_engine_failed(self, message: EngineFailed) -> None:
+        error = ModelErrorScreen(describe(self.model_path), message.error)
+        if self._loading is not None and self.screen is self._loading:
+            self.switch_screen(error)
+        else:
+            self.push_screen(error)
+        self._loading = None
+
+    def use_model(self, model_path: str | None, device: str | None = None, dtype: str | None = None) -> None:
+        """Save the choice and load it."""
+        self.model_override = None
+        changes: dict[str, Any] = {"model_path": model_path}
+        if device is not None:
+            changes["device"] = device
+            self.device_override = None
+        if dtype is not None:
+            changes["dtype"] = dtype
+            self.dtype_override = None
+        self.update_settings(**changes)
+        self.load_model()
+
+    # -- actions ---------------------------------------------------------
+
+    def _refuse_while_busy(self) -> bool:
+        if self.busy:
+            what = "a reply is streaming" if self.busy == "chat" else "a benchmark is running"
+            self.notify(f"Not now: {what}. Stop it first (Escape).", severity="warning")
+        return self.busy is not None
+
+    def action_pick_model(self) -> None:
+        if self._refuse_while_busy():
+            return
+
+        def chosen(choice: ModelChoice | None) -> None:
+            if choice is not None:
+                self.use_model(choice.model_path, choice.device, choice.dtype)
+
+        self.push_screen(
+            ModelPickerScreen(
+                self.model_path,
+                self.device_override or self.settings.device,
+                self.dtype_override or self.settings.dtype,
+            ),
+            chosen,
+        )
+
+    def action_settings_screen(self) -> None:
+        def saved(settings: Settings | None) -> None:
+            if settings is not None:
+                self.settings = settings
+                self.settings_store.save(settings)
+                if isinstance(self.screen, ChatScreen):
+                    self.screen.show_status()
+                self.notify("Settings saved.")
+
+        self.push_screen(SettingsScreen(self.settings), saved)
+
+    def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen):
+            return
+        self.push_screen(HelpScreen(help_sections()))
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from racer_commands(self, screen)
+        yield from super().get_system_commands(screen)
+
+
+def help_sections() -> list[Section]:
+    from racer_tui.screens.confirm import ConfirmScreen
+    from racer_tui.screens.model_error import ModelErrorScreen
+    from racer_tui.screens.system_prompt import SystemPromptScreen
+    from racer_tui.widgets.chat_list import ChatList
+    from racer_tui.widgets.prompt_input import PromptInput
+
+    return [
+        ("Everywhere", RacerApp.BINDINGS),
+        ("Chat", ChatScreen.BINDINGS),
+        ("Prompt", PromptInput.BINDINGS),
+        ("Chat list (sidebar)", ChatList.BINDINGS),
+        ("Benchmark dashboard", BenchScreen.BINDINGS),
+        ("Settings, model, system prompt", SettingsScreen.BINDINGS),
+        ("Model error", ModelErrorScreen.BINDINGS),
+        ("Questions", ConfirmScreen.BINDINGS),
+        ("System prompt", SystemPromptScreen.BINDINGS),
+        ("This screen", HelpScreen.BINDINGS),
+    ]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="racer-tui",
+        description="Chat with RACER speculative decoding and benchmark it, in the terminal or a browser.",
+        epilog="Headless modes: racer-tui --bench SUITE ... and racer-tui speed ... (see their --help).",
+    )
+    p.add_argument(
+        "--model",
+        default=None,
+        metavar="PATH",
+        help="a checkpoint folder or .gguf file (default: the saved choice, else the embedded model)",
+    )
+    p.add_argument("--device", default=None, help="auto, cpu or cuda (default: the saved choice)")
+    p.add_argument("--dtype", default=None, help="auto, float32, bfloat16, float16 (default: the saved choice)")
+    p.add_argument("--serve", action="store_true", help="serve the app in a browser (textual-serve)")
+    p.add_argument("--host", default="127.0.0.1", help="with --serve: address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="with --serve: port (default 8000)")
+    return p
+
+
+def app_args(args: argparse.Namespace) -> list[str]:
+    """The options that the served app processes get (everything but --serve)."""
+    out: list[str] = []
+    for flag, value in (("--model", args.model), ("--device", args.device), ("--dtype", args.dtype)):
+        if value is not None:
+            out += [flag, value]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.serve and (args.host != "127.0.0.1" or args.port != 8000):
+        parser.error("--host and --port go with --serve")
+    if not 0 < args.port < 65536:
+        parser.error("--port must be between 1 and 65535")
+    if args.serve:
+        from racer_tui.serve import serve
+
+        return serve(app_args(args), args.host, args.port)
+    app = RacerApp(model_path=args.model, device=args.device, dtype=args.dtype)
+    app.run()
+    return int(app.return_code or 0)

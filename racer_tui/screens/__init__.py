@@ -1,0 +1,1 @@
+"""Screens of the racer-tui app, one a module."""

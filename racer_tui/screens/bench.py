@@ -1,0 +1,292 @@
+"""Benchmark dashboard on top of racer_core.bench.runner.run_benchmark.
+
+The runner does the benchmarking and writes the answer files (as --bench
+does); this screen only picks its inputs, relays its progress from a worker
+thread, and draws what came back.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Button, Footer, Input, Label, Select, SelectionList, Static
+from textual.worker import get_current_worker
+
+from racer_core.bench.answers import default_answer_dir
+from racer_core.bench.results import BenchResult, load_results
+from racer_core.bench.runner import BenchProgress, run_benchmark
+from racer_core.bench.suites import Question, load_suite, suite_name
+from racer_core.errors import RacerError
+from racer_core.events import METHODS, Engine, GenerationConfig
+from racer_tui.bench_board import BenchBoard
+from racer_tui.widgets.bench_charts import CategoryChart, FlightChart, HistogramChart, SpeedChart
+from racer_tui.widgets.bench_tables import progress_table, speedup_table
+
+if TYPE_CHECKING:
+    from racer_tui.app import RacerApp
+
+SUITES = [("built-in questions", "builtin"), ("HumanEval prompts", "humaneval"), ("a question file…", "file")]
+DEFAULT_METHODS = ("ar", "racer")
+
+
+class BenchStep(Message):
+    def __init__(self, run_id: int, progress: BenchProgress) -> None:
+        super().__init__()
+        self.run_id = run_id
+        self.progress = progress
+
+
+class BenchDone(Message):
+    def __init__(self, run_id: int, result: BenchResult | None, error: str | None) -> None:
+        super().__init__()
+        self.run_id = run_id
+        self.result = result
+        self.error = error
+
+
+def select_questions(suite: str, begin: str, end: str) -> list[Question]:
+    """The questions [begin, end) of a suite; raises RacerError with a readable line."""
+    try:
+        first = int(begin) if begin.strip() else 0
+        last = int(end) if end.strip() else None
+    except ValueError:
+        raise RacerError("question range: whole numbers, 0-based, end excluded") from None
+    if first < 0 or (last is not None and last < 0):
+        raise RacerError("question range: numbers must be 0 or more")
+    questions = load_suite(suite)[first:last]
+    if not questions:
+        raise RacerError(f"no questions selected from {suite} (it has {len(load_suite(suite))})")
+    return questions
+
+
+class BenchScreen(Screen):
+    BINDINGS = [
+        Binding("ctrl+g", "start", "Start"),
+        Binding("escape", "stop", "Stop"),
+        Binding("ctrl+o", "open_results", "Open results"),
+    ]
+
+    app: RacerApp
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.board = BenchBoard(methods=list(DEFAULT_METHODS))
+        self.result: BenchResult | None = None
+        self.running = False
+        self.run_id = 0
+        self._stop = threading.Event()
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="bench-body"):
+            with VerticalScroll(id="bench-controls"):
+                yield Label("Suite")
+                yield Select(SUITES, value="builtin", allow_blank=False, id="suite")
+                yield Input(placeholder="question file (.jsonl)", id="suite-file", disabled=True)
+                yield Label("Methods")
+                yield SelectionList[str](*[(m, m, m in DEFAULT_METHODS) for m in METHODS], id="methods")
+                yield Label("Questions (0-based, end excluded)")
+                with Horizontal(classes="form-row"):
+                    yield Input(placeholder="from 0", id="q-begin", type="integer")
+                    yield Input(placeholder="to end", id="q-end", type="integer")
+                with Horizontal(classes="buttons"):
+                    yield Button("Start", id="start", variant="success")
+                    yield Button("Stop", id="stop", variant="error", disabled=True)
+                yield Label("Previous results folder")
+                yield Input(placeholder="folder of METHOD.jsonl answer files", id="results-dir")
+                yield Button("Open results", id="open")
+            with Vertical(id="bench-main"):
+                yield Static("", id="bench-info")
+                yield Static("", id="bench-progress")
+                with Grid(id="bench-charts"):
+                    yield SpeedChart(self.board, id="speed-chart")
+                    yield CategoryChart(self.board, id="category-chart")
+                    yield FlightChart(self.board, id="flight-chart")
+                    yield HistogramChart(self.board, id="histogram-chart")
+                yield Static("", id="bench-table")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#bench-info", Static).update(
+            "Choose a suite, methods and questions, then Start (ctrl+g). "
+            "Generation settings (max new tokens, temperature, budget…) come from Settings."
+        )
+        self.show_board()
+
+    # -- drawing ---------------------------------------------------------
+
+    def show_board(self) -> None:
+        self.query_one("#bench-progress", Static).update(progress_table(self.board))
+        for chart in (SpeedChart, CategoryChart, FlightChart, HistogramChart):
+            self.query_one(chart).show(self.board)
+
+    def _set_running(self, running: bool) -> None:
+        self.running = running
+        self.app.busy = "bench" if running else None
+        self.query_one("#start", Button).disabled = running
+        self.query_one("#stop", Button).disabled = not running
+        self.query_one("#open", Button).disabled = running
+
+    # -- inputs ----------------------------------------------------------
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        if event.select.id == "suite":
+            field = self.query_one("#suite-file", Input)
+            field.disabled = event.value != "file"
+            if not field.disabled:
+                field.focus()
+
+    def _suite(self) -> str:
+        choice = str(self.query_one("#suite", Select).value)
+        if choice != "file":
+            return choice
+        path = self.query_one("#suite-file", Input).value.strip()
+        if not path:
+            raise RacerError("enter the path of a question file")
+        return str(Path(path).expanduser())
+
+    def _methods(self) -> list[str]:
+        chosen = set(self.query_one("#methods", SelectionList).selected)
+        return [m for m in METHODS if m in chosen]  # the runner's fixed order
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        actions = {"start": self.action_start, "stop": self.action_stop, "open": self.action_open_results}
+        actions[event.button.id or ""]()
+
+    # -- running ---------------------------------------------------------
+
+    def action_start(self) -> None:
+        if self.running:
+            return
+        if self.app.busy:
+            self.notify("A chat reply is streaming: stop it first.", severity="warning")
+            return
+        engine = self.app.engine
+        if engine is None:
+            self.notify("No model is loaded yet.", severity="warning")
+            return
+        try:
+            suite = self._suite()
+            methods = self._methods()
+            if not methods:
+                raise RacerError("choose at least one method")
+            questions = select_questions(
+                suite, self.query_one("#q-begin", Input).value, self.query_one("#q-end", Input).value
+            )
+        except RacerError as exc:
+            self.notify(str(exc), title="Cannot start", severity="error", timeout=10)
+            return
+        name = suite_name(suite)
+        answer_dir = default_answer_dir(name, engine.info.model)
+        self.run_id += 1
+        self.result = None
+        self.board = BenchBoard(methods=methods, question_count=len(questions))
+        self.query_one("#bench-table", Static).update("")
+        self.query_one("#bench-info", Static).update(
+            f"{name}: {len(questions)} questions × {', '.join(methods)} on {engine.info.model} "
+            f"· answers in {answer_dir}"
+        )
+        self.show_board()
+        self._stop.clear()
+        self._set_running(True)
+        config = self.app.settings.generation_config()
+        self.run_bench(engine, questions, methods, config, answer_dir, name, self.run_id)
+
+    @work(thread=True, exclusive=True, group="bench")
+    def run_bench(
+        self,
+        engine: Engine,
+        questions: list[Question],
+        methods: list[str],
+        config: GenerationConfig,
+        answer_dir: Path,
+        suite: str,
+        run_id: int,
+    ) -> None:
+        worker = get_current_worker()
+        stop = self._stop
+
+        def should_stop() -> bool:
+            return worker.is_cancelled or stop.is_set()
+
+        try:
+            result = run_benchmark(
+                engine,
+                questions,
+                methods,
+                config,
+                answer_dir=answer_dir,
+                should_stop=should_stop,
+                on_progress=lambda p: self.post_message(BenchStep(run_id, p)),
+                suite=suite,
+            )
+        except RacerError as exc:
+            self.post_message(BenchDone(run_id, None, str(exc)))
+        except Exception as exc:  # an engine bug must not take the UI down
+            self.post_message(BenchDone(run_id, None, f"{type(exc).__name__}: {exc}"))
+        else:
+            self.post_message(BenchDone(run_id, result, None))
+
+    def on_bench_step(self, message: BenchStep) -> None:
+        if message.run_id != self.run_id:
+            return
+        self.board.update(message.progress)
+        if message.progress.event is None:
+            self.show_board()  # question start or end: every panel changes
+        else:
+            self.query_one(FlightChart).sync()
+
+    def on_bench_done(self, message: BenchDone) -> None:
+        if message.run_id != self.run_id:
+            return
+        self._set_running(False)
+        if message.error is not None:
+            self.notify(message.error, title="Benchmark failed", severity="error", timeout=15)
+            return
+        self.result = message.result
+        self.show_result()
+
+    def show_result(self) -> None:
+        if self.result is None:
+            return
+        self.query_one("#bench-table", Static).update(speedup_table(self.result))
+        self.show_board()
+
+    def action_stop(self) -> None:
+        if self.running:
+            self._stop.set()
+            self.query_one("#bench-info", Static).update(Text("stopping after this step…"))
+
+    def action_open_results(self) -> None:
+        if self.running:
+            return
+        text = self.query_one("#results-dir", Input).value.strip()
+        if not text:
+            self.query_one("#results-dir", Input).focus()
+            self.notify("Enter a results folder, then Open.", severity="warning")
+            return
+        self.open_results(Path(text).expanduser())
+
+    def open_results(self, folder: Path) -> None:
+        try:
+            result = load_results(folder)
+        except RacerError as exc:
+            self.notify(str(exc), title="Cannot open results", severity="error", timeout=10)
+            return
+        except OSError as exc:
+            self.notify(f"{folder}: {exc.strerror or exc}", title="Cannot open results", severity="error")
+            return
+        self.result = result
+        self.board = BenchBoard.from_result(result)
+        self.query_one("#bench-info", Static).update(
+            f"results from {folder} · model {result.model or '?'} · {len(result.question_order)} questions"
+        )
+        self.show_result()

@@ -1,0 +1,397 @@
+"""The chat: past chats, the streamed conversation, its live chart and stats.
+
+The engine runs in a thread worker that posts one ReplyStep per decoding step;
+Escape sets a threading.Event that the engine polls before every step.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+from textual.worker import get_current_worker
+
+from racer_core.errors import RacerError
+from racer_core.events import Conversation, Engine, GenerationConfig, ReplyStats
+from racer_tui.colors import LOGITS_GREEN, RETRIEVAL_GREEN
+from racer_tui.history import StoredMessage, title_for
+from racer_tui.messages import ReplyFailed, ReplyStep
+from racer_tui.screens.confirm import ConfirmScreen
+from racer_tui.screens.system_prompt import SystemPromptScreen
+from racer_tui.widgets.bars import StepBars
+from racer_tui.widgets.chat_list import ChatList
+from racer_tui.widgets.prompt_input import PromptInput
+from racer_tui.widgets.status_line import StatusLine
+from racer_tui.widgets.turns import FINISH_NOTES, ReplyTurn, UserTurn
+
+if TYPE_CHECKING:
+    from racer_tui.app import RacerApp
+
+
+def reply_note(stats: dict) -> str:
+    parts = [f"{stats.get('tokens', 0)} tokens"]
+    if stats.get("steps"):
+        parts.append(f"MAT {stats['tokens'] / stats['steps']:.2f}")
+    if stats.get("method"):
+        parts.append(stats["method"])
+    note = FINISH_NOTES.get(stats.get("finish_reason") or "")
+    if note:
+        parts.append(note)
+    return " · ".join(parts)
+
+
+def legend() -> Text:
+    text = Text()
+    text.append("■ ", style=RETRIEVAL_GREEN)
+    text.append("draft from the automaton\n")
+    text.append("■ ", style=LOGITS_GREEN)
+    text.append("draft from the logits table\n")
+    text.append("plain: sampled by the model")
+    return text
+
+
+class ChatScreen(Screen):
+    BINDINGS = [
+        Binding("escape", "stop", "Stop"),
+        Binding("ctrl+n", "new_chat", "New chat"),
+        Binding("ctrl+t", "toggle_markdown", "Markdown"),
+        Binding("ctrl+b", "toggle_sidebar", "Sidebar", show=False),
+        Binding("ctrl+r", "system_prompt", "System prompt", show=False),
+        Binding("ctrl+e", "export_chat", "Export", show=False),
+        Binding("ctrl+l", "focus_prompt", "Focus prompt", show=False),
+    ]
+
+    app: RacerApp
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.chat_id: int | None = None
+        self.conv: Conversation | None = None
+        self._conv_engine: Engine | None = None
+        self.generating = False
+        self.reply_id = 0
+        self.stats = ReplyStats()
+        self.budget: int | str | None = None
+        self._stop = threading.Event()
+        self._turn: ReplyTurn | None = None
+        self._user_message_id: int | None = None
+        self._prompt_text = ""
+        self._reply_method = ""
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="chat-body"):
+            chats = ChatList(id="sidebar")
+            chats.border_title = "chats"
+            yield chats
+            with Vertical(id="chat-main"):
+                yield VerticalScroll(id="conversation")
+                yield PromptInput(id="prompt")
+            with Vertical(id="chat-side"):
+                yield StepBars("accepted per step", id="accept-chart")
+                yield Static(legend(), id="legend")
+        yield StatusLine(id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.app.engine_changed.subscribe(self, self._engine_changed)
+        self.refresh_sidebar()
+        self.show_status()
+        self._show_system_prompt()
+        self.query_one(PromptInput).focus()
+
+    # -- helpers ---------------------------------------------------------
+
+    @property
+    def conversation_view(self) -> VerticalScroll:
+        return self.query_one("#conversation", VerticalScroll)
+
+    def refresh_sidebar(self) -> None:
+        self.query_one(ChatList).show_chats(self.app.history.list_chats(), self.chat_id)
+
+    def show_status(self) -> None:
+        budget = self.budget if self.budget is not None else self.app.settings.max_num_draft
+        method = self._reply_method or self.app.settings.method
+        self.query_one(StatusLine).show(self.stats, budget, method, self.app.engine_info)
+
+    def _engine_changed(self, _engine: object) -> None:
+        self.conv = None  # rebuilt from history on the next message
+        self.show_status()
+
+    def _system_prompt(self) -> str:
+        if self.chat_id is not None:
+            return self.app.history.system_prompt(self.chat_id)
+        return self.app.settings.system_prompt
+
+    def _show_system_prompt(self) -> None:
+        for old in self.query(".system-turn"):
+            old.remove()
+        text = self._system_prompt()
+        if text:
+            turn = Static(Text(text), classes="turn system-turn")
+            turn.border_title = "system"
+            view = self.conversation_view
+            view.mount(turn, before=0 if view.children else None)
+
+    def _busy(self) -> bool:
+        if self.generating:
+            self.notify("A reply is streaming: press Escape to stop it first.", severity="warning")
+        return self.generating
+
+    def _scroll_to_end(self) -> None:
+        self.conversation_view.scroll_end(animate=False, immediate=False)
+
+    def _ensure_conversation(self, engine: Engine, history: list[StoredMessage]) -> Conversation:
+        if self.conv is None or self._conv_engine is not engine:
+            system = self._system_prompt() or None
+            conv = engine.new_conversation(system_prompt=system)
+            # Earlier turns of a reopened chat: the engine templates them into the prompt.
+            conv.messages.extend({"role": m.role, "content": m.content} for m in history)
+            self.conv, self._conv_engine = conv, engine
+        return self.conv
+
+    # -- sending ---------------------------------------------------------
+
+    def on_prompt_input_submitted(self, message: PromptInput.Submitted) -> None:
+        text = message.text.strip()
+        if not text or self._busy():
+            return
+        engine = self.app.engine
+        if engine is None:
+            self.notify("No model is loaded yet.", severity="warning")
+            return
+        message.prompt.clear()
+        self.send(engine, text)
+
+    def send(self, engine: Engine, text: str) -> None:
+        history = self.app.history
+        if self.chat_id is None:
+            self.chat_id = history.create_chat(title_for(text), self.app.settings.system_prompt)
+            earlier: list[StoredMessage] = []
+        else:
+            earlier = history.messages(self.chat_id)
+        try:
+            conv = self._ensure_conversation(engine, earlier)
+        except RacerError as exc:
+            self.notify(str(exc), severity="error", timeout=10)
+            return
+        self._user_message_id = history.add_message(self.chat_id, StoredMessage("user", text))
+        self._prompt_text = text
+        config = self.app.settings.generation_config()
+        self.reply_id += 1
+        self.stats = ReplyStats()
+        self.budget = None
+        self._reply_method = config.method
+        self._stop.clear()
+        self.generating = True
+        self.app.busy = "chat"
+        view = self.conversation_view
+        self._turn = ReplyTurn()
+        view.mount(UserTurn(text))
+        view.mount(self._turn)
+        self.query_one(StepBars).reset()
+        self.show_status()
+        self.refresh_sidebar()
+        self._scroll_to_end()
+        self.generate(conv, text, config, self.reply_id)
+
+    @work(thread=True, exclusive=True, group="generate")
+    def generate(self, conv: Conversation, text: str, config: GenerationConfig, reply_id: int) -> None:
+        worker = get_current_worker()
+        stop = self._stop
+
+        def should_stop() -> bool:
+            return worker.is_cancelled or stop.is_set()
+
+        try:
+            for event in conv.send(text, config, should_stop=should_stop):
+                self.post_message(ReplyStep(reply_id, event))
+        except RacerError as exc:
+            self.post_message(ReplyFailed(reply_id, str(exc)))
+        except Exception as exc:  # an engine bug must not take the UI down
+            self.post_message(ReplyFailed(reply_id, f"{type(exc).__name__}: {exc}"))
+
+    def on_reply_step(self, message: ReplyStep) -> None:
+        if message.reply_id != self.reply_id or self._turn is None:
+            return
+        event = message.event
+        if event.pieces or not event.finished:
+            self.stats.add(event)
+            self.query_one(StepBars).add(event.accept_length)
+        self.budget = event.budget
+        self._turn.add_pieces(event.pieces)
+        self.show_status()
+        self._scroll_to_end()
+        if event.finished:
+            self._finish(event.finish_reason)
+
+    def _finish(self, finish_reason: str | None) -> None:
+        turn = self._turn
+        assert turn is not None and self.chat_id is not None
+        stats = {
+            "tokens": self.stats.tokens,
+            "steps": self.stats.steps,
+            "seconds": self.stats.seconds,
+            "accept_lengths": self.stats.accept_lengths,
+            "method": self._reply_method,
+            "finish_reason": finish_reason,
+        }
+        self.app.history.add_message(self.chat_id, StoredMessage("assistant", turn.content, list(turn.runs), stats))
+        turn.finish(reply_note(stats))
+        turn.show_markdown(self.app.settings.markdown)
+        self.generating = False
+        self.app.busy = None
+        self._turn = None
+        self.refresh_sidebar()
+
+    def on_reply_failed(self, message: ReplyFailed) -> None:
+        if message.reply_id != self.reply_id:
+            return
+        # Roll back the turn so history, screen and engine agree; keep the prompt.
+        if self._user_message_id is not None:
+            self.app.history.delete_message(self._user_message_id)
+        self.conv = None
+        self.generating = False
+        self.app.busy = None
+        self._turn = None
+        for turn in list(self.conversation_view.children)[-2:]:
+            turn.remove()
+        prompt = self.query_one(PromptInput)
+        prompt.text = self._prompt_text
+        self.notify(message.error, title="Generation failed", severity="error", timeout=15)
+
+    # -- actions ---------------------------------------------------------
+
+    def action_stop(self) -> None:
+        if self.generating:
+            self._stop.set()
+
+    def action_focus_prompt(self) -> None:
+        self.query_one(PromptInput).focus()
+
+    async def action_new_chat(self) -> None:
+        if self._busy():
+            return
+        self.chat_id = None
+        self.conv = None
+        await self._clear_view()
+        self.refresh_sidebar()
+        self.query_one(PromptInput).focus()
+
+    async def _clear_view(self) -> None:
+        await self.conversation_view.remove_children()
+        self.stats = ReplyStats()
+        self.budget = None
+        self._reply_method = ""
+        self.query_one(StepBars).reset()
+        self._show_system_prompt()
+        self.show_status()
+
+    async def open_chat(self, chat_id: int) -> None:
+        if chat_id == self.chat_id or self._busy():
+            return
+        self.chat_id = chat_id
+        self.conv = None
+        await self._clear_view()
+        view = self.conversation_view
+        last_stats: dict = {}
+        markdown = self.app.settings.markdown
+        for msg in self.app.history.messages(chat_id):
+            if msg.role == "user":
+                await view.mount(UserTurn(msg.content))
+            else:
+                turn = ReplyTurn(msg.runs or [], complete=True, note=reply_note(msg.stats))
+                await view.mount(turn)
+                turn.show_markdown(markdown)
+                last_stats = msg.stats
+        if last_stats:
+            lengths = list(last_stats.get("accept_lengths", []))
+            self.query_one(StepBars).reset(lengths)
+            self.stats = ReplyStats(
+                tokens=last_stats.get("tokens", 0),
+                steps=last_stats.get("steps", 0),
+                seconds=last_stats.get("seconds", 0.0),
+                accept_lengths=lengths,
+            )
+            self._reply_method = last_stats.get("method", "")
+        self.show_status()
+        self.refresh_sidebar()
+        self._scroll_to_end()
+
+    def on_option_list_option_selected(self, event: ChatList.OptionSelected) -> None:
+        if event.option.id:
+            self.run_worker(self.open_chat(int(event.option.id)), exclusive=True, group="open")
+
+    def on_chat_list_delete(self, message: ChatList.Delete) -> None:
+        self.delete_chat(message.chat_id)
+
+    def on_chat_list_export(self, message: ChatList.Export) -> None:
+        self.export_chat(message.chat_id)
+
+    def delete_chat(self, chat_id: int) -> None:
+        if chat_id == self.chat_id and self._busy():
+            return
+        title = self.app.history.title(chat_id)
+
+        async def confirmed(yes: bool | None) -> None:
+            if not yes:
+                return
+            self.app.history.delete_chat(chat_id)
+            if chat_id == self.chat_id:
+                self.chat_id = None
+                self.conv = None
+                await self._clear_view()
+            self.refresh_sidebar()
+            self.notify(f"Deleted “{title}”.")
+
+        self.app.push_screen(ConfirmScreen(f"Delete the chat “{title}”?"), confirmed)
+
+    def export_chat(self, chat_id: int) -> None:
+        path = self.app.export_dir / f"chat-{chat_id}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.app.history.export_markdown(chat_id), encoding="utf-8")
+        self.notify(f"Exported to {path}", title="Export", timeout=10)
+
+    def action_export_chat(self) -> None:
+        if self.chat_id is None:
+            self.notify("Nothing to export yet.", severity="warning")
+            return
+        self.export_chat(self.chat_id)
+
+    def action_delete_chat(self) -> None:
+        if self.chat_id is None:
+            self.notify("This chat is not saved yet.", severity="warning")
+            return
+        self.delete_chat(self.chat_id)
+
+    def action_toggle_markdown(self) -> None:
+        on = not self.app.settings.markdown
+        self.app.update_settings(markdown=on)
+        for turn in self.query(ReplyTurn):
+            turn.show_markdown(on)
+        self.notify("Finished replies as Markdown." if on else "Replies as coloured tokens.")
+
+    def action_toggle_sidebar(self) -> None:
+        sidebar = self.query_one(ChatList)
+        sidebar.display = not sidebar.display
+
+    def action_system_prompt(self) -> None:
+        if self._busy():
+            return
+
+        def saved(text: str | None) -> None:
+            if text is None:
+                return
+            self.app.update_settings(system_prompt=text)
+            if self.chat_id is not None:
+                self.app.history.set_system_prompt(self.chat_id, text)
+            self.conv = None  # rebuilt with the new system prompt
+            self._show_system_prompt()
+
+        self.app.push_screen(SystemPromptScreen(self._system_prompt()), saved)

@@ -1,0 +1,35 @@
+"""Shown while the engine loads: which model, what the loader is doing, how far."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, ProgressBar, Static
+
+
+class LoadingScreen(Screen):
+    def __init__(self, model_label: str) -> None:
+        super().__init__()
+        self.model_label = model_label
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="loading-box", classes="center-box"):
+            yield Static("Loading model", classes="box-title")
+            yield Static(self.model_label, id="loading-model")
+            yield ProgressBar(total=None, show_eta=False, id="loading-bar")
+            yield Static("starting…", id="loading-message")
+            yield Static(
+                "The first load of the embedded model dequantizes it (about 20 s); "
+                "later loads read the cached weights.",
+                classes="hint",
+            )
+        yield Footer()
+
+    def show_progress(self, text: str, fraction: float | None) -> None:
+        self.query_one("#loading-message", Static).update(text)
+        bar = self.query_one(ProgressBar)
+        if fraction is None:
+            bar.update(total=None)
+        else:
+            bar.update(total=1.0, progress=max(0.0, min(1.0, fraction)))

@@ -1,0 +1,49 @@
+"""A model could not be loaded: say why in one line and offer the ways out."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Button, Footer, Static
+
+
+class ModelErrorScreen(Screen):
+    BINDINGS = [
+        Binding("r", "retry", "Retry"),
+        Binding("d", "use_default", "Embedded model"),
+        Binding("f5", "app.pick_model", "Choose model"),
+    ]
+
+    def __init__(self, model_label: str, error: str) -> None:
+        super().__init__()
+        self.model_label = model_label
+        self.error = error
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="error-box", classes="center-box"):
+            yield Static("The model could not be loaded", classes="box-title error-title")
+            yield Static(self.model_label, id="error-model")
+            yield Static(self.error, id="error-message")
+            with Horizontal(classes="buttons"):
+                yield Button("Retry", id="retry")
+                yield Button("Use embedded model", id="use-default", variant="primary")
+                yield Button("Choose model…", id="pick")
+                yield Button("Quit", id="quit", variant="error")
+        yield Footer()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        actions = {
+            "retry": self.action_retry,
+            "use-default": self.action_use_default,
+            "pick": self.app.action_pick_model,
+            "quit": self.app.exit,
+        }
+        actions[event.button.id or ""]()
+
+    def action_retry(self) -> None:
+        self.app.load_model()
+
+    def action_use_default(self) -> None:
+        self.app.use_model(None)

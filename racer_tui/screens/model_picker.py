@@ -1,0 +1,90 @@
+"""Choose the model: the embedded default, a checkpoint folder or a GGUF file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, RadioButton, RadioSet, Select, Static
+
+from racer_tui.models import EMBEDDED_LABEL, validate_model_path
+
+DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    model_path: str | None
+    device: str
+    dtype: str
+
+
+class ModelPickerScreen(ModalScreen[ModelChoice | None]):
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel"), Binding("ctrl+s", "load", "Load")]
+
+    def __init__(self, model_path: str | None, device: str, dtype: str) -> None:
+        super().__init__()
+        self.model_path = model_path
+        self.device = device
+        self.dtype = dtype
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog wide-dialog", id="picker-box"):
+            yield Static("Model", classes="box-title")
+            with RadioSet(id="model-kind"):
+                yield RadioButton(EMBEDDED_LABEL, value=not self.model_path, id="embedded")
+                yield RadioButton("A checkpoint folder or a .gguf file", value=bool(self.model_path), id="custom")
+            yield Input(
+                self.model_path or "",
+                placeholder="/path/to/checkpoint-folder or /path/to/model.gguf",
+                id="model-path",
+            )
+            with Horizontal(classes="form-row"):
+                yield Static("Device", classes="row-label")
+                yield Select([(d, d) for d in DEVICES], value=self.device, allow_blank=False, id="device")
+                yield Static("Dtype", classes="row-label")
+                yield Select([(d, d) for d in DTYPES], value=self.dtype, allow_blank=False, id="dtype")
+            yield Static("", id="picker-error")
+            with Horizontal(classes="buttons"):
+                yield Button("Load", id="load", variant="primary")
+                yield Button("Cancel", id="cancel")
+
+    def on_mount(self) -> None:
+        self._sync_path_field()
+
+    def _custom(self) -> bool:
+        return self.query_one("#custom", RadioButton).value
+
+    def _sync_path_field(self) -> None:
+        self.query_one("#model-path", Input).disabled = not self._custom()
+
+    def on_radio_set_changed(self, _event: RadioSet.Changed) -> None:
+        self._sync_path_field()
+        self.query_one("#picker-error", Static).update("")
+        if self._custom():
+            self.query_one("#model-path", Input).focus()
+
+    def on_input_submitted(self, _event: Input.Submitted) -> None:
+        self.action_load()
+
+    def action_load(self) -> None:
+        path: str | None = None
+        if self._custom():
+            path = self.query_one("#model-path", Input).value.strip()
+            error = validate_model_path(path)
+            if error:
+                self.query_one("#picker-error", Static).update(error)
+                return
+        device = str(self.query_one("#device", Select).value)
+        dtype = str(self.query_one("#dtype", Select).value)
+        self.dismiss(ModelChoice(path, device, dtype))
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "load":
+            self.action_load()
+        else:
+            self.dismiss(None)

@@ -1,0 +1,1 @@
+"""Widgets of the racer-tui app, one a module."""

@@ -1,0 +1,91 @@
+"""The dashboard's four charts, each drawn from a shared BenchBoard."""
+
+from __future__ import annotations
+
+from textual_plotext.plot import Plot
+
+from racer_tui.bench_board import BenchBoard
+from racer_tui.colors import method_color
+from racer_tui.widgets.bars import HBar, HBars, StepBars
+from racer_tui.widgets.plot_base import DataPlot
+
+
+class SpeedChart(DataPlot):
+    """Tokens/s of each finished question, one line per method (plotext)."""
+
+    def __init__(self, board: BenchBoard, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.board = board
+
+    def show(self, board: BenchBoard) -> None:
+        self.board = board
+        self.refresh()
+
+    def draw(self, plt: Plot) -> None:
+        plt.title("tokens/s per question")
+        plt.xlabel("question")
+        top = 1.0
+        for method in self.board.methods:
+            speeds = self.board.per_method[method].speeds
+            if speeds:
+                xs = list(range(1, len(speeds) + 1))
+                plt.plot(xs, speeds, color=method_color(method), label=method, marker="braille")
+                top = max(top, *speeds)
+        plt.ylim(0, top * 1.15)
+
+
+class CategoryChart(HBars):
+    """Mean accepted tokens per step, per category and method."""
+
+    def __init__(self, board: BenchBoard, *, id: str | None = None) -> None:
+        super().__init__("mean accepted tokens by category", id=id)
+        self.board = board
+
+    def show(self, board: BenchBoard) -> None:  # type: ignore[override]
+        self.board = board
+        bars = []
+        for cat in board.categories:
+            for i, method in enumerate(board.stepped_methods()):
+                if (cat, method) in board.category_sums:
+                    mat = board.category_mat(cat, method)
+                    label = cat if i == 0 else ""
+                    bars.append(HBar(label, mat, method_color(method), f"{method} {mat:.2f}"))
+        super().show(bars)
+
+
+class HistogramChart(HBars):
+    """Share of steps that accepted 1, 2, 3… tokens, per method."""
+
+    def __init__(self, board: BenchBoard, *, id: str | None = None) -> None:
+        super().__init__("accepted length: share of steps", id=id)
+        self.board = board
+
+    def show(self, board: BenchBoard) -> None:  # type: ignore[override]
+        self.board = board
+        methods = [m for m in board.stepped_methods() if board.per_method[m].lengths]
+        bars = []
+        longest = max((max(board.per_method[m].lengths) for m in methods), default=0)
+        for n in range(1, longest + 1):
+            for i, method in enumerate(methods):
+                counts = board.per_method[method].lengths
+                share = counts.get(n, 0) / sum(counts.values())
+                label = f"{n} token{'s' if n > 1 else ''}" if i == 0 else ""
+                bars.append(HBar(label, share, method_color(method), f"{method} {share:5.1%}"))
+        super().show(bars)
+
+
+class FlightChart(StepBars):
+    """Accepted tokens per step of the question in flight."""
+
+    def __init__(self, board: BenchBoard, *, id: str | None = None) -> None:
+        super().__init__("in flight: no question yet", id=id)
+        self.board = board
+
+    def show(self, board: BenchBoard) -> None:
+        self.board = board
+        self.sync()
+
+    def sync(self) -> None:
+        b = self.board
+        title = f"in flight: {b.flight_method} · question {b.flight_question}" if b.flight_method else "in flight: none"
+        self.reset(b.flight_lengths, title)

@@ -1,0 +1,31 @@
+"""One line of reply statistics under the conversation."""
+
+from __future__ import annotations
+
+from textual.widgets import Static
+
+from racer_core.events import EngineInfo, ReplyStats
+
+
+def format_status(stats: ReplyStats | None, budget: int | str | None, method: str, info: EngineInfo | None) -> str:
+    parts = []
+    if stats is not None and stats.steps:
+        parts += [
+            f"{stats.tokens_per_s:.1f} tok/s",
+            f"MAT {stats.mat:.2f}",
+            f"{stats.steps} steps",
+        ]
+    else:
+        parts += ["– tok/s", "MAT –", "0 steps"]
+    parts.append(f"budget {budget if budget is not None else '–'}")
+    parts.append(method)
+    if info is not None:
+        parts += [info.model, f"{info.device} {info.dtype}"]
+    else:
+        parts.append("no model")
+    return " │ ".join(parts)
+
+
+class StatusLine(Static):
+    def show(self, stats: ReplyStats | None, budget: int | str | None, method: str, info: EngineInfo | None) -> None:
+        self.update(format_status(stats, budget, method, info))

@@ -1,0 +1,79 @@
+"""The turns of a conversation: the user's prompt and the streamed reply."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Markdown, Static
+
+from racer_core.events import Source, TokenPiece
+from racer_tui.colors import SOURCE_STYLE
+from racer_tui.history import Run
+
+FINISH_NOTES = {
+    "cancelled": "stopped",
+    "length": "max new tokens reached",
+    "error": "error",
+}
+
+
+class UserTurn(Static):
+    def __init__(self, text: str) -> None:
+        super().__init__(Text(text), classes="turn user-turn")
+        self.border_title = "you"
+
+
+class ReplyTurn(Vertical):
+    """Streams coloured tokens; once complete it can switch to Markdown."""
+
+    def __init__(self, runs: list[Run] | None = None, *, complete: bool = False, note: str = "") -> None:
+        super().__init__(classes="turn reply-turn")
+        self.border_title = "assistant"
+        self.runs: list[Run] = []
+        self._text = Text()
+        self.complete = False
+        self._markdown_on = False
+        self._body = Static(self._text, classes="reply-text")
+        self._markdown: Markdown | None = None
+        for source, text in runs or []:
+            self._append(source, text)
+        if complete:
+            self.finish(note)
+
+    def compose(self) -> ComposeResult:
+        yield self._body
+
+    @property
+    def content(self) -> str:
+        return "".join(t for _, t in self.runs)
+
+    def _append(self, source: Source, text: str) -> None:
+        if self.runs and self.runs[-1][0] == source:
+            self.runs[-1] = (source, self.runs[-1][1] + text)
+        else:
+            self.runs.append((source, text))
+        self._text.append(text, style=SOURCE_STYLE[source] or None)
+
+    def add_pieces(self, pieces: tuple[TokenPiece, ...]) -> None:
+        for piece in pieces:
+            self._append(piece.source, piece.text)
+        self._body.update(self._text)
+
+    def finish(self, note: str = "") -> None:
+        self.complete = True
+        self.border_subtitle = note
+        self._body.update(self._text)
+
+    def show_markdown(self, on: bool) -> None:
+        """Markdown only for finished replies: half a reply is rarely valid Markdown."""
+        on = on and self.complete
+        if on == self._markdown_on:
+            return
+        self._markdown_on = on
+        if on and self._markdown is None:
+            self._markdown = Markdown(self.content, classes="reply-markdown")
+            self.mount(self._markdown)
+        self._body.display = not on
+        if self._markdown is not None:
+            self._markdown.display = on
