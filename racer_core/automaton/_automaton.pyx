@@ -59,6 +59,7 @@ cdef extern from "automaton.hpp" namespace "racer":
                           vector[int32_t]&, vector[int64_t]&) except +
         void state_path(vector[int32_t]&) except +
         string check_internal() except +
+        void set_redirect_mode(int)
 
 cdef int64_t TOKEN_LIMIT = _checks.TOKEN_LIMIT
 cdef int64_t MAX_DRAFT = _checks.MAX_DRAFT
@@ -335,6 +336,12 @@ cdef class Automaton:
         cdef vector[int32_t] out
         self.core.state_path(out)
         return tuple(out)
+
+    def _set_redirect_mode(self, int mode) -> None:
+        """Test hook: 0 hybrid (default), 1 failure-subtree walk only, 2 failure-chain scan only."""
+        if mode not in (0, 1, 2):
+            raise ValueError(f"redirect mode must be 0, 1 or 2, got {mode}")
+        self.core.set_redirect_mode(mode)
 
     def _check_internal(self) -> str:
         """'' when the hidden structures are consistent, else the first fault found."""

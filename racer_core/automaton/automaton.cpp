@@ -106,6 +106,7 @@ Automaton::Automaton(int32_t max_nodes, int32_t min_depth, int32_t ngram)
   root.fail = 0;
   root.first_child = root.next_sib = root.prev_sib = -1;
   root.rev_head = root.rev_next = root.rev_prev = -1;
+  root.rev_count = root.group_size = 0;
   root.freq = 0;
   root.stamp = 0;
   nodes_.push_back(root);
@@ -145,29 +146,41 @@ void Automaton::rev_link(int32_t q, int32_t target) {
     const uint64_t key = static_cast<uint32_t>(n.token);
     const int32_t head = root_group_.find(key);
     n.rev_next = head;
-    if (head >= 0) nodes_[head].rev_prev = q;
+    n.group_size = 1;
+    if (head >= 0) {
+      nodes_[head].rev_prev = q;
+      n.group_size += nodes_[head].group_size;
+    }
     root_group_.put(key, q);
   } else {
     const int32_t head = nodes_[target].rev_head;
     n.rev_next = head;
     if (head >= 0) nodes_[head].rev_prev = q;
     nodes_[target].rev_head = q;
+    ++nodes_[target].rev_count;
   }
 }
 
 void Automaton::rev_unlink(int32_t q) {
   Node& n = nodes_[q];
   if (n.rev_next >= 0) nodes_[n.rev_next].rev_prev = n.rev_prev;
-  if (n.rev_prev >= 0) {
-    nodes_[n.rev_prev].rev_next = n.rev_next;
-  } else if (n.fail == 0) {
+  if (n.fail == 0) {
     const uint64_t key = static_cast<uint32_t>(n.token);
-    if (n.rev_next >= 0)
+    if (n.rev_prev >= 0) {
+      nodes_[n.rev_prev].rev_next = n.rev_next;
+      --nodes_[root_group_.find(key)].group_size;
+    } else if (n.rev_next >= 0) {
+      nodes_[n.rev_next].group_size = n.group_size - 1;
       root_group_.put(key, n.rev_next);
-    else
+    } else {
       root_group_.erase(key);
+    }
   } else {
-    nodes_[n.fail].rev_head = n.rev_next;
+    if (n.rev_prev >= 0)
+      nodes_[n.rev_prev].rev_next = n.rev_next;
+    else
+      nodes_[n.fail].rev_head = n.rev_next;
+    --nodes_[n.fail].rev_count;
   }
   n.rev_next = n.rev_prev = -1;
 }
@@ -244,6 +257,7 @@ void Automaton::evict(int32_t x) {
   }
   Node& n = nodes_[x];
   n.rev_head = -1;
+  n.rev_count = 0;
   const int32_t parent = n.parent;
   children_.erase(child_key(parent, n.token));
   if (n.prev_sib >= 0)
@@ -259,6 +273,65 @@ void Automaton::evict(int32_t x) {
   if (parent != 0 && nodes_[parent].first_child < 0) push_leaf(parent);
 }
 
+bool Automaton::ends_with(int32_t q, int32_t u, int32_t a) const {
+  if (nodes_[q].token != a) return false;
+  for (q = nodes_[q].parent; u != 0; q = nodes_[q].parent, u = nodes_[u].parent)
+    if (q <= 0 || nodes_[q].token != nodes_[u].token) return false;
+  return true;
+}
+
+int64_t Automaton::chain_cost(int32_t target, int32_t a) const {
+  int64_t cost = 0;
+  for (int32_t g = target; g != 0; g = nodes_[g].fail) cost += nodes_[g].rev_count;
+  const int32_t head = root_group_.find(static_cast<uint32_t>(a));
+  return cost + (head >= 0 ? nodes_[head].group_size : 0);
+}
+
+// The nodes that new node p (path = path(u) + a) takes over are the children
+// `a` of the nodes whose path ends with u's path: u's subtree in the failure
+// tree. A node there that already has a child `a` shields its own subtree:
+// those children end with that deeper child's path and already fail at least
+// that deep. Gives up (returns false) after `limit` visits.
+bool Automaton::redirect_by_failure_tree(int32_t u, int32_t a, int32_t p, int32_t depth,
+                                         int64_t limit) {
+  stack_.clear();
+  for (int32_t r = nodes_[u].rev_head; r >= 0; r = nodes_[r].rev_next) stack_.push_back(r);
+  int64_t visits = 0;
+  while (!stack_.empty()) {
+    if (++visits > limit) return false;
+    const int32_t r = stack_.back();
+    stack_.pop_back();
+    const int32_t c = child(r, a);
+    if (c >= 0) {
+      if (nodes_[nodes_[c].fail].depth < depth) {
+        rev_unlink(c);
+        rev_link(c, p);
+      }
+    } else {
+      for (int32_t s = nodes_[r].rev_head; s >= 0; s = nodes_[s].rev_next) stack_.push_back(s);
+    }
+  }
+  return true;
+}
+
+// The page's formulation: such nodes fail to a node of p's failure chain
+// (all shallower than p), so scan those nodes' reverse lists.
+void Automaton::redirect_by_chain(int32_t u, int32_t a, int32_t p, int32_t depth,
+                                  int32_t target) {
+  for (int32_t g = target;; g = nodes_[g].fail) {
+    int32_t q = g == 0 ? root_group_.find(static_cast<uint32_t>(a)) : nodes_[g].rev_head;
+    while (q >= 0) {
+      const int32_t next = nodes_[q].rev_next;
+      if (nodes_[q].depth > depth && ends_with(q, u, a)) {
+        rev_unlink(q);
+        rev_link(q, p);
+      }
+      q = next;
+    }
+    if (g == 0) break;
+  }
+}
+
 int32_t Automaton::create(int32_t u, int32_t a) {
   int32_t p;
   if (!free_.empty()) {
@@ -270,35 +343,27 @@ int32_t Automaton::create(int32_t u, int32_t a) {
   }
   const int32_t target = failure_target(u, a);
   const int32_t depth = nodes_[u].depth + 1;
+  nodes_[p].rev_head = -1;
+  nodes_[p].rev_count = 0;
 
-  // Redirect: nodes ending with the new path, deeper than it, whose link is
-  // shallower now fail to p. They are the children `a` of nodes whose path
-  // ends with u's path, i.e. of u's subtree in the failure tree. A node there
-  // that already has a child `a` shields its own subtree: those children end
-  // with that deeper child's path and already fail at least that deep.
+  // p is not linked anywhere yet, so neither walk meets it.
   if (u == 0) {
     // p = [a]: every node with token `a` failing to the root takes p.
     int32_t q = root_group_.find(static_cast<uint32_t>(a));
-    if (q >= 0) root_group_.erase(static_cast<uint32_t>(a));
-    nodes_[p].rev_head = q;
-    for (; q >= 0; q = nodes_[q].rev_next) nodes_[q].fail = p;
-  } else {
-    nodes_[p].rev_head = -1;
-    stack_.clear();
-    for (int32_t r = nodes_[u].rev_head; r >= 0; r = nodes_[r].rev_next) stack_.push_back(r);
-    while (!stack_.empty()) {
-      const int32_t r = stack_.back();
-      stack_.pop_back();
-      const int32_t c = child(r, a);
-      if (c >= 0) {
-        if (nodes_[nodes_[c].fail].depth < depth) {
-          rev_unlink(c);
-          rev_link(c, p);
-        }
-      } else {
-        for (int32_t s = nodes_[r].rev_head; s >= 0; s = nodes_[s].rev_next) stack_.push_back(s);
-      }
+    if (q >= 0) {
+      root_group_.erase(static_cast<uint32_t>(a));
+      nodes_[p].rev_head = q;
+      nodes_[p].rev_count = nodes_[q].group_size;
     }
+    for (; q >= 0; q = nodes_[q].rev_next) nodes_[q].fail = p;
+  } else if (redirect_mode_ == 2) {
+    redirect_by_chain(u, a, p, depth, target);
+  } else {
+    // Either walk can be long (a common token heads a huge failure subtree or
+    // a long reverse list); walk the failure tree up to about the chain's
+    // cost, then fall back to the chain. Both only write correct final links.
+    const int64_t limit = redirect_mode_ == 1 ? INT64_MAX : 2 * chain_cost(target, a) + 16;
+    if (!redirect_by_failure_tree(u, a, p, depth, limit)) redirect_by_chain(u, a, p, depth, target);
   }
 
   Node& n = nodes_[p];
@@ -370,7 +435,10 @@ void Automaton::trans_tokens(const int64_t* tokens, int64_t n) {
 
 void Automaton::build() {
   root_group_.clear();
-  for (Node& n : nodes_) n.rev_head = n.rev_next = n.rev_prev = -1;
+  for (Node& n : nodes_) {
+    n.rev_head = n.rev_next = n.rev_prev = -1;
+    n.rev_count = n.group_size = 0;
+  }
   stack_.clear();  // used as a FIFO here: index `head` walks it
   for (int32_t c = nodes_[0].first_child; c >= 0; c = nodes_[c].next_sib) stack_.push_back(c);
   for (size_t head = 0; head < stack_.size(); ++head) {
@@ -626,13 +694,16 @@ std::string Automaton::check_internal() const {
     }
     if (target == 0) continue;
     int32_t prev = -1;
+    int32_t length = 0;
     for (int32_t q = nodes_[target].rev_head; q >= 0; q = nodes_[q].rev_next) {
       if (!alive(q) || listed[q] || nodes_[q].fail != target || nodes_[q].rev_prev != prev)
         return "reverse failure list inconsistent";
       listed[q] = 1;
       ++in_lists;
+      ++length;
       prev = q;
     }
+    if (length != nodes_[target].rev_count) return "reverse list count wrong";
   }
   size_t root_listed = 0;
   for (size_t i = 1; i < nodes_.size(); ++i) {
@@ -645,10 +716,12 @@ std::string Automaton::check_internal() const {
   }
   for (size_t i = 1; i < nodes_.size(); ++i) {
     const int32_t id = static_cast<int32_t>(i);
-    if (alive(id) && nodes_[id].fail == 0) {
-      for (int32_t q = id; q >= 0; q = nodes_[q].rev_next)
+    if (alive(id) && nodes_[id].fail == 0 && nodes_[id].rev_prev == -1) {
+      int32_t length = 0;
+      for (int32_t q = id; q >= 0; q = nodes_[q].rev_next, ++length)
         if (nodes_[q].fail != 0 || nodes_[q].token != nodes_[id].token)
           return "root group inconsistent";
+      if (length != nodes_[id].group_size) return "root group size wrong";
     }
   }
   if (in_lists + root_listed != live - 1) return "reverse lists miss nodes";

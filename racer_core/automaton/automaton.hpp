@@ -82,12 +82,17 @@ class Automaton {
   // Checks the unobservable structures (child map, sibling lists, reverse
   // failure lists, leaf heap); returns "" or a description of the first fault.
   std::string check_internal() const;
+  // Test hook: how create() finds the nodes a new node takes over.
+  // 0 the cheaper of the two walks (default), 1 failure subtree only, 2 failure chain only.
+  void set_redirect_mode(int mode) { redirect_mode_ = mode; }
 
  private:
   struct Node {
     int32_t token, depth, parent, fail;
     int32_t first_child, next_sib, prev_sib;
     int32_t rev_head, rev_next, rev_prev;  // reverse failure lists
+    int32_t rev_count;   // length of the list headed by rev_head
+    int32_t group_size;  // on the head of a root group: the group's length
     int64_t freq, stamp;
   };
   struct LeafEntry {
@@ -129,6 +134,10 @@ class Automaton {
   void rev_link(int32_t q, int32_t target);
   void rev_unlink(int32_t q);
   int32_t rev_first(int32_t target, int32_t token) const;
+  int64_t chain_cost(int32_t target, int32_t a) const;
+  bool redirect_by_failure_tree(int32_t u, int32_t a, int32_t p, int32_t depth, int64_t limit);
+  void redirect_by_chain(int32_t u, int32_t a, int32_t p, int32_t depth, int32_t target);
+  bool ends_with(int32_t q, int32_t u, int32_t a) const;
 
   int32_t tree_add(int32_t parent, int32_t token, uint8_t source);
   void expand(int32_t n, int32_t cbegin, int32_t ccount);
@@ -147,6 +156,7 @@ class Automaton {
   int32_t count_ = 1;
   int64_t clock_ = 0;
   int32_t state_ = 0;
+  int redirect_mode_ = 0;
   std::vector<int32_t> history_;  // the last ngram - 1 tokens
   std::vector<int64_t> window_;
 
