@@ -158,6 +158,20 @@ def test_ctrl_c_exits_130_keeping_finished_answers(qfile, tmp_path, capsys):
     assert "interrupted" in capsys.readouterr().err
 
 
+def test_unexpected_engine_failure_is_one_line_unless_debugging(qfile, tmp_path, capsys, monkeypatch):
+    def boom(method: str) -> None:
+        raise RuntimeError("CUDA out of memory")
+
+    engine = ScriptedEngine(step_hook=boom)
+    assert run(["--bench", str(qfile), "--answer-dir", str(tmp_path)], engine) == 1
+    err = capsys.readouterr().err
+    last = err.splitlines()[-1]
+    assert last.startswith("racer-tui: error: RuntimeError: CUDA out of memory") and "Traceback" not in err
+    monkeypatch.setenv("RACER_TUI_DEBUG", "1")
+    with pytest.raises(RuntimeError):
+        run(["--bench", str(qfile), "--answer-dir", str(tmp_path)], ScriptedEngine(step_hook=boom))
+
+
 def test_tty_progress_redraws_one_line_per_method():
     stream = io.StringIO()
     display = ProgressDisplay(["ar", "racer"], 4, stream, tty=True)

@@ -22,6 +22,7 @@ from racer_core.errors import RacerError
 from racer_core.events import METHODS, Engine, GenerationConfig
 
 EngineLoader = Callable[..., Engine]
+DEBUG_ENV = "RACER_TUI_DEBUG"
 
 
 def _budget(text: str) -> int | str:
@@ -158,6 +159,11 @@ def main(argv: list[str] | None = None, *, engine_loader: EngineLoader | None = 
     except KeyboardInterrupt:
         _error("interrupted; finished answers are kept (rerun with --resume to continue)")
         return 130
+    except Exception as exc:  # an engine bug: one line for users, the traceback on request
+        if os.environ.get(DEBUG_ENV):
+            raise
+        _error(f"{type(exc).__name__}: {exc} (set {DEBUG_ENV}=1 for the traceback)")
+        return 1
 
 
 def _error(message: str) -> None:
@@ -188,10 +194,10 @@ def _run(args: argparse.Namespace, loader: EngineLoader) -> int:
     print(
         f"{name}: {len(questions)} questions x {', '.join(args.methods)} on {info.model} "
         f"({info.device}, {info.dtype}); "
-        f"{'warm automaton across questions' if args.warm else 'fresh automaton per question'}",
+        f"{'warm automaton across questions' if args.warm else 'fresh automaton per question'}; "
+        "one untimed warm-up reply per method first",
         file=err,
     )
-    print("warming up (untimed)...", file=err, flush=True)
     display = ProgressDisplay(args.methods, len(questions), err)
     result = run_benchmark(
         engine,

@@ -252,7 +252,9 @@ def _answer(
             raise _Stopped
         if last.finish_reason == "error":
             raise RacerError(f"the engine failed on question {q.question_id} ({cfg.method})")
-        texts.append("".join(text))
+        # the engine's own reply text has the final detokenization (held-back bytes flushed)
+        reply = conv.messages[-1] if conv.messages else {}
+        texts.append(reply["content"] if reply.get("role") == "assistant" else "".join(text))
         counts.append(len(turn_ids))
         walls.append(wall)
         ids.append(tuple(turn_ids))
