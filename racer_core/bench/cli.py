@@ -98,13 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="stop before this question, 0-based (default: all)",
     )
-    p.add_argument("--max-new-tokens", type=_at_least(1), default=256, metavar="N")
+    p.add_argument("--max-new-tokens", type=_at_least(1), default=256, metavar="N", help="per turn (default: 256)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 (default) is greedy")
-    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass in (0, 1] (default: 1)")
     p.add_argument("--enable-thinking", action="store_true")
     p.add_argument("--model-path", default=None, help="a checkpoint folder or GGUF file (default: embedded)")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--dtype", default="auto")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N (default: auto)")
+    p.add_argument("--dtype", default="auto", help="auto, float32, bfloat16, float16 (default: auto)")
     p.add_argument(
         "--max-num-draft",
         type=_budget,
@@ -112,11 +112,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N|auto",
         help="draft tree budget (default: auto)",
     )
-    p.add_argument("--ngram", type=_at_least(1), default=10)
-    p.add_argument("--max-nodes", type=_at_least(1), default=10000)
-    p.add_argument("--max-breadth", type=_at_least(1), default=8)
-    p.add_argument("--answer-dir", type=Path, default=None)
-    p.add_argument("--summary-json", type=Path, default=None, metavar="FILE")
+    p.add_argument("--ngram", type=_at_least(1), default=10, metavar="N", help="automaton n-gram length (default: 10)")
+    p.add_argument(
+        "--max-nodes", type=_at_least(1), default=10000, metavar="N", help="automaton capacity (default: 10000)"
+    )
+    p.add_argument("--max-breadth", type=_at_least(1), default=8, metavar="K", help="logits tree breadth (default: 8)")
+    p.add_argument("--answer-dir", type=Path, default=None, metavar="DIR", help="where METHOD.jsonl answer files go")
+    p.add_argument(
+        "--summary-json",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="write totals per method and category as JSON (speedup_vs_ar and identical_to_ar are null "
+        "where they do not apply, identical_to_ar also on the ar row)",
+    )
     p.add_argument(
         "--resume",
         action="store_true",

@@ -126,12 +126,13 @@ def run_benchmark(
 
     writers: dict[str, AnswerWriter] = {}
     try:
+        if warmup:
+            _warm_up(engine, methods, config, should_stop)
+        # opened after the warm-up: a run that fails that early keeps the old answers
         if answer_dir is not None:
             for m in methods:
                 writers[m] = AnswerWriter(answer_path(answer_dir, m), append=resume)
         progress = _Reporter(on_progress, len(questions))
-        if warmup:
-            _warm_up(engine, methods, config, should_stop)
         previous: dict[str, Conversation | None] = {m: None for m in methods}
         for index, q in enumerate(questions):
             for m in methods:
