@@ -78,6 +78,13 @@ class RacerApp(App):
     def export_dir(self) -> Path:
         return self.data_dir / "exports"
 
+    def show_path(self, path: Path) -> str:
+        """A path for display: relative to the data folder when inside it."""
+        try:
+            return f"data folder/{path.relative_to(self.data_dir)}"
+        except ValueError:
+            return str(path)
+
     @property
     def engine_info(self) -> EngineInfo | None:
         return self.engine.info if self.engine is not None else None

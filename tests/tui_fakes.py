@@ -11,7 +11,6 @@ import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 
 from racer_core.errors import ModelLoadError
 from racer_core.events import (
@@ -40,7 +39,7 @@ def tokenize(text: str) -> list[str]:
 
 
 class FakeClock:
-    """Stands in for time in racer_core.bench.runner: it advances only when the
+    """Stands in for racer_core.bench.runner._clock: it advances only when the
     fake engine steps, so benchmark tokens/s are deterministic."""
 
     def __init__(self) -> None:
@@ -55,9 +54,6 @@ class FakeClock:
         with self._lock:
             self.now += seconds
 
-    def module(self) -> SimpleNamespace:
-        return SimpleNamespace(perf_counter=self.perf_counter, time=lambda: 1_700_000_000.0)
-
 
 @dataclass
 class FakeConversation:
@@ -70,6 +66,7 @@ class FakeConversation:
     ) -> Iterator[StepEvent]:
         self.messages.append({"role": "user", "content": user_text})
         self.engine.prompts.append((user_text, list(self.messages)))
+        self.engine.configs.append(config)
         if self.engine.fail_with is not None:
             raise self.engine.fail_with
         words = tokenize(self.engine.reply_for(user_text))[: config.max_new_tokens]
@@ -78,9 +75,7 @@ class FakeConversation:
         emitted: list[str] = []
         step, i = 0, 0
         while i < len(words):
-            if step == self.engine.gate_after:
-                self.engine.paused.set()
-                self.engine._release.wait(timeout=30)
+            self.engine.hold_at_gate(should_stop)
             if should_stop is not None and should_stop():
                 self.messages.append({"role": "assistant", "content": "".join(emitted)})
                 yield StepEvent(step + 1, (), 0, budget, 0.0, 0.0, 0.0, True, "cancelled")
@@ -98,6 +93,7 @@ class FakeConversation:
                 pieces.append(TokenPiece(1000 + i + k, text, source))
             i += len(chunk)
             step += 1
+            self.engine.total_steps += 1
             emitted.extend(chunk)
             if self.engine.clock is not None:
                 self.engine.clock.advance(sum(STEP_TIMES))
@@ -113,19 +109,32 @@ class FakeConversation:
 class FakeEngine:
     info: EngineInfo = field(default_factory=lambda: EngineInfo("fake-model", "cpu", "float32"))
     reply: str = REPLY
-    gate_after: int | None = None  # hold before this many steps (0-based count)
+    gate_after: int | None = None  # hold once this many steps were made (all replies together)
     fail_with: Exception | None = None
     clock: FakeClock | None = None
     prompts: list[tuple[str, list[dict[str, str]]]] = field(default_factory=list)
     conversations: list[FakeConversation] = field(default_factory=list)
+    configs: list[GenerationConfig] = field(default_factory=list)
     paused: threading.Event = field(default_factory=threading.Event)
     _release: threading.Event = field(default_factory=threading.Event)
 
     def reply_for(self, user_text: str) -> str:
         return self.reply
 
+    total_steps: int = 0
+
     def release(self) -> None:
         self._release.set()
+
+    def hold_at_gate(self, should_stop: ShouldStop | None) -> None:
+        """Block at the gate until released, or until the app stops the reply
+        (so a test that ends while held does not hang)."""
+        if self.total_steps != self.gate_after or self._release.is_set():
+            return
+        self.paused.set()
+        while not self._release.wait(0.02):
+            if should_stop is not None and should_stop():
+                return
 
     def new_conversation(
         self, system_prompt: str | None = None, warm_from: FakeConversation | None = None
@@ -156,3 +165,38 @@ def failing_factory(message: str):
         raise ModelLoadError(message)
 
     return factory
+
+
+# -- driving the app in tests --------------------------------------------------
+
+
+def make_app(tmp_path, engine_or_factory, **kwargs):
+    """The real app on a scripted engine, with its files under tmp_path and no animations."""
+    from racer_tui.app import RacerApp
+
+    factory = engine_or_factory if callable(engine_or_factory) else factory_for(engine_or_factory)
+    app = RacerApp(factory, data_dir=tmp_path / "data", config_dir=tmp_path / "config", **kwargs)
+    app.animation_level = "none"
+    return app
+
+
+async def wait_for(pilot, condition, timeout: float = 20.0) -> None:
+    """Let the app run until `condition()` holds; fail (not hang) after `timeout`."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {condition}")
+        await pilot.pause(0.02)
+
+
+async def drain(pilot, node) -> None:
+    """Wait until `node` has handled every message posted to it so far (FIFO)."""
+    import asyncio
+
+    done = asyncio.Event()
+    node.call_later(done.set)
+    await asyncio.wait_for(done.wait(), 20)
+    await pilot.pause()

@@ -192,7 +192,7 @@ class BenchScreen(Screen):
         self.query_one("#bench-table", Static).update("")
         self.query_one("#bench-info", Static).update(
             f"{name}: {len(questions)} questions × {', '.join(methods)} on {engine.info.model} "
-            f"· answers in {answer_dir}"
+            f"· answers in {self.app.show_path(answer_dir)}"
         )
         self.show_board()
         self._stop.clear()

@@ -64,7 +64,8 @@ class ChatScreen(Screen):
         Binding("ctrl+t", "toggle_markdown", "Markdown"),
         Binding("ctrl+b", "toggle_sidebar", "Sidebar", show=False),
         Binding("ctrl+r", "system_prompt", "System prompt", show=False),
-        Binding("ctrl+e", "export_chat", "Export", show=False),
+        Binding("f9", "export_chat", "Export", show=False),  # ctrl+e, f6, f7 belong to the prompt
+        Binding("f8", "delete_chat", "Delete chat", show=False),
         Binding("ctrl+l", "focus_prompt", "Focus prompt", show=False),
     ]
 

@@ -1,0 +1,212 @@
+"""The app's plain-Python parts: settings, history, model paths, the dashboard
+board, the command line and web serving, and the no-torch rule."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from racer_core.bench.answers import AnswerRecord
+from racer_core.bench.results import BenchResult
+from racer_core.bench.runner import BenchProgress
+from racer_core.events import EngineInfo, ReplyStats, Source, StepEvent, TokenPiece
+from racer_tui.app import app_args, build_parser, main
+from racer_tui.bench_board import BenchBoard
+from racer_tui.history import HistoryStore, StoredMessage, title_for
+from racer_tui.models import validate_model_path
+from racer_tui.serve import build_serve_command
+from racer_tui.settings import Settings, SettingsStore, parse_budget, validate
+from racer_tui.widgets.status_line import format_status
+
+# -- settings ----------------------------------------------------------------
+
+
+def test_settings_round_trip(tmp_path: Path) -> None:
+    store = SettingsStore(tmp_path / "cfg" / "settings.json")
+    assert store.load() == Settings()
+    s = Settings(method="logits", temperature=0.7, top_p=0.9, max_num_draft=12, max_nodes=500, enable_thinking=True)
+    store.save(s)
+    assert store.load() == s
+    assert json.loads(store.path.read_text())["max_num_draft"] == 12
+
+
+def test_settings_bad_file_falls_back(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    path.write_text("{not json")
+    assert SettingsStore(path).load() == Settings()
+    path.write_text(json.dumps({"temperature": -3, "method": "racer"}))
+    assert SettingsStore(path).load() == Settings()
+    path.write_text(json.dumps({"method": "ar", "unknown_key": 1}))
+    assert SettingsStore(path).load().method == "ar"
+
+
+def test_settings_validation_and_budget() -> None:
+    assert validate(Settings()) == []
+    assert validate(Settings(method="nope", top_p=0.0, max_num_draft=0))
+    assert parse_budget(" Auto ") == "auto"
+    assert parse_budget("32") == 32
+    for bad in ("0", "x", "-2"):
+        with pytest.raises(ValueError):
+            parse_budget(bad)
+    cfg = Settings(method="retrieval", ngram=4, max_breadth=3).generation_config()
+    assert (cfg.method, cfg.ngram, cfg.max_breadth) == ("retrieval", 4, 3)
+
+
+# -- history -----------------------------------------------------------------
+
+
+def test_history_store(tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite3"
+    store = HistoryStore(db)
+    a = store.create_chat("first", "be brief")
+    b = store.create_chat("second")
+    store.add_message(a, StoredMessage("user", "hi"))
+    runs = [(Source.RETRIEVAL, "Hello "), (Source.MODEL, "there")]
+    store.add_message(a, StoredMessage("assistant", "Hello there", runs, {"tokens": 2, "steps": 1}))
+    store.close()
+
+    store = HistoryStore(db)  # a restart
+    assert [c.id for c in store.list_chats()] == [a, b]  # most recently updated first
+    msgs = store.messages(a)
+    assert [m.role for m in msgs] == ["user", "assistant"]
+    assert msgs[1].runs == runs and msgs[1].stats == {"tokens": 2, "steps": 1}
+    md = store.export_markdown(a)
+    assert md.startswith("# first") and "be brief" in md and "**You:**" in md and "Hello there" in md
+    store.delete_chat(a)
+    assert [c.id for c in store.list_chats()] == [b]
+    assert store.messages(a) == []
+
+
+def test_title_for() -> None:
+    assert title_for("  what\nis  this ") == "what is this"
+    assert len(title_for("x" * 100)) == 40
+
+
+# -- model paths -------------------------------------------------------------
+
+
+def test_validate_model_path(tmp_path: Path) -> None:
+    assert "No such" in validate_model_path(str(tmp_path / "missing"))
+    assert "config.json" in validate_model_path(str(tmp_path))
+    (tmp_path / "config.json").write_text("{}")
+    assert validate_model_path(str(tmp_path)) is None
+    bad = tmp_path / "m.gguf"
+    bad.write_bytes(b"NOPE")
+    assert "GGUF header" in validate_model_path(str(bad))
+    good = tmp_path / "ok.gguf"
+    good.write_bytes(b"GGUF\x03\x00")
+    assert validate_model_path(str(good)) is None
+    txt = tmp_path / "notes.txt"
+    txt.write_text("x")
+    assert "neither" in validate_model_path(str(txt))
+    assert validate_model_path("  ")
+
+
+# -- status line -------------------------------------------------------------
+
+
+def test_format_status() -> None:
+    info = EngineInfo("m", "cpu", "float32")
+    stats = ReplyStats()
+    stats.add(
+        StepEvent(1, (TokenPiece(1, "a", Source.RETRIEVAL), TokenPiece(2, "b", Source.MODEL)), 5, 8, 0.1, 0.2, 0.1)
+    )
+    line = format_status(stats, 8, "racer", info)
+    assert line == "5.0 tok/s │ MAT 2.00 │ 1 steps │ budget 8 │ racer │ m │ cpu float32"
+    assert "no model" in format_status(None, "auto", "ar", None)
+
+
+# -- dashboard board ---------------------------------------------------------
+
+
+def _record(qid: str, method: str, category: str, lengths: tuple[int, ...], seconds: float) -> AnswerRecord:
+    return AnswerRecord(
+        question_id=qid,
+        category=category,
+        model_id="m",
+        method=method,
+        turns=("x",),
+        new_tokens=(sum(lengths),),
+        wall_time=(seconds,),
+        accept_lengths=lengths,
+    )
+
+
+def test_bench_board_folds_progress() -> None:
+    board = BenchBoard(methods=["ar", "racer"])
+    ev = StepEvent(1, (TokenPiece(1, "a", Source.RETRIEVAL), TokenPiece(2, "b", Source.MODEL)), 4, 8, 0, 0, 0)
+    board.update(BenchProgress("racer", 0, 2, "q1", "code", None, False))
+    board.update(BenchProgress("racer", 0, 2, "q1", "code", ev, False))
+    assert board.flight_method == "racer" and board.flight_lengths == [2]
+    rec = _record("q1", "racer", "code", (2, 3, 1), 0.5)
+    board.update(BenchProgress("racer", 0, 2, "q1", "code", None, True, rec))
+    mb = board.per_method["racer"]
+    assert (mb.done, mb.tokens, mb.steps) == (1, 6, 3)
+    assert mb.speeds == [12.0] and mb.mat == 2.0
+    assert board.category_mat("code", "racer") == 2.0
+    assert dict(mb.lengths) == {1: 1, 2: 1, 3: 1}
+    assert board.question_count == 2
+
+
+def test_bench_board_from_result_skips_unstepped_mat() -> None:
+    result = BenchResult(methods=["ar", "pld"])
+    result.add("ar", _record("1", "ar", "qa", (1, 1, 1, 1), 1.0))
+    result.add("pld", _record("1", "pld", "qa", (4,), 0.5))
+    board = BenchBoard.from_result(result)
+    assert board.per_method["pld"].speeds == [8.0]
+    assert board.stepped_methods() == ["ar"]
+    assert ("qa", "pld") not in board.category_sums
+
+
+# -- command line and serving ------------------------------------------------
+
+
+def test_parser_defaults_and_serve_options() -> None:
+    args = build_parser().parse_args([])
+    assert (args.serve, args.host, args.port, args.model) == (False, "127.0.0.1", 8000, None)
+    args = build_parser().parse_args(["--serve", "--host", "0.0.0.0", "--port", "9001", "--model", "/m.gguf"])
+    assert (args.serve, args.host, args.port) == (True, "0.0.0.0", 9001)
+    assert app_args(args) == ["--model", "/m.gguf"]
+
+
+def test_serve_command_reruns_the_app_without_serve() -> None:
+    cmd = build_serve_command(["--model", "/path with space/m.gguf"], python="/venv/bin/python")
+    assert cmd == "/venv/bin/python -m racer_tui.cli --model '/path with space/m.gguf'"
+    assert "--serve" not in cmd
+
+
+def test_main_serve_builds_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = {}
+
+    class FakeServer:
+        def __init__(self, command: str, host: str, port: int, title: str) -> None:
+            seen.update(command=command, host=host, port=port)
+
+        def serve(self) -> None:
+            seen["served"] = True
+
+    monkeypatch.setattr("textual_serve.server.Server", FakeServer)
+    assert main(["--serve", "--port", "8123", "--dtype", "float32"]) == 0
+    assert seen["host"] == "127.0.0.1" and seen["port"] == 8123 and seen["served"]
+    assert seen["command"].endswith("-m racer_tui.cli --dtype float32")
+
+
+def test_host_without_serve_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--host", "0.0.0.0"])
+    assert exc.value.code == 2
+    assert "--serve" in capsys.readouterr().err
+
+
+def test_app_never_imports_torch() -> None:
+    code = (
+        "import sys, racer_tui.app, racer_tui.cli;"
+        "bad = [m for m in ('torch', 'transformers') if m in sys.modules];"
+        "print(','.join(bad)); sys.exit(1 if bad else 0)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"racer_tui.app imported {proc.stdout.strip()}: {proc.stderr[-500:]}"
