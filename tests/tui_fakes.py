@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -118,8 +119,13 @@ class FakeEngine:
     paused: threading.Event = field(default_factory=threading.Event)
     _release: threading.Event = field(default_factory=threading.Event)
 
+    vary: bool = False  # shorten the reply by a prompt-dependent amount (livelier charts)
+
     def reply_for(self, user_text: str) -> str:
-        return self.reply
+        if not self.vary:
+            return self.reply
+        words = tokenize(self.reply)
+        return "".join(words[: len(words) - zlib.crc32(user_text.encode()) % 20])
 
     total_steps: int = 0
 

@@ -243,7 +243,12 @@ class ChatScreen(Screen):
             "method": self._reply_method,
             "finish_reason": finish_reason,
         }
-        self.app.history.add_message(self.chat_id, StoredMessage("assistant", turn.content, list(turn.runs), stats))
+        # The engine's own record of the reply (its final detokenization) is what
+        # it sees again next turn; the runs keep the colours.
+        content = turn.content
+        if self.conv is not None and self.conv.messages and self.conv.messages[-1]["role"] == "assistant":
+            content = self.conv.messages[-1]["content"]
+        self.app.history.add_message(self.chat_id, StoredMessage("assistant", content, list(turn.runs), stats))
         turn.finish(reply_note(stats))
         turn.show_markdown(self.app.settings.markdown)
         self.generating = False

@@ -40,6 +40,8 @@ class ReplyTurn(Vertical):
             self._append(source, text)
         if complete:
             self.finish(note)
+        else:
+            self.border_subtitle = "streaming… Esc stops"
 
     def compose(self) -> ComposeResult:
         yield self._body

@@ -1,0 +1,138 @@
+"""SVG snapshots of every screen on the scripted engine.
+
+Deterministic by construction: fixed terminal size, no animations, no cursor
+blink (headless), fixed step timings (tokens/s), the benchmark runner's clock
+driven by the fake engine, and explicit chart colours. Update with
+`pytest tests/test_tui_snapshots.py --snapshot-update` and review the SVGs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tui_fakes import FakeClock, FakeEngine, drain, failing_factory, make_app, wait_for
+
+from racer_core.bench import runner
+from racer_tui.screens.bench import BenchScreen
+from racer_tui.screens.chat import ChatScreen
+from racer_tui.screens.model_error import ModelErrorScreen
+
+SIZE = (120, 36)
+
+
+@pytest.fixture(autouse=True)
+def user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RACER_TUI_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("RACER_TUI_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("RACER_TUI_CACHE_DIR", str(tmp_path / "cache"))
+
+
+async def chat_ready(pilot) -> ChatScreen:
+    await wait_for(pilot, lambda: pilot.app.engine is not None and isinstance(pilot.app.screen, ChatScreen))
+    return pilot.app.screen
+
+
+async def ask(pilot, text: str) -> ChatScreen:
+    chat = await chat_ready(pilot)
+    await pilot.press(*text)
+    await pilot.press("enter")
+    return chat
+
+
+def test_chat_mid_generation(snap_compare, tmp_path: Path) -> None:
+    engine = FakeEngine(gate_after=9)
+
+    async def run_before(pilot) -> None:
+        chat = await ask(pilot, "How does RACER draft tokens?")
+        await wait_for(pilot, engine.paused.is_set)
+        await drain(pilot, chat)
+
+    assert snap_compare(make_app(tmp_path, engine), terminal_size=SIZE, run_before=run_before)
+
+
+def test_chat_after_completion(snap_compare, tmp_path: Path) -> None:
+    async def run_before(pilot) -> None:
+        chat = await ask(pilot, "How does RACER draft tokens?")
+        await wait_for(pilot, lambda: chat.stats.steps and not chat.generating)
+        await pilot.pause()
+
+    assert snap_compare(make_app(tmp_path, FakeEngine()), terminal_size=SIZE, run_before=run_before)
+
+
+def test_chat_markdown_view(snap_compare, tmp_path: Path) -> None:
+    async def run_before(pilot) -> None:
+        chat = await ask(pilot, "How does RACER draft tokens?")
+        await wait_for(pilot, lambda: chat.stats.steps and not chat.generating)
+        await pilot.press("ctrl+t")
+        await pilot.pause()
+        pilot.app.clear_notifications()
+        await pilot.pause()
+
+    assert snap_compare(make_app(tmp_path, FakeEngine()), terminal_size=SIZE, run_before=run_before)
+
+
+async def start_bench(pilot, end: str) -> BenchScreen:
+    await chat_ready(pilot)
+    await pilot.press("f3")
+    bench = pilot.app.screen
+    bench.query_one("#q-end").value = end
+    bench.query_one("#methods").select("retrieval")
+    bench.action_start()
+    return bench
+
+
+def test_dashboard_running(snap_compare, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    monkeypatch.setattr(runner, "_clock", clock.perf_counter)
+    # warm-up (3 short replies), then 3 methods x 4 questions; hold inside question 3
+    engine = FakeEngine(clock=clock, gate_after=230, vary=True)
+
+    async def run_before(pilot) -> None:
+        bench = await start_bench(pilot, "4")
+        await wait_for(pilot, engine.paused.is_set)
+        await drain(pilot, bench)
+
+    assert snap_compare(make_app(tmp_path, engine), terminal_size=SIZE, run_before=run_before)
+
+
+def test_dashboard_finished(snap_compare, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    monkeypatch.setattr(runner, "_clock", clock.perf_counter)
+    engine = FakeEngine(clock=clock, vary=True)
+
+    async def run_before(pilot) -> None:
+        bench = await start_bench(pilot, "4")
+        await wait_for(pilot, lambda: bench.result is not None)
+        await pilot.pause()
+
+    assert snap_compare(make_app(tmp_path, engine), terminal_size=SIZE, run_before=run_before)
+
+
+def test_settings_screen(snap_compare, tmp_path: Path) -> None:
+    async def run_before(pilot) -> None:
+        await chat_ready(pilot)
+        await pilot.press("f4")
+        await pilot.pause()
+
+    assert snap_compare(make_app(tmp_path, FakeEngine()), terminal_size=SIZE, run_before=run_before)
+
+
+def test_help_screen(snap_compare, tmp_path: Path) -> None:
+    async def run_before(pilot) -> None:
+        await chat_ready(pilot)
+        await pilot.press("f1")
+        await pilot.pause()
+
+    assert snap_compare(make_app(tmp_path, FakeEngine()), terminal_size=SIZE, run_before=run_before)
+
+
+def test_model_error_view(snap_compare, tmp_path: Path) -> None:
+    factory = failing_factory("no model at /models/missing.gguf: no such file")
+
+    async def run_before(pilot) -> None:
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, ModelErrorScreen))
+        await pilot.pause()
+
+    app = make_app(tmp_path, factory, model_path="/models/missing.gguf")
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
