@@ -222,10 +222,10 @@ class ChatScreen(Screen):
         if message.reply_id != self.reply_id or self._turn is None:
             return
         event = message.event
-        if event.pieces or not event.finished:
+        if event.pieces or not event.finished:  # a closing event may carry no step
             self.stats.add(event)
             self.query_one(StepBars).add(event.accept_length)
-        self.budget = event.budget
+            self.budget = event.budget
         self._turn.add_pieces(event.pieces)
         self.show_status()
         self._scroll_to_end()

@@ -65,7 +65,8 @@ class StepBars(Widget):
             out.append("\n")
             upper = (r + 1) * 8 / per_token  # token value at the row's top edge
             lower = r * 8 / per_token
-            tick = next((v for v in range(top, -1, -1) if lower <= v < upper), None)
+            top_row = r == rows - 1
+            tick = next((v for v in range(top, -1, -1) if lower <= v < upper or (top_row and v == top)), None)
             out.append(f"{tick:>2}┤" if tick is not None else "  │", style="dim")
             for value in shown:
                 fill = max(0, min(8, round(value * per_token) - r * 8))
