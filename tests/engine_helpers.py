@@ -1,0 +1,41 @@
+"""Shared helpers for the engine tests: tiny models and one-call generation."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import torch
+
+from racer_core.engine import RacerEngine
+from racer_core.events import GenerationConfig, Source
+from racer_core.testing import tiny_model
+
+SMALL_VOCAB = 64
+PROMPT = [5, 9, 3, 17, 5, 9, 3, 17, 22, 40, 5, 9, 3, 17, 22, 40, 5, 9]
+
+
+@cache
+def engine_for(family: str, markov: bool = False, seed: int = 0) -> RacerEngine:
+    """A tiny engine without end-of-turn tokens (replies run to the length).
+
+    `markov` shrinks every attention output so each next token depends
+    mostly on the current one: generation falls into cycles, which the
+    retrieval automaton then predicts. Attention still contributes, so a wrong
+    mask or cache still changes the output.
+    """
+    model = tiny_model(family, seed, vocab_size=SMALL_VOCAB)
+    if markov:
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                if name.endswith("o_proj.weight"):
+                    param.mul_(0.05)
+    return RacerEngine(model, None, f"tiny-{family}", eos_ids=frozenset())
+
+
+def run(engine: RacerEngine, prompt: list[int], **config: Any) -> tuple[list[int], dict[Source, int], int]:
+    """Generate with a fresh decoder: (tokens, accepted drafts by source, steps)."""
+    steps = list(engine.decoder().generate(prompt, GenerationConfig(**config)))
+    tokens = [t for s in steps for t in s.tokens]
+    counts = {src: sum(s.sources.count(src) for s in steps[1:]) for src in Source}
+    return tokens, counts, len(steps)

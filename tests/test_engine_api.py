@@ -1,0 +1,84 @@
+"""The event stream and conversations, on a tiny engine with a real tokenizer."""
+
+from __future__ import annotations
+
+import pytest
+
+from racer_core.errors import InputError
+from racer_core.events import GenerationConfig, Source
+from racer_core.testing import tiny_engine
+
+TEXT = "The cat sat on the mat, and the dog sat on the log. The cat sat on the mat, and the dog sat"
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return tiny_engine("qwen3")
+
+
+def test_events_carry_text_sources_and_finish(engine) -> None:
+    chat = engine.new_conversation("Be brief.")
+    events = list(chat.send(TEXT, GenerationConfig(method="racer", max_new_tokens=40, max_num_draft=8)))
+    assert events[-1].finished and events[-1].finish_reason in ("eos", "length")
+    assert all(not e.finished for e in events[:-1])
+    assert [e.step for e in events] == list(range(1, len(events) + 1))
+    tokens = sum(e.accept_length for e in events)
+    assert tokens <= 40
+    assert all(e.pieces[-1].source == Source.MODEL for e in events if e.pieces)
+    assert "".join(e.text for e in events) == chat.messages[-1]["content"]
+    assert [m["role"] for m in chat.messages] == ["system", "user", "assistant"]
+
+
+def test_should_stop_cancels_between_steps_and_keeps_the_turn(engine) -> None:
+    chat = engine.new_conversation()
+    seen = []
+
+    def stop() -> bool:
+        return len(seen) >= 3
+
+    for event in chat.send(TEXT, GenerationConfig(method="racer", max_new_tokens=200), should_stop=stop):
+        seen.append(event)
+    assert seen[-1].finish_reason == "cancelled"
+    assert len(seen) == 4
+    assert chat.messages[-1]["role"] == "assistant"
+    # The conversation goes on consistently after a cancel.
+    more = list(chat.send("Again.", GenerationConfig(method="racer", max_new_tokens=10)))
+    assert more[-1].finished
+
+
+def test_multi_turn_keeps_automaton_and_new_chat_starts_clean(engine) -> None:
+    chat = engine.new_conversation()
+    config = GenerationConfig(method="racer", max_new_tokens=20)
+    list(chat.send(TEXT, config))
+    first = chat.decoder.automaton.node_count
+    list(chat.send("Tell me more about the cat.", config))
+    assert chat.decoder.automaton.node_count > first
+    fresh = engine.new_conversation()
+    list(fresh.send("Hi.", config))
+    assert fresh.decoder.automaton.node_count < first
+    warm = engine.new_conversation(warm_from=chat)
+    assert warm.decoder.automaton is chat.decoder.automaton
+
+
+@pytest.mark.parametrize("method", ["hf", "pld"])
+def test_transformers_anchors_match_ar(engine, method: str) -> None:
+    config = dict(max_new_tokens=24)
+    ar = engine.new_conversation()
+    list(ar.send(TEXT, GenerationConfig(method="ar", **config)))
+    anchor = engine.new_conversation()
+    events = list(anchor.send(TEXT, GenerationConfig(method=method, **config)))
+    assert events[-1].finished
+    assert anchor.messages[-1]["content"] == ar.messages[-1]["content"]
+
+
+def test_bad_requests_raise_input_errors(engine) -> None:
+    chat = engine.new_conversation()
+    with pytest.raises(InputError, match="unknown method"):
+        list(chat.send("hi", GenerationConfig(method="nope")))
+    with pytest.raises(InputError, match="empty"):
+        list(chat.send("   ", GenerationConfig()))
+    with pytest.raises(InputError, match="max_num_draft"):
+        list(chat.send("hi", GenerationConfig(max_num_draft=0)))
+    with pytest.raises(InputError, match="at most"):
+        list(chat.send("word " * 3000, GenerationConfig()))
+    assert chat.messages == []  # failed turns leave nothing behind

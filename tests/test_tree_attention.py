@@ -1,0 +1,97 @@
+"""Tree attention (DESIGN.md 1.4): one forward over a draft tree gives each
+node the same logits as plain decoding of its root-to-node path, and the
+cache keeps exactly the accepted rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from racer_core.events import GenerationConfig
+from racer_core.testing import FAMILIES
+from tests.engine_helpers import PROMPT, engine_for
+
+# A tree over vocabulary ids: parents in breadth-first order (node 0 = root).
+TOKENS = np.array([11, 12, 13, 14, 15, 16, 17, 18], dtype=np.int64)
+PARENTS = np.array([-1, 0, 0, 1, 1, 2, 4, 4], dtype=np.int64)
+
+
+def _ancestry() -> tuple[np.ndarray, np.ndarray]:
+    n = len(TOKENS)
+    mask = np.zeros((n, n), dtype=bool)
+    depth = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        j = i
+        while j >= 0:
+            mask[i, j] = True
+            j = PARENTS[j]
+        depth[i] = mask[i].sum() - 1
+    return mask, depth
+
+
+def _path(i: int) -> list[int]:
+    out = []
+    while i >= 0:
+        out.append(i)
+        i = PARENTS[i]
+    return out[::-1]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_tree_logits_equal_sequential_logits(family: str) -> None:
+    engine = engine_for(family)
+    config = GenerationConfig(method="ar")
+    mask, depth = _ancestry()
+    with torch.inference_mode():
+        tree_dec = engine.decoder()
+        tree_dec._prefill(PROMPT, config, update_table=False)
+        base = len(tree_dec.cached)
+        tree_logits = tree_dec._forward(
+            torch.from_numpy(TOKENS), torch.from_numpy(depth + base), engine.runtime.masks.build(base, mask, depth)
+        )
+        for node in range(len(TOKENS)):
+            plain = engine.decoder()
+            last = plain._prefill(PROMPT + [int(TOKENS[i]) for i in _path(node)], config, update_table=False)
+            torch.testing.assert_close(tree_logits[node], last, rtol=1e-4, atol=1e-4)
+
+
+def test_commit_keeps_accepted_rows_in_path_order() -> None:
+    engine = engine_for("llama")
+    config = GenerationConfig(method="ar")
+    mask, depth = _ancestry()
+    accepted = _path(6)  # root -> 1 -> 4 -> 6: not a run of first children
+    with torch.inference_mode():
+        dec = engine.decoder()
+        dec._prefill(PROMPT, config, update_table=False)
+        base = len(dec.cached)
+        dec._forward(torch.from_numpy(TOKENS), torch.from_numpy(depth + base), engine.runtime.masks.build(base, mask, depth))
+        dec.cache.commit(base, accepted)
+        plain = engine.decoder()
+        plain._prefill(PROMPT + [int(TOKENS[i]) for i in accepted], config, update_table=False)
+    assert dec.cache.length == plain.cache.length == base + len(accepted)
+    for ours, theirs in zip(dec.cache.layers, plain.cache.layers, strict=True):
+        torch.testing.assert_close(ours.keys, theirs.keys, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(ours.values, theirs.values, rtol=1e-5, atol=1e-5)
+
+
+def test_mask_is_float_in_model_dtype_with_min_for_blocked() -> None:
+    engine = engine_for("llama")
+    mask, depth = _ancestry()
+    built = engine.runtime.masks.build(5, mask, depth)
+    assert built.dtype == torch.float32 and built.shape == (1, 1, len(TOKENS), 5 + len(TOKENS))
+    blocked = torch.finfo(torch.float32).min
+    assert torch.all(built[0, 0, :, :5] == 0)
+    assert torch.equal(built[0, 0, :, 5:] == 0, torch.from_numpy(mask))
+    assert torch.all(built[0, 0, :, 5:][~torch.from_numpy(mask)] == blocked)
+
+
+def test_sliding_window_mask_hides_old_positions() -> None:
+    from racer_core.tree_attention import TreeMaskBuilder
+
+    builder = TreeMaskBuilder(torch.float32, "cpu", window=4)
+    built = builder.causal(6, 2)[0, 0]
+    # Query positions 6 and 7 see keys within distance < 4: 3..6 and 4..7.
+    allowed = (built == 0).int().tolist()
+    assert allowed[0] == [0, 0, 0, 1, 1, 1, 1, 0]
+    assert allowed[1] == [0, 0, 0, 0, 1, 1, 1, 1]
