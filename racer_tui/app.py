@@ -7,6 +7,7 @@ called in a worker thread, and the app only consumes its event stream.
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -125,6 +126,9 @@ class RacerApp(App):
         def progress(text: str, fraction: float | None) -> None:
             self.post_message(LoadProgress(text, fraction))
 
+        # Loader progress goes to the loading view, not as tqdm bars under the UI.
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
         try:
             engine = self.engine_factory(model_path, device=device, dtype=dtype, progress=progress)
         except RacerError as exc:

@@ -14,23 +14,23 @@ from racer_core.events import METHODS
 from racer_tui.settings import Settings, parse_budget, validate
 
 METHOD_HELP = {
-    "ar": "ar: plain decoding, one token a step",
-    "racer": "racer: automaton + logits tree",
-    "retrieval": "retrieval: automaton only",
-    "logits": "logits: logits tree only",
-    "hf": "hf: transformers' generate (anchor)",
-    "pld": "pld: prompt lookup decoding (anchor)",
+    "ar": "ar (plain decoding)",
+    "racer": "racer (both sources)",
+    "retrieval": "retrieval (automaton)",
+    "logits": "logits (logits tree)",
+    "hf": "hf (transformers)",
+    "pld": "pld (prompt lookup)",
 }
 
 # (field, label, kind): kind is how the text becomes a value.
 FIELDS: list[tuple[str, str, str]] = [
-    ("temperature", "Temperature (0 = greedy)", "float"),
+    ("temperature", "Temperature (0: greedy)", "float"),
     ("top_p", "Top-p", "float"),
     ("max_new_tokens", "Max new tokens", "int"),
-    ("max_num_draft", "Draft budget (auto or a number)", "budget"),
+    ("max_num_draft", "Draft budget (auto|N)", "budget"),
     ("ngram", "N-gram length", "int"),
-    ("max_nodes", "Automaton capacity (max_nodes)", "int"),
-    ("max_breadth", "Logits breadth (max_breadth)", "int"),
+    ("max_nodes", "Automaton max_nodes", "int"),
+    ("max_breadth", "Logits max_breadth", "int"),
 ]
 
 
@@ -66,7 +66,7 @@ class SettingsScreen(ModalScreen[Settings | None]):
                 for name, label, _kind in FIELDS:
                     yield Label(label)
                     yield Input(str(getattr(s, name)), id=name)
-                yield Label("Thinking (models that support it)")
+                yield Label("Thinking")
                 yield Switch(s.enable_thinking, id="enable_thinking")
             yield Static("", id="settings-errors")
             with Horizontal(classes="buttons"):
