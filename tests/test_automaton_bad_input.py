@@ -57,9 +57,7 @@ def follow_up(auto: Any) -> None:
     auto.trans_tokens([9, 9])
 
 
-def assert_rejected(
-    call: Callable[[Any], Any], error: type[Exception], match: str, with_logits: bool = True
-) -> None:
+def assert_rejected(call: Callable[[Any], Any], error: type[Exception], match: str, with_logits: bool = True) -> None:
     """Both implementations raise `error` (same message) and stay unchanged."""
     messages = []
     for impl in IMPLS:

@@ -42,9 +42,7 @@ def check_param(name: str, value: Any, smallest: int) -> int:
 
 
 def _bad_token(name: str, index: int, token: int, bound: int) -> ValueError:
-    return ValueError(
-        f"{name}[{index}] = {token} is out of range: tokens must satisfy 0 <= token < {bound}"
-    )
+    return ValueError(f"{name}[{index}] = {token} is out of range: tokens must satisfy 0 <= token < {bound}")
 
 
 def check_tokens(name: str, tokens: Any, bound: int) -> list[int]:
@@ -62,9 +60,7 @@ def check_tokens(name: str, tokens: Any, bound: int) -> list[int]:
                 raise TypeError(f"{name}[{i}] must be an integer, got {type(v).__name__}")
             values.append(operator.index(v))
     else:
-        raise TypeError(
-            f"{name} must be a list, tuple or 1-D numpy integer array, got {type(tokens).__name__}"
-        )
+        raise TypeError(f"{name} must be a list, tuple or 1-D numpy integer array, got {type(tokens).__name__}")
     for i, v in enumerate(values):
         if v < 0 or v >= bound:
             raise _bad_token(name, i, v, bound)
@@ -85,9 +81,7 @@ def check_rows(name: str, rows: Any, n_rows: int, width: int, bound: int) -> lis
         if rows.dtype.kind not in "iu":
             raise TypeError(f"{name} must hold integers, got dtype {rows.dtype}")
         if rows.shape != (n_rows, width):
-            raise ValueError(
-                f"{name} must have shape ({n_rows}, {width}), got an array of shape {rows.shape}"
-            )
+            raise ValueError(f"{name} must have shape ({n_rows}, {width}), got an array of shape {rows.shape}")
         table = [[int(v) for v in row] for row in rows.tolist()]
     elif isinstance(rows, list | tuple):
         if len(rows) != n_rows:
@@ -96,16 +90,12 @@ def check_rows(name: str, rows: Any, n_rows: int, width: int, bound: int) -> lis
         for r, row in enumerate(rows):
             if isinstance(row, np.ndarray):
                 if row.ndim != 1 or row.dtype.kind not in "iu":
-                    raise TypeError(
-                        f"{name}[{r}] must be a 1-D integer array, got shape {row.shape} dtype {row.dtype}"
-                    )
+                    raise TypeError(f"{name}[{r}] must be a 1-D integer array, got shape {row.shape} dtype {row.dtype}")
                 row = row.tolist()
             elif not isinstance(row, Sequence) or isinstance(row, str | bytes):
                 raise TypeError(f"{name}[{r}] must be a list or tuple, got {type(row).__name__}")
             if len(row) != width:
-                raise ValueError(
-                    f"{name} must have shape ({n_rows}, {width}), row {r} has length {len(row)}"
-                )
+                raise ValueError(f"{name} must have shape ({n_rows}, {width}), row {r} has length {len(row)}")
             out = []
             for c, v in enumerate(row):
                 if isinstance(v, bool | np.bool_) or not isinstance(v, numbers.Integral):
@@ -113,15 +103,11 @@ def check_rows(name: str, rows: Any, n_rows: int, width: int, bound: int) -> lis
                 out.append(operator.index(v))
             table.append(out)
     else:
-        raise TypeError(
-            f"{name} must be a 2-D numpy integer array or a list of rows, got {type(rows).__name__}"
-        )
+        raise TypeError(f"{name} must be a 2-D numpy integer array or a list of rows, got {type(rows).__name__}")
     for r, row in enumerate(table):
         for c, v in enumerate(row):
             if v < 0 or v >= bound:
-                raise ValueError(
-                    f"{name}[{r}][{c}] = {v} is out of range: tokens must satisfy 0 <= token < {bound}"
-                )
+                raise ValueError(f"{name}[{r}][{c}] = {v} is out of range: tokens must satisfy 0 <= token < {bound}")
     return table
 
 

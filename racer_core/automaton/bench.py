@@ -34,6 +34,7 @@ NGRAM = 10
 
 def make_text(rng: np.random.Generator, length: int) -> np.ndarray:
     """Zipf tokens, half of them inside phrases drawn (Zipf-ranked) from a bank."""
+
     def zipf_tokens(n: int) -> np.ndarray:
         return (rng.zipf(1.2, size=n) - 1) % VOCAB
 
@@ -135,15 +136,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     print(
-        f"trace: vocab {VOCAB}, top_k {TOP_K}, budget {BUDGET}, max_nodes {MAX_NODES}, "
-        f"ngram {NGRAM}, seed {args.seed}"
+        f"trace: vocab {VOCAB}, top_k {TOP_K}, budget {BUDGET}, max_nodes {MAX_NODES}, ngram {NGRAM}, seed {args.seed}"
     )
     compiled = replay(lambda: Automaton(MAX_NODES, 2, NGRAM), args.steps, args.seed)
     print(summary(f"compiled ({args.steps} steps)", compiled))
     if args.reference_steps > 0:
-        reference = replay(
-            lambda: ReferenceAutomaton(MAX_NODES, 2, NGRAM), args.reference_steps, args.seed
-        )
+        reference = replay(lambda: ReferenceAutomaton(MAX_NODES, 2, NGRAM), args.reference_steps, args.seed)
         print(summary(f"reference ({args.reference_steps} steps)", reference))
 
 

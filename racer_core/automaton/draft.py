@@ -57,9 +57,7 @@ class DraftTree:
         """True when every array has the same dtype, shape and values."""
         return all(
             a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b))
-            for a, b in (
-                (getattr(self, name), getattr(other, name)) for name in DraftTree.__slots__
-            )
+            for a, b in ((getattr(self, name), getattr(other, name)) for name in DraftTree.__slots__)
         )
 
     def __repr__(self) -> str:

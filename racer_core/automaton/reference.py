@@ -114,9 +114,7 @@ class ReferenceAutomaton:
             heapq.heappush(self._leaf_heap, (self._clock, n))
 
     def _is_leaf_entry(self, stamp: int, n: int) -> bool:
-        return (
-            n != ROOT and self._alive[n] and not self._children[n] and self._stamp[n] == stamp
-        )
+        return n != ROOT and self._alive[n] and not self._children[n] and self._stamp[n] == stamp
 
     def _lru_leaf(self, cur: int) -> int | None:
         """The leaf with the smallest stamp other than cur and the matcher state."""
@@ -396,9 +394,7 @@ class ReferenceAutomaton:
         return self._path(self._state)
 
 
-def _flatten(
-    tok: list[int], par: list[int], dep: list[int], kids: list[list[int]], src: list[int]
-) -> DraftTree:
+def _flatten(tok: list[int], par: list[int], dep: list[int], kids: list[list[int]], src: list[int]) -> DraftTree:
     order = [0]
     for n in order:  # grows while iterating: breadth-first
         order.extend(kids[n])

@@ -59,14 +59,10 @@ def failure_chain(state: tuple[int, ...], snap: Snapshot) -> list[tuple[int, ...
     return chain
 
 
-def retrieval_paths(
-    snap: Snapshot, state: tuple[int, ...], next_token: int, min_depth: int
-) -> set[tuple[int, ...]]:
+def retrieval_paths(snap: Snapshot, state: tuple[int, ...], next_token: int, min_depth: int) -> set[tuple[int, ...]]:
     """Token paths below the root that retrieval can offer (merged over borders)."""
     borders = [
-        u + (next_token,)
-        for u in failure_chain(state, snap)
-        if u + (next_token,) in snap and len(u) + 1 >= min_depth
+        u + (next_token,) for u in failure_chain(state, snap) if u + (next_token,) in snap and len(u) + 1 >= min_depth
     ]
     out: set[tuple[int, ...]] = set()
     for b in borders:
@@ -142,6 +138,4 @@ def check_draft(draft: DraftTree, next_token: int, budget: int, is_chain: bool) 
         path.reverse()
         want_row = path + [-1] * (width - len(path))
         assert draft.retrieve_indices[row].tolist() == want_row
-        assert draft.candidates[row].tolist() == [tokens[j] for j in path] + [-1] * (
-            width - len(path)
-        )
+        assert draft.candidates[row].tolist() == [tokens[j] for j in path] + [-1] * (width - len(path))
