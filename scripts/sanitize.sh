@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Runs the automaton tests against an AddressSanitizer + UndefinedBehaviorSanitizer
+# build of the extension. The build happens in a temporary copy of the sources,
+# so the normal in-place build is left alone. Exits non-zero on a test failure
+# or on any sanitizer report.
+#
+#   scripts/sanitize.sh [extra pytest arguments]
+#
+# Needs gcc (with libasan) and the project's Python environment: the active one,
+# else .venv/ in the repository, else $PYTHON.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [[ -n "${PYTHON:-}" ]]; then
+    python="$PYTHON"
+elif [[ -z "${VIRTUAL_ENV:-}" && -x "$root/.venv/bin/python" ]]; then
+    python="$root/.venv/bin/python"
+else
+    python="python"
+fi
+
+asan="$(gcc -print-file-name=libasan.so)"
+if [[ "$asan" != /* || ! -e "$asan" ]]; then
+    echo "sanitize.sh: libasan.so not found (gcc -print-file-name=libasan.so gave '$asan')" >&2
+    exit 2
+fi
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/racer-sanitize.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+
+# Sources only: no built extension, no generated C++.
+cp "$root/setup.py" "$root/pyproject.toml" "$work/"
+[[ -f "$root/README.md" ]] && cp "$root/README.md" "$work/"
+cp -r "$root/racer_core" "$work/racer_core"
+find "$work/racer_core" \( -name '*.so' -o -name '__pycache__' \) -prune -exec rm -rf {} +
+rm -f "$work/racer_core/automaton/_automaton.cpp"
+mkdir "$work/tests"
+cp "$root"/tests/test_automaton*.py "$work/tests/"
+
+echo "== building the sanitized extension in $work"
+(cd "$work" && RACER_SANITIZE=1 "$python" setup.py -q build_ext --inplace >"$work/build.log" 2>&1) || {
+    cat "$work/build.log" >&2
+    exit 1
+}
+so="$(ls "$work"/racer_core/automaton/_automaton*.so)"
+if ! ldd "$so" | grep -q libasan; then
+    echo "sanitize.sh: $so is not linked against libasan" >&2
+    exit 1
+fi
+
+cd "$work"
+export LD_PRELOAD="$asan"
+# Python leaks by design; keep everything else fatal and visible.
+# Reports go to files as well: pytest captures fd 2, and a process the
+# sanitizer stops never hands its captured output back.
+mkdir "$work/reports"
+export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=0:exitcode=86:log_path=$work/reports/asan"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$work/reports/ubsan"
+export PYTHONMALLOC=malloc  # let ASan see Python's allocations too
+export PYTHONPATH="$work"
+export PYTHONDONTWRITEBYTECODE=1
+
+"$python" -c "
+import sys, racer_core.automaton._automaton as m
+assert m.__file__.startswith('$work'), 'imported ' + m.__file__ + ', not the sanitized build'
+print('== testing', m.__file__)
+"
+
+log="$work/pytest.log"
+set +e
+"$python" -m pytest -q -p no:cacheprovider --capture=sys tests "$@" 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+if compgen -G "$work/reports/*" >/dev/null; then
+    cat "$work"/reports/* >&2
+    echo "sanitize.sh: sanitizer report above" >&2
+    exit 1
+fi
+if grep -qE "ERROR: AddressSanitizer|runtime error:|SUMMARY: (Address|UndefinedBehavior)Sanitizer" "$log"; then
+    echo "sanitize.sh: sanitizer report above" >&2
+    exit 1
+fi
+if [[ $status -ne 0 ]]; then
+    echo "sanitize.sh: tests failed (exit $status)" >&2
+    exit "$status"
+fi
+echo "== sanitized automaton tests passed"
