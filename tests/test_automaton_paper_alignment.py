@@ -86,6 +86,22 @@ class LogitsTreeShape(_Base):
         self.assertEqual(self.shape(8, 1), [1])
         self.assertEqual(self.shape(8, 9), [1, 8])
 
+    def test_repeated_tokens_in_a_row_count_once(self) -> None:
+        auto = self.make()
+        auto.init_logits(100, 4)
+        auto.update([5, 7], [[5, 5, 7, 9], [7, 7, 7, 7]])
+        draft = auto.retrieve(5, 8)
+        # Root (b=4, b'=2): 5 (breadth 2), rank 1 repeats rank 0 and is skipped,
+        # 7 keeps rank 2 (breadth 1), 9 (breadth 1). Then 5 -> 5 (rank 1 skipped
+        # again), 7 -> 7, 9 has no row, 5 -> 5, 7 -> 7: the budget of 8 is spent.
+        self.assertEqual(draft.tokens.tolist(), [5, 5, 7, 9, 5, 7, 5, 7])
+        self.assertEqual(draft.parents.tolist(), [-1, 0, 0, 0, 1, 2, 4, 5])
+        # A row of one token repeated is a chain, however wide the table.
+        auto = self.make()
+        auto.init_logits(100, 64)
+        auto.update([3], [[3] * 64])
+        self.assertEqual(breadth_profile(auto.retrieve(3, 4096)), [1] * 4096)
+
     def test_chain_has_breadth_one(self) -> None:
         self.assertEqual(self.shape(8, 64, is_chain=True), [1] * 64)
 

@@ -460,6 +460,7 @@ int32_t Automaton::tree_add(int32_t parent, int32_t token, uint8_t source) {
   t_last_.push_back(-1);
   t_next_.push_back(-1);
   t_src_.push_back(source);
+  t_mark_.push_back(0);
   if (parent >= 0) {
     if (t_last_[parent] >= 0)
       t_next_[t_last_[parent]] = id;
@@ -521,6 +522,7 @@ int32_t Automaton::retrieve(int32_t next_token, int32_t budget, bool chain) {
   t_last_.clear();
   t_next_.clear();
   t_src_.clear();
+  t_mark_.clear();
   heap_.clear();
   pool_.clear();
   tree_add(-1, next_token, 0);
@@ -561,6 +563,9 @@ int32_t Automaton::retrieve(int32_t next_token, int32_t budget, bool chain) {
         const int32_t t = row[i];
         int32_t c = t_first_[item.node];
         while (c >= 0 && t_token_[c] != t) c = t_next_[c];
+        // A token repeated within the row: skip the later rank, so that every
+        // node is queued at most once and the queue stays within budget * k.
+        if (c >= 0 && t_mark_[c] == static_cast<int64_t>(head) + 1) continue;
         if (c >= 0) {
           t_src_[c] |= 2;
         } else if (chain && t_first_[item.node] >= 0) {
@@ -568,6 +573,7 @@ int32_t Automaton::retrieve(int32_t next_token, int32_t budget, bool chain) {
         } else {
           c = tree_add(item.node, t, 2);
         }
+        t_mark_[c] = static_cast<int64_t>(head) + 1;
         // b2 >> i for i >= 31 would be undefined; the breadth is 0 there anyway.
         const int32_t shifted = i < 31 ? (b2 >> i) : 0;
         fifo_.push_back({c, std::max(1, shifted), item.depth + 1});

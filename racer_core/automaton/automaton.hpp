@@ -166,6 +166,7 @@ class Automaton {
   // Draft tree, internal order (order of addition).
   std::vector<int32_t> t_token_, t_parent_, t_depth_, t_first_, t_last_, t_next_;
   std::vector<uint8_t> t_src_;
+  std::vector<int64_t> t_mark_;  // logits queue position + 1 that last reached the node
   std::vector<Cand> heap_;
   std::vector<Contrib> pool_;
   std::vector<Gathered> gathered_;

@@ -359,6 +359,8 @@ class ReferenceAutomaton:
                     if len(tok) >= budget:
                         break
                     t = row[i]
+                    if t in row[:i]:
+                        continue  # a repeated token: every node is queued at most once
                     child = next((c for c in kids[n] if tok[c] == t), None)
                     if child is not None:
                         src[child] |= 2
