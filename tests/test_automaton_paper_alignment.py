@@ -100,7 +100,7 @@ class LogitsTreeShape(_Base):
         auto = self.make()
         auto.init_logits(100, 64)
         auto.update([3], [[3] * 64])
-        self.assertEqual(breadth_profile(auto.retrieve(3, 4096)), [1] * 4096)
+        self.assertEqual(breadth_profile(auto.retrieve(3, 512)), [1] * 512)
 
     def test_chain_has_breadth_one(self) -> None:
         self.assertEqual(self.shape(8, 64, is_chain=True), [1] * 64)

@@ -195,24 +195,24 @@ CONFIGS = st.tuples(
     st.sampled_from([0, 1, 2, 3, 4, 6, 9, 14, 20, 30, 60]),  # max_nodes (0, 1 clamp to 2)
     st.integers(0, 3),  # min_depth (0 clamps to 1)
     st.integers(0, 5),  # ngram (0 clamps to 1)
-    st.integers(0, 2),  # redirect walk: hybrid, failure subtree, failure chain
+    st.integers(0, 3),  # redirect walk: hybrid, failure subtree, failure chain, cut subtree
     st.integers(0, 4),  # top_k of a logits table set up front (0: none)
 )
 
 
-@examples(250)
+@examples(1000)
 @given(config=CONFIGS, ops=st.lists(OPS, min_size=10, max_size=60))
 def test_compiled_matches_reference(config: tuple[int, ...], ops: list[Any]) -> None:
     run(config, ops)
 
 
-@examples(60)
+@examples(150)
 @given(
     config=st.tuples(
         st.integers(30, 120),
         st.integers(1, 3),
         st.integers(3, 8),
-        st.integers(0, 2),
+        st.integers(0, 3),
         st.integers(0, 4),
     ),
     ops=st.lists(
@@ -236,7 +236,7 @@ def test_longer_texts_match_reference(config: tuple[int, ...], ops: list[Any]) -
     run(config, ops)
 
 
-@examples(80)
+@examples(150)
 @given(
     vocab=st.integers(2, 12),
     top_k=st.integers(1, 8),

@@ -338,9 +338,10 @@ cdef class Automaton:
         return tuple(out)
 
     def _set_redirect_mode(self, int mode) -> None:
-        """Test hook: 0 hybrid (default), 1 failure-subtree walk only, 2 failure-chain scan only."""
-        if mode not in (0, 1, 2):
-            raise ValueError(f"redirect mode must be 0, 1 or 2, got {mode}")
+        """Test hook: 0 hybrid (default), 1 failure-subtree walk only, 2 failure-chain scan
+        only, 3 failure-subtree walk cut after two visits, then the chain scan."""
+        if mode not in (0, 1, 2, 3):
+            raise ValueError(f"redirect mode must be 0, 1, 2 or 3, got {mode}")
         self.core.set_redirect_mode(mode)
 
     def _check_internal(self) -> str:

@@ -362,7 +362,9 @@ int32_t Automaton::create(int32_t u, int32_t a) {
     // Either walk can be long (a common token heads a huge failure subtree or
     // a long reverse list); walk the failure tree up to about the chain's
     // cost, then fall back to the chain. Both only write correct final links.
-    const int64_t limit = redirect_mode_ == 1 ? INT64_MAX : 2 * chain_cost(target, a) + 16;
+    const int64_t limit = redirect_mode_ == 1   ? INT64_MAX
+                          : redirect_mode_ == 3 ? 2  // tests: give up early, mix both walks
+                                                : 2 * chain_cost(target, a) + 16;
     if (!redirect_by_failure_tree(u, a, p, depth, limit)) redirect_by_chain(u, a, p, depth, target);
   }
 

@@ -83,7 +83,8 @@ class Automaton {
   // failure lists, leaf heap); returns "" or a description of the first fault.
   std::string check_internal() const;
   // Test hook: how create() finds the nodes a new node takes over.
-  // 0 the cheaper of the two walks (default), 1 failure subtree only, 2 failure chain only.
+  // 0 the cheaper of the two walks (default), 1 failure subtree only, 2 failure
+  // chain only, 3 failure subtree for two visits, then the chain.
   void set_redirect_mode(int mode) { redirect_mode_ = mode; }
 
  private:
