@@ -17,7 +17,7 @@ APP_COMMANDS: list[tuple[str, str, str]] = [
     ("Benchmark dashboard", "Run or open a benchmark", "app.switch_mode('bench')"),
     ("Settings", "Method, temperature, budget, automaton…", "app.settings_screen"),
     ("Model", "Embedded model, a checkpoint folder or a GGUF file", "app.pick_model"),
-    ("Keys", "Every key of the app", "app.help"),
+    ("Help: all keys", "Every key of the app, by screen", "app.help"),
 ]
 CHAT_COMMANDS: list[tuple[str, str, str]] = [
     ("New chat", "Start an empty chat", "screen.new_chat"),

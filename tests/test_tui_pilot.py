@@ -131,7 +131,7 @@ def test_switch_screens_and_help(tmp_path: Path) -> None:
             await pilot.press("escape")
             assert isinstance(app.screen, ChatScreen)
             titles = {c.title for c in app.get_system_commands(app.screen)}
-            assert {"New chat", "Settings", "Model", "Benchmark dashboard", "Keys", "Export chat"} <= titles
+            assert {"New chat", "Settings", "Model", "Benchmark dashboard", "Help: all keys", "Export chat"} <= titles
 
     asyncio.run(scenario())
 
