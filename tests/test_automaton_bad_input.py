@@ -7,6 +7,7 @@ the same exception with the same message.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 from typing import Any
 
@@ -326,3 +327,63 @@ def test_junk_never_crashes_and_both_agree(calls: list[tuple[Any, ...]], with_lo
                 assert fingerprint(auto) == before
         assert outcomes[0] == outcomes[1], (name, args, outcomes)
     assert fingerprint(autos[0]) == fingerprint(autos[1])
+
+
+# ------------------------------------------------------------- re-entry
+
+
+class CustomInt:
+    """An integer type outside int/numpy whose conversion can run any code."""
+
+    def __init__(self, value: int, hook: Callable[[], Any] | None = None) -> None:
+        self.value = value
+        self.hook = hook
+
+    def __index__(self) -> int:
+        if self.hook is not None:
+            self.hook()
+        return self.value
+
+
+numbers.Integral.register(CustomInt)
+
+
+def test_custom_integers_are_accepted() -> None:
+    drafts = []
+    for impl in IMPLS:
+        auto = prepared(impl)
+        auto.feed([CustomInt(1), CustomInt(2)])
+        auto.insert([CustomInt(3)], CustomInt(2))
+        auto.update([CustomInt(4)], [[CustomInt(5)] * TOP_K])
+        drafts.append(auto.retrieve(CustomInt(2), CustomInt(16)))
+    assert drafts[0].same_as(drafts[1])
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda a, x: a.feed([1, x]),
+        lambda a, x: a.insert([1, 2], x),
+        lambda a, x: a.update([1], [[1, 2, 3, x]]),
+        lambda a, x: a.retrieve(x, 8),
+        lambda a, x: a.retrieve(3, x),
+        lambda a, x: a.init_logits(x, 2),
+    ],
+)
+def test_calling_back_in_during_conversion_is_refused(call: Callable[[Any, Any], Any]) -> None:
+    """A conversion that calls the compiled automaton again (here: shrinking the
+    table and overwriting the token buffer) must not corrupt the outer call."""
+    auto = prepared(Automaton)
+    twin = prepared(Automaton)
+    before = fingerprint(auto)
+
+    def hook() -> None:
+        auto.init_logits(5, 1)
+        auto.feed(list(range(5)) * 20)
+
+    with pytest.raises(RuntimeError, match="called again from inside one of its own calls"):
+        call(auto, CustomInt(4, hook))
+    assert fingerprint(auto) == before
+    follow_up(auto)
+    follow_up(twin)
+    assert fingerprint(auto) == fingerprint(twin)

@@ -87,6 +87,10 @@ cdef class Automaton:
     cdef CoreAutomaton* core
     cdef vector[int64_t] buf
     cdef vector[int64_t] rows
+    # Set while a method runs: converting arguments can run Python code (a
+    # custom __index__, the garbage collector) that must not call back in and
+    # overwrite the buffers or the draft being copied out.
+    cdef bint busy
 
     def __cinit__(self, max_nodes=10000, min_depth=2, ngram=10):
         cdef int32_t m = _checks.check_param("max_nodes", max_nodes, 2)
@@ -126,6 +130,12 @@ cdef class Automaton:
         return self.core.node_count()
 
     # ----------------------------------------------------------- input checks
+
+    cdef int _enter(self) except -1:
+        if self.busy:
+            raise RuntimeError("the automaton was called again from inside one of its own calls")
+        self.busy = True
+        return 0
 
     cdef inline int64_t _bound(self):
         return self.core.vocab_size() if self.core.vocab_size() > 0 else TOKEN_LIMIT
@@ -227,55 +237,97 @@ cdef class Automaton:
 
     def init_logits(self, vocab_size, top_k) -> None:
         """Create the logits table (vocab_size rows of top_k token ids), all rows empty."""
-        v, k = _checks.check_table(vocab_size, top_k)
-        self.core.init_logits(v, k)
+        self._enter()
+        try:
+            v, k = _checks.check_table(vocab_size, top_k)
+            self.core.init_logits(v, k)
+        finally:
+            self.busy = False
 
     def update(self, token_ids, topk_ids) -> None:
         """Row token_ids[i] of the logits table becomes topk_ids[i]."""
-        if self.core.top_k() == 0:
-            raise RuntimeError("update called before init_logits")
-        cdef Py_ssize_t n = self._load(token_ids, "token_ids")
-        self._load_rows(topk_ids, n)
-        self.core.update(self.buf.data(), n, self.rows.data())
+        cdef Py_ssize_t n
+        self._enter()
+        try:
+            if self.core.top_k() == 0:
+                raise RuntimeError("update called before init_logits")
+            n = self._load(token_ids, "token_ids")
+            self._load_rows(topk_ids, n)
+            self.core.update(self.buf.data(), n, self.rows.data())
+        finally:
+            self.busy = False
 
     def insert(self, pattern, freq=1) -> None:
         """Insert one token path, adding freq to every node on it."""
-        cdef Py_ssize_t n = self._load(pattern, "pattern")
+        cdef Py_ssize_t n
         cdef int64_t f
-        if type(freq) is int and 1 <= freq <= _checks.PARAM_LIMIT:
-            f = freq
-        else:
-            f = _checks.check_freq(freq)
-        self.core.insert(self.buf.data(), n, f)
+        self._enter()
+        try:
+            n = self._load(pattern, "pattern")
+            if type(freq) is int and 1 <= freq <= _checks.PARAM_LIMIT:
+                f = freq
+            else:
+                f = _checks.check_freq(freq)
+            self.core.insert(self.buf.data(), n, f)
+        finally:
+            self.busy = False
 
     def add_tokens(self, tokens) -> None:
         """Append tokens to the history; insert the n-gram ending at each."""
-        cdef Py_ssize_t n = self._load(tokens, "tokens")
-        self.core.add_tokens(self.buf.data(), n)
+        cdef Py_ssize_t n
+        self._enter()
+        try:
+            n = self._load(tokens, "tokens")
+            self.core.add_tokens(self.buf.data(), n)
+        finally:
+            self.busy = False
 
     def trans_tokens(self, tokens) -> None:
         """Advance the matcher state over tokens."""
-        cdef Py_ssize_t n = self._load(tokens, "tokens")
-        self.core.trans_tokens(self.buf.data(), n)
+        cdef Py_ssize_t n
+        self._enter()
+        try:
+            n = self._load(tokens, "tokens")
+            self.core.trans_tokens(self.buf.data(), n)
+        finally:
+            self.busy = False
 
     def feed(self, tokens) -> None:
         """add_tokens then trans_tokens with the same tokens, validated once."""
-        cdef Py_ssize_t n = self._load(tokens, "tokens")
-        self.core.add_tokens(self.buf.data(), n)
-        self.core.trans_tokens(self.buf.data(), n)
+        cdef Py_ssize_t n
+        self._enter()
+        try:
+            n = self._load(tokens, "tokens")
+            self.core.add_tokens(self.buf.data(), n)
+            self.core.trans_tokens(self.buf.data(), n)
+        finally:
+            self.busy = False
 
     def reset(self) -> None:
         """Matcher state back to the root; the trie, history and table stay."""
+        self._enter()
         self.core.reset()
+        self.busy = False
 
     def build(self) -> None:
         """Recompute every failure link from scratch (they are kept incrementally)."""
-        self.core.build()
+        self._enter()
+        try:
+            self.core.build()
+        finally:
+            self.busy = False
 
     # -------------------------------------------------------------- retrieve
 
     def retrieve(self, next_token, max_num_draft=64, is_chain=False):
         """Draft tree below next_token: retrieval paths first, then the logits tree."""
+        self._enter()
+        try:
+            return self._retrieve(next_token, max_num_draft, is_chain)
+        finally:
+            self.busy = False
+
+    cdef object _retrieve(self, object next_token, object max_num_draft, object is_chain):
         cdef int64_t bound = self._bound()
         cdef long long t = -1, b = -1
         cdef int overflow = 0
