@@ -134,10 +134,6 @@ void Automaton::update(const int64_t* token_ids, int64_t n, const int64_t* rows)
 // ---- reverse failure lists: every non-root node sits in exactly one list,
 // that of its failure target, or for the root target the group of its token.
 
-int32_t Automaton::rev_first(int32_t target, int32_t token) const {
-  return target == 0 ? root_group_.find(static_cast<uint32_t>(token)) : nodes_[target].rev_head;
-}
-
 void Automaton::rev_link(int32_t q, int32_t target) {
   Node& n = nodes_[q];
   n.fail = target;

@@ -13,6 +13,11 @@
 
 namespace racer {
 
+// Children live in one flat hash map keyed by (parent, token) rather than in a
+// map per node: lookups are O(1) even at the root, which can have thousands of
+// children, and there is no per-node allocation. Each node also threads its
+// children on an intrusive sibling list for iteration.
+//
 // Open-addressing hash map from a 64-bit key to an int32 value; linear
 // probing with backward-shift deletion, so there are no tombstones and lookups
 // stay short however many erase/insert cycles LRU eviction causes.
@@ -134,7 +139,6 @@ class Automaton {
   int32_t failure_target(int32_t u, int32_t a) const;
   void rev_link(int32_t q, int32_t target);
   void rev_unlink(int32_t q);
-  int32_t rev_first(int32_t target, int32_t token) const;
   int64_t chain_cost(int32_t target, int32_t a) const;
   bool redirect_by_failure_tree(int32_t u, int32_t a, int32_t p, int32_t depth, int64_t limit);
   void redirect_by_chain(int32_t u, int32_t a, int32_t p, int32_t depth, int32_t target);
