@@ -1,0 +1,134 @@
+"""Replay greedy decoding traces to study drafting offline.
+
+Greedy output is fixed by the model, so how many drafts a tree would have
+accepted can be computed from the output alone: `record` runs plain decoding
+once per question and stores the tokens and each position's top-k; `replay`
+then runs the automaton over the traces for several budgets in seconds,
+without the model. (Approximation: the logits table only learns from
+positions on the true path, while the engine also learns from rejected
+nodes.)
+
+    python scripts/draft_replay.py record --suite builtin --out traces.json
+    python scripts/draft_replay.py replay traces.json --budgets 4,8,16,32
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+
+
+def record(args: argparse.Namespace) -> None:
+    import torch
+
+    from racer_core.bench.suites import load_suite
+    from racer_core.engine import load_engine
+    from racer_core.events import GenerationConfig
+
+    engine = load_engine(args.model_path)
+    questions = load_suite(args.suite)[args.begin : args.end]
+    traces = []
+    for q in questions:
+        chat = engine.new_conversation()
+        events = list(chat.send(q.turns[0], GenerationConfig(method="ar", max_new_tokens=args.max_new_tokens)))
+        output = [t for e in events for t in e.token_ids]
+        chat.messages = chat.messages[:1]
+        prompt = chat.prompt_ids()
+        with torch.inference_mode():
+            ids = torch.tensor([prompt + output])
+            logits = engine.model(input_ids=ids).logits[0]
+            top = torch.topk(logits, 8, dim=-1).indices.tolist()
+        traces.append({"question_id": q.question_id, "category": q.category, "prompt": prompt, "output": output, "topk": top})
+        print(f"{q.question_id} {q.category}: {len(output)} tokens", file=sys.stderr)
+    with open(args.out, "w") as f:
+        json.dump({"model": engine.info.model, "traces": traces}, f)
+
+
+def simulate(trace: dict, budget: int, method: str, chooser=None) -> tuple[int, int, list[int]]:
+    from racer_core.automaton import Automaton
+
+    seq = trace["prompt"] + trace["output"]
+    top = np.asarray(trace["topk"], dtype=np.int64)
+    n_prompt = len(trace["prompt"])
+    automaton = Automaton(max_nodes=10000, min_depth=2, ngram=10)
+    automaton.init_logits(max(seq) + 50000, 8)
+    if method in ("racer", "logits"):
+        automaton.update(np.asarray(seq[:n_prompt], dtype=np.int64), top[:n_prompt])
+    if method in ("racer", "retrieval"):
+        automaton.feed(seq[:n_prompt])
+    pos = n_prompt  # seq[pos] is the root: emitted by the previous step
+    steps = 0
+    sizes = []
+    while pos < len(seq) - 1:
+        root = seq[pos]
+        tree = automaton.retrieve(root, budget)
+        children = {(int(p), int(t)): i for i, (p, t) in enumerate(zip(tree.parents, tree.tokens, strict=True)) if i}
+        node, accepted = 0, 0
+        while pos + accepted + 1 < len(seq) and (node, seq[pos + accepted + 1]) in children:
+            node = children[(node, seq[pos + accepted + 1])]
+            accepted += 1
+        steps += 1
+        sizes.append(tree.size)
+        path = seq[pos : pos + accepted + 1]
+        if method in ("racer", "logits"):
+            automaton.update(np.asarray(path, dtype=np.int64), top[pos : pos + accepted + 1])
+        if method in ("racer", "retrieval"):
+            automaton.feed(path)
+        pos += accepted + 1
+    return len(seq) - 1 - n_prompt, steps, sizes
+
+
+def replay(args: argparse.Namespace) -> None:
+    data = json.load(open(args.traces))
+    traces = data["traces"]
+    budgets = [int(b) for b in args.budgets.split(",")]
+    cost = {1: 60, 2: 98, 4: 77, 8: 75, 16: 88, 32: 114, 64: 174}
+    if args.cost:
+        cost = {int(k): float(v) for k, v in (kv.split(":") for kv in args.cost.split(","))}
+    cats = sorted({t["category"] for t in traces})
+    start = time.perf_counter()
+    print(f"{'budget':>6} " + " ".join(f"{c[:8]:>8}" for c in cats) + "      all  est.speedup")
+    for budget in budgets:
+        row = []
+        total_tokens = total_steps = 0
+        est_time = 0.0
+        for c in cats:
+            tokens = steps = 0
+            for t in (t for t in traces if t["category"] == c):
+                n, s, sizes = simulate(t, budget, args.method)
+                tokens += n
+                steps += s
+                est_time += sum(np.interp(sizes, sorted(cost), [cost[k] for k in sorted(cost)]))
+            row.append(tokens / max(steps, 1))
+            total_tokens += tokens
+            total_steps += steps
+        speed = (total_tokens * cost[1]) / est_time
+        print(f"{budget:>6} " + " ".join(f"{m:8.2f}" for m in row) + f" {total_tokens / total_steps:8.2f} {speed:8.2f}x")
+    print(f"({time.perf_counter() - start:.1f} s)", file=sys.stderr)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    rec = sub.add_parser("record")
+    rec.add_argument("--suite", default="builtin")
+    rec.add_argument("--begin", type=int, default=0)
+    rec.add_argument("--end", type=int, default=None)
+    rec.add_argument("--max-new-tokens", type=int, default=128)
+    rec.add_argument("--model-path", default=None)
+    rec.add_argument("--out", required=True)
+    rep = sub.add_parser("replay")
+    rep.add_argument("traces")
+    rep.add_argument("--budgets", default="2,4,8,16,32,64")
+    rep.add_argument("--method", default="racer", choices=["racer", "retrieval", "logits"])
+    rep.add_argument("--cost", default="", help="cost curve as T:ms pairs, e.g. 1:60,8:75")
+    args = parser.parse_args()
+    record(args) if args.command == "record" else replay(args)
+
+
+if __name__ == "__main__":
+    main()
