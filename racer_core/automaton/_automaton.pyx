@@ -19,8 +19,6 @@ from libcpp.vector cimport vector
 
 cimport numpy as cnp
 
-import numpy as np
-
 from racer_core.automaton import _checks
 from racer_core.automaton.draft import DraftTree
 
