@@ -6,11 +6,11 @@ import pytest
 
 from racer_core.bench import runner
 from racer_core.bench.answers import answer_path, read_answers
-from racer_core.bench.fake import ScriptedEngine
 from racer_core.bench.runner import WARMUP_PROMPT, BenchProgress, load_results, run_benchmark
 from racer_core.bench.suites import Question
 from racer_core.errors import InputError, RacerError
 from racer_core.events import EngineInfo, GenerationConfig, StepEvent
+from tests.bench_fakes import ScriptedEngine
 
 QUESTIONS = [
     Question(1, "qa", ("What is a fox?",)),
