@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from racer_core.anchors import generate_with_transformers
-from racer_core.budget import CPU_GRID, GPU_GRID, BudgetChooser, load_or_measure
+from racer_core.budget import CPU_GRID, GPU_GRID, BudgetChooser, CostCurve, load_or_measure
 from racer_core.decoder import ModelRuntime, SequenceDecoder
 from racer_core.detokenize import IncrementalDecoder
 from racer_core.errors import InputError
@@ -60,7 +60,7 @@ class RacerEngine:
         vocab = int(config.vocab_size)
         self.info = EngineInfo(model=name, device=str(device), dtype=str(dtype).removeprefix("torch."))
         self._grid = GPU_GRID if device.type == "cuda" else CPU_GRID
-        self._curve = None
+        self._curve: CostCurve | None = None
         self._choosers: dict[str, BudgetChooser] = {}
         self.runtime = ModelRuntime(
             model=model,
@@ -76,7 +76,7 @@ class RacerEngine:
 
     # -- the hardware-aware budget ------------------------------------------
 
-    def cost_curve(self):  # noqa: ANN201 - CostCurve, imported lazily above
+    def cost_curve(self) -> CostCurve:
         if self._curve is None:
             key = (self.info.model, repr(self.model.config.to_dict().get("architectures")),
                    str(sum(p.numel() for p in self.model.parameters())), self.info.device, self.info.dtype,
@@ -181,4 +181,10 @@ def load_engine(
 ) -> RacerEngine:
     """Load a model (the embedded default when `model_path` is None)."""
     model, tokenizer, name = load_model(model_path, device, dtype, progress)
-    return RacerEngine(model, tokenizer, name)
+    engine = RacerEngine(model, tokenizer, name)
+    if progress:
+        progress("Measuring verification cost by tree size (first run on this model and device)...", None)
+    engine.cost_curve()  # measured once per model, device and dtype, then read from the cache
+    if progress:
+        progress("Ready", 1.0)
+    return engine

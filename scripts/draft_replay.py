@@ -65,6 +65,11 @@ def simulate(trace: dict, budget: int, method: str, chooser=None) -> tuple[int, 
     sizes = []
     while pos < len(seq) - 1:
         root = seq[pos]
+        kind = 0
+        if chooser is not None:
+            probe = automaton.retrieve(root, 2)
+            kind = int(probe.size > 1 and bool(probe.sources[1] & 1))
+            budget = chooser.choose(kind)
         tree = automaton.retrieve(root, budget)
         children = {(int(p), int(t)): i for i, (p, t) in enumerate(zip(tree.parents, tree.tokens, strict=True)) if i}
         node, accepted = 0, 0
@@ -73,6 +78,11 @@ def simulate(trace: dict, budget: int, method: str, chooser=None) -> tuple[int, 
             accepted += 1
         steps += 1
         sizes.append(tree.size)
+        if chooser is not None:
+            from racer_core.decoder import _accepted_counter
+
+            truth = seq[pos + 1 : pos + 1 + accepted]
+            chooser.observe(kind, budget, tree.size, _accepted_counter(automaton, root, truth, budget, accepted))
         path = seq[pos : pos + accepted + 1]
         if method in ("racer", "logits"):
             automaton.update(np.asarray(path, dtype=np.int64), top[pos : pos + accepted + 1])
@@ -92,14 +102,18 @@ def replay(args: argparse.Namespace) -> None:
     cats = sorted({t["category"] for t in traces})
     start = time.perf_counter()
     print(f"{'budget':>6} " + " ".join(f"{c[:8]:>8}" for c in cats) + "      all  est.speedup")
+    from racer_core.budget import CPU_GRID, BudgetChooser, CostCurve
+
+    curve = CostCurve(sorted(cost), [cost[k] / 1000 for k in sorted(cost)])
     for budget in budgets:
         row = []
+        make_chooser = (lambda: BudgetChooser(curve, CPU_GRID, 64)) if budget == 0 else (lambda: None)
         total_tokens = total_steps = 0
         est_time = 0.0
         for c in cats:
             tokens = steps = 0
             for t in (t for t in traces if t["category"] == c):
-                n, s, sizes = simulate(t, budget, args.method)
+                n, s, sizes = simulate(t, budget, args.method, make_chooser())
                 tokens += n
                 steps += s
                 est_time += sum(np.interp(sizes, sorted(cost), [cost[k] for k in sorted(cost)]))
@@ -107,7 +121,7 @@ def replay(args: argparse.Namespace) -> None:
             total_tokens += tokens
             total_steps += steps
         speed = (total_tokens * cost[1]) / est_time
-        print(f"{budget:>6} " + " ".join(f"{m:8.2f}" for m in row) + f" {total_tokens / total_steps:8.2f} {speed:8.2f}x")
+        print(f"{budget or 'auto':>6} " + " ".join(f"{m:8.2f}" for m in row) + f" {total_tokens / total_steps:8.2f} {speed:8.2f}x")
     print(f"({time.perf_counter() - start:.1f} s)", file=sys.stderr)
 
 
@@ -123,7 +137,7 @@ def main() -> None:
     rec.add_argument("--out", required=True)
     rep = sub.add_parser("replay")
     rep.add_argument("traces")
-    rep.add_argument("--budgets", default="2,4,8,16,32,64")
+    rep.add_argument("--budgets", default="2,4,8,16,32,64,0", help="comma list; 0 is auto")
     rep.add_argument("--method", default="racer", choices=["racer", "retrieval", "logits"])
     rep.add_argument("--cost", default="", help="cost curve as T:ms pairs, e.g. 1:60,8:75")
     args = parser.parse_args()
