@@ -51,8 +51,14 @@ def curve_cache_path(key_parts: Sequence[str]) -> Path:
     return cache_dir() / "cost" / f"{key}.json"
 
 
-def load_or_measure(key_parts: Sequence[str], grid: Sequence[int], measure: Callable[[int], float]) -> CostCurve:
-    """The cached curve for this (model, device, dtype), measuring it once."""
+def load_or_measure(
+    key_parts: Sequence[str],
+    grid: Sequence[int],
+    measure: Callable[[int], float],
+    on_measure: Callable[[], None] | None = None,
+) -> CostCurve:
+    """The cached curve for this (model, device, dtype), measuring it once
+    (`on_measure` is told first, for a progress message)."""
     path = curve_cache_path(key_parts)
     try:
         data = json.loads(path.read_text())
@@ -60,6 +66,8 @@ def load_or_measure(key_parts: Sequence[str], grid: Sequence[int], measure: Call
             return CostCurve(list(data["sizes"]), [float(x) for x in data["seconds"]])
     except (OSError, ValueError, KeyError, TypeError):
         pass
+    if on_measure is not None:
+        on_measure()
     seconds = [measure(size) for size in grid]
     # Verifying more tokens never costs less; noise must not say otherwise.
     for i in range(1, len(seconds)):

@@ -76,12 +76,16 @@ class RacerEngine:
 
     # -- the hardware-aware budget ------------------------------------------
 
-    def cost_curve(self) -> CostCurve:
+    def cost_curve(self, progress: Progress | None = None) -> CostCurve:
         if self._curve is None:
             key = (self.info.model, repr(self.model.config.to_dict().get("architectures")),
                    str(sum(p.numel() for p in self.model.parameters())), self.info.device, self.info.dtype,
                    str(torch.get_num_threads()), torch.__version__)
-            self._curve = load_or_measure(key, self._grid, self._time_forward)
+            def told() -> None:
+                if progress:
+                    progress("Measuring the verification cost of each tree size (once per model and device)...", None)
+
+            self._curve = load_or_measure(key, self._grid, self._time_forward, told)
         return self._curve
 
     def _time_forward(self, size: int, context: int = 256, repeats: int = 5) -> float:
@@ -182,9 +186,7 @@ def load_engine(
     """Load a model (the embedded default when `model_path` is None)."""
     model, tokenizer, name = load_model(model_path, device, dtype, progress)
     engine = RacerEngine(model, tokenizer, name)
-    if progress:
-        progress("Measuring verification cost by tree size (first run on this model and device)...", None)
-    engine.cost_curve()  # measured once per model, device and dtype, then read from the cache
+    engine.cost_curve(progress)  # measured once per model, device and dtype, then read from the cache
     if progress:
         progress("Ready", 1.0)
     return engine
