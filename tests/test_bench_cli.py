@@ -9,13 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from bench_fakes import ScriptedEngine
 
 from racer_core.bench import cli, speed
 from racer_core.bench.answers import AnswerRecord, AnswerWriter, read_answers
 from racer_core.bench.report import ProgressDisplay
 from racer_core.bench.runner import BenchProgress
 from racer_core.errors import ModelLoadError
-from tests.bench_fakes import ScriptedEngine
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from bench_fakes import ScriptedEngine
 
 from racer_core.bench import runner
 from racer_core.bench.answers import answer_path, read_answers
@@ -10,7 +11,6 @@ from racer_core.bench.runner import WARMUP_PROMPT, BenchProgress, load_results, 
 from racer_core.bench.suites import Question
 from racer_core.errors import InputError, RacerError
 from racer_core.events import EngineInfo, GenerationConfig, StepEvent
-from tests.bench_fakes import ScriptedEngine
 
 QUESTIONS = [
     Question(1, "qa", ("What is a fox?",)),

@@ -4,10 +4,10 @@ stock transformers classes of several families, with drafts accepted."""
 from __future__ import annotations
 
 import pytest
+from engine_helpers import PROMPT, engine_for, run
 
 from racer_core.events import Source
 from racer_core.testing import FAMILIES
-from tests.engine_helpers import PROMPT, engine_for, run
 
 NEW_TOKENS = 96
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from engine_helpers import PROMPT, engine_for
 
 from racer_core.decoder import _accept
 from racer_core.events import GenerationConfig
 from racer_core.sampling import TokenSampler
-from tests.engine_helpers import PROMPT, engine_for
 
 
 def _chi_square_p(counts_a: np.ndarray, counts_b: np.ndarray) -> float:

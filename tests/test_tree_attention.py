@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from engine_helpers import PROMPT, engine_for
 
 from racer_core.events import GenerationConfig
 from racer_core.testing import FAMILIES
-from tests.engine_helpers import PROMPT, engine_for
 
 # A tree over vocabulary ids: parents in breadth-first order (node 0 = root).
 TOKENS = np.array([11, 12, 13, 14, 15, 16, 17, 18], dtype=np.int64)
