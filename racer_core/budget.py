@@ -54,7 +54,7 @@ def curve_cache_path(key_parts: Sequence[str]) -> Path:
 def load_or_measure(
     key_parts: Sequence[str],
     grid: Sequence[int],
-    measure: Callable[[int], float],
+    measure: Callable[[Sequence[int]], list[float]],
     on_measure: Callable[[], None] | None = None,
 ) -> CostCurve:
     """The cached curve for this (model, device, dtype), measuring it once
@@ -68,7 +68,7 @@ def load_or_measure(
         pass
     if on_measure is not None:
         on_measure()
-    seconds = [measure(size) for size in grid]
+    seconds = list(measure(grid))
     # Verifying more tokens never costs less; noise must not say otherwise.
     for i in range(1, len(seconds)):
         seconds[i] = max(seconds[i], seconds[i - 1])

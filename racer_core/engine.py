@@ -10,9 +10,8 @@ one StepEvent per forward pass.
 from __future__ import annotations
 
 import os
-import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -85,30 +84,36 @@ class RacerEngine:
                 if progress:
                     progress("Measuring the verification cost of each tree size (once per model and device)...", None)
 
-            self._curve = load_or_measure(key, self._grid, self._time_forward, told)
+            self._curve = load_or_measure(key, self._grid, self.time_forward, told)
         return self._curve
 
-    def _time_forward(self, size: int, context: int = 256, repeats: int = 5) -> float:
-        """Median seconds to verify `size` tree tokens after `context` cached ones."""
+    def time_forward(self, sizes: Sequence[int], context: int = 256, rounds: int = 5) -> list[float]:
+        """Seconds to verify each of `sizes` tree tokens after `context` cached ones.
+
+        Sizes are timed in interleaved rounds and the fastest round is kept:
+        the cost without interference, so that another busy process during
+        the measurement does not distort the curve that is kept.
+        """
         decoder = SequenceDecoder(self.runtime)
         rt = self.runtime
-        vocab = rt.vocab_size
         gen = torch.Generator().manual_seed(0)
-        prompt = torch.randint(0, vocab, (context,), generator=gen).tolist()
+        prompt = torch.randint(0, rt.vocab_size, (context,), generator=gen).tolist()
+        best = [float("inf")] * len(sizes)
         with torch.inference_mode():
             decoder._prefill(prompt, GenerationConfig(), update_table=False)
-            ids = torch.randint(0, vocab, (size,), generator=gen).to(rt.device)
-            positions = torch.arange(context, context + size, device=rt.device)
-            times = []
-            for _ in range(repeats + 1):
-                mask = rt.masks.causal(context, size)
-                t0 = time.perf_counter()
-                decoder._forward(ids, positions, mask)
-                if rt.device.type == "cuda":
-                    torch.cuda.synchronize()
-                times.append(time.perf_counter() - t0)
-                decoder.cache.truncate(context)
-        return statistics.median(times[1:])  # the first call pays for allocations
+            for round_index in range(rounds + 1):
+                for i, size in enumerate(sizes):
+                    ids = torch.randint(0, rt.vocab_size, (size,), generator=gen).to(rt.device)
+                    positions = torch.arange(context, context + size, device=rt.device)
+                    mask = rt.masks.causal(context, size)
+                    start = time.perf_counter()
+                    decoder._forward(ids, positions, mask)
+                    if rt.device.type == "cuda":
+                        torch.cuda.synchronize()
+                    if round_index:  # round 0 pays for first-call allocations
+                        best[i] = min(best[i], time.perf_counter() - start)
+                    decoder.cache.truncate(context)
+        return best
 
     def _chooser(self, method: str, max_budget: int) -> BudgetChooser:
         if method not in self._choosers:

@@ -55,11 +55,10 @@ def main() -> None:
     engine = random_engine(args.device, args.dtype) if args.random_model else load_engine(None, args.device, args.dtype)
     print(f"model: {engine.info.model}  device: {engine.info.device}  dtype: {engine.info.dtype}")
 
-    print(f"\nverification cost t(T), {args.context} cached tokens, median of 5")
-    base = engine._time_forward(1, context=args.context)
-    for size in SIZES:
-        seconds = engine._time_forward(size, context=args.context)
-        print(f"  T={size:4d}  {seconds * 1000:8.2f} ms  {seconds / base:5.2f}x t(1)")
+    print(f"\nverification cost t(T), {args.context} cached tokens, best of 5 interleaved rounds")
+    curve = engine.time_forward(SIZES, context=args.context)
+    for size, seconds in zip(SIZES, curve, strict=True):
+        print(f"  T={size:4d}  {seconds * 1000:8.2f} ms  {seconds / curve[0]:5.2f}x t(1)")
 
     if args.random_model:
         # No tokenizer: time the engine's own loop on random prompts, plain vs drafted.

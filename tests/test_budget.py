@@ -15,9 +15,9 @@ def test_curve_is_measured_once_and_monotone(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("RACER_TUI_CACHE_DIR", str(tmp_path))
     calls = []
 
-    def measure(size: int) -> float:
-        calls.append(size)
-        return {1: 1.0, 2: 0.9}.get(size, float(size))  # noisy dip at 2
+    def measure(sizes) -> list[float]:
+        calls.extend(sizes)
+        return [{1: 1.0, 2: 0.9}.get(size, float(size)) for size in sizes]  # noisy dip at 2
 
     first = load_or_measure(("m", "cpu"), (1, 2, 4), measure)
     assert first.seconds == [1.0, 1.0, 4.0]
