@@ -48,14 +48,15 @@ def record(args: argparse.Namespace) -> None:
         json.dump({"model": engine.info.model, "traces": traces}, f)
 
 
-def simulate(trace: dict, budget: int, method: str, chooser=None) -> tuple[int, int, list[int]]:
+def simulate(trace: dict, budget: int, method: str, chooser=None, breadth: int = 8) -> tuple[int, int, list[int]]:
     from racer_core.automaton import Automaton
 
     seq = trace["prompt"] + trace["output"]
     top = np.asarray(trace["topk"], dtype=np.int64)
     n_prompt = len(trace["prompt"])
     automaton = Automaton(max_nodes=10000, min_depth=2, ngram=10)
-    automaton.init_logits(max(seq) + 50000, 8)
+    automaton.init_logits(max(seq) + 50000, breadth)
+    top = top[:, :breadth]
     if method in ("racer", "logits"):
         automaton.update(np.asarray(seq[:n_prompt], dtype=np.int64), top[:n_prompt])
     if method in ("racer", "retrieval"):
@@ -113,7 +114,7 @@ def replay(args: argparse.Namespace) -> None:
         for c in cats:
             tokens = steps = 0
             for t in (t for t in traces if t["category"] == c):
-                n, s, sizes = simulate(t, budget, args.method, make_chooser())
+                n, s, sizes = simulate(t, budget, args.method, make_chooser(), args.breadth)
                 tokens += n
                 steps += s
                 est_time += sum(np.interp(sizes, sorted(cost), [cost[k] for k in sorted(cost)]))
@@ -139,6 +140,7 @@ def main() -> None:
     rep.add_argument("traces")
     rep.add_argument("--budgets", default="2,4,8,16,32,64,0", help="comma list; 0 is auto")
     rep.add_argument("--method", default="racer", choices=["racer", "retrieval", "logits"])
+    rep.add_argument("--breadth", type=int, default=8, help="logits tree breadth (top-k kept per row)")
     rep.add_argument("--cost", default="", help="cost curve as T:ms pairs, e.g. 1:60,8:75")
     args = parser.parse_args()
     record(args) if args.command == "record" else replay(args)

@@ -30,6 +30,8 @@ cdef extern from "automaton.hpp" namespace "racer":
         int64_t* position_ids
         int64_t* parents
         uint8_t* sources
+        int64_t* context
+        int64_t* rank
         uint8_t* attn_mask
         int64_t* retrieve_indices
         int64_t* candidates
@@ -349,6 +351,8 @@ cdef class Automaton:
         position_ids = cnp.PyArray_EMPTY(1, dims, cnp.NPY_INT64, 0)
         parents = cnp.PyArray_EMPTY(1, dims, cnp.NPY_INT64, 0)
         sources = cnp.PyArray_EMPTY(1, dims, cnp.NPY_UINT8, 0)
+        context = cnp.PyArray_EMPTY(1, dims, cnp.NPY_INT64, 0)
+        rank = cnp.PyArray_EMPTY(1, dims, cnp.NPY_INT64, 0)
         dims[1] = size
         attn_mask = cnp.PyArray_EMPTY(2, dims, cnp.NPY_BOOL, 0)
         dims[0] = self.core.draft_leaves()
@@ -360,12 +364,14 @@ cdef class Automaton:
         out.position_ids = <int64_t*>cnp.PyArray_DATA(<cnp.ndarray>position_ids)
         out.parents = <int64_t*>cnp.PyArray_DATA(<cnp.ndarray>parents)
         out.sources = <uint8_t*>cnp.PyArray_DATA(<cnp.ndarray>sources)
+        out.context = <int64_t*>cnp.PyArray_DATA(<cnp.ndarray>context)
+        out.rank = <int64_t*>cnp.PyArray_DATA(<cnp.ndarray>rank)
         out.attn_mask = <uint8_t*>cnp.PyArray_DATA(<cnp.ndarray>attn_mask)
         out.retrieve_indices = <int64_t*>cnp.PyArray_DATA(<cnp.ndarray>retrieve_indices)
         out.candidates = <int64_t*>cnp.PyArray_DATA(<cnp.ndarray>candidates)
         self.core.fill_draft(out)
         return DraftTree(tokens, position_ids, parents, sources, attn_mask, retrieve_indices,
-                         candidates)
+                         candidates, context, rank)
 
     # ---------------------------------------------------------- test helpers
 

@@ -449,7 +449,8 @@ void Automaton::build() {
 
 // ---------------------------------------------------------------- retrieve
 
-int32_t Automaton::tree_add(int32_t parent, int32_t token, uint8_t source) {
+int32_t Automaton::tree_add(int32_t parent, int32_t token, uint8_t source, int32_t ctx,
+                            int32_t rank) {
   const int32_t id = static_cast<int32_t>(t_token_.size());
   t_token_.push_back(token);
   t_parent_.push_back(parent);
@@ -458,6 +459,8 @@ int32_t Automaton::tree_add(int32_t parent, int32_t token, uint8_t source) {
   t_last_.push_back(-1);
   t_next_.push_back(-1);
   t_src_.push_back(source);
+  t_ctx_.push_back(ctx);
+  t_rank_.push_back(rank);
   t_mark_.push_back(0);
   if (parent >= 0) {
     if (t_last_[parent] >= 0)
@@ -520,10 +523,12 @@ int32_t Automaton::retrieve(int32_t next_token, int32_t budget, bool chain) {
   t_last_.clear();
   t_next_.clear();
   t_src_.clear();
+  t_ctx_.clear();
+  t_rank_.clear();
   t_mark_.clear();
   heap_.clear();
   pool_.clear();
-  tree_add(-1, next_token, 0);
+  tree_add(-1, next_token, 0, 0, -1);
 
   // Retrieval: borders along the failure chain of the matcher state.
   for (int32_t u = state_;; u = nodes_[u].fail) {
@@ -541,7 +546,7 @@ int32_t Automaton::retrieve(int32_t next_token, int32_t budget, bool chain) {
     const Cand c = heap_.back();
     heap_.pop_back();
     if (chain && t_first_[c.parent] >= 0) continue;
-    const int32_t id = tree_add(c.parent, c.token, 1);
+    const int32_t id = tree_add(c.parent, c.token, 1, c.ctx, -1);
     expand(id, c.cbegin, c.ccount);
   }
 
@@ -566,10 +571,11 @@ int32_t Automaton::retrieve(int32_t next_token, int32_t budget, bool chain) {
         if (c >= 0 && t_mark_[c] == static_cast<int64_t>(head) + 1) continue;
         if (c >= 0) {
           t_src_[c] |= 2;
+          if (t_rank_[c] < 0) t_rank_[c] = i;
         } else if (chain && t_first_[item.node] >= 0) {
           continue;  // keep a chain a chain
         } else {
-          c = tree_add(item.node, t, 2);
+          c = tree_add(item.node, t, 2, 0, i);
         }
         t_mark_[c] = static_cast<int64_t>(head) + 1;
         // b2 >> i for i >= 31 would be undefined; the breadth is 0 there anyway.
@@ -607,6 +613,8 @@ void Automaton::fill_draft(const DraftOut& out) const {
     out.position_ids[i] = t_depth_[n];
     out.parents[i] = t_parent_[n] >= 0 ? index_[t_parent_[n]] : -1;
     out.sources[i] = t_src_[n];
+    out.context[i] = t_ctx_[n];
+    out.rank[i] = t_rank_[n];
   }
   // Breadth-first, a parent's row is complete before its children's: each
   // row is the parent's row plus the diagonal.

@@ -46,6 +46,8 @@ struct DraftOut {
   int64_t* position_ids;
   int64_t* parents;
   uint8_t* sources;
+  int64_t* context;            // retrieval context of the candidate that added it, else 0
+  int64_t* rank;               // logits-row rank that reached it, else -1
   uint8_t* attn_mask;          // T x T
   int64_t* retrieve_indices;   // leaves x width
   int64_t* candidates;         // leaves x width
@@ -144,7 +146,7 @@ class Automaton {
   void redirect_by_chain(int32_t u, int32_t a, int32_t p, int32_t depth, int32_t target);
   bool ends_with(int32_t q, int32_t u, int32_t a) const;
 
-  int32_t tree_add(int32_t parent, int32_t token, uint8_t source);
+  int32_t tree_add(int32_t parent, int32_t token, uint8_t source, int32_t ctx, int32_t rank);
   void expand(int32_t n, int32_t cbegin, int32_t ccount);
   void flatten();
 
@@ -171,6 +173,7 @@ class Automaton {
   // Draft tree, internal order (order of addition).
   std::vector<int32_t> t_token_, t_parent_, t_depth_, t_first_, t_last_, t_next_;
   std::vector<uint8_t> t_src_;
+  std::vector<int32_t> t_ctx_, t_rank_;
   std::vector<int64_t> t_mark_;  // logits queue position + 1 that last reached the node
   std::vector<Cand> heap_;
   std::vector<Contrib> pool_;

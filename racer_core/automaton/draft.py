@@ -12,7 +12,11 @@ class DraftTree:
     the root), sources (uint8, T; bit 1 retrieval, bit 2 logits, 0 for the root),
     attn_mask (bool, T x T; [i][j] iff j is i or an ancestor of i),
     retrieve_indices (int64, leaves x longest path, padded with -1) and
-    candidates (the tokens at retrieve_indices, padded with -1).
+    candidates (the tokens at retrieve_indices, padded with -1), context
+    (int64, T; the retrieval context of the candidate that added the node, 0
+    for nodes retrieval did not add) and rank (int64, T; the logits-row rank
+    that reached the node, -1 if none): features the engine uses to estimate
+    how likely each node is to be accepted.
     """
 
     __slots__ = (
@@ -23,6 +27,8 @@ class DraftTree:
         "attn_mask",
         "retrieve_indices",
         "candidates",
+        "context",
+        "rank",
     )
 
     def __init__(
@@ -34,6 +40,8 @@ class DraftTree:
         attn_mask: np.ndarray,
         retrieve_indices: np.ndarray,
         candidates: np.ndarray,
+        context: np.ndarray,
+        rank: np.ndarray,
     ) -> None:
         self.tokens = tokens
         self.position_ids = position_ids
@@ -42,6 +50,8 @@ class DraftTree:
         self.attn_mask = attn_mask
         self.retrieve_indices = retrieve_indices
         self.candidates = candidates
+        self.context = context
+        self.rank = rank
 
     @property
     def tree_candidates(self) -> np.ndarray:

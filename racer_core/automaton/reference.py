@@ -305,8 +305,12 @@ class ReferenceAutomaton:
         dep = [0]
         kids: list[list[int]] = [[]]
         src = [0]
+        ctxs = [0]
+        ranks = [-1]
 
-        def add(parent: int, token: int, source: int) -> int:
+        def add(parent: int, token: int, source: int, ctx: int = 0, rank: int = -1) -> int:
+            ctxs.append(ctx)
+            ranks.append(rank)
             tok.append(token)
             par.append(parent)
             dep.append(dep[parent] + 1)
@@ -340,10 +344,10 @@ class ReferenceAutomaton:
 
         expand(0, borders)
         while heap and len(tok) < budget:
-            _, _, _, parent, a, contribs = heapq.heappop(heap)
+            neg_ctx, _, _, parent, a, contribs = heapq.heappop(heap)
             if chain and kids[parent]:
                 continue
-            expand(add(parent, a, 1), contribs)
+            expand(add(parent, a, 1, -neg_ctx), contribs)
 
         # Logits tree (Eq. 3): breadth halves with depth and with the rank.
         if self._top_k is not None:
@@ -364,13 +368,15 @@ class ReferenceAutomaton:
                     child = next((c for c in kids[n] if tok[c] == t), None)
                     if child is not None:
                         src[child] |= 2
+                        if ranks[child] < 0:
+                            ranks[child] = i
                     elif chain and kids[n]:
                         continue  # keep a chain a chain
                     else:
-                        child = add(n, t, 2)
+                        child = add(n, t, 2, 0, i)
                     fifo.append((child, max(1, b2 >> i), d + 1))
 
-        return _flatten(tok, par, dep, kids, src)
+        return _flatten(tok, par, dep, kids, src, ctxs, ranks)
 
     # ---------------------------------------------------------- test helpers
 
@@ -396,7 +402,9 @@ class ReferenceAutomaton:
         return self._path(self._state)
 
 
-def _flatten(tok: list[int], par: list[int], dep: list[int], kids: list[list[int]], src: list[int]) -> DraftTree:
+def _flatten(
+    tok: list[int], par: list[int], dep: list[int], kids: list[list[int]], src: list[int], ctxs: list[int], ranks: list[int]
+) -> DraftTree:
     order = [0]
     for n in order:  # grows while iterating: breadth-first
         order.extend(kids[n])
@@ -406,6 +414,8 @@ def _flatten(tok: list[int], par: list[int], dep: list[int], kids: list[list[int
     depth = np.array([dep[n] for n in order], dtype=np.int64)
     parents = np.array([index[par[n]] if par[n] >= 0 else -1 for n in order], dtype=np.int64)
     sources = np.array([src[n] for n in order], dtype=np.uint8)
+    context = np.array([ctxs[n] for n in order], dtype=np.int64)
+    rank = np.array([ranks[n] for n in order], dtype=np.int64)
     mask = np.zeros((t, t), dtype=bool)
     for i in range(t):
         j = i
@@ -425,4 +435,4 @@ def _flatten(tok: list[int], par: list[int], dep: list[int], kids: list[list[int
         path.reverse()
         ri[r, : len(path)] = path
         cand[r, : len(path)] = tokens[path]
-    return DraftTree(tokens, depth, parents, sources, mask, ri, cand)
+    return DraftTree(tokens, depth, parents, sources, mask, ri, cand, context, rank)

@@ -1,0 +1,26 @@
+"""The per-node features of a draft tree: retrieval context and logits rank."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from racer_core.automaton import Automaton, ReferenceAutomaton
+
+
+@pytest.mark.parametrize("cls", [Automaton, ReferenceAutomaton])
+def test_context_and_rank_name_what_added_each_node(cls) -> None:
+    a = cls(min_depth=2, ngram=4)
+    a.init_logits(50, 3)
+    # History "1 2 3 4 9 9 1": the border for root 2 is the path "1 2" (depth 2, its context).
+    a.feed([1, 2, 3, 4, 9, 9, 1])
+    # Row of token 2: [3, 7, 8]; row of token 3: [4, 5, 6].
+    a.update(np.array([2, 3]), np.array([[3, 7, 8], [4, 5, 6]]))
+    tree = a.retrieve(2, 8)
+    by_token = {int(t): i for i, t in enumerate(tree.tokens)}
+    three = by_token[3]
+    assert tree.sources[three] == 3  # retrieval, then merged by the logits tree
+    assert tree.context[three] == 2 and tree.rank[three] == 0
+    seven = by_token[7]
+    assert tree.sources[seven] == 2 and tree.context[seven] == 0 and tree.rank[seven] == 1
+    assert tree.context[0] == 0 and tree.rank[0] == -1
