@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from racer_core.automaton import Automaton
-from racer_core.budget import BudgetChooser
+from racer_core.automaton import Automaton, DraftTree
 from racer_core.errors import InputError
 from racer_core.events import GenerationConfig, Source
 from racer_core.sampling import TokenSampler
 from racer_core.tree_attention import TreeMaskBuilder
+from racer_core.tree_policy import TreePolicy
 
 DRAFTING_METHODS = ("racer", "retrieval", "logits")
 PREFILL_CHUNK = 256
@@ -54,7 +54,7 @@ class ModelRuntime:
     masks: TreeMaskBuilder
     device: torch.device
     new_cache: Callable[[], Any]
-    chooser_for: Callable[[str, int], BudgetChooser]
+    policy_for: Callable[[str], TreePolicy]
 
 
 def _automaton_key(config: GenerationConfig) -> tuple[int, int, int, int]:
@@ -154,7 +154,7 @@ class SequenceDecoder:
         budget_fixed = None if config.max_num_draft == "auto" else int(config.max_num_draft)
         if budget_fixed is not None and budget_fixed < 1:
             raise InputError(f"max_num_draft must be a number >= 1 or 'auto', not {config.max_num_draft!r}")
-        chooser = self.rt.chooser_for(config.method, 64) if drafting and budget_fixed is None else None
+        policy = self.rt.policy_for(config.method) if drafting and budget_fixed is None else None
         max_new = min(config.max_new_tokens, self.rt.max_length - len(prompt))
         if max_new < 1:
             return
@@ -163,86 +163,121 @@ class SequenceDecoder:
             start = time.perf_counter()
             fresh = self._sync_prompt(prompt)
             logits = self._prefill(fresh, config, update_table=use_table)
-            new_seen = prompt[_common_prefix(self.seen, prompt) :] if use_trie else []
             if automaton is not None and use_trie:
-                automaton.feed(new_seen)
-            if use_trie:
+                automaton.feed(prompt[_common_prefix(self.seen, prompt) :])
                 self.seen = list(prompt)
             root = sampler.sample(logits)
-            emitted = 1
+            generated = [root]
             prefill_s = time.perf_counter() - start
-            reason = "eos" if root in self.rt.eos_ids else ("length" if emitted >= max_new else None)
+            reason = "eos" if root in self.rt.eos_ids else ("length" if len(generated) >= max_new else None)
             # The root is fed with the step that verifies it: retrieval for a
             # root reads the text up to, not including, that root.
             yield Step([root], [Source.MODEL], len(fresh), 1, 0.0, prefill_s, 0.0, reason)
             if reason:
                 return
+            try:
+                while True:
+                    if should_stop is not None and should_stop():
+                        yield Step([], [], 0, 0, 0.0, 0.0, 0.0, "cancelled")
+                        return
+                    t0 = time.perf_counter()
+                    base = len(self.cached)
+                    draft = _draft(root, automaton, policy, budget_fixed)
+                    if policy is not None and draft.full is not None:
+                        policy.record(draft.full, len(generated) - 1)
+                    mask = self.rt.masks.build(base, draft.ancestors, draft.depths)
+                    ids = torch.from_numpy(draft.fed_tokens).to(self.rt.device)
+                    positions = torch.from_numpy(draft.depths + base).to(self.rt.device)
+                    t1 = time.perf_counter()
+                    logits = self._forward(ids, positions, mask)[: draft.size]  # padding rows are dropped
+                    path, bonus = _accept(logits, draft.tokens, draft.parents, sampler)
+                    t2 = time.perf_counter()
 
-            while True:
-                if should_stop is not None and should_stop():
-                    yield Step([], [], 0, 0, 0.0, 0.0, 0.0, "cancelled")
-                    return
-                t0 = time.perf_counter()
-                base = len(self.cached)
-                kind = 0
-                if automaton is None:
-                    tokens = np.array([root], dtype=np.int64)
-                    parents = np.array([-1], dtype=np.int64)
-                    depths = np.zeros(1, dtype=np.int64)
-                    ancestors = np.ones((1, 1), dtype=bool)
-                    sources = np.zeros(1, dtype=np.uint8)
-                    budget = 1
-                    tree = None
-                else:
-                    if chooser is not None:
-                        probe = automaton.retrieve(root, 2)
-                        kind = int(probe.size > 1 and bool(probe.sources[1] & 1))
-                        budget = chooser.choose(kind)
-                    else:
-                        budget = budget_fixed or 1
-                    tree = automaton.retrieve(root, budget)
-                    tokens, parents, depths = tree.tokens, tree.parents, tree.position_ids
-                    ancestors, sources = tree.attn_mask, tree.sources
-                size = len(tokens)
-                mask = self.rt.masks.build(base, ancestors, depths)
-                ids = torch.from_numpy(tokens).to(self.rt.device)
-                positions = torch.from_numpy(depths + base).to(self.rt.device)
-                t1 = time.perf_counter()
-                logits = self._forward(ids, positions, mask)
-                path, bonus = _accept(logits, tokens, parents, sampler)
-                t2 = time.perf_counter()
+                    out_tokens = [int(draft.tokens[i]) for i in path[1:]] + [bonus]
+                    out_sources = [_source(int(draft.sources[i])) for i in path[1:]] + [Source.MODEL]
+                    reason = None
+                    for i, token in enumerate(out_tokens):
+                        if token in self.rt.eos_ids:
+                            out_tokens, out_sources, reason = out_tokens[: i + 1], out_sources[: i + 1], "eos"
+                            break
+                    if len(generated) + len(out_tokens) >= max_new:
+                        keep = max_new - len(generated)
+                        out_tokens, out_sources = out_tokens[:keep], out_sources[:keep]
+                        reason = reason or "length"
+                    generated.extend(out_tokens)
 
-                out_tokens = [int(tokens[i]) for i in path[1:]] + [bonus]
-                out_sources = [_source(int(sources[i])) for i in path[1:]] + [Source.MODEL]
-                reason = None
-                for i, token in enumerate(out_tokens):
-                    if token in self.rt.eos_ids:
-                        out_tokens, out_sources, reason = out_tokens[: i + 1], out_sources[: i + 1], "eos"
-                        break
-                if emitted + len(out_tokens) >= max_new:
-                    keep = max_new - emitted
-                    out_tokens, out_sources = out_tokens[:keep], out_sources[:keep]
-                    reason = reason or "length"
-                emitted += len(out_tokens)
+                    self.cache.commit(base, path)
+                    self.cached.extend(int(draft.tokens[i]) for i in path)
+                    if automaton is not None:
+                        if use_table:
+                            top = torch.topk(logits, automaton.top_k, dim=-1).indices
+                            automaton.update(draft.tokens, top.cpu().numpy())
+                        if use_trie:
+                            fed = [root, *out_tokens[:-1]]
+                            automaton.feed(fed)
+                            self.seen.extend(fed)
+                    if policy is not None:
+                        policy.learn(generated)
+                    t3 = time.perf_counter()
+                    yield Step(out_tokens, out_sources, draft.size, draft.fed, t1 - t0, t2 - t1, t3 - t2, reason)
+                    if reason:
+                        return
+                    root = bonus
+            finally:
+                if policy is not None:
+                    policy.learn(generated, final=True)
 
-                self.cache.commit(base, path)
-                self.cached.extend(int(tokens[i]) for i in path)
-                if automaton is not None:
-                    if use_table:
-                        top = torch.topk(logits, automaton.top_k, dim=-1).indices
-                        automaton.update(tokens, top.cpu().numpy())
-                    if chooser is not None and tree is not None:
-                        accepted_tokens = [int(tokens[i]) for i in path[1:]]
-                        chooser.observe(kind, budget, size, _accepted_counter(automaton, root, accepted_tokens, budget, len(path) - 1))
-                    if use_trie:
-                        fed = [root, *out_tokens[:-1]]
-                        automaton.feed(fed)
-                        self.seen.extend(fed)
-                t3 = time.perf_counter()
-                yield Step(out_tokens, out_sources, size, budget, t1 - t0, t2 - t1, t3 - t2, reason)
-                if reason:
-                    return
-                root = bonus
+
+@dataclass
+class _Draft:
+    """The tree to verify this step; `fed_tokens` may carry padding past `size`."""
+
+    tokens: np.ndarray
+    parents: np.ndarray
+    depths: np.ndarray
+    ancestors: np.ndarray
+    sources: np.ndarray
+    fed_tokens: np.ndarray
+    full: DraftTree | None  # the whole drafted tree the policy chose from
+
+    @property
+    def size(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def fed(self) -> int:
+        return len(self.fed_tokens)
+
+
+def _draft(root: int, automaton: Automaton | None, policy: TreePolicy | None, budget: int | None) -> _Draft:
+    if automaton is None:  # plain decoding: the root alone
+        one = np.array([root], dtype=np.int64)
+        return _Draft(one, np.array([-1]), np.zeros(1, dtype=np.int64), np.ones((1, 1), dtype=bool),
+                      np.zeros(1, dtype=np.uint8), one, None)
+    if policy is None:
+        tree = automaton.retrieve(root, budget or 1)
+        return _Draft(tree.tokens, tree.parents, tree.position_ids, tree.attn_mask, tree.sources, tree.tokens, None)
+    tree = automaton.retrieve(root, policy.largest)
+    chosen, fed, _ = policy.select(tree)
+    remap = np.full(tree.size, -1, dtype=np.int64)
+    remap[chosen] = np.arange(len(chosen))
+    parents = remap[tree.parents[chosen]]
+    parents[0] = -1
+    depths = tree.position_ids[chosen]
+    ancestors = tree.attn_mask[np.ix_(chosen, chosen)]
+    tokens = tree.tokens[chosen]
+    pad = fed - len(chosen)
+    if pad > 0:
+        # Cheaper sizes exist above this one: fill up with rows that see only
+        # the cache and themselves; their outputs and cache rows are dropped.
+        fed_tokens = np.concatenate([tokens, np.full(pad, root, dtype=np.int64)])
+        depths = np.concatenate([depths, np.zeros(pad, dtype=np.int64)])
+        padded = np.eye(fed, dtype=bool)
+        padded[: len(chosen), : len(chosen)] = ancestors
+        ancestors = padded
+    else:
+        fed_tokens = tokens
+    return _Draft(tokens, parents, depths, ancestors, tree.sources[chosen], fed_tokens, tree)
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:
@@ -283,24 +318,3 @@ def _accept(logits: torch.Tensor, tokens: np.ndarray, parents: np.ndarray, sampl
             return path, token
         node = nxt
         path.append(node)
-
-
-def _accepted_counter(automaton: Automaton, root: int, accepted: list[int], used: int, accepted_used: int) -> Callable[[int], int]:
-    """How many of this step's accepted drafts a smaller budget would have had.
-
-    A budget-b tree is the first b nodes of the larger one, so the answer is
-    the longest prefix of the accepted path present in the budget-b tree.
-    """
-
-    def at(budget: int) -> int:
-        if budget >= used or not accepted:
-            return accepted_used
-        tree = automaton.retrieve(root, budget)
-        rows = tree.candidates[:, 1 : 1 + len(accepted)]
-        if rows.shape[1] == 0:
-            return 0
-        target = np.asarray(accepted[: rows.shape[1]], dtype=rows.dtype)
-        matches = np.cumprod(rows == target[None, :], axis=1).sum(axis=1)
-        return int(matches.max())
-
-    return at

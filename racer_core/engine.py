@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from racer_core.anchors import generate_with_transformers
-from racer_core.budget import CPU_GRID, GPU_GRID, BudgetChooser, CostCurve, load_or_measure
+from racer_core.budget import CPU_GRID, GPU_GRID, CostCurve, load_or_measure
 from racer_core.decoder import ModelRuntime, SequenceDecoder
 from racer_core.detokenize import IncrementalDecoder
 from racer_core.errors import InputError
@@ -25,6 +25,7 @@ from racer_core.events import METHODS, EngineInfo, GenerationConfig, Progress, S
 from racer_core.kv_cache import TreeCache
 from racer_core.loading import load_model
 from racer_core.tree_attention import TreeMaskBuilder, cache_argument_name, sliding_window_of
+from racer_core.tree_policy import TreePolicy
 
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "</s>")
 
@@ -60,7 +61,7 @@ class RacerEngine:
         self.info = EngineInfo(model=name, device=str(device), dtype=str(dtype).removeprefix("torch."))
         self._grid = GPU_GRID if device.type == "cuda" else CPU_GRID
         self._curve: CostCurve | None = None
-        self._choosers: dict[str, BudgetChooser] = {}
+        self._policies: dict[str, TreePolicy] = {}
         self.runtime = ModelRuntime(
             model=model,
             cache_arg=cache_argument_name(model),
@@ -70,14 +71,14 @@ class RacerEngine:
             masks=TreeMaskBuilder(dtype, device, window),
             device=device,
             new_cache=lambda: TreeCache(int(config.num_hidden_layers)),
-            chooser_for=self._chooser,
+            policy_for=self._policy,
         )
 
     # -- the hardware-aware budget ------------------------------------------
 
     def cost_curve(self, progress: Progress | None = None) -> CostCurve:
         if self._curve is None:
-            key = (self.info.model, repr(self.model.config.to_dict().get("architectures")),
+            key = ("v2", self.info.model, repr(self.model.config.to_dict().get("architectures")),
                    str(sum(p.numel() for p in self.model.parameters())), self.info.device, self.info.dtype,
                    str(torch.get_num_threads()), torch.__version__)
             def told() -> None:
@@ -115,10 +116,12 @@ class RacerEngine:
                     decoder.cache.truncate(context)
         return best
 
-    def _chooser(self, method: str, max_budget: int) -> BudgetChooser:
-        if method not in self._choosers:
-            self._choosers[method] = BudgetChooser(self.cost_curve(), self._grid, max_budget)
-        return self._choosers[method]
+    def _policy(self, method: str) -> TreePolicy:
+        """One policy per method, shared by conversations: what it learns about
+        this model's acceptance carries over from chat to chat."""
+        if method not in self._policies:
+            self._policies[method] = TreePolicy(self.cost_curve(), largest=self._grid[-1])
+        return self._policies[method]
 
     # -- conversations ---------------------------------------------------------
 

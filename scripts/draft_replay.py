@@ -48,7 +48,9 @@ def record(args: argparse.Namespace) -> None:
         json.dump({"model": engine.info.model, "traces": traces}, f)
 
 
-def simulate(trace: dict, budget: int, method: str, chooser=None, breadth: int = 8) -> tuple[int, int, list[int]]:
+def simulate(
+    trace: dict, budget: int, method: str, breadth: int = 8, policy=None
+) -> tuple[int, int, list[int]]:
     from racer_core.automaton import Automaton
 
     seq = trace["prompt"] + trace["output"]
@@ -66,30 +68,35 @@ def simulate(trace: dict, budget: int, method: str, chooser=None, breadth: int =
     sizes = []
     while pos < len(seq) - 1:
         root = seq[pos]
-        kind = 0
-        if chooser is not None:
-            probe = automaton.retrieve(root, 2)
-            kind = int(probe.size > 1 and bool(probe.sources[1] & 1))
-            budget = chooser.choose(kind)
-        tree = automaton.retrieve(root, budget)
-        children = {(int(p), int(t)): i for i, (p, t) in enumerate(zip(tree.parents, tree.tokens, strict=True)) if i}
+        if policy is not None:
+            tree = automaton.retrieve(root, policy.largest)
+            chosen, padded, _ = policy.select(tree)
+        else:
+            tree = automaton.retrieve(root, budget)
+            chosen, padded = np.arange(tree.size), tree.size
+        keep = set(chosen.tolist())
+        children = {
+            (int(p), int(t)): i
+            for i, (p, t) in enumerate(zip(tree.parents, tree.tokens, strict=True))
+            if i and i in keep
+        }
         node, accepted = 0, 0
         while pos + accepted + 1 < len(seq) and (node, seq[pos + accepted + 1]) in children:
             node = children[(node, seq[pos + accepted + 1])]
             accepted += 1
         steps += 1
-        sizes.append(tree.size)
-        if chooser is not None:
-            from racer_core.decoder import _accepted_counter
-
-            truth = seq[pos + 1 : pos + 1 + accepted]
-            chooser.observe(kind, budget, tree.size, _accepted_counter(automaton, root, truth, budget, accepted))
+        sizes.append(padded)
+        if policy is not None:
+            policy.record(tree, pos)
+            policy.learn(seq[: pos + accepted + 2])
         path = seq[pos : pos + accepted + 1]
         if method in ("racer", "logits"):
             automaton.update(np.asarray(path, dtype=np.int64), top[pos : pos + accepted + 1])
         if method in ("racer", "retrieval"):
             automaton.feed(path)
         pos += accepted + 1
+    if policy is not None:
+        policy.learn(seq, final=True)
     return len(seq) - 1 - n_prompt, steps, sizes
 
 
@@ -103,18 +110,19 @@ def replay(args: argparse.Namespace) -> None:
     cats = sorted({t["category"] for t in traces})
     start = time.perf_counter()
     print(f"{'budget':>6} " + " ".join(f"{c[:8]:>8}" for c in cats) + "      all  est.speedup")
-    from racer_core.budget import CPU_GRID, BudgetChooser, CostCurve
+    from racer_core.budget import CostCurve
+    from racer_core.tree_policy import TreePolicy
 
     curve = CostCurve(sorted(cost), [cost[k] / 1000 for k in sorted(cost)])
     for budget in budgets:
         row = []
-        make_chooser = (lambda: BudgetChooser(curve, CPU_GRID, 64)) if budget == 0 else (lambda: None)
+        policy = TreePolicy(curve) if budget == 0 else None  # shared across questions, as in the engine
         total_tokens = total_steps = 0
         est_time = 0.0
         for c in cats:
             tokens = steps = 0
             for t in (t for t in traces if t["category"] == c):
-                n, s, sizes = simulate(t, budget, args.method, make_chooser(), args.breadth)
+                n, s, sizes = simulate(t, budget, args.method, args.breadth, policy)
                 tokens += n
                 steps += s
                 est_time += sum(np.interp(sizes, sorted(cost), [cost[k] for k in sorted(cost)]))
@@ -122,7 +130,8 @@ def replay(args: argparse.Namespace) -> None:
             total_tokens += tokens
             total_steps += steps
         speed = (total_tokens * cost[1]) / est_time
-        print(f"{budget or 'auto':>6} " + " ".join(f"{m:8.2f}" for m in row) + f" {total_tokens / total_steps:8.2f} {speed:8.2f}x")
+        label = "auto" if budget == 0 else budget
+        print(f"{label:>6} " + " ".join(f"{m:8.2f}" for m in row) + f" {total_tokens / total_steps:8.2f} {speed:8.2f}x")
     print(f"({time.perf_counter() - start:.1f} s)", file=sys.stderr)
 
 
@@ -138,7 +147,7 @@ def main() -> None:
     rec.add_argument("--out", required=True)
     rep = sub.add_parser("replay")
     rep.add_argument("traces")
-    rep.add_argument("--budgets", default="2,4,8,16,32,64,0", help="comma list; 0 is auto")
+    rep.add_argument("--budgets", default="2,4,8,16,32,64,0", help="comma list; 0 is auto (the tree policy)")
     rep.add_argument("--method", default="racer", choices=["racer", "retrieval", "logits"])
     rep.add_argument("--breadth", type=int, default=8, help="logits tree breadth (top-k kept per row)")
     rep.add_argument("--cost", default="", help="cost curve as T:ms pairs, e.g. 1:60,8:75")

@@ -1,8 +1,12 @@
-"""The hardware-aware budget: cost curve and chooser behaviour."""
+"""The hardware-aware budget: the cost curve and the tree policy."""
 
 from __future__ import annotations
 
-from racer_core.budget import CPU_GRID, BudgetChooser, CostCurve, load_or_measure
+import numpy as np
+
+from racer_core.automaton import Automaton
+from racer_core.budget import CostCurve, load_or_measure
+from racer_core.tree_policy import EfficientSizes, TreePolicy
 
 
 def test_curve_interpolates_and_extrapolates() -> None:
@@ -11,34 +15,64 @@ def test_curve_interpolates_and_extrapolates() -> None:
     assert CostCurve([1, 2], [1.0, 2.0])(4) == 4.0
 
 
-def test_curve_is_measured_once_and_monotone(tmp_path, monkeypatch) -> None:
+def test_curve_is_measured_once_and_kept_as_measured(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("RACER_TUI_CACHE_DIR", str(tmp_path))
     calls = []
 
     def measure(sizes) -> list[float]:
         calls.extend(sizes)
-        return [{1: 1.0, 2: 0.9}.get(size, float(size)) for size in sizes]  # noisy dip at 2
+        return [{1: 1.0, 2: 3.0, 4: 2.0}[s] for s in sizes]
 
     first = load_or_measure(("m", "cpu"), (1, 2, 4), measure)
-    assert first.seconds == [1.0, 1.0, 4.0]
+    assert first.seconds == [1.0, 3.0, 2.0]
     again = load_or_measure(("m", "cpu"), (1, 2, 4), measure)
     assert again.seconds == first.seconds and calls == [1, 2, 4]
 
 
-def test_chooser_falls_back_to_plain_decoding_when_drafts_miss() -> None:
-    curve = CostCurve(list(CPU_GRID), [1.0 + 0.03 * b for b in CPU_GRID])
-    chooser = BudgetChooser(curve, CPU_GRID, 64)
-    for _ in range(200):
-        budget = chooser.choose(0)
-        chooser.observe(0, budget, budget, lambda b: 0)
-    picks = [chooser.choose(0) for _ in range(64)]
-    assert picks.count(1) >= 56  # only the occasional exploration step drafts
+def test_sizes_costlier_than_a_larger_one_are_padded_up() -> None:
+    sizes = EfficientSizes.from_curve(CostCurve([1, 2, 3, 4, 8], [1.0, 1.7, 1.8, 1.4, 1.5]), 8)
+    assert 2 not in sizes.sizes and 3 not in sizes.sizes and 4 in sizes.sizes
+    assert sizes.padded(2) == 4 and sizes.padded(1) == 1 and sizes.padded(5) == 5
 
 
-def test_chooser_grows_the_budget_when_drafts_hit() -> None:
-    curve = CostCurve(list(CPU_GRID), [1.0 + 0.01 * b for b in CPU_GRID])
-    chooser = BudgetChooser(curve, CPU_GRID, 64)
-    for _ in range(200):
-        budget = chooser.choose(1)
-        chooser.observe(1, budget, budget, lambda b: min(b - 1, 6))
-    assert chooser.choose(1) >= 8
+def _tree_with_history(repeats: int) -> tuple[Automaton, int]:
+    a = Automaton(ngram=6)
+    a.init_logits(100, 4)
+    a.feed([1, 2, 3, 4, 5, 6, 7, 8] * repeats + [1, 2])
+    return a, 3
+
+
+def test_policy_verifies_the_root_alone_when_drafts_look_hopeless() -> None:
+    policy = TreePolicy(CostCurve([1, 64], [1.0, 3.0]))
+    a = Automaton()
+    a.init_logits(100, 4)
+    a.update(np.array([5]), np.array([[9, 8, 7, 6]]))
+    tree = a.retrieve(5, 64)
+    assert tree.size == 5  # only logits guesses of unknown worth
+    policy._hits[:] = 0.0  # experience says: they never hit
+    chosen, fed, expected = policy.select(tree)
+    assert chosen.tolist() == [0] and fed == 1 and expected == 0.0
+
+
+def test_policy_buys_a_big_tree_for_a_long_retrieval_match() -> None:
+    policy = TreePolicy(CostCurve([1, 64], [1.0, 1.2]))
+    a, root = _tree_with_history(4)
+    tree = a.retrieve(root, 64)
+    chosen, fed, expected = policy.select(tree)
+    assert len(chosen) == tree.size == 5 and fed >= len(chosen) and expected > 0.5
+    assert chosen[0] == 0 and np.all(np.diff(chosen) > 0)
+    # The selection is closed under parents: a node comes with its path.
+    assert set(tree.parents[chosen[1:]].tolist()) <= set(chosen.tolist())
+
+
+def test_policy_learns_from_hindsight_labels() -> None:
+    policy = TreePolicy(CostCurve([1, 64], [1.0, 2.0]))
+    a, root = _tree_with_history(3)
+    tree = a.retrieve(root, 64)
+    before = policy.path_probabilities(tree)
+    for _ in range(50):
+        policy.record(tree, 0)
+        policy.learn([root, 4, 5, 6, 7, 8], final=True)  # the retrieval path came true
+    after = policy.path_probabilities(tree)
+    on_path = [i for i in range(1, tree.size) if tree.context[i] > 0]
+    assert np.all(after[on_path] >= before[on_path]) and after[on_path].max() > 0.8

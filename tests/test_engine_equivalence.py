@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from engine_helpers import PROMPT, engine_for, run
 
-from racer_core.events import Source
+from racer_core.events import GenerationConfig, Source
 from racer_core.testing import FAMILIES
 
 NEW_TOKENS = 96
@@ -54,10 +54,28 @@ def test_chain_of_turns_reuses_cache_and_stays_lossless() -> None:
     plain = engine.decoder()
     prompt = list(PROMPT)
     for turn in range(3):
-        from racer_core.events import GenerationConfig
-
         r = [t for s in racer.generate(prompt, GenerationConfig(method="racer", max_new_tokens=40, max_num_draft=8)) for t in s.tokens]
         p = [t for s in plain.generate(prompt, GenerationConfig(method="ar", max_new_tokens=40)) for t in s.tokens]
         assert r == p, turn
         prompt = prompt + r + [7, 8, 9, 5, 9, 3]
     assert racer.automaton is not None and racer.automaton.node_count > 100
+
+
+def test_padded_trees_are_lossless(monkeypatch) -> None:
+    """Trees fed with padding rows (as the policy does where a larger size is
+    cheaper) decode exactly like plain decoding."""
+    import numpy as np
+
+    from racer_core.tree_policy import TreePolicy
+
+    def small_subtree_padded_to_eight(self, tree):
+        chosen = np.arange(min(tree.size, 3))  # breadth-first prefix: closed under parents
+        return chosen, 8, 0.0
+
+    monkeypatch.setattr(TreePolicy, "select", small_subtree_padded_to_eight)
+    engine = engine_for("llama", markov=True)
+    plain, _, _ = run(engine, PROMPT, method="ar", max_new_tokens=120)
+    steps = list(engine.decoder().generate(PROMPT, GenerationConfig(method="racer", max_new_tokens=120)))
+    assert [t for s in steps for t in s.tokens] == plain
+    assert all(s.budget == 8 and s.tree_size <= 3 for s in steps[1:])
+    assert sum(len(s.tokens) > 1 for s in steps) > 5

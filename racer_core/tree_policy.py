@@ -1,0 +1,160 @@
+"""Which draft nodes to verify this step, and so how many (DESIGN.md 1.8).
+
+A node is accepted only if its whole path is, so the expected number of
+accepted drafts of a tree is the sum over its nodes of P(path accepted). Each
+node's chance given its parent is estimated online from what verification
+showed for nodes of the same kind: retrieval context, logits rank, depth.
+The step then verifies the most likely nodes, as many as maximise
+(1 + expected accepted) / t(size), t being the measured cost curve. A step
+whose drafts look hopeless verifies the root alone and costs what plain
+decoding costs; a long retrieval match buys a big tree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from racer_core.automaton import DraftTree
+from racer_core.budget import CostCurve
+
+_CTX_EDGES = np.array([2, 3, 4, 6, 9])  # retrieval context -> 0 (none) .. 5
+_RANK_EDGES = np.array([0, 1, 2, 4])  # logits rank -1 (none), 0, 1, 2-3, 4+ -> 0 .. 4
+_DEPTH_EDGES = np.array([2, 3])  # depth 1, 2, 3+ -> 0 .. 2
+_SHAPE = (6, 5, 3)
+
+
+def _prior() -> np.ndarray:
+    """Mild starting beliefs: deeper retrieval context and better logits rank
+    accept more; what verification shows soon outweighs them."""
+    ctx_p = np.array([0.0, 0.25, 0.35, 0.45, 0.55, 0.6])
+    rank_p = np.array([0.0, 0.3, 0.12, 0.06, 0.03])
+    p = np.maximum(ctx_p[:, None, None], rank_p[None, :, None]) * np.ones(_SHAPE)
+    return np.clip(p, 0.01, 0.9)
+
+
+@dataclass
+class EfficientSizes:
+    """Tree sizes worth verifying: those no larger size beats on cost.
+
+    On a CPU, verifying 2 or 3 tokens can cost more than 4 (the matrix
+    kernels change); such sizes are padded up to the cheaper one."""
+
+    sizes: np.ndarray
+    seconds: np.ndarray
+
+    @classmethod
+    def from_curve(cls, curve: CostCurve, largest: int) -> EfficientSizes:
+        grid = np.arange(1, largest + 1)
+        cost = np.array([curve(int(s)) for s in grid])
+        envelope = np.minimum.accumulate(cost[::-1])[::-1]  # cheapest size >= s
+        keep = np.concatenate([envelope[:-1] < envelope[1:], [True]])
+        return cls(grid[keep], envelope[keep])
+
+    def padded(self, size: int) -> int:
+        """The size to feed for a tree of `size` nodes."""
+        return int(self.sizes[np.searchsorted(self.sizes, size)]) if size <= self.sizes[-1] else size
+
+
+@dataclass
+class TreePolicy:
+    curve: CostCurve
+    largest: int = 64
+    decay: float = 0.998
+    prior_weight: float = 3.0
+    _hits: np.ndarray = field(default_factory=lambda: _prior() * 3.0)
+    _trials: np.ndarray = field(default_factory=lambda: np.full(_SHAPE, 3.0))
+    _sizes: EfficientSizes | None = None
+    _pending: list = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._hits = _prior() * self.prior_weight
+        self._trials = np.full(_SHAPE, self.prior_weight)
+        self._sizes = EfficientSizes.from_curve(self.curve, self.largest)
+
+    @property
+    def sizes(self) -> EfficientSizes:
+        assert self._sizes is not None
+        return self._sizes
+
+    def _buckets(self, tree: DraftTree) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        ctx = np.searchsorted(_CTX_EDGES, tree.context, side="right")
+        rank = np.where(tree.rank < 0, 0, np.searchsorted(_RANK_EDGES, tree.rank, side="right"))
+        depth = np.searchsorted(_DEPTH_EDGES, tree.position_ids, side="right")
+        return ctx, rank, depth
+
+    def path_probabilities(self, tree: DraftTree) -> np.ndarray:
+        """Estimated P(node accepted) for every node; 1 for the root."""
+        ctx, rank, depth = self._buckets(tree)
+        edge = (self._hits / self._trials)[ctx, rank, depth]
+        edge[0] = 1.0
+        parents = tree.parents
+        # Siblings exclude each other: their chances cannot add up past 1.
+        if len(edge) > 1:
+            totals = np.bincount(parents[1:], weights=edge[1:], minlength=len(edge))
+            scale = np.where(totals > 0.95, 0.95 / np.maximum(totals, 1e-9), 1.0)
+            edge[1:] *= scale[parents[1:]]
+        path = edge.copy()
+        depths = tree.position_ids
+        for d in range(1, int(depths.max()) + 1 if len(depths) else 0):
+            at = np.nonzero(depths == d)[0]
+            path[at] *= path[parents[at]]
+        return path
+
+    def select(self, tree: DraftTree) -> tuple[np.ndarray, int, float]:
+        """(node indices to verify, breadth-first, root first; padded input
+        size; expected accepted drafts)."""
+        probs = self.path_probabilities(tree)
+        order = np.argsort(-probs[1:], kind="stable") + 1  # parents outrank children
+        gains = np.concatenate([[0.0], np.cumsum(probs[order])])  # expected drafts with n nodes
+        sizes = self.sizes
+        best_n, best_value = 0, 1.0 / float(sizes.seconds[0])
+        for size, seconds in zip(sizes.sizes, sizes.seconds, strict=True):
+            n = min(int(size) - 1, len(order))
+            value = (1.0 + gains[n]) / float(seconds)
+            if value > best_value * 1.0001:
+                best_n, best_value = n, value
+            if n == len(order):
+                break
+        chosen = np.sort(np.concatenate([[0], order[:best_n]]))
+        return chosen, sizes.padded(len(chosen)), float(gains[best_n])
+
+    def record(self, tree: DraftTree, position: int) -> None:
+        """Keep this step's full tree (before selection) to learn from later.
+
+        Greedy output does not depend on the drafts, so once the text after
+        `position` (the root's index in the sequence) is known, every node
+        can be labelled, verified or not: learning from verified nodes alone
+        would never revisit the kinds of node it once judged poor.
+        """
+        ctx, rank, depth = self._buckets(tree)
+        self._pending.append((position, tree.tokens, tree.parents, tree.position_ids, ctx, rank, depth))
+
+    def learn(self, sequence: list[int], final: bool = False) -> None:
+        """Label the recorded trees whose continuation `sequence` now holds."""
+        keep = []
+        for item in self._pending:
+            position, tokens, parents, depths, ctx, rank, depth = item
+            known = len(sequence) - 1 - position  # tokens known after the root
+            if known < int(depths.max()) and not final:
+                keep.append(item)
+                continue
+            on_path = np.zeros(len(tokens), dtype=bool)
+            on_path[0] = True
+            node = 0
+            for d in range(1, min(int(depths.max()), known) + 1):
+                nxt = np.nonzero((parents == node) & (tokens == sequence[position + d]))[0]
+                if len(nxt) == 0:
+                    break
+                node = int(nxt[0])
+                on_path[node] = True
+            tested = on_path[np.maximum(parents, 0)] & (depths <= known)
+            tested[0] = False
+            if tested.any():
+                self._hits *= self.decay
+                self._trials *= self.decay
+                np.add.at(self._trials, (ctx[tested], rank[tested], depth[tested]), 1.0)
+                passed = tested & on_path
+                np.add.at(self._hits, (ctx[passed], rank[passed], depth[passed]), 1.0)
+        self._pending = keep
