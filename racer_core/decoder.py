@@ -190,8 +190,10 @@ class SequenceDecoder:
                     positions = torch.from_numpy(draft.depths + base).to(self.rt.device)
                     t1 = time.perf_counter()
                     logits = self._forward(ids, positions, mask)[: draft.size]  # padding rows are dropped
-                    path, bonus = _accept(logits, draft.tokens, draft.parents, sampler)
+                    if self.rt.device.type == "cuda":
+                        torch.cuda.synchronize()  # so verify_s is the forward pass alone
                     t2 = time.perf_counter()
+                    path, bonus = _accept(logits, draft.tokens, draft.parents, sampler)
 
                     out_tokens = [int(draft.tokens[i]) for i in path[1:]] + [bonus]
                     out_sources = [_source(int(draft.sources[i])) for i in path[1:]] + [Source.MODEL]

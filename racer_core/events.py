@@ -62,9 +62,9 @@ class StepEvent:
     pieces: tuple[TokenPiece, ...]  # the new tokens, accepted drafts then the bonus
     tree_size: int  # draft tree nodes verified this step (1 for plain decoding)
     budget: int  # the draft budget in force this step
-    draft_s: float
-    verify_s: float
-    update_s: float
+    draft_s: float  # building the draft tree and its mask
+    verify_s: float  # the model's forward pass (the prefill, for the first event)
+    update_s: float  # acceptance, cache pruning, automaton and table updates
     finished: bool = False
     finish_reason: str | None = None  # "eos", "length", "cancelled", "error"
 
