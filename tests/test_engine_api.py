@@ -77,8 +77,9 @@ def test_bad_requests_raise_input_errors(engine) -> None:
         list(chat.send("hi", GenerationConfig(method="nope")))
     with pytest.raises(InputError, match="empty"):
         list(chat.send("   ", GenerationConfig()))
-    with pytest.raises(InputError, match="max_num_draft"):
-        list(chat.send("hi", GenerationConfig(max_num_draft=0)))
+    for bad in (0, 5000, "many", 2.5j):
+        with pytest.raises(InputError, match="max_num_draft"):
+            list(chat.send("hi", GenerationConfig(max_num_draft=bad)))
     with pytest.raises(InputError, match="at most"):
         list(chat.send("word " * 3000, GenerationConfig()))
     assert chat.messages == []  # failed turns leave nothing behind
