@@ -150,6 +150,20 @@ class ReferenceAutomaton:
         self._free.append(x)
         self._count -= 1
 
+    def _failure_target(self, u: int, a: int) -> int:
+        """The failure target of a node with token a under u: the first node
+        on u's failure chain with a child a (that child), else the root."""
+        if u == ROOT:
+            return ROOT
+        f = self._fail[u]
+        while True:
+            c = self._children[f].get(a)
+            if c is not None:
+                return c
+            if f == ROOT:
+                return ROOT
+            f = self._fail[f]
+
     def _create(self, u: int, a: int) -> int:
         if self._free:
             p = self._free.pop()
@@ -174,17 +188,7 @@ class ReferenceAutomaton:
         self._rev[p] = set()
         self._count += 1
         # Failure link: longest proper suffix of the new path that is a trie path.
-        target = ROOT
-        if u != ROOT:
-            f = self._fail[u]
-            while True:
-                c = self._children[f].get(a)
-                if c is not None:
-                    target = c
-                    break
-                if f == ROOT:
-                    break
-                f = self._fail[f]
+        target = self._failure_target(u, a)
         self._children[u][a] = p
         self._link(p, target)
         # Redirect deeper nodes ending with the new path whose link is shallower:
@@ -264,20 +268,7 @@ class ReferenceAutomaton:
         order = deque(self._children[ROOT].values())
         while order:
             n = order.popleft()
-            u = self._parent[n]
-            a = self._token[n]
-            target = ROOT
-            if u != ROOT:
-                f = self._fail[u]
-                while True:
-                    c = self._children[f].get(a)
-                    if c is not None:
-                        target = c
-                        break
-                    if f == ROOT:
-                        break
-                    f = self._fail[f]
-            self._link(n, target)
+            self._link(n, self._failure_target(self._parent[n], self._token[n]))
             order.extend(self._children[n].values())
 
     def init_logits(self, vocab_size: int, top_k: int) -> None:
