@@ -63,20 +63,15 @@ class TreePolicy:
     largest: int = 64
     decay: float = 0.998
     prior_weight: float = 3.0
-    _hits: np.ndarray = field(default_factory=lambda: _prior() * 3.0)
-    _trials: np.ndarray = field(default_factory=lambda: np.full(_SHAPE, 3.0))
-    _sizes: EfficientSizes | None = None
-    _pending: list = field(default_factory=list)
+    _hits: np.ndarray = field(init=False)
+    _trials: np.ndarray = field(init=False)
+    sizes: EfficientSizes = field(init=False)
+    _pending: list = field(init=False, default_factory=list)
 
     def __post_init__(self) -> None:
         self._hits = _prior() * self.prior_weight
         self._trials = np.full(_SHAPE, self.prior_weight)
-        self._sizes = EfficientSizes.from_curve(self.curve, self.largest)
-
-    @property
-    def sizes(self) -> EfficientSizes:
-        assert self._sizes is not None
-        return self._sizes
+        self.sizes = EfficientSizes.from_curve(self.curve, self.largest)
 
     def _buckets(self, tree: DraftTree) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         ctx = np.searchsorted(_CTX_EDGES, tree.context, side="right")
