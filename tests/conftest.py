@@ -6,9 +6,21 @@ from __future__ import annotations
 
 import os
 import tempfile
+from pathlib import Path
+
+import pytest
 
 _root = tempfile.mkdtemp(prefix="racer-tests-")
 os.environ["RACER_TUI_DATA_DIR"] = os.path.join(_root, "data")
 os.environ["RACER_TUI_CONFIG_DIR"] = os.path.join(_root, "config")
 os.environ.setdefault("RACER_TUI_CACHE_DIR", os.path.join(_root, "cache"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture
+def tui_user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Per-test data, config and cache folders for app tests (history and
+    settings must not leak between them)."""
+    monkeypatch.setenv("RACER_TUI_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("RACER_TUI_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("RACER_TUI_CACHE_DIR", str(tmp_path / "cache"))

@@ -18,11 +18,7 @@ from racer_tui.widgets.turns import ReplyTurn
 pytest.importorskip("torch")
 
 
-@pytest.fixture(autouse=True)
-def user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RACER_TUI_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("RACER_TUI_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setenv("RACER_TUI_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("tui_user_dirs")
 
 
 def test_chat_streams_from_the_real_engine_on_a_tiny_model(tmp_path: Path) -> None:

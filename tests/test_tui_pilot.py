@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from tui_fakes import REPLY, FakeEngine, factory_for, failing_factory, make_app, tokenize, wait_for
+from tui_fakes import REPLY, FakeEngine, factory_for, failing_factory, make_app, ready_chat, tokenize, wait_for
 
 from racer_core.errors import ModelLoadError, RacerError
 from racer_core.events import Source
@@ -30,16 +30,7 @@ from racer_tui.widgets.turns import ReplyTurn
 SIZE = (120, 36)
 
 
-@pytest.fixture(autouse=True)
-def user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RACER_TUI_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("RACER_TUI_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setenv("RACER_TUI_CACHE_DIR", str(tmp_path / "cache"))
-
-
-async def ready_chat(pilot) -> ChatScreen:
-    await wait_for(pilot, lambda: pilot.app.engine is not None and isinstance(pilot.app.screen, ChatScreen))
-    return pilot.app.screen
+pytestmark = pytest.mark.usefixtures("tui_user_dirs")
 
 
 async def send(pilot, text: str) -> None:

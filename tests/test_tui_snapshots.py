@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tui_fakes import FakeClock, FakeEngine, drain, failing_factory, make_app, wait_for
+from tui_fakes import FakeClock, FakeEngine, drain, failing_factory, make_app, ready_chat, wait_for
 
 from racer_core.bench import runner
 from racer_tui.screens.bench import BenchScreen
@@ -21,20 +21,11 @@ from racer_tui.screens.model_error import ModelErrorScreen
 SIZE = (120, 36)
 
 
-@pytest.fixture(autouse=True)
-def user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RACER_TUI_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("RACER_TUI_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setenv("RACER_TUI_CACHE_DIR", str(tmp_path / "cache"))
-
-
-async def chat_ready(pilot) -> ChatScreen:
-    await wait_for(pilot, lambda: pilot.app.engine is not None and isinstance(pilot.app.screen, ChatScreen))
-    return pilot.app.screen
+pytestmark = pytest.mark.usefixtures("tui_user_dirs")
 
 
 async def ask(pilot, text: str) -> ChatScreen:
-    chat = await chat_ready(pilot)
+    chat = await ready_chat(pilot)
     await pilot.press(*text)
     await pilot.press("enter")
     return chat
@@ -73,7 +64,7 @@ def test_chat_markdown_view(snap_compare, tmp_path: Path) -> None:
 
 
 async def start_bench(pilot, end: str) -> BenchScreen:
-    await chat_ready(pilot)
+    await ready_chat(pilot)
     await pilot.press("f3")
     bench = pilot.app.screen
     bench.query_one("#q-end").value = end
@@ -111,7 +102,7 @@ def test_dashboard_finished(snap_compare, tmp_path: Path, monkeypatch: pytest.Mo
 
 def test_settings_screen(snap_compare, tmp_path: Path) -> None:
     async def run_before(pilot) -> None:
-        await chat_ready(pilot)
+        await ready_chat(pilot)
         await pilot.press("f4")
         await pilot.pause()
 
@@ -120,7 +111,7 @@ def test_settings_screen(snap_compare, tmp_path: Path) -> None:
 
 def test_help_screen(snap_compare, tmp_path: Path) -> None:
     async def run_before(pilot) -> None:
-        await chat_ready(pilot)
+        await ready_chat(pilot)
         await pilot.press("f1")
         await pilot.pause()
 

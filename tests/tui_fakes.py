@@ -22,6 +22,7 @@ from racer_core.events import (
     StepEvent,
     TokenPiece,
 )
+from racer_tui.screens.chat import ChatScreen
 
 REPLY = (
     "RACER drafts tokens from two cheap sources:\n\n"
@@ -206,3 +207,9 @@ async def drain(pilot, node) -> None:
     node.call_later(done.set)
     await asyncio.wait_for(done.wait(), 20)
     await pilot.pause()
+
+
+async def ready_chat(pilot) -> ChatScreen:
+    """Wait until the engine is loaded and the chat screen is showing."""
+    await wait_for(pilot, lambda: pilot.app.engine is not None and isinstance(pilot.app.screen, ChatScreen))
+    return pilot.app.screen
