@@ -26,5 +26,13 @@ class IncrementalDecoder:
         self._prefix, self._read = self._read, len(self.ids)
         return after[len(before) :]
 
+    def flush(self) -> str:
+        """The text still held back (an incomplete character at the end of the
+        reply decodes as U+FFFD), so that the pieces add up to text()."""
+        before = self._decode(self.ids[self._prefix : self._read])
+        after = self._decode(self.ids[self._prefix :])
+        self._prefix = self._read = len(self.ids)
+        return after[len(before) :] if len(after) > len(before) else ""
+
     def text(self) -> str:
         return self._decode(self.ids)

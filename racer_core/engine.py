@@ -172,7 +172,10 @@ class ChatConversation:
         try:
             for step in steps:
                 count += 1
-                pieces = tuple(TokenPiece(t, detok.push(t), s) for t, s in zip(step.tokens, step.sources, strict=True))
+                texts = [detok.push(t) for t in step.tokens]
+                if step.finish_reason is not None and texts:
+                    texts[-1] += detok.flush()
+                pieces = tuple(TokenPiece(t, x, s) for t, x, s in zip(step.tokens, texts, step.sources, strict=True))
                 yield StepEvent(
                     step=count, pieces=pieces, tree_size=step.tree_size, budget=step.budget,
                     draft_s=step.draft_s, verify_s=step.verify_s, update_s=step.update_s,

@@ -83,3 +83,17 @@ def test_bad_requests_raise_input_errors(engine) -> None:
     with pytest.raises(InputError, match="at most"):
         list(chat.send("word " * 3000, GenerationConfig()))
     assert chat.messages == []  # failed turns leave nothing behind
+
+
+def test_pieces_add_up_to_the_reply_when_it_ends_mid_character() -> None:
+    from racer_core.detokenize import IncrementalDecoder
+    from racer_core.testing import tiny_tokenizer
+
+    tokenizer = tiny_tokenizer()
+    ids = tokenizer("héllo wörld", add_special_tokens=False)["input_ids"]
+    detok = IncrementalDecoder(tokenizer)
+    # Byte-level BPE splits the accented characters: find a cut inside one.
+    cut = next(i for i in range(1, len(ids)) if tokenizer.decode(ids[:i]).endswith("\ufffd"))
+    pieces = [detok.push(t) for t in ids[:cut]]
+    pieces.append(detok.flush())
+    assert "".join(pieces) == detok.text() and detok.text().endswith("\ufffd")
