@@ -35,7 +35,8 @@ cp -r "$root/racer_core" "$work/racer_core"
 find "$work/racer_core" \( -name '*.so' -o -name '__pycache__' \) -prune -exec rm -rf {} +
 rm -f "$work/racer_core/automaton/_automaton.cpp"
 mkdir "$work/tests"
-cp "$root"/tests/test_automaton*.py "$work/tests/"
+mkdir -p "$work/tests/core"
+cp "$root"/tests/core/test_automaton*.py "$work/tests/core/"
 
 echo "== building the sanitized extension in $work"
 (cd "$work" && RACER_SANITIZE=1 "$python" setup.py -q build_ext --inplace >"$work/build.log" 2>&1) || {

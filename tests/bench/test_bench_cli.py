@@ -17,7 +17,7 @@ from racer_core.bench.report import ProgressDisplay
 from racer_core.bench.runner import BenchProgress
 from racer_core.errors import ModelLoadError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 Deterministic by construction: fixed terminal size, no animations, no cursor
 blink (headless), fixed step timings (tokens/s), the benchmark runner's clock
 driven by the fake engine, and explicit chart colours. Update with
-`pytest tests/test_tui_snapshots.py --snapshot-update` and review the SVGs.
+`pytest tests/tui/test_tui_snapshots.py --snapshot-update` and review the SVGs.
 """
 
 from __future__ import annotations
