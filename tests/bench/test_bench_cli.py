@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from bench_fakes import ScriptedEngine
+from fake_engine import FakeEngine
 
 from racer_core.bench import cli, speed
 from racer_core.bench.answers import AnswerRecord, AnswerWriter, read_answers
@@ -36,7 +36,7 @@ def run(args, engine=None, loaded=None):
     def loader(**kwargs):
         if loaded is not None:
             loaded.append(kwargs)
-        return engine or ScriptedEngine()
+        return engine or FakeEngine()
 
     return cli.main(args, engine_loader=loader)
 
@@ -87,7 +87,7 @@ def test_question_range_and_resume(qfile, tmp_path):
     out_dir = tmp_path / "a"
     assert run(["--bench", str(qfile), "--answer-dir", str(out_dir), "--question-end", "1"]) == 0
     assert len(read_answers(out_dir / "ar.jsonl")) == 1
-    engine = ScriptedEngine()
+    engine = FakeEngine()
     args = ["--bench", str(qfile), "--answer-dir", str(out_dir), "--question-begin", "0", "--resume"]
     assert run(args, engine) == 0
     assert ("ar", "What is a fox?") not in engine.calls
@@ -97,7 +97,7 @@ def test_question_range_and_resume(qfile, tmp_path):
 def test_default_answer_dir_is_under_the_data_dir(qfile, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("RACER_TUI_DATA_DIR", str(tmp_path / "data"))
     assert run(["--bench", str(qfile), "--warm"]) == 0
-    expected = tmp_path / "data" / "bench" / "mini" / "scripted"
+    expected = tmp_path / "data" / "bench" / "mini" / "fake-model"
     assert (expected / "racer.jsonl").is_file()
     out = capsys.readouterr().out
     assert f"answers: {expected}" in out and "--warm" in out
@@ -144,7 +144,7 @@ def test_model_load_error_is_one_line(qfile, tmp_path, capsys):
 
 
 def test_ctrl_c_exits_130_keeping_finished_answers(qfile, tmp_path, capsys):
-    engine = ScriptedEngine()
+    engine = FakeEngine()
 
     def interrupt(method: str) -> None:
         if len(engine.calls) == 5:  # warm-ups (2), q1 by both, q2's first turn by ar
@@ -162,14 +162,14 @@ def test_unexpected_engine_failure_is_one_line_unless_debugging(qfile, tmp_path,
     def boom(method: str) -> None:
         raise RuntimeError("CUDA out of memory")
 
-    engine = ScriptedEngine(step_hook=boom)
+    engine = FakeEngine(step_hook=boom)
     assert run(["--bench", str(qfile), "--answer-dir", str(tmp_path)], engine) == 1
     err = capsys.readouterr().err
     last = err.splitlines()[-1]
     assert last.startswith("racer-tui: error: RuntimeError: CUDA out of memory") and "Traceback" not in err
     monkeypatch.setenv("RACER_TUI_DEBUG", "1")
     with pytest.raises(RuntimeError):
-        run(["--bench", str(qfile), "--answer-dir", str(tmp_path)], ScriptedEngine(step_hook=boom))
+        run(["--bench", str(qfile), "--answer-dir", str(tmp_path)], FakeEngine(step_hook=boom))
 
 
 def test_tty_progress_redraws_one_line_per_method():

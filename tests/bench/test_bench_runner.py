@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from bench_fakes import ScriptedEngine
+from fake_engine import FakeEngine
 
 from racer_core.bench import runner
 from racer_core.bench.answers import answer_path, read_answers
@@ -21,7 +21,7 @@ GREEDY = GenerationConfig(max_new_tokens=64)
 
 
 def test_methods_interleave_per_question_after_one_warmup_each():
-    engine = ScriptedEngine()
+    engine = FakeEngine()
     run_benchmark(engine, QUESTIONS, ["ar", "racer"], GREEDY)
     assert engine.calls == [
         ("ar", WARMUP_PROMPT),
@@ -38,7 +38,7 @@ def test_methods_interleave_per_question_after_one_warmup_each():
 
 
 def test_fresh_conversation_per_question_by_default():
-    engine = ScriptedEngine()
+    engine = FakeEngine()
     result = run_benchmark(engine, QUESTIONS, ["ar", "racer"], GREEDY)
     assert all(c.warm_from is None for c in engine.conversations)
     # warm-up conversations (2) plus one per question and method
@@ -47,7 +47,7 @@ def test_fresh_conversation_per_question_by_default():
 
 
 def test_warm_keeps_each_methods_automaton_across_questions():
-    engine = ScriptedEngine()
+    engine = FakeEngine()
     result = run_benchmark(engine, QUESTIONS, ["ar", "racer"], GREEDY, warm=True)
     convs = engine.conversations[2:]  # after the warm-ups
     per_method = {"ar": convs[0::2], "racer": convs[1::2]}
@@ -59,7 +59,7 @@ def test_warm_keeps_each_methods_automaton_across_questions():
 
 
 def test_multi_turn_answers_turn_by_turn_in_one_conversation():
-    engine = ScriptedEngine()
+    engine = FakeEngine()
     result = run_benchmark(engine, QUESTIONS, ["racer"], GREEDY)
     rec = result.records["racer"]["2"]
     assert len(rec.turns) == 2 and len(rec.new_tokens) == 2 and len(rec.wall_time) == 2
@@ -70,7 +70,7 @@ def test_multi_turn_answers_turn_by_turn_in_one_conversation():
 
 
 def test_totals_mat_and_equality_with_ar():
-    engine = ScriptedEngine(diverge=frozenset({"logits"}))
+    engine = FakeEngine(diverge=frozenset({"logits"}))
     result = run_benchmark(engine, QUESTIONS, ["ar", "racer", "logits", "pld"], GREEDY)
     totals = result.method_totals()
     assert totals["ar"].mat == 1.0
@@ -84,7 +84,7 @@ def test_totals_mat_and_equality_with_ar():
 
 
 def test_sampling_reports_no_equality_and_no_ar_means_no_speedup():
-    engine = ScriptedEngine()
+    engine = FakeEngine()
     sampled = run_benchmark(engine, QUESTIONS, ["ar", "racer"], GenerationConfig(temperature=0.7))
     assert sampled.greedy is False
     assert sampled.method_totals()["racer"].identical is None
@@ -105,7 +105,7 @@ def test_wall_time_excludes_progress_callbacks(monkeypatch):
     def slow_display(p: BenchProgress) -> None:
         clock[0] += 100.0  # a slow front end must not count
 
-    engine = ScriptedEngine(step_hook=step)
+    engine = FakeEngine(step_hook=step)
     result = run_benchmark(engine, QUESTIONS, ["ar", "racer"], GREEDY, on_progress=slow_display)
     for method in ("ar", "racer"):
         for rec in result.records[method].values():
@@ -117,7 +117,7 @@ def test_wall_time_excludes_progress_callbacks(monkeypatch):
 
 def test_progress_reports_start_steps_and_end():
     seen: list[BenchProgress] = []
-    engine = ScriptedEngine()
+    engine = FakeEngine()
     run_benchmark(engine, QUESTIONS[:1], ["ar"], GREEDY, on_progress=seen.append)
     assert seen[0].event is None and not seen[0].question_done
     assert seen[-1].question_done and seen[-1].record is not None
@@ -128,12 +128,12 @@ def test_progress_reports_start_steps_and_end():
 
 
 def test_answer_files_and_load_results_agree(tmp_path):
-    engine = ScriptedEngine()
+    engine = FakeEngine()
     result = run_benchmark(engine, QUESTIONS, ["ar", "racer"], GREEDY, answer_dir=tmp_path)
     for m in ("ar", "racer"):
         assert [r.question_id for r in read_answers(answer_path(tmp_path, m))] == [1, 2, "c3"]
     loaded = load_results(tmp_path)
-    assert loaded.greedy is True and loaded.model == "scripted" and loaded.device == "cpu"
+    assert loaded.greedy is True and loaded.model == "fake-model" and loaded.device == "cpu"
     assert loaded.warm is False
     for m in ("ar", "racer"):
         a, b = result.method_totals()[m], loaded.method_totals()[m]
@@ -143,8 +143,8 @@ def test_answer_files_and_load_results_agree(tmp_path):
 
 
 def test_resume_skips_answered_questions_per_method(tmp_path):
-    run_benchmark(ScriptedEngine(), QUESTIONS[:2], ["ar", "racer"], GREEDY, answer_dir=tmp_path)
-    engine = ScriptedEngine()
+    run_benchmark(FakeEngine(), QUESTIONS[:2], ["ar", "racer"], GREEDY, answer_dir=tmp_path)
+    engine = FakeEngine()
     seen: list[BenchProgress] = []
     result = run_benchmark(
         engine,
@@ -166,19 +166,19 @@ def test_resume_skips_answered_questions_per_method(tmp_path):
 
 
 def test_resume_refuses_answers_made_with_other_settings(tmp_path):
-    run_benchmark(ScriptedEngine(), QUESTIONS[:1], ["ar"], GREEDY, answer_dir=tmp_path)
+    run_benchmark(FakeEngine(), QUESTIONS[:1], ["ar"], GREEDY, answer_dir=tmp_path)
     before = answer_path(tmp_path, "ar").read_bytes()
     other = GenerationConfig(max_new_tokens=32)
     with pytest.raises(InputError, match="max_new_tokens 64, now 32"):
-        run_benchmark(ScriptedEngine(), QUESTIONS, ["ar"], other, answer_dir=tmp_path, resume=True)
+        run_benchmark(FakeEngine(), QUESTIONS, ["ar"], other, answer_dir=tmp_path, resume=True)
     assert answer_path(tmp_path, "ar").read_bytes() == before
-    renamed = ScriptedEngine(info=EngineInfo("other-model", "cpu", "float32"))
-    with pytest.raises(InputError, match="model 'scripted'"):
+    renamed = FakeEngine(info=EngineInfo("other-model", "cpu", "float32"))
+    with pytest.raises(InputError, match="model 'fake-model'"):
         run_benchmark(renamed, QUESTIONS, ["ar"], GREEDY, answer_dir=tmp_path, resume=True)
 
 
 def test_should_stop_drops_the_question_in_flight(tmp_path):
-    engine = ScriptedEngine()
+    engine = FakeEngine()
 
     # calls: q1 ar, q1 racer, q2 ar (two turns), then q2 racer's first turn: stop there
     def stop() -> bool:
@@ -202,9 +202,9 @@ def test_should_stop_drops_the_question_in_flight(tmp_path):
 
 def test_unknown_method_and_engine_without_final_event():
     with pytest.raises(InputError, match="unknown method"):
-        run_benchmark(ScriptedEngine(), QUESTIONS, ["nope"], GREEDY)
+        run_benchmark(FakeEngine(), QUESTIONS, ["nope"], GREEDY)
 
-    class Unfinished(ScriptedEngine):
+    class Unfinished(FakeEngine):
         def new_conversation(self, system_prompt=None, warm_from=None):
             conv = super().new_conversation(system_prompt, warm_from)
 

@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from tui_fakes import make_app, wait_for
+from fake_engine import make_app, wait_for
 
 from racer_tui.models import default_engine_factory
 from racer_tui.screens.chat import ChatScreen

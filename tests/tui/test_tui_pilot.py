@@ -1,4 +1,4 @@
-"""The app driven like a user would, on the scripted engine (tests/tui_fakes.py).
+"""The app driven like a user would, on the scripted engine (tests/fake_engine.py).
 
 Plain def tests that run the async pilot with asyncio.run: no async plugin needed.
 """
@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from tui_fakes import REPLY, FakeEngine, factory_for, failing_factory, make_app, ready_chat, tokenize, wait_for
+from fake_engine import REPLY, FakeEngine, factory_for, failing_factory, make_app, ready_chat, tokenize, wait_for
 
 from racer_core.errors import ModelLoadError, RacerError
 from racer_core.events import Source

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tui_fakes import FakeClock, FakeEngine, drain, failing_factory, make_app, ready_chat, wait_for
+from fake_engine import FakeClock, FakeEngine, drain, failing_factory, make_app, ready_chat, wait_for
 
 from racer_core.bench import runner
 from racer_tui.screens.bench import BenchScreen

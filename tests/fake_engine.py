@@ -1,8 +1,20 @@
-"""A scripted engine for the app's tests: fixed replies, fixed timings, a gate.
+"""One scripted engine with no model, for the app tests and the bench tests.
 
-Every step reports the same timings, so tokens/s in the status line is the same
-on every run. `gate_after` holds a reply before that step until `release()`,
-which lets a test look at (or snapshot) the app mid-generation.
+It implements the Engine and Conversation protocols of racer_core.events and
+nothing more. Replies are fixed text cut into word tokens, so every method
+yields the same tokens (as greedy decoding must) unless told to diverge;
+methods differ only in how many tokens each step carries. Every step reports
+the same timings, so tokens/s is the same on every run.
+
+Test controls:
+- `gate_after`: hold before that step (all replies together) until `release()`,
+  to look at (or snapshot) the app mid-generation;
+- `fail_with`: raise this from `send`;
+- `step_hook`: called with the method before each step (inject a failure or
+  a KeyboardInterrupt, or advance a clock);
+- `clock`: a FakeClock advanced by one step's time after each step;
+- `diverge`: methods whose token ids differ from the others' (equality checks);
+- `vary`: shorten the reply by a prompt-dependent amount (livelier charts).
 """
 
 from __future__ import annotations
@@ -10,7 +22,7 @@ from __future__ import annotations
 import re
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from racer_core.errors import ModelLoadError
@@ -22,7 +34,6 @@ from racer_core.events import (
     StepEvent,
     TokenPiece,
 )
-from racer_tui.screens.chat import ChatScreen
 
 REPLY = (
     "RACER drafts tokens from two cheap sources:\n\n"
@@ -34,6 +45,9 @@ REPLY = (
 )
 STEP_TIMES = (0.002, 0.012, 0.002)  # draft, verify, update: 16 ms a step
 RACER_PATTERN = (3, 1, 4, 2, 1, 5, 2, 1)  # tokens per step for drafting methods
+DRAFTING = frozenset({"racer", "retrieval", "logits"})
+ONE_EVENT = frozenset({"hf", "pld"})  # the anchors report a whole reply in one event
+DIVERGED_IDS = 1_000_000  # token id offset for methods told to diverge
 
 
 def tokenize(text: str) -> list[str]:
@@ -57,53 +71,76 @@ class FakeClock:
             self.now += seconds
 
 
+def _chunk_sizes(method: str, count: int) -> list[int]:
+    """How many tokens each step carries, by method."""
+    if method in ONE_EVENT:
+        return [count] if count else []
+    sizes, step, left = [], 0, count
+    while left > 0:
+        n = min(left, RACER_PATTERN[step % len(RACER_PATTERN)] if method in DRAFTING else 1)
+        sizes.append(n)
+        left, step = left - n, step + 1
+    return sizes
+
+
+def _source(method: str, step: int, k: int, last: bool) -> Source:
+    if last:
+        return Source.MODEL  # the bonus token
+    if method == "logits" or (method == "racer" and (step + k) % 3 == 2):
+        return Source.LOGITS
+    return Source.RETRIEVAL
+
+
 @dataclass
 class FakeConversation:
     engine: FakeEngine
     system_prompt: str | None = None
+    warm_from: FakeConversation | None = None
     messages: list[dict[str, str]] = field(default_factory=list)
 
     def send(
         self, user_text: str, config: GenerationConfig, should_stop: ShouldStop | None = None
     ) -> Iterator[StepEvent]:
+        engine = self.engine
         self.messages.append({"role": "user", "content": user_text})
-        self.engine.prompts.append((user_text, list(self.messages)))
-        self.engine.configs.append(config)
-        if self.engine.fail_with is not None:
-            raise self.engine.fail_with
-        words = tokenize(self.engine.reply_for(user_text))[: config.max_new_tokens]
-        drafting = config.method in ("racer", "retrieval", "logits")
+        engine.prompts.append((user_text, list(self.messages)))
+        engine.configs.append(config)
+        if engine.fail_with is not None:
+            raise engine.fail_with
+        method = config.method
+        words = tokenize(engine.reply_for(user_text))
+        reason = "eos" if len(words) < config.max_new_tokens else "length"
+        words = words[: config.max_new_tokens]
+        drafting = method in DRAFTING
         budget = 16 if config.max_num_draft == "auto" else int(config.max_num_draft)
+        id_base = 1000 + (DIVERGED_IDS if method in engine.diverge else 0)
         emitted: list[str] = []
-        step, i = 0, 0
-        while i < len(words):
-            self.engine.hold_at_gate(should_stop)
+        i = 0
+        sizes = _chunk_sizes(method, len(words))
+        for step, n in enumerate(sizes):
+            engine.hold_at_gate(should_stop)
             if should_stop is not None and should_stop():
                 self.messages.append({"role": "assistant", "content": "".join(emitted)})
                 yield StepEvent(step + 1, (), 0, budget, 0.0, 0.0, 0.0, True, "cancelled")
                 return
-            n = RACER_PATTERN[step % len(RACER_PATTERN)] if drafting else 1
             chunk = words[i : i + n]
-            pieces = []
-            for k, text in enumerate(chunk):
-                if k == len(chunk) - 1:
-                    source = Source.MODEL  # the bonus token
-                elif config.method == "logits" or (config.method == "racer" and (step + k) % 3 == 2):
-                    source = Source.LOGITS
-                else:
-                    source = Source.RETRIEVAL
-                pieces.append(TokenPiece(1000 + i + k, text, source))
-            i += len(chunk)
-            step += 1
-            self.engine.total_steps += 1
+            pieces = tuple(
+                TokenPiece(id_base + i + k, text, _source(method, step, k, k == len(chunk) - 1))
+                for k, text in enumerate(chunk)
+            )
+            if engine.step_hook is not None:
+                engine.step_hook(method)
+            i += n
+            engine.total_steps += 1
             emitted.extend(chunk)
-            if self.engine.clock is not None:
-                self.engine.clock.advance(sum(STEP_TIMES))
-            last = i >= len(words)
-            reason = None
-            if last:
-                reason = "eos" if len(words) < config.max_new_tokens else "length"
-            yield StepEvent(step, tuple(pieces), budget if drafting else 1, budget, *STEP_TIMES, last, reason)
+            if engine.clock is not None:
+                engine.clock.advance(sum(STEP_TIMES))
+            last = step == len(sizes) - 1
+            yield StepEvent(
+                step + 1, pieces, budget if drafting else 1, budget, *STEP_TIMES, last, reason if last else None
+            )
+        if not sizes:
+            yield StepEvent(1, (), 1, budget, *STEP_TIMES, True, reason)
         self.messages.append({"role": "assistant", "content": "".join(emitted)})
 
 
@@ -111,24 +148,29 @@ class FakeConversation:
 class FakeEngine:
     info: EngineInfo = field(default_factory=lambda: EngineInfo("fake-model", "cpu", "float32"))
     reply: str = REPLY
+    vary: bool = False
     gate_after: int | None = None  # hold once this many steps were made (all replies together)
     fail_with: Exception | None = None
+    step_hook: Callable[[str], None] | None = None
     clock: FakeClock | None = None
+    diverge: frozenset[str] = frozenset()
     prompts: list[tuple[str, list[dict[str, str]]]] = field(default_factory=list)
     conversations: list[FakeConversation] = field(default_factory=list)
     configs: list[GenerationConfig] = field(default_factory=list)
     paused: threading.Event = field(default_factory=threading.Event)
+    total_steps: int = 0
     _release: threading.Event = field(default_factory=threading.Event)
 
-    vary: bool = False  # shorten the reply by a prompt-dependent amount (livelier charts)
+    @property
+    def calls(self) -> list[tuple[str, str]]:
+        """(method, user text) of every send, in order."""
+        return [(c.method, text) for c, (text, _) in zip(self.configs, self.prompts, strict=True)]
 
     def reply_for(self, user_text: str) -> str:
         if not self.vary:
             return self.reply
         words = tokenize(self.reply)
         return "".join(words[: len(words) - zlib.crc32(user_text.encode()) % 20])
-
-    total_steps: int = 0
 
     def release(self) -> None:
         self._release.set()
@@ -146,7 +188,7 @@ class FakeEngine:
     def new_conversation(
         self, system_prompt: str | None = None, warm_from: FakeConversation | None = None
     ) -> FakeConversation:
-        conv = FakeConversation(self, system_prompt)
+        conv = FakeConversation(self, system_prompt, warm_from)
         if system_prompt:
             conv.messages.append({"role": "system", "content": system_prompt})
         self.conversations.append(conv)
@@ -209,7 +251,9 @@ async def drain(pilot, node) -> None:
     await pilot.pause()
 
 
-async def ready_chat(pilot) -> ChatScreen:
+async def ready_chat(pilot):
     """Wait until the engine is loaded and the chat screen is showing."""
+    from racer_tui.screens.chat import ChatScreen
+
     await wait_for(pilot, lambda: pilot.app.engine is not None and isinstance(pilot.app.screen, ChatScreen))
     return pilot.app.screen
