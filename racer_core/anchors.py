@@ -50,10 +50,12 @@ class _StopWhen(StoppingCriteria):
 
 
 def generate_with_transformers(
-    engine: Any, prompt: list[int], config: GenerationConfig, should_stop: Callable[[], bool] | None
+    engine: Any, prompt: list[int], config: GenerationConfig, should_stop: Callable[[], bool] | None,
+    pixels: dict[str, torch.Tensor] | None = None,
 ) -> Iterator[Step]:
     """One Step per chunk `generate` streams (one token for `hf`, an accepted
-    run for `pld`); the drafts' origin is not reported, so all count as MODEL."""
+    run for `pld`); the drafts' origin is not reported, so all count as MODEL.
+    `pixels`: a VL prompt's image inputs, handed to `generate` as they are."""
     rt = engine.runtime
     streamer = _QueueStreamer()
     stop = _StopWhen(should_stop or (lambda: False))
@@ -78,7 +80,7 @@ def generate_with_transformers(
     def run() -> None:
         try:
             with torch.inference_mode():
-                engine.model.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
+                engine.model.generate(ids, attention_mask=torch.ones_like(ids), **kwargs, **(pixels or {}))
         except BaseException as error:  # handed to the consuming thread
             failure.append(error)
         finally:

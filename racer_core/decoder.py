@@ -20,6 +20,7 @@ import torch
 from racer_core.automaton import Automaton, DraftTree
 from racer_core.errors import InputError
 from racer_core.events import GenerationConfig, Source
+from racer_core.multimodal import ImageSpan, VisionPrompt
 from racer_core.sampling import TokenSampler
 from racer_core.tree_attention import TreeMaskBuilder
 from racer_core.tree_policy import TreePolicy
@@ -55,6 +56,7 @@ class ModelRuntime:
     device: torch.device
     new_cache: Callable[[], Any]
     policy_for: Callable[[str], TreePolicy]
+    placeholder_ids: frozenset[int] = frozenset()  # image tokens: never drafted from, never learned
 
 
 def _automaton_key(config: GenerationConfig) -> tuple[int, int, int, int]:
@@ -68,7 +70,9 @@ class SequenceDecoder:
         self.rt = runtime
         self.cache = runtime.new_cache()
         self.cached: list[int] = []  # tokens whose keys and values are in the cache
-        self.seen: list[int] = []  # the token stream the automaton was fed
+        self.seen: list[int] = []  # the token stream the automaton was fed (image placeholders left out)
+        self.images: list[ImageSpan] = []  # images whose placeholders are in the cache
+        self.offset = 0  # text position = index + offset (the rope delta after images)
         self.automaton: Automaton | None = None
         self._automaton_key: tuple[int, int, int, int] | None = None
 
@@ -93,50 +97,79 @@ class SequenceDecoder:
 
     # -- the cache ------------------------------------------------------------
 
-    def _sync_prompt(self, prompt: list[int]) -> list[int]:
-        """Reuse the cached prefix of `prompt`; return the tokens still to feed."""
+    def _sync_prompt(self, prompt: list[int], images: list[ImageSpan]) -> list[int]:
+        """Reuse the cached prefix of `prompt`; return the tokens still to feed.
+
+        Placeholder tokens of different images are identical, so an image
+        counts as shared only when its span and content hash match too, and
+        the shared prefix never ends inside an image."""
         common = 0
         limit = min(len(prompt) - 1, len(self.cached))  # feed at least one token for fresh logits
         while common < limit and self.cached[common] == prompt[common]:
             common += 1
+        for span in images:
+            if span.start < common and (span.end > common or span not in self.images):
+                common = span.start
+                break
         if common < len(self.cached):
             self.cache.truncate(common)
             del self.cached[common:]
+        self.images = [span for span in images if span.end <= common]
         return prompt[common:]
 
-    def _forward(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def _forward(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, **extra: Any) -> torch.Tensor:
+        # 1D positions are the text ones; (3, T) ones are multimodal rotary positions.
         out = self.rt.model(
             input_ids=tokens[None, :],
-            position_ids=positions[None, :],
+            position_ids=positions[None, :] if positions.ndim == 1 else positions[:, None, :],
             attention_mask=mask,
             use_cache=True,
             **{self.rt.cache_arg: self.cache},
+            **extra,
         )
         return out.logits[0]
 
-    def _prefill(self, tokens: list[int], config: GenerationConfig, update_table: bool) -> torch.Tensor:
-        """Feed new prompt tokens in chunks; return the last position's logits."""
+    def _prefill(self, tokens: list[int], config: GenerationConfig, update_table: bool,
+                 vision: VisionPrompt | None = None) -> torch.Tensor:
+        """Feed new prompt tokens in chunks; return the last position's logits.
+
+        A chunk never splits an image: its pixels go in with the chunk that
+        holds all its placeholders, the only time the vision tower runs."""
         last = None
-        for start in range(0, len(tokens), PREFILL_CHUNK):
-            chunk = tokens[start : start + PREFILL_CHUNK]
+        offset = len(self.cached)
+        for start, end in _chunks(len(tokens), offset, vision.spans if vision else []):
+            chunk = tokens[start:end]
             base = len(self.cached)
             ids = torch.tensor(chunk, dtype=torch.long, device=self.rt.device)
-            positions = torch.arange(base, base + len(chunk), device=self.rt.device)
-            logits = self._forward(ids, positions, self.rt.masks.causal(base, len(chunk)))
+            extra: dict[str, Any] = {}
+            if vision is not None and vision.positions is not None:
+                positions = vision.positions[:, base : base + len(chunk)].to(self.rt.device)
+            else:
+                positions = torch.arange(base, base + len(chunk), device=self.rt.device) + self.offset
+            if vision is not None:
+                extra = {k: v.to(self.rt.device) for k, v in vision.pixel_inputs(base, base + len(chunk)).items()}
+            logits = self._forward(ids, positions, self.rt.masks.causal(base, len(chunk)), **extra)
             self.cached.extend(chunk)
             if update_table and self.automaton is not None:
-                top = torch.topk(logits, self.automaton.top_k, dim=-1).indices
-                self.automaton.update(np.asarray(chunk, dtype=np.int64), top.cpu().numpy())
+                rows = [i for i, t in enumerate(chunk) if t not in self.rt.placeholder_ids]
+                if rows:
+                    top = torch.topk(logits[rows], self.automaton.top_k, dim=-1).indices
+                    self.automaton.update(np.asarray([chunk[i] for i in rows], dtype=np.int64), top.cpu().numpy())
             last = logits[-1]
+        if vision is not None:
+            self.images = list(vision.spans)
         assert last is not None
         return last
 
     # -- one reply --------------------------------------------------------------
 
     def generate(
-        self, prompt: list[int], config: GenerationConfig, should_stop: Callable[[], bool] | None = None
+        self, prompt: list[int], config: GenerationConfig, should_stop: Callable[[], bool] | None = None,
+        vision: VisionPrompt | None = None,
     ) -> Iterator[Step]:
-        """Continue the sequence with `prompt` and decode a reply, one Step per forward pass."""
+        """Continue the sequence with `prompt` and decode a reply, one Step per forward pass.
+
+        `vision` carries the images of a multimodal prompt (`prompt` is its ids)."""
         if config.method not in ("ar", *DRAFTING_METHODS):
             raise InputError(f"unknown decoding method {config.method!r}")
         if not prompt:
@@ -159,11 +192,13 @@ class SequenceDecoder:
 
         with torch.inference_mode():
             start = time.perf_counter()
-            fresh = self._sync_prompt(prompt)
-            logits = self._prefill(fresh, config, update_table=use_table)
+            fresh = self._sync_prompt(prompt, vision.spans if vision else [])
+            self.offset = vision.offset if vision else 0
+            logits = self._prefill(fresh, config, update_table=use_table, vision=vision)
             if automaton is not None and use_trie:
-                automaton.feed(prompt[_common_prefix(self.seen, prompt) :])
-                self.seen = list(prompt)
+                text = [t for t in prompt if t not in self.rt.placeholder_ids]
+                automaton.feed(text[_common_prefix(self.seen, text) :])
+                self.seen = text
             root = sampler.sample(logits)
             generated = [root]
             prefill_s = time.perf_counter() - start
@@ -185,7 +220,7 @@ class SequenceDecoder:
                         policy.record(draft.full, len(generated) - 1)
                     mask = self.rt.masks.build(base, draft.ancestors, draft.depths)
                     ids = torch.from_numpy(draft.fed_tokens).to(self.rt.device)
-                    positions = torch.from_numpy(draft.depths + base).to(self.rt.device)
+                    positions = torch.from_numpy(draft.depths + base + self.offset).to(self.rt.device)
                     t1 = time.perf_counter()
                     logits = self._forward(ids, positions, mask)[: draft.size]  # padding rows are dropped
                     if self.rt.device.type == "cuda":
@@ -213,7 +248,7 @@ class SequenceDecoder:
                             top = torch.topk(logits, automaton.top_k, dim=-1).indices
                             automaton.update(draft.tokens, top.cpu().numpy())
                         if use_trie:
-                            fed = [root, *out_tokens[:-1]]
+                            fed = [t for t in (root, *out_tokens[:-1]) if t not in self.rt.placeholder_ids]
                             automaton.feed(fed)
                             self.seen.extend(fed)
                     if policy is not None:
@@ -294,6 +329,19 @@ def _fixed_budget(value: int | str) -> int | None:
     if isinstance(value, bool) or not 1 <= budget <= MAX_BUDGET:
         raise InputError(f"max_num_draft must be 'auto' or a number from 1 to {MAX_BUDGET}, not {value!r}")
     return budget
+
+
+def _chunks(count: int, base: int, images: list[ImageSpan]) -> Iterator[tuple[int, int]]:
+    """Prefill chunk bounds over `count` new tokens (cache index `base` on);
+    a chunk that would end inside an image runs on to the image's end."""
+    start = 0
+    while start < count:
+        end = min(start + PREFILL_CHUNK, count)
+        for span in images:
+            if span.start - base < end < span.end - base:
+                end = span.end - base
+        yield start, end
+        start = end
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:

@@ -24,6 +24,7 @@ from racer_core.errors import InputError
 from racer_core.events import METHODS, EngineInfo, GenerationConfig, Progress, ShouldStop, StepEvent, TokenPiece
 from racer_core.kv_cache import TreeCache
 from racer_core.loading import load_model
+from racer_core.multimodal import ChatImage, VisionAdapter, VisionPrompt, is_vision_config
 from racer_core.tree_attention import TreeMaskBuilder, cache_argument_name, sliding_window_of
 from racer_core.tree_policy import TreePolicy
 
@@ -50,9 +51,12 @@ def end_of_turn_ids(model: Any, tokenizer: Any) -> frozenset[int]:
 class RacerEngine:
     """A loaded model plus what its decoders share (cost curve, budget stats)."""
 
-    def __init__(self, model: Any, tokenizer: Any, name: str, eos_ids: frozenset[int] | None = None) -> None:
+    def __init__(self, model: Any, tokenizer: Any, name: str, eos_ids: frozenset[int] | None = None,
+                 processor: Any = None) -> None:
         self.model = model
         self.tokenizer = tokenizer
+        # A vision-language model with its processor takes images in its prompts.
+        self.vision = VisionAdapter(model, processor) if processor is not None and is_vision_config(model.config) else None
         config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
         device = next(model.parameters()).device
         dtype = next(model.parameters()).dtype
@@ -72,6 +76,7 @@ class RacerEngine:
             device=device,
             new_cache=lambda: TreeCache(int(config.num_hidden_layers)),
             policy_for=self._policy,
+            placeholder_ids=self.vision.placeholder_ids if self.vision else frozenset(),
         )
 
     # -- the hardware-aware budget ------------------------------------------
@@ -142,11 +147,26 @@ class ChatConversation:
     def __init__(self, engine: RacerEngine, system_prompt: str | None = None) -> None:
         self.engine = engine
         self.messages: list[dict[str, str]] = []
+        self.images: dict[int, tuple[ChatImage, ...]] = {}  # message index -> its attached images
         if system_prompt:
             self.messages.append({"role": "system", "content": system_prompt})
         self.decoder = engine.decoder()
 
+    def vision_prompt(self, enable_thinking: bool = False) -> VisionPrompt:
+        """The chat through a VL model's processor: each message's images as image parts before its text."""
+        assert self.engine.vision is not None
+        parts = []
+        attached: list[ChatImage] = []
+        for index, message in enumerate(self.messages):
+            images = self.images.get(index, ())
+            attached.extend(images)
+            content = [{"type": "image"} for _ in images] + [{"type": "text", "text": message["content"]}]
+            parts.append({"role": message["role"], "content": content})
+        return self.engine.vision.render(parts, attached, enable_thinking)
+
     def prompt_ids(self, enable_thinking: bool = False) -> list[int]:
+        if self.engine.vision is not None:
+            return self.vision_prompt(enable_thinking).ids
         tokenizer = self.engine.tokenizer
         if getattr(tokenizer, "chat_template", None):
             text = tokenizer.apply_chat_template(
@@ -156,18 +176,29 @@ class ChatConversation:
             text = "\n\n".join(m["content"] for m in self.messages) + "\n\n"
         return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    def send(self, user_text: str, config: GenerationConfig, should_stop: ShouldStop | None = None) -> Iterator[StepEvent]:
+    def send(self, user_text: str, config: GenerationConfig, should_stop: ShouldStop | None = None,
+             images: Sequence[ChatImage] = ()) -> Iterator[StepEvent]:
         if config.method not in METHODS:
             raise InputError(f"unknown method {config.method!r}; choose one of {', '.join(METHODS)}")
         if not user_text.strip():
             raise InputError("the message is empty")
+        if images and self.engine.vision is None:
+            raise InputError(f"{self.engine.info.model} reads text only: it cannot take an image")
         self.messages.append({"role": "user", "content": user_text})
-        prompt = self.prompt_ids(config.enable_thinking)
+        if images:
+            self.images[len(self.messages) - 1] = tuple(images)
+        try:
+            vision = self.vision_prompt(config.enable_thinking) if self.engine.vision is not None else None
+            prompt = vision.ids if vision is not None else self.prompt_ids(config.enable_thinking)
+        except BaseException:
+            self._drop_last_user_message()
+            raise
         detok = IncrementalDecoder(self.engine.tokenizer)
         if config.method in ("hf", "pld"):
-            steps = generate_with_transformers(self.engine, prompt, config, should_stop)
+            pixels = vision.generate_inputs() if vision is not None else {}
+            steps = generate_with_transformers(self.engine, prompt, config, should_stop, pixels)
         else:
-            steps = self.decoder.generate(prompt, config, should_stop)
+            steps = self.decoder.generate(prompt, config, should_stop, vision)
         count = 0
         try:
             for step in steps:
@@ -183,9 +214,13 @@ class ChatConversation:
                 )
         except BaseException:
             # Keep the conversation consistent: a failed turn leaves no half reply.
-            self.messages.pop()
+            self._drop_last_user_message()
             raise
         self.messages.append({"role": "assistant", "content": detok.text()})
+
+    def _drop_last_user_message(self) -> None:
+        self.images.pop(len(self.messages) - 1, None)
+        self.messages.pop()
 
 
 def load_engine(

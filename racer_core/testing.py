@@ -29,10 +29,18 @@ _CHAT_TEMPLATE = (
 @lru_cache(maxsize=1)
 def tiny_tokenizer() -> Any:
     """A byte-level BPE tokenizer of TINY_VOCAB ids with a ChatML template."""
+    tokenizer = bpe_tokenizer(())
+    tokenizer.chat_template = _CHAT_TEMPLATE
+    return tokenizer
+
+
+def bpe_tokenizer(extra_specials: tuple[str, ...], **special_tokens: Any) -> Any:
+    """A byte-level BPE of TINY_VOCAB ids trained on the tiny corpus, with the
+    ChatML specials plus `extra_specials` (a VL family's image tokens)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", *extra_specials]
     backend = Tokenizer(models.BPE())
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
@@ -41,11 +49,10 @@ def tiny_tokenizer() -> Any:
         show_progress=False,
     )
     backend.train_from_iterator([_CORPUS] * 4, trainer=trainer)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend, eos_token="<|im_end|>", bos_token="<|endoftext|>", pad_token="<|endoftext|>"
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, eos_token="<|im_end|>", bos_token="<|endoftext|>", pad_token="<|endoftext|>",
+        **special_tokens,
     )
-    tokenizer.chat_template = _CHAT_TEMPLATE
-    return tokenizer
 
 
 def tiny_config(family: str = "llama", vocab_size: int = TINY_VOCAB) -> Any:

@@ -1,0 +1,74 @@
+"""Images into prompts: loading, refusal by text models, placeholders kept
+out of the automaton, and a chat that loses nothing on bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from racer_core.errors import InputError
+from racer_core.events import GenerationConfig
+from racer_core.multimodal import load_image
+from racer_core.testing import tiny_engine
+from racer_core.tiny_vl import tiny_image, tiny_vl_engine
+
+
+def test_load_image_reads_a_picture_and_hashes_its_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "pic.png"
+    tiny_image().save(path)
+    image = load_image(path)
+    assert image.pixels.size == (24, 16) and len(image.sha256) == 64
+    assert load_image(path).sha256 == image.sha256
+
+
+def test_bad_image_files_give_one_clear_line(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="image not found"):
+        load_image(tmp_path / "missing.png")
+    text = tmp_path / "notes.png"
+    text.write_text("not pixels")
+    with pytest.raises(InputError, match="not a readable image") as caught:
+        load_image(text)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_text_model_refuses_an_image_and_keeps_the_chat(tmp_path: Path) -> None:
+    path = tmp_path / "pic.png"
+    tiny_image().save(path)
+    conversation = tiny_engine("llama").new_conversation()
+    with pytest.raises(InputError, match="reads text only"):
+        list(conversation.send("hello", GenerationConfig(max_new_tokens=4), images=[load_image(path)]))
+    assert conversation.messages == []
+
+
+def test_image_placeholders_stay_out_of_the_retrieval_corpus() -> None:
+    engine = tiny_vl_engine("qwen2_5_vl")
+    conversation = engine.new_conversation()
+    from racer_core.multimodal import image_from_pixels
+
+    image = image_from_pixels(tiny_image())
+    list(conversation.send("The cat sat on the mat", GenerationConfig(method="racer", max_new_tokens=8), images=[image]))
+    prompt = conversation.vision_prompt()
+    assert engine.vision is not None
+    placeholders = engine.vision.placeholder_ids
+    assert placeholders & set(prompt.ids)  # the prompt has them...
+    assert not placeholders & set(conversation.decoder.seen)  # ...the automaton never saw them
+    assert conversation.images == {0: (image,)}
+    assert len(conversation.decoder.images) == 1
+
+
+def test_a_changed_image_is_not_taken_from_the_cache() -> None:
+    """Placeholders of two images are the same tokens; only the hash tells
+    them apart, so a different image must be prefilled again."""
+    from racer_core.multimodal import image_from_pixels
+
+    engine = tiny_vl_engine("qwen2_5_vl")
+    config = GenerationConfig(method="ar", max_new_tokens=12)
+    first, second = image_from_pixels(tiny_image(seed=1)), image_from_pixels(tiny_image(seed=2))
+    shared = engine.new_conversation()
+    list(shared.send("The cat", config, images=[first]))
+    shared.messages.clear()
+    shared.images.clear()
+    reused = [p.token_id for e in shared.send("The cat", config, images=[second]) for p in e.pieces]
+    fresh = [p.token_id for e in engine.new_conversation().send("The cat", config, images=[second]) for p in e.pieces]
+    assert reused == fresh
