@@ -228,10 +228,13 @@ def load_engine(
     device: str = "auto",
     dtype: str = "auto",
     progress: Progress | None = None,
+    quantize: str | None = None,
+    trust_remote_code: bool = False,
 ) -> RacerEngine:
-    """Load a model (the embedded default when `model_path` is None)."""
-    model, tokenizer, name = load_model(model_path, device, dtype, progress)
-    engine = RacerEngine(model, tokenizer, name)
+    """Load a model (the embedded default when `model_path` is None); `quantize`
+    is None, "8bit" or "4bit"; remote code runs only with `trust_remote_code`."""
+    model, tokenizer, name, processor = load_model(model_path, device, dtype, progress, quantize, trust_remote_code)
+    engine = RacerEngine(model, tokenizer, name, processor=processor)
     engine.cost_curve(progress)  # measured once per model, device and dtype, then read from the cache
     if progress:
         progress("Ready", 1.0)

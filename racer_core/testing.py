@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 TINY_VOCAB = 512
-FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral")
+FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "PanguEmbedded")
 
 _CORPUS = """
 The quick brown fox jumps over the lazy dog. A tiny model repeats what it saw.
@@ -73,6 +73,8 @@ def tiny_config(family: str = "llama", vocab_size: int = TINY_VOCAB) -> Any:
         common["sliding_window"] = None
     if family not in FAMILIES:
         raise ValueError(f"unknown tiny family {family!r}; choose from {FAMILIES}")
+    if family == "PanguEmbedded":
+        import racer_core.openpangu  # noqa: F401  (registers the model type)
     return AutoConfig.for_model(family, **common)
 
 

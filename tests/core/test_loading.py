@@ -78,6 +78,7 @@ def test_checkpoint_folder_roundtrip(tmp_path) -> None:
 
     tiny_model("llama").save_pretrained(tmp_path)
     tiny_tokenizer().save_pretrained(tmp_path)
-    model, tokenizer, name = loading.load_model(tmp_path)
+    model, tokenizer, name, processor = loading.load_model(tmp_path)
+    assert processor is None
     engine = RacerEngine(model, tokenizer, name)
     assert engine.info.device == "cpu" and engine.info.dtype == "float32" and name == tmp_path.name

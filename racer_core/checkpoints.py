@@ -1,0 +1,161 @@
+"""Which kind of checkpoint a folder holds and how to load it for tree
+verification: a text causal LM, a vision-language model with its processor,
+OpenPangu (registered here, no remote code), or a model whose own remote code
+is trusted on request; spread over GPUs or quantized on request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from racer_core.errors import ModelLoadError
+
+QUANTIZE_CHOICES = ("8bit", "4bit")
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """How to place the weights: `device` "auto" spreads a model over every
+    visible GPU when CUDA is present; `quantize` is "8bit" or "4bit" (bitsandbytes)."""
+
+    device: str = "auto"
+    dtype: str = "auto"
+    quantize: str | None = None
+    trust_remote_code: bool = False
+
+
+def first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
+
+
+def read_config(folder: Path, name: str, trust_remote_code: bool) -> Any:
+    from transformers import AutoConfig
+
+    import racer_core.openpangu  # noqa: F401  (registers PanguEmbedded before any config is read)
+
+    try:
+        return AutoConfig.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
+    except ValueError as error:
+        if "trust_remote_code" in str(error):
+            raise ModelLoadError(
+                f"{name} needs its own code to load; rerun with --trust-remote-code if you trust its authors"
+            ) from error
+        raise ModelLoadError(f"cannot read the model config in {folder}: {first_line(error)}") from error
+    except Exception as error:
+        raise ModelLoadError(f"cannot read the model config in {folder}: {first_line(error)}") from error
+
+
+def model_class(config: Any, name: str, trust_remote_code: bool) -> Any:
+    """The Auto class that builds this checkpoint, or a clear refusal."""
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+    )
+
+    from racer_core.multimodal import is_vision_config
+    from racer_core.openpangu import MODEL_TYPE as PANGU
+
+    model_type = config.model_type
+    if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES or model_type == PANGU:
+        return AutoModelForCausalLM
+    if model_type in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES and is_vision_config(config):
+        return AutoModelForImageTextToText
+    if trust_remote_code and "AutoModelForCausalLM" in (getattr(config, "auto_map", None) or {}):
+        return AutoModelForCausalLM
+    raise ModelLoadError(f"{name} is a {model_type!r} model, not a causal language model")
+
+
+def placement(options: LoadOptions, device: str, torch_dtype: Any) -> dict[str, Any]:
+    """from_pretrained arguments for the device map and quantization."""
+    import torch
+
+    kwargs: dict[str, Any] = {"dtype": torch_dtype}
+    if options.quantize is not None:
+        if options.quantize not in QUANTIZE_CHOICES:
+            raise ModelLoadError(f"unknown quantization {options.quantize!r}: use 8bit or 4bit")
+        if not torch.cuda.is_available():
+            raise ModelLoadError(f"--load-in-{options.quantize} needs a CUDA GPU (bitsandbytes); this machine has none")
+        try:
+            import bitsandbytes  # noqa: F401
+        except ImportError as error:
+            raise ModelLoadError(f"--load-in-{options.quantize} needs bitsandbytes: pip install bitsandbytes") from error
+        from transformers import BitsAndBytesConfig
+
+        if options.quantize == "8bit":
+            kwargs["quantization_config"] = BitsAndBytesConfig(load_in_8bit=True)
+        else:
+            kwargs["quantization_config"] = BitsAndBytesConfig(
+                load_in_4bit=True, bnb_4bit_compute_dtype=torch_dtype, bnb_4bit_quant_type="nf4"
+            )
+        kwargs["device_map"] = "auto" if options.device == "auto" else device
+    elif options.device == "auto" and device.startswith("cuda"):
+        # Spread over the visible GPUs (accelerate) when one is too small; the
+        # first layer's GPU holds the inputs, the tree mask and the positions.
+        kwargs["device_map"] = "auto"
+    return kwargs
+
+
+def load_processor(folder: Path, config: Any, name: str, trust_remote_code: bool) -> Any:
+    """A VL model's processor; Qwen-VL's without its video half where torchvision is missing."""
+    from transformers import AutoProcessor
+
+    try:
+        processor = AutoProcessor.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
+        if not hasattr(processor, "image_processor"):  # AutoProcessor falls back to the bare tokenizer
+            raise ValueError("the checkpoint has no image processor")
+        return processor
+    except Exception as error:
+        if config.model_type not in ("qwen2_5_vl", "qwen3_vl", "qwen2_vl"):
+            raise ModelLoadError(f"cannot load the processor of {name}: {first_line(error)}") from error
+        fallback_error = error
+    # The video processor imports torchvision; images alone do not need it.
+    from transformers import AutoImageProcessor, AutoTokenizer
+
+    from racer_core.tiny_vl import image_only_processor
+
+    try:
+        images = AutoImageProcessor.from_pretrained(folder, local_files_only=True, backend="pil")
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    except Exception as error:
+        raise ModelLoadError(f"cannot load the processor of {name}: {first_line(fallback_error)}") from error
+    family = "qwen2_5_vl" if config.model_type != "qwen3_vl" else "qwen3_vl"
+    template = getattr(tokenizer, "chat_template", None)
+    return image_only_processor(family, images, tokenizer, template)
+
+
+def is_remote_code(model: Any) -> bool:
+    return type(model).__module__.startswith("transformers_modules")
+
+
+def check_tree_support(model: Any, name: str) -> None:
+    """Remote code must accept the engine's cache and a 4D float mask and give
+    the logits a plain forward gives: one probe, three tokens."""
+    import torch
+
+    from racer_core.kv_cache import TreeCache
+    from racer_core.tree_attention import TreeMaskBuilder, cache_argument_name
+
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    device = next(model.parameters()).device
+    dtype = next(model.parameters()).dtype
+    masks = TreeMaskBuilder(dtype, device, None)
+    ids = torch.tensor([[1, 2, 3]], device=device) % int(config.vocab_size)
+    refusal = (f"{name}'s own code does not work with tree verification "
+               "(it must accept a transformers Cache and a 4D attention mask)")
+    try:
+        with torch.inference_mode():
+            full = model(input_ids=ids, attention_mask=masks.causal(0, 3), use_cache=False).logits[0, -1]
+            cache = TreeCache(int(config.num_hidden_layers))
+            arg = {cache_argument_name(model): cache}
+            model(input_ids=ids[:, :2], position_ids=torch.arange(2, device=device)[None],
+                  attention_mask=masks.causal(0, 2), use_cache=True, **arg)
+            step = model(input_ids=ids[:, 2:], position_ids=torch.tensor([[2]], device=device),
+                         attention_mask=masks.causal(2, 1), use_cache=True, **arg).logits[0, -1]
+    except Exception as error:
+        raise ModelLoadError(f"{refusal}: {first_line(error)}") from error
+    if cache.length != 3 or not torch.allclose(full.float(), step.float(), atol=1e-3, rtol=1e-3):
+        raise ModelLoadError(refusal)
