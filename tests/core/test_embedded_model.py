@@ -39,7 +39,7 @@ def test_second_load_uses_the_safetensors_cache(engine, monkeypatch) -> None:
         raise AssertionError("the dequantized model should come from the cache")
 
     monkeypatch.setattr(loading, "_dequantize_to_cache", no_second_dequantization)
-    model, _, _ = loading.load_model()
+    model, _, _, _ = loading.load_model()
     folder = loading._gguf_cache_folder(loading.resolve(None))
     assert (folder / "model.safetensors").is_file()
     assert model.config.model_type == "llama"
