@@ -91,7 +91,9 @@ def image_only_processor(family: str, image_processor: Any, tokenizer: Any, chat
     return ImageOnlyProcessor(image_processor, tokenizer, chat_template=chat_template)
 
 
-def tiny_vl_config(family: str) -> Any:
+def tiny_vl_config(family: str, **text_sizes: Any) -> Any:
+    """The family's config at tiny sizes; `text_sizes` overrides the text
+    tower's (a GPU check uses a realistic one behind the tiny processor)."""
     from transformers import AutoConfig
 
     tokenizer = _tokenizer(family)
@@ -101,6 +103,7 @@ def tiny_vl_config(family: str) -> Any:
         num_key_value_heads=2, max_position_embeddings=2048, tie_word_embeddings=False,
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
     )
+    text.update(text_sizes)
     if family == "llava":
         vision = dict(model_type="clip_vision_model", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                       num_attention_heads=4, image_size=16, patch_size=4, projection_dim=32)
@@ -109,17 +112,20 @@ def tiny_vl_config(family: str) -> Any:
             image_token_id=ids["<image>"], vision_feature_layer=-1, vision_feature_select_strategy="default",
             projector_hidden_act="gelu", tie_word_embeddings=False,
         )
-    text["head_dim"] = 16
+    text.setdefault("head_dim", 16)
     # mrope splits head_dim / 2 rotary frequencies over (time, height, width).
+    # Qwen2.5-VL's proportions: a quarter for time, three eighths each for height and width.
+    half = text["head_dim"] // 2
+    section = [half - 2 * (3 * half // 8), 3 * half // 8, 3 * half // 8]
     if family == "qwen2_5_vl":
-        text["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}
+        text["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": section}
         vision = dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=4, patch_size=4, spatial_merge_size=2,
-                      temporal_patch_size=2, out_hidden_size=64, window_size=16, fullatt_block_indexes=[1])
+                      temporal_patch_size=2, out_hidden_size=text["hidden_size"], window_size=16, fullatt_block_indexes=[1])
     else:
-        text["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3],
+        text["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": section,
                                    "mrope_interleaved": True}
         vision = dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=4, patch_size=4, spatial_merge_size=2,
-                      temporal_patch_size=2, out_hidden_size=64, num_position_embeddings=64,
+                      temporal_patch_size=2, out_hidden_size=text["hidden_size"], num_position_embeddings=64,
                       deepstack_visual_indexes=[0])
     return AutoConfig.for_model(
         family, text_config=text, vision_config=vision, image_token_id=ids["<|image_pad|>"],

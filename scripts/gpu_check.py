@@ -10,6 +10,14 @@ from CPU runs.
 
     python scripts/gpu_check.py                       # embedded model, auto device (bf16 on CUDA)
     python scripts/gpu_check.py --random-model --dtype bfloat16
+    python scripts/gpu_check.py --families            # a VL model with an image; device_map="auto"
+
+`--families` (no downloads): a random-weight Qwen2.5-VL (text tower of
+Qwen2.5-0.5B's shape, the tiny processor) answers about an image with `ar`,
+`hf` and `racer` in fp32, which must agree token for token; then a tiny
+checkpoint is loaded with `--device auto` (device_map="auto" through
+accelerate) and split layer by layer over the GPUs, or over GPU 0 and the CPU
+where there is one GPU, and `racer` must again equal `ar`.
 """
 
 from __future__ import annotations
@@ -37,11 +45,72 @@ def random_engine(device: str, dtype: str):  # noqa: ANN201 - RacerEngine
     return RacerEngine(model, None, "random SmolLM2-135M shape", eos_ids=frozenset())
 
 
+def _reply(engine, images, method: str, max_new_tokens: int) -> tuple[list[int], float]:  # noqa: ANN001
+    from racer_core.events import GenerationConfig
+
+    config = GenerationConfig(method=method, max_new_tokens=max_new_tokens, max_num_draft=16)
+    start = time.perf_counter()
+    events = list(engine.new_conversation().send("Describe the picture. The quick brown fox", config, images=images))
+    return [p.token_id for e in events for p in e.pieces], time.perf_counter() - start
+
+
+def family_checks(device: str, max_new_tokens: int) -> bool:
+    import tempfile
+
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    from racer_core.engine import RacerEngine, load_engine
+    from racer_core.loading import resolve_device
+    from racer_core.multimodal import image_from_pixels
+    from racer_core.tiny_vl import tiny_image, tiny_processor, tiny_vl_config, tiny_vl_model
+
+    dev = resolve_device(device)
+    ok = True
+    config = tiny_vl_config("qwen2_5_vl", hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                            num_attention_heads=14, num_key_value_heads=2, head_dim=64)
+    torch.manual_seed(0)
+    model = AutoModelForImageTextToText.from_config(config, dtype=torch.float32).to(dev).eval()
+    processor = tiny_processor("qwen2_5_vl")
+    engine = RacerEngine(model, processor.tokenizer, "random Qwen2.5-VL", eos_ids=frozenset(), processor=processor)
+    image = [image_from_pixels(tiny_image(size=(112, 84)))]
+    print(f"\nQwen2.5-VL (random weights, fp32) on {dev}, one image, {max_new_tokens} new tokens")
+    replies = {}
+    for method in ("ar", "hf", "racer"):
+        replies[method], seconds = _reply(engine, image, method, max_new_tokens)
+        print(f"  {method:6s} {len(replies[method]) / seconds:8.1f} tokens/s")
+    same = replies["ar"] == replies["hf"] == replies["racer"]
+    ok &= same
+    print(f"  ar == hf == racer: {same}")
+
+    if not torch.cuda.is_available():
+        print("\ndevice_map='auto': skipped (no CUDA)")
+        return ok
+    with tempfile.TemporaryDirectory() as folder:
+        tiny_vl_model("qwen2_5_vl").save_pretrained(folder)
+        processor.save_pretrained(folder)
+        auto = load_engine(folder, device="auto", dtype="float32")
+        print(f"\ndevice_map='auto': {sorted(set(map(str, auto.model.hf_device_map.values())))}")
+        gpus = torch.cuda.device_count()
+        split = {"model.visual": 0, "model.language_model.embed_tokens": 0, "model.language_model.rotary_emb": 0,
+                 "model.language_model.layers.0": 0, "model.language_model.layers.1": 1 if gpus > 1 else "cpu",
+                 "model.language_model.norm": 1 if gpus > 1 else "cpu", "lm_head": 1 if gpus > 1 else "cpu"}
+        split_model = AutoModelForImageTextToText.from_pretrained(folder, dtype=torch.float32, device_map=split).eval()
+        spread = RacerEngine(split_model, processor.tokenizer, "split", eos_ids=frozenset(), processor=processor)
+        for name, eng in (("auto", auto), (f"split over {sorted(set(map(str, split.values())))}", spread)):
+            ar, _ = _reply(eng, image, "ar", max_new_tokens)
+            racer, _ = _reply(eng, image, "racer", max_new_tokens)
+            print(f"  {name}: racer == ar: {racer == ar}")
+            ok &= racer == ar
+    return ok
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--random-model", action="store_true")
+    parser.add_argument("--families", action="store_true", help="a VL model with an image, and device_map='auto'")
     parser.add_argument("--questions", type=int, default=14)
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--context", type=int, default=512, help="cached tokens for the cost curve")
@@ -52,6 +121,8 @@ def main() -> None:
     from racer_core.engine import load_engine
     from racer_core.events import GenerationConfig
 
+    if args.families:
+        raise SystemExit(0 if family_checks(args.device, args.max_new_tokens) else 1)
     engine = random_engine(args.device, args.dtype) if args.random_model else load_engine(None, args.device, args.dtype)
     print(f"model: {engine.info.model}  device: {engine.info.device}  dtype: {engine.info.dtype}")
 
