@@ -65,24 +65,38 @@ def embedded_gguf() -> Path:
     return path
 
 
+GGUF_MAGIC = b"GGUF"
+
+
 def resolve(model_path: str | os.PathLike[str] | None) -> ModelSource:
-    """Turn a user's model argument into a ModelSource, or a clear error."""
-    if model_path is None or str(model_path) in ("", "default", "embedded"):
+    """Turn a user's model argument into a ModelSource, or a one-line error.
+
+    The only model-path check: the picker and the command lines call it too,
+    so a bad path is refused in the same words before anything loads.
+    """
+    text = "" if model_path is None else str(model_path).strip()
+    if text in ("", "default", "embedded"):
         gguf = embedded_gguf()
         return ModelSource(EMBEDDED_NAME, gguf.parent, gguf.name)
-    path = Path(model_path).expanduser()
-    if not path.exists() and hub.looks_like_hub_id(str(model_path)):
-        repo = str(model_path)
-        return ModelSource(repo, hub.check_available(repo), hub_id=repo)
+    path = Path(text).expanduser()
+    if not path.exists() and hub.looks_like_hub_id(text):
+        return ModelSource(text, hub.check_available(text), hub_id=text)
     if not path.exists():
         raise ModelLoadError(f"model path does not exist: {path}")
-    if path.is_file():
-        if path.suffix.lower() != ".gguf":
-            raise ModelLoadError(f"not a model: {path} is a file but not a .gguf file")
-        return ModelSource(path.stem, path.parent, path.name)
-    if not (path / "config.json").is_file():
-        raise ModelLoadError(f"not a transformers checkpoint: {path} has no config.json")
-    return ModelSource(path.name, path)
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(f"not a transformers checkpoint: {path} has no config.json")
+        return ModelSource(path.name, path)
+    if path.suffix.lower() != ".gguf":
+        raise ModelLoadError(f"not a model: {path} is neither a checkpoint folder nor a .gguf file")
+    try:
+        with path.open("rb") as fh:
+            magic = fh.read(len(GGUF_MAGIC))
+    except OSError as exc:
+        raise ModelLoadError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if magic != GGUF_MAGIC:
+        raise ModelLoadError(f"not a GGUF file: {path} does not start with the GGUF header")
+    return ModelSource(path.stem, path.parent, path.name)
 
 
 def _gguf_cache_folder(source: ModelSource) -> Path:

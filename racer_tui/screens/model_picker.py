@@ -10,7 +10,9 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, RadioButton, RadioSet, Select, Static
 
-from racer_tui.models import EMBEDDED_LABEL, validate_model_path
+from racer_core.errors import ModelLoadError
+from racer_core.loading import resolve
+from racer_tui.models import EMBEDDED_LABEL
 
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -75,9 +77,12 @@ class ModelPickerScreen(ModalScreen[ModelChoice | None]):
         path: str | None = None
         if self._custom():
             path = self.query_one("#model-path", Input).value.strip()
-            error = validate_model_path(path)
-            if error:
-                self.query_one("#picker-error", Static).update(error)
+            try:
+                if not path:  # resolve would take an empty path for the embedded model
+                    raise ModelLoadError("enter a checkpoint folder or a .gguf file path")
+                resolve(path)  # the engine's own checks, before anything loads
+            except ModelLoadError as exc:
+                self.query_one("#picker-error", Static).update(str(exc))
                 return
         device = str(self.query_one("#device", Select).value)
         dtype = str(self.query_one("#dtype", Select).value)

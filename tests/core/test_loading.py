@@ -11,26 +11,27 @@ from racer_core.errors import ModelLoadError
 from racer_core.tree_attention import sliding_window_of
 
 
-def test_missing_path(tmp_path) -> None:
-    with pytest.raises(ModelLoadError, match="does not exist"):
-        loading.resolve(tmp_path / "nope")
+def test_resolve_is_the_one_model_path_check(tmp_path) -> None:
+    """Every front end (picker, command lines) gets these words, before anything loads."""
+    cases = {"missing": "model path does not exist", "": "no config.json"}
+    for name, words in cases.items():
+        with pytest.raises(ModelLoadError, match=words):
+            loading.resolve(tmp_path / name)
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(ModelLoadError, match="neither a checkpoint folder nor a .gguf file"):
+        loading.resolve(tmp_path / "notes.txt")
+    (tmp_path / "m.gguf").write_bytes(b"NOPE")
+    with pytest.raises(ModelLoadError, match="does not start with the GGUF header"):
+        loading.resolve(tmp_path / "m.gguf")
+    (tmp_path / "ok.gguf").write_bytes(b"GGUF\x03\x00")
+    assert loading.resolve(f"  {tmp_path / 'ok.gguf'} ") == loading.ModelSource("ok", tmp_path, "ok.gguf")
+    (tmp_path / "config.json").write_text("{}")
+    assert loading.resolve(tmp_path).folder == tmp_path
 
 
-def test_folder_without_config(tmp_path) -> None:
-    with pytest.raises(ModelLoadError, match="no config.json"):
-        loading.resolve(tmp_path)
-
-
-def test_file_that_is_not_gguf(tmp_path) -> None:
-    f = tmp_path / "weights.bin"
-    f.write_bytes(b"x")
-    with pytest.raises(ModelLoadError, match="not a .gguf"):
-        loading.resolve(f)
-
-
-def test_corrupt_gguf(tmp_path) -> None:
+def test_corrupt_gguf_body(tmp_path) -> None:
     f = tmp_path / "broken.gguf"
-    f.write_bytes(b"not a gguf at all")
+    f.write_bytes(b"GGUF but nothing after the header")
     with pytest.raises(ModelLoadError, match="cannot read GGUF"):
         loading.load_model(f)
 
