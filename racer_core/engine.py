@@ -21,7 +21,7 @@ from racer_core.budget import CPU_GRID, GPU_GRID, CostCurve, load_or_measure
 from racer_core.decoder import ModelRuntime, SequenceDecoder
 from racer_core.detokenize import IncrementalDecoder
 from racer_core.errors import InputError
-from racer_core.events import METHODS, EngineInfo, GenerationConfig, Progress, ShouldStop, StepEvent, TokenPiece
+from racer_core.events import EngineInfo, GenerationConfig, Progress, ShouldStop, StepEvent, TokenPiece
 from racer_core.kv_cache import TreeCache
 from racer_core.loading import load_model
 from racer_core.multimodal import ChatImage, VisionAdapter, VisionPrompt, is_vision_config
@@ -178,8 +178,6 @@ class ChatConversation:
 
     def send(self, user_text: str, config: GenerationConfig, should_stop: ShouldStop | None = None,
              images: Sequence[ChatImage] = ()) -> Iterator[StepEvent]:
-        if config.method not in METHODS:
-            raise InputError(f"unknown method {config.method!r}; choose one of {', '.join(METHODS)}")
         if not user_text.strip():
             raise InputError("the message is empty")
         if images and self.engine.vision is None:

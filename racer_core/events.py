@@ -11,9 +11,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Protocol
 
-METHODS = ("ar", "racer", "retrieval", "logits", "hf", "pld")
-"""Decoding methods. `ar`, `racer`, `retrieval`, `logits` share one code path;
-`hf` (transformers' generate) and `pld` (its prompt lookup) are anchors."""
+# The generation parameters live in config; re-exported for the front ends.
+from racer_core.config import METHODS, ConfigError, GenerationConfig  # noqa: F401
 
 
 class Source(IntEnum):
@@ -22,27 +21,6 @@ class Source(IntEnum):
     MODEL = 0  # the bonus token sampled from the model (or plain decoding)
     RETRIEVAL = 1  # an accepted draft token proposed by the automaton
     LOGITS = 2  # an accepted draft token proposed by the logits table only
-
-
-@dataclass(frozen=True)
-class GenerationConfig:
-    """What to generate and how; the same fields drive chat and benchmarks."""
-
-    method: str = "racer"
-    max_new_tokens: int = 256
-    temperature: float = 0.0  # 0 means greedy
-    top_p: float = 1.0
-    max_num_draft: int | str = "auto"  # a budget >= 1, or "auto"
-    ngram: int = 10
-    max_nodes: int = 10000
-    max_breadth: int = 8
-    min_depth: int = 2
-    enable_thinking: bool = False
-    seed: int | None = None
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature <= 0.0
 
 
 @dataclass(frozen=True)

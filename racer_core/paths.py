@@ -30,3 +30,18 @@ def data_dir() -> Path:
 def config_dir() -> Path:
     """Settings."""
     return _dir("RACER_TUI_CONFIG_DIR", platformdirs.user_config_dir(APP_NAME))
+
+
+def move_aside(path: Path) -> Path:
+    """Rename a damaged file to `NAME.damaged-UTCSTAMP` next to it (never
+    deleted: the user may want it back) and return the new path."""
+    from datetime import UTC, datetime
+
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    target = path.with_name(f"{path.name}.damaged-{stamp}")
+    n = 1
+    while target.exists():  # two in one second: keep both
+        n += 1
+        target = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
+    path.rename(target)
+    return target

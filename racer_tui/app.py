@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Iterable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -95,10 +94,12 @@ class RacerApp(App):
         return self.model_override if self.model_override is not None else self.settings.model_path
 
     def update_settings(self, **changes: Any) -> None:
-        self.settings = replace(self.settings, **changes)
+        self.settings = self.settings.replace(**changes)
         self.settings_store.save(self.settings)
 
     def on_mount(self) -> None:
+        for notice in self.settings_store.notices:  # a damaged settings file was repaired
+            self.notify(notice, severity="warning", timeout=15)
         self.load_model()
 
     def on_unmount(self) -> None:

@@ -1,115 +1,115 @@
-"""Settings kept between runs as JSON: generation parameters and the model."""
+"""Settings kept between runs as JSON: generation parameters and the model.
+
+The generation parameters are one `GenerationConfig` (its own checks and
+defaults); this module adds only what the app keeps besides them. The file
+stays flat (`{"method": ..., "model_path": ...}`) as it always was.
+
+Loading never stops the app: a field with a bad value falls back to its
+default and the rest of the file is kept; a file that is not JSON is moved
+aside (never deleted) and the defaults are used. Each case leaves a notice in
+`SettingsStore.notices` for the app to show.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import logging
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from racer_core.events import METHODS, GenerationConfig
-
-log = logging.getLogger(__name__)
-
-CHAT_METHODS = ("ar", "racer", "retrieval", "logits")
-"""Methods that stream one event per step; `hf` and `pld` are benchmark anchors."""
+from racer_core.config import DEFAULTS, FIELDS, ConfigError, GenerationConfig
+from racer_core.paths import move_aside
 
 
 @dataclass(frozen=True)
 class Settings:
-    method: str = "racer"
-    temperature: float = 0.0
-    top_p: float = 1.0
-    max_new_tokens: int = 256
-    max_num_draft: int | str = "auto"
-    ngram: int = 10
-    max_nodes: int = 10000
-    max_breadth: int = 8
-    enable_thinking: bool = False
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
     model_path: str | None = None  # None: the embedded default model
     device: str = "auto"
     dtype: str = "auto"
     system_prompt: str = ""
     markdown: bool = False  # show finished replies as Markdown
 
-    def generation_config(self) -> GenerationConfig:
-        return GenerationConfig(
-            method=self.method,
-            max_new_tokens=self.max_new_tokens,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            max_num_draft=self.max_num_draft,
-            ngram=self.ngram,
-            max_nodes=self.max_nodes,
-            max_breadth=self.max_breadth,
-            enable_thinking=self.enable_thinking,
-        )
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with `changes`; generation parameters among them go through
+        GenerationConfig's checks (ConfigError for a bad one)."""
+        tuned = {k: changes.pop(k) for k in list(changes) if k in FIELDS}
+        generation = self.generation.replace(**tuned) if tuned else self.generation
+        return dataclasses.replace(self, generation=generation, **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        own = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "generation"}
+        return {**dataclasses.asdict(self.generation), **own}
 
 
-def validate(settings: Settings) -> list[str]:
-    """Problems a user must fix, one readable line each (empty when valid)."""
-    problems: list[str] = []
-    s = settings
-    if s.method not in METHODS:
-        problems.append(f"method must be one of {', '.join(METHODS)}")
-    if not 0.0 <= s.temperature <= 5.0:
-        problems.append("temperature must be between 0 and 5 (0 = greedy)")
-    if not 0.0 < s.top_p <= 1.0:
-        problems.append("top-p must be in (0, 1]")
-    if s.max_new_tokens < 1:
-        problems.append("max new tokens must be at least 1")
-    if s.max_num_draft != "auto" and (not isinstance(s.max_num_draft, int) or s.max_num_draft < 1):
-        problems.append("draft budget must be 'auto' or a whole number >= 1")
-    if s.ngram < 1:
-        problems.append("ngram must be at least 1")
-    if s.max_nodes < 1:
-        problems.append("automaton capacity must be at least 1")
-    if s.max_breadth < 1:
-        problems.append("logits breadth must be at least 1")
-    return problems
+# The app's own fields in the file: the JSON types each may have.
+APP_FIELDS: dict[str, tuple[type, ...]] = {
+    "model_path": (str, type(None)),
+    "device": (str,),
+    "dtype": (str,),
+    "system_prompt": (str,),
+    "markdown": (bool,),
+}
+_JSON_TYPE = {str: "text", bool: "true or false", type(None): "null"}
 
 
-def parse_budget(text: str) -> int | str:
-    """'auto' or a positive int; raises ValueError with a readable message."""
-    text = text.strip().lower()
-    if text == "auto":
-        return "auto"
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError("draft budget must be 'auto' or a whole number") from None
-    if value < 1:
-        raise ValueError("draft budget must be at least 1")
+def _app_field(name: str, value: Any) -> Any:
+    kinds = APP_FIELDS[name]
+    if not isinstance(value, kinds):
+        allowed = " or ".join(_JSON_TYPE[k] for k in kinds)
+        raise ConfigError(name, f"{name} must be {allowed}, not {value!r}")
     return value
 
 
 class SettingsStore:
-    """Reads and writes settings.json; a damaged file falls back to defaults."""
+    """Reads and writes settings.json; see the module docstring for damage."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.notices: list[str] = []  # what the last load had to repair, one line each
 
     def load(self) -> Settings:
+        self.notices = []
         try:
-            raw = json.loads(self.path.read_text(encoding="utf-8"))
+            text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return Settings()
-        except (OSError, ValueError) as exc:
-            log.warning("ignoring unreadable settings %s: %s", self.path, exc)
-            return Settings()
-        if not isinstance(raw, dict):
-            return Settings()
-        known = {f.name: f.type for f in fields(Settings)}
-        values = {k: v for k, v in raw.items() if k in known}
+        except (OSError, UnicodeDecodeError) as exc:
+            return self._damaged(f"cannot be read ({getattr(exc, 'strerror', None) or exc})")
         try:
-            settings = replace(Settings(), **values)
-        except TypeError:
-            return Settings()
-        # A hand-edited file with a bad value must not stop the app from starting.
-        return settings if not validate(settings) else Settings()
+            raw = json.loads(text)
+        except ValueError:
+            return self._damaged("is not valid JSON")
+        if not isinstance(raw, dict):
+            return self._damaged("does not hold a JSON object")
+        return self._from_fields(raw)
+
+    def _from_fields(self, raw: dict[str, Any]) -> Settings:
+        generation: dict[str, Any] = {}
+        own: dict[str, Any] = {}
+        for name, value in raw.items():  # unknown keys (a newer version's) are ignored
+            try:
+                if name in FIELDS:
+                    generation[name] = GenerationConfig.parse_field(name, value)
+                elif name in APP_FIELDS:
+                    own[name] = _app_field(name, value)
+            except ConfigError as exc:
+                default = getattr(DEFAULTS if name in FIELDS else Settings(), name)
+                self.notices.append(f"Settings: {exc}; using the default {default!r} instead.")
+        return Settings(GenerationConfig(**generation), **own)
+
+    def _damaged(self, why: str) -> Settings:
+        try:
+            moved = move_aside(self.path)
+        except OSError as exc:
+            self.notices.append(f"Settings file {self.path} {why} and cannot be moved aside ({exc}); using the defaults.")
+        else:
+            self.notices.append(f"Settings file {self.path} {why}; moved it to {moved.name} and started with the defaults.")
+        return Settings()
 
     def save(self, settings: Settings) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(settings), indent=2), encoding="utf-8")
+        tmp.write_text(json.dumps(settings.to_json(), indent=2), encoding="utf-8")
         tmp.replace(self.path)

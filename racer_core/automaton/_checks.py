@@ -13,6 +13,9 @@ from typing import Any
 
 import numpy as np
 
+# The draft tree's bound (its attention mask is T x T booleans) is the engine's too.
+from racer_core.config import MAX_DRAFT
+
 # Tokens are stored as int32 in the compiled automaton; -1 marks the root and
 # padding, so before the vocabulary is known a token must stay below this.
 TOKEN_LIMIT = 2**31 - 1
@@ -20,8 +23,6 @@ TOKEN_LIMIT = 2**31 - 1
 PARAM_LIMIT = 2**31 - 1
 # Frequencies saturate here instead of overflowing.
 FREQ_MAX = 2**63 - 1
-# The attention mask is T x T booleans: 4096 nodes is already 16 MiB.
-MAX_DRAFT = 4096
 # Largest logits table (vocab_size * top_k entries of int32): 1 GiB.
 MAX_TABLE = 2**28
 

@@ -18,6 +18,7 @@ from racer_core.bench.answers import DATA_DIR_ENV, default_answer_dir
 from racer_core.bench.report import ProgressDisplay, bench_tables
 from racer_core.bench.runner import run_benchmark
 from racer_core.bench.suites import load_suite, suite_name
+from racer_core.config import DEFAULTS, MAX_DRAFT, MAX_TEMPERATURE, ConfigError
 from racer_core.errors import RacerError
 from racer_core.events import METHODS, Engine, GenerationConfig
 
@@ -25,16 +26,22 @@ EngineLoader = Callable[..., Engine]
 DEBUG_ENV = "RACER_TUI_DEBUG"
 
 
-def _budget(text: str) -> int | str:
-    if text == "auto":
-        return text
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1 or 'auto', got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1 or 'auto', got {text!r}")
-    return value
+def _param(name: str) -> Callable[[str], Any]:
+    """An argparse type that reads and checks one generation parameter by
+    GenerationConfig's own rules (the words the settings screen shows too)."""
+
+    def parse(text: str) -> Any:
+        try:
+            return GenerationConfig.parse_field(name, text)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = name
+    return parse
+
+
+# Parameters this command sets besides the method list.
+TUNED = ("max_new_tokens", "temperature", "top_p", "max_num_draft", "ngram", "max_nodes", "max_breadth")
 
 
 def _at_least(low: int) -> Callable[[str], int]:
@@ -98,25 +105,25 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="stop before this question, 0-based (default: all)",
     )
-    p.add_argument("--max-new-tokens", type=_at_least(1), default=256, metavar="N", help="per turn (default: 256)")
-    p.add_argument("--temperature", type=float, default=0.0, help="0 (default) is greedy")
-    p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass in (0, 1] (default: 1)")
+    d = DEFAULTS
+    p.add_argument("--max-new-tokens", type=_param("max_new_tokens"), default=d.max_new_tokens, metavar="N",
+                   help=f"per turn (default: {d.max_new_tokens})")
+    p.add_argument("--temperature", type=_param("temperature"), default=d.temperature,
+                   help=f"0 (default) is greedy, at most {MAX_TEMPERATURE:g}")
+    p.add_argument("--top-p", type=_param("top_p"), default=d.top_p,
+                   help=f"nucleus sampling mass in (0, 1] (default: {d.top_p:g})")
     p.add_argument("--enable-thinking", action="store_true")
     p.add_argument("--model-path", default=None, help="a checkpoint folder or GGUF file (default: embedded)")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N (default: auto)")
     p.add_argument("--dtype", default="auto", help="auto, float32, bfloat16, float16 (default: auto)")
-    p.add_argument(
-        "--max-num-draft",
-        type=_budget,
-        default="auto",
-        metavar="N|auto",
-        help="draft tree budget (default: auto)",
-    )
-    p.add_argument("--ngram", type=_at_least(1), default=10, metavar="N", help="automaton n-gram length (default: 10)")
-    p.add_argument(
-        "--max-nodes", type=_at_least(1), default=10000, metavar="N", help="automaton capacity (default: 10000)"
-    )
-    p.add_argument("--max-breadth", type=_at_least(1), default=8, metavar="K", help="logits tree breadth (default: 8)")
+    p.add_argument("--max-num-draft", type=_param("max_num_draft"), default=d.max_num_draft, metavar="N|auto",
+                   help=f"draft tree budget, 1 to {MAX_DRAFT} (default: {d.max_num_draft})")
+    p.add_argument("--ngram", type=_param("ngram"), default=d.ngram, metavar="N",
+                   help=f"automaton n-gram length (default: {d.ngram})")
+    p.add_argument("--max-nodes", type=_param("max_nodes"), default=d.max_nodes, metavar="N",
+                   help=f"automaton capacity (default: {d.max_nodes})")
+    p.add_argument("--max-breadth", type=_param("max_breadth"), default=d.max_breadth, metavar="K",
+                   help=f"logits tree breadth (default: {d.max_breadth})")
     p.add_argument("--answer-dir", type=Path, default=None, metavar="DIR", help="where METHOD.jsonl answer files go")
     p.add_argument(
         "--summary-json",
@@ -151,12 +158,12 @@ def _default_loader(**kwargs: Any) -> Engine:
 def main(argv: list[str] | None = None, *, engine_loader: EngineLoader | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    if args.temperature < 0:
-        parser.error("--temperature must be >= 0")
-    if not 0.0 < args.top_p <= 1.0:
-        parser.error("--top-p must be in (0, 1]")
     if args.question_end is not None and args.question_end <= (args.question_begin or 0):
         parser.error("--question-end must be greater than --question-begin")
+    # Each value was checked alone; the whole config is built (and checked) before any model loads.
+    args.config = GenerationConfig(
+        method=args.methods[0], enable_thinking=args.enable_thinking, **{n: getattr(args, n) for n in TUNED}
+    )
     try:
         return _run(args, engine_loader or _default_loader)
     except RacerError as exc:
@@ -185,17 +192,7 @@ def _run(args: argparse.Namespace, loader: EngineLoader) -> int:
     if not questions:
         raise RacerError(f"no questions selected from {args.bench}")
     engine = loader(model_path=args.model_path, device=args.device, dtype=args.dtype, progress=None)
-    config = GenerationConfig(
-        method=args.methods[0],
-        max_new_tokens=args.max_new_tokens,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        max_num_draft=args.max_num_draft,
-        ngram=args.ngram,
-        max_nodes=args.max_nodes,
-        max_breadth=args.max_breadth,
-        enable_thinking=args.enable_thinking,
-    )
+    config = args.config
     name = suite_name(args.bench)
     answer_dir = args.answer_dir or default_answer_dir(name, engine.info.model)
     info = engine.info

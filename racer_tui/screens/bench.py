@@ -197,7 +197,7 @@ class BenchScreen(Screen):
         self.show_board()
         self._stop.clear()
         self._set_running(True)
-        config = self.app.settings.generation_config()
+        config = self.app.settings.generation
         self.run_bench(engine, questions, methods, config, answer_dir, name, self.run_id)
 
     @work(thread=True, exclusive=True, group="bench")

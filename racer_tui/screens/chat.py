@@ -117,8 +117,8 @@ class ChatScreen(Screen):
         self.query_one(ChatList).show_chats(self.app.history.list_chats(), self.chat_id)
 
     def show_status(self) -> None:
-        budget = self.budget if self.budget is not None else self.app.settings.max_num_draft
-        method = self._reply_method or self.app.settings.method
+        budget = self.budget if self.budget is not None else self.app.settings.generation.max_num_draft
+        method = self._reply_method or self.app.settings.generation.method
         self.query_one(StatusLine).show(self.stats, budget, method, self.app.engine_info)
 
     def _engine_changed(self, _engine: object) -> None:
@@ -184,7 +184,7 @@ class ChatScreen(Screen):
             return
         self._user_message_id = history.add_message(self.chat_id, StoredMessage("user", text))
         self._prompt_text = text
-        config = self.app.settings.generation_config()
+        config = self.app.settings.generation
         self.reply_id += 1
         self.stats = ReplyStats()
         self.budget = None

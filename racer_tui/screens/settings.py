@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static, Switch
 
-from racer_core.events import METHODS
-from racer_tui.settings import Settings, parse_budget, validate
+from racer_core.config import METHODS, ConfigError, GenerationConfig
+from racer_tui.settings import Settings
 
 METHOD_HELP = {
     "ar": "ar (plain decoding)",
@@ -22,26 +20,16 @@ METHOD_HELP = {
     "pld": "pld (prompt lookup)",
 }
 
-# (field, label, kind): kind is how the text becomes a value.
-FIELDS: list[tuple[str, str, str]] = [
-    ("temperature", "Temperature (0: greedy)", "float"),
-    ("top_p", "Top-p", "float"),
-    ("max_new_tokens", "Max new tokens", "int"),
-    ("max_num_draft", "Draft budget (auto|N)", "budget"),
-    ("ngram", "N-gram length", "int"),
-    ("max_nodes", "Automaton max_nodes", "int"),
-    ("max_breadth", "Logits max_breadth", "int"),
+# (field, label): each is read and checked by GenerationConfig.parse_field.
+FORM: list[tuple[str, str]] = [
+    ("temperature", "Temperature (0: greedy)"),
+    ("top_p", "Top-p"),
+    ("max_new_tokens", "Max new tokens"),
+    ("max_num_draft", "Draft budget (auto|N)"),
+    ("ngram", "N-gram length"),
+    ("max_nodes", "Automaton max_nodes"),
+    ("max_breadth", "Logits max_breadth"),
 ]
-
-
-def _convert(kind: str, text: str) -> object:
-    text = text.strip()
-    if kind == "budget":
-        return parse_budget(text)
-    try:
-        return float(text) if kind == "float" else int(text)
-    except ValueError:
-        raise ValueError("a number" if kind == "float" else "a whole number") from None
 
 
 class SettingsScreen(ModalScreen[Settings | None]):
@@ -52,43 +40,41 @@ class SettingsScreen(ModalScreen[Settings | None]):
         self.settings = settings
 
     def compose(self) -> ComposeResult:
-        s = self.settings
+        g = self.settings.generation
         with Vertical(classes="dialog wide-dialog", id="settings-box"):
             yield Static("Settings", classes="box-title")
             with Grid(id="settings-grid"):
                 yield Label("Method")
                 yield Select(
                     [(METHOD_HELP[m], m) for m in METHODS],
-                    value=s.method,
+                    value=g.method,
                     allow_blank=False,
                     id="method",
                 )
-                for name, label, _kind in FIELDS:
+                for name, label in FORM:
                     yield Label(label)
-                    yield Input(str(getattr(s, name)), id=name)
+                    yield Input(str(getattr(g, name)), id=name)
                 yield Label("Thinking")
-                yield Switch(s.enable_thinking, id="enable_thinking")
+                yield Switch(g.enable_thinking, id="enable_thinking")
             yield Static("", id="settings-errors")
             with Horizontal(classes="buttons"):
                 yield Button("Save", id="save", variant="primary")
                 yield Button("Cancel", id="cancel")
 
     def read_form(self) -> tuple[Settings | None, list[str]]:
+        """The form's settings, or the problems (GenerationConfig's sentences)."""
         values: dict[str, object] = {}
         problems: list[str] = []
-        for name, label, kind in FIELDS:
-            text = self.query_one(f"#{name}", Input).value
+        for name, _label in FORM:
             try:
-                values[name] = _convert(kind, text)
-            except ValueError as exc:
-                problems.append(f"{label}: {exc}")
-        values["method"] = self.query_one("#method", Select).value
-        values["enable_thinking"] = self.query_one("#enable_thinking", Switch).value
+                values[name] = GenerationConfig.parse_field(name, self.query_one(f"#{name}", Input).value)
+            except ConfigError as exc:
+                problems.append(str(exc))
         if problems:
             return None, problems
-        settings = replace(self.settings, **values)
-        problems = validate(settings)
-        return (None, problems) if problems else (settings, [])
+        values["method"] = self.query_one("#method", Select).value
+        values["enable_thinking"] = self.query_one("#enable_thinking", Switch).value
+        return self.settings.replace(**values), []
 
     def action_save(self) -> None:
         settings, problems = self.read_form()

@@ -239,7 +239,7 @@ def test_settings_are_validated_saved_and_used(tmp_path: Path) -> None:
             form.action_save()
             await pilot.pause()
             assert isinstance(app.screen, SettingsScreen)
-            assert "Draft budget" in str(form.query_one("#settings-errors").render())
+            assert "max_num_draft must be 'auto' or a whole number" in str(form.query_one("#settings-errors").render())
             form.query_one("#max_num_draft").value = "12"
             form.query_one("#temperature").value = "0.5"
             form.query_one("#method").value = "retrieval"
@@ -254,7 +254,7 @@ def test_settings_are_validated_saved_and_used(tmp_path: Path) -> None:
     asyncio.run(scenario())
     saved = json.loads((tmp_path / "config" / "settings.json").read_text())
     assert saved["max_num_draft"] == 12 and saved["method"] == "retrieval"
-    assert make_app(tmp_path, FakeEngine()).settings.temperature == 0.5
+    assert make_app(tmp_path, FakeEngine()).settings.generation.temperature == 0.5
 
 
 def test_engine_error_rolls_the_turn_back(tmp_path: Path) -> None:

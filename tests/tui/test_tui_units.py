@@ -3,7 +3,6 @@ board, the command line and web serving, and the no-torch rule."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -17,44 +16,8 @@ from racer_core.events import EngineInfo, ReplyStats, Source, StepEvent, TokenPi
 from racer_tui.app import app_args, build_parser, main
 from racer_tui.bench_board import BenchBoard
 from racer_tui.history import HistoryStore, StoredMessage, title_for
-from racer_tui.models import validate_model_path
 from racer_tui.serve import build_serve_command
-from racer_tui.settings import Settings, SettingsStore, parse_budget, validate
 from racer_tui.widgets.status_line import format_status
-
-# -- settings ----------------------------------------------------------------
-
-
-def test_settings_round_trip(tmp_path: Path) -> None:
-    store = SettingsStore(tmp_path / "cfg" / "settings.json")
-    assert store.load() == Settings()
-    s = Settings(method="logits", temperature=0.7, top_p=0.9, max_num_draft=12, max_nodes=500, enable_thinking=True)
-    store.save(s)
-    assert store.load() == s
-    assert json.loads(store.path.read_text())["max_num_draft"] == 12
-
-
-def test_settings_bad_file_falls_back(tmp_path: Path) -> None:
-    path = tmp_path / "settings.json"
-    path.write_text("{not json")
-    assert SettingsStore(path).load() == Settings()
-    path.write_text(json.dumps({"temperature": -3, "method": "racer"}))
-    assert SettingsStore(path).load() == Settings()
-    path.write_text(json.dumps({"method": "ar", "unknown_key": 1}))
-    assert SettingsStore(path).load().method == "ar"
-
-
-def test_settings_validation_and_budget() -> None:
-    assert validate(Settings()) == []
-    assert validate(Settings(method="nope", top_p=0.0, max_num_draft=0))
-    assert parse_budget(" Auto ") == "auto"
-    assert parse_budget("32") == 32
-    for bad in ("0", "x", "-2"):
-        with pytest.raises(ValueError):
-            parse_budget(bad)
-    cfg = Settings(method="retrieval", ngram=4, max_breadth=3).generation_config()
-    assert (cfg.method, cfg.ngram, cfg.max_breadth) == ("retrieval", 4, 3)
-
 
 # -- history -----------------------------------------------------------------
 
@@ -84,26 +47,6 @@ def test_history_store(tmp_path: Path) -> None:
 def test_title_for() -> None:
     assert title_for("  what\nis  this ") == "what is this"
     assert len(title_for("x" * 100)) == 40
-
-
-# -- model paths -------------------------------------------------------------
-
-
-def test_validate_model_path(tmp_path: Path) -> None:
-    assert "No such" in validate_model_path(str(tmp_path / "missing"))
-    assert "config.json" in validate_model_path(str(tmp_path))
-    (tmp_path / "config.json").write_text("{}")
-    assert validate_model_path(str(tmp_path)) is None
-    bad = tmp_path / "m.gguf"
-    bad.write_bytes(b"NOPE")
-    assert "GGUF header" in validate_model_path(str(bad))
-    good = tmp_path / "ok.gguf"
-    good.write_bytes(b"GGUF\x03\x00")
-    assert validate_model_path(str(good)) is None
-    txt = tmp_path / "notes.txt"
-    txt.write_text("x")
-    assert "neither" in validate_model_path(str(txt))
-    assert validate_model_path("  ")
 
 
 # -- status line -------------------------------------------------------------

@@ -1,0 +1,215 @@
+"""Generation parameters: one definition, checked on construction.
+
+`GenerationConfig` is the only place that knows a parameter's type, range and
+default. The command line, the settings file and screen, and the Python API
+all go through it (`parse_field` for one value given as text or JSON), so a
+value is accepted or refused everywhere alike, in the same words, before any
+model loads.
+
+Pure Python on purpose: the app and the headless commands import it without
+torch or numpy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from racer_core.errors import InputError
+
+METHODS = ("ar", "racer", "retrieval", "logits", "hf", "pld")
+"""Decoding methods. `ar`, `racer`, `retrieval`, `logits` share one code path;
+`hf` (transformers' generate) and `pld` (its prompt lookup) are anchors."""
+
+MAX_DRAFT = 4096
+"""Largest draft tree: its attention mask is T x T, 16 MiB at 4096."""
+MAX_TEMPERATURE = 5.0
+"""Beyond this the distribution is noise; the settings screen always refused it."""
+MAX_BREADTH = 1024
+"""The logits table holds vocab x breadth ids: 1024 keeps a 262k vocabulary within the automaton's 2**28."""
+INT_LIMIT = 2**31 - 1
+"""The automaton stores its sizes as int32."""
+SEED_LIMIT = 2**64 - 1
+"""torch generators take 64-bit seeds."""
+
+
+class ConfigError(InputError, ValueError):
+    """A generation parameter out of its type or range; `field` names it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def _show(value: Any) -> str:
+    """The value as the user wrote it: 7 for a 7 read as 7.0, quotes around text."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _is_int(value: Any) -> bool:
+    # bool is an int subclass, but `true` for a count is a mistake, not a 1
+    # (numpy's bool is no Integral at all).
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _int_range(low: int, high: int) -> Callable[[str, Any], int]:
+    def check(name: str, value: Any) -> int:
+        if not _is_int(value) or not low <= int(value) <= high:
+            raise ConfigError(name, f"{name} must be a whole number from {low} to {high}, not {_show(value)}")
+        return int(value)
+
+    return check
+
+
+def _float_range(low: float, high: float, low_open: bool = False, note: str = "") -> Callable[[str, Any], float]:
+    span = f"in ({low:g}, {high:g}]" if low_open else f"from {low:g} to {high:g}"
+
+    def check(name: str, value: Any) -> float:
+        try:
+            x = float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else math.nan
+        except OverflowError:  # an int too large for a float
+            x = math.inf
+        inside = (low < x if low_open else low <= x) and x <= high  # False for NaN
+        if not inside:
+            raise ConfigError(name, f"{name} must be a number {span}{note}, not {_show(value)}")
+        return x
+
+    return check
+
+
+def _method(name: str, value: Any) -> str:
+    if value not in METHODS:
+        raise ConfigError(name, f"{name} must be one of {', '.join(METHODS)}, not {_show(value)} (unknown method)")
+    return str(value)
+
+
+def _budget(name: str, value: Any) -> int | str:
+    if value == "auto":
+        return "auto"
+    if not _is_int(value) or not 1 <= int(value) <= MAX_DRAFT:
+        raise ConfigError(name, f"{name} must be 'auto' or a whole number from 1 to {MAX_DRAFT}, not {_show(value)}")
+    return int(value)
+
+
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(name, f"{name} must be true or false, not {_show(value)}")
+    return value
+
+
+def _seed(name: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if not _is_int(value) or not 0 <= int(value) <= SEED_LIMIT:
+        raise ConfigError(name, f"{name} must be empty (random) or a whole number from 0 to {SEED_LIMIT}, not {_show(value)}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """How one parameter is checked and how its text form is read."""
+
+    check: Callable[[str, Any], Any]  # returns the normalized value or raises ConfigError
+    kind: str  # "int", "float", "budget", "method", "flag", "seed": how text is read
+    help: str
+
+
+FIELDS: dict[str, FieldSpec] = {
+    "method": FieldSpec(_method, "method", "decoding method"),
+    "max_new_tokens": FieldSpec(_int_range(1, INT_LIMIT), "int", "tokens to generate per reply"),
+    "temperature": FieldSpec(_float_range(0.0, MAX_TEMPERATURE, note=" (0 is greedy)"), "float", "0 is greedy"),
+    "top_p": FieldSpec(_float_range(0.0, 1.0, low_open=True), "float", "nucleus sampling mass"),
+    "max_num_draft": FieldSpec(_budget, "budget", "draft tree budget, or auto"),
+    "ngram": FieldSpec(_int_range(1, INT_LIMIT), "int", "automaton n-gram length"),
+    "max_nodes": FieldSpec(_int_range(1, INT_LIMIT), "int", "automaton capacity"),
+    "max_breadth": FieldSpec(_int_range(1, MAX_BREADTH), "int", "logits tree breadth"),
+    "min_depth": FieldSpec(_int_range(1, INT_LIMIT), "int", "shortest retrieved continuation"),
+    "enable_thinking": FieldSpec(_flag, "flag", "let a reasoning model think first"),
+    "seed": FieldSpec(_seed, "seed", "sampling seed (empty: random)"),
+}
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    """What to generate and how; the same fields drive chat and benchmarks.
+
+    Construction checks every field (see FIELDS) and raises ConfigError;
+    `replace` checks again. Numbers are normalized (an int temperature
+    becomes a float) so equal settings compare and serialize alike.
+    """
+
+    method: str = "racer"
+    max_new_tokens: int = 256
+    temperature: float = 0.0  # 0 means greedy
+    top_p: float = 1.0
+    max_num_draft: int | str = "auto"  # a budget from 1 to MAX_DRAFT, or "auto"
+    ngram: int = 10
+    max_nodes: int = 10000
+    max_breadth: int = 8
+    min_depth: int = 2
+    enable_thinking: bool = False
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        for name, spec in FIELDS.items():
+            object.__setattr__(self, name, spec.check(name, getattr(self, name)))
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+    def replace(self, **changes: Any) -> GenerationConfig:
+        """A copy with `changes`, checked like a new one."""
+        unknown = sorted(set(changes) - set(FIELDS))
+        if unknown:
+            raise ConfigError(unknown[0], f"{unknown[0]} is not a generation parameter")
+        return dataclasses.replace(self, **changes)
+
+    @staticmethod
+    def parse_field(name: str, value: Any) -> Any:
+        """One field's value from text (a command line, a form) or a JSON value.
+
+        Text is read by the field's kind ('auto' for the budget, 'true'/'false'
+        for flags, empty for no seed); any other value is checked as is, so a
+        JSON `true` is not a budget and `null` is not a token count.
+        """
+        spec = FIELDS.get(name)
+        if spec is None:
+            raise ConfigError(name, f"{name} is not a generation parameter")
+        if isinstance(value, str):
+            value = _from_text(spec.kind, value.strip())
+        return spec.check(name, value)
+
+
+DEFAULTS = GenerationConfig()
+"""Every default, defined once (the dataclass fields above)."""
+
+
+def _from_text(kind: str, text: str) -> Any:
+    """Text to a typed value where it reads as one; otherwise the text itself,
+    which the field's check then refuses with its usual sentence."""
+    lowered = text.lower()
+    if kind in ("int", "budget", "seed"):
+        if kind == "budget" and lowered == "auto":
+            return "auto"
+        if kind == "seed" and lowered in ("", "none", "random"):
+            return None
+        try:
+            return int(text)
+        except ValueError:
+            return text
+    if kind == "float":
+        try:
+            return float(text)
+        except ValueError:
+            return text
+    if kind == "flag":
+        return {"true": True, "yes": True, "on": True, "1": True,
+                "false": False, "no": False, "off": False, "0": False}.get(lowered, text)
+    return lowered  # method names
