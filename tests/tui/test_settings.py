@@ -8,8 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
-from bench_fakes import ScriptedEngine
-from tui_fakes import FakeEngine, make_app, ready_chat
+from fake_engine import FakeEngine, make_app, ready_chat
 
 from racer_core.bench import cli
 from racer_core.bench.answers import read_answers
@@ -134,7 +133,7 @@ def test_one_verdict_at_every_entry_point(tmp_path: Path, capsys, name: str, tex
 
     def loader(**kwargs):
         loads.append(kwargs)
-        return ScriptedEngine()
+        return FakeEngine()
 
     flag = "--" + name.replace("_", "-")
     argv = ["--bench", str(suite), "--methods", "ar", flag, text, "--answer-dir", str(tmp_path / "a")]
