@@ -11,7 +11,6 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, RadioButton, RadioSet, Select, Static
 
 from racer_core.errors import ModelLoadError
-from racer_core.loading import resolve
 from racer_tui.models import EMBEDDED_LABEL
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -77,6 +76,10 @@ class ModelPickerScreen(ModalScreen[ModelChoice | None]):
         path: str | None = None
         if self._custom():
             path = self.query_one("#model-path", Input).value.strip()
+            # loading imports torch (through its model-family modules): only
+            # now, when a model is about to load anyway, never at app start.
+            from racer_core.loading import resolve
+
             try:
                 if not path:  # resolve would take an empty path for the embedded model
                     raise ModelLoadError("enter a checkpoint folder or a .gguf file path")
