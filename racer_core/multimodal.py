@@ -15,6 +15,7 @@ sits at base + d + offset, on all three parts alike.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,18 @@ def image_from_pixels(pixels: Any, name: str = "<memory>") -> ChatImage:
     """Wrap an in-memory PIL image (tests, generated pictures)."""
     rgb = pixels.convert("RGB")
     return ChatImage(name, hashlib.sha256(rgb.tobytes() + repr(rgb.size).encode()).hexdigest(), rgb)
+
+
+_INLINE = re.compile(r"<image>(.*?)</image>", re.DOTALL)
+
+
+def split_inline_images(text: str) -> tuple[str, list[str]]:
+    """The original CLI's `<image>PATH</image>` syntax: (the text without the
+    tags, the paths in order). An empty tag is refused."""
+    paths = [m.strip() for m in _INLINE.findall(text)]
+    if any(not p for p in paths):
+        raise InputError("an <image></image> tag has no path in it")
+    return _INLINE.sub("", text).strip(), paths
 
 
 @dataclass(frozen=True)

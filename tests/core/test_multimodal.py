@@ -72,3 +72,14 @@ def test_a_changed_image_is_not_taken_from_the_cache() -> None:
     reused = [p.token_id for e in shared.send("The cat", config, images=[second]) for p in e.pieces]
     fresh = [p.token_id for e in engine.new_conversation().send("The cat", config, images=[second]) for p in e.pieces]
     assert reused == fresh
+
+
+def test_inline_image_tags_are_taken_out_of_the_text() -> None:
+    from racer_core.multimodal import split_inline_images
+
+    assert split_inline_images("<image>cat.png</image> What is this?") == ("What is this?", ["cat.png"])
+    assert split_inline_images("Compare <image> a b.png </image> and <image>c.jpg</image>") == (
+        "Compare  and", ["a b.png", "c.jpg"])
+    assert split_inline_images("no pictures") == ("no pictures", [])
+    with pytest.raises(InputError, match="has no path"):
+        split_inline_images("<image> </image> hi")
