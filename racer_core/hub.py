@@ -60,7 +60,10 @@ def check_available(repo_id: str) -> Path | None:
     ModelLoadError when it is not cached and the hub is off."""
     folder = cached_snapshot(repo_id)
     if folder is None and is_offline():
-        raise ModelLoadError(f"{repo_id} is not in the Hugging Face cache and HF_HUB_OFFLINE is set; {fetch_hint(repo_id)}")
+        raise ModelLoadError(
+            f"{repo_id}: no such folder, and not in the Hugging Face cache (HF_HUB_OFFLINE is set); "
+            f"for the hub model, {fetch_hint(repo_id)}"
+        )
     return folder
 
 

@@ -44,7 +44,7 @@ def test_a_cached_hub_id_loads_offline(hub_cache: Path) -> None:
 
 
 def test_a_missing_hub_id_offline_says_how_to_fetch_it(hub_cache: Path) -> None:
-    with pytest.raises(ModelLoadError, match="not in the Hugging Face cache.*hf download nobody/nothing") as caught:
+    with pytest.raises(ModelLoadError, match="no such folder, and not in the Hugging Face cache.*hf download nobody/nothing") as caught:
         loading.resolve("nobody/nothing")
     assert "\n" not in str(caught.value)
 
