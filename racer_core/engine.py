@@ -24,7 +24,14 @@ from racer_core.errors import InputError
 from racer_core.events import EngineInfo, GenerationConfig, Progress, ShouldStop, StepEvent, TokenPiece
 from racer_core.kv_cache import TreeCache
 from racer_core.loading import load_model
-from racer_core.multimodal import ChatImage, VisionAdapter, VisionPrompt, is_vision_config
+from racer_core.multimodal import (
+    ChatImage,
+    VisionAdapter,
+    VisionPrompt,
+    is_vision_config,
+    load_image,
+    split_inline_images,
+)
 from racer_core.tree_attention import TreeMaskBuilder, cache_argument_name, sliding_window_of
 from racer_core.tree_policy import TreePolicy
 
@@ -178,6 +185,9 @@ class ChatConversation:
 
     def send(self, user_text: str, config: GenerationConfig, should_stop: ShouldStop | None = None,
              images: Sequence[ChatImage] = ()) -> Iterator[StepEvent]:
+        # The original CLI's inline syntax: <image>PATH</image> anywhere in the message.
+        user_text, inline = split_inline_images(user_text) if "<image>" in user_text else (user_text, [])
+        images = [*images, *(load_image(path) for path in inline)]
         if not user_text.strip():
             raise InputError("the message is empty")
         if images and self.engine.vision is None:

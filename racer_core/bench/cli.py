@@ -225,6 +225,8 @@ def _run(args: argparse.Namespace, loader: EngineLoader) -> int:
             if same
             else "greedy: some outputs differ from ar's (see 'same as ar')"
         )
+    if result.skipped_for_images:
+        notes.append(f"warning: {result.skipped_for_images} question(s) with images skipped (the model reads text only)")
     print("\n" + "; ".join(notes))
     if args.summary_json is not None:
         _write_json(args.summary_json, result.to_summary())

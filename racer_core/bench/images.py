@@ -36,6 +36,11 @@ def parse_turn_images(value: Any, turns: int, base: Path, where: str) -> TurnIma
     return tuple(out) if any(out) else ()
 
 
+def takes_images(engine: Any) -> bool:
+    """Whether the engine's model reads images (a VL model with its processor)."""
+    return getattr(engine, "vision", None) is not None
+
+
 def images_of_turn(images: TurnImages, turn: int) -> list[ChatImage]:
     """The turn's pictures, read now (a file changed since the check still gives one clear line)."""
     if turn >= len(images):

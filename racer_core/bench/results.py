@@ -81,6 +81,7 @@ class BenchResult:
     question_count: int = 0  # questions selected for the run
     completed: bool = True  # False when stopped before the last question
     answer_dir: Path | None = None
+    skipped_for_images: int = 0  # questions with images left out: the model reads text only
 
     def add(self, label: str, record: AnswerRecord) -> None:
         if label not in self.methods:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from racer_core.bench.answers import AnswerRecord, AnswerWriter, answer_path, read_answers
+from racer_core.bench.images import images_of_turn, takes_images
 from racer_core.bench.results import BenchResult, Totals, load_results
 from racer_core.bench.suites import Question
 from racer_core.errors import InputError, RacerError
@@ -107,6 +108,10 @@ def run_benchmark(
     if resume and answer_dir is None:
         raise InputError("resume needs an answer folder")
     info = engine.info
+    skipped = 0
+    if not takes_images(engine):
+        kept = [q for q in questions if not q.images]
+        skipped, questions = len(questions) - len(kept), kept
     result = BenchResult(
         methods=list(methods),
         records={m: {} for m in methods},
@@ -120,6 +125,7 @@ def run_benchmark(
         question_count=len(questions),
         answer_dir=None if answer_dir is None else Path(answer_dir),
         completed=False,
+        skipped_for_images=skipped,
     )
     configs = {m: run_config(replace(config, method=m), engine, warm) for m in methods}
     done = _resume(result, answer_dir, methods, configs) if resume else {m: set() for m in methods}
@@ -233,13 +239,15 @@ def _answer(
     """Answer every turn of `q` in one conversation, timing each turn."""
     progress(cfg.method, index, q, None, False)
     texts, counts, walls, accept, ids = [], [], [], [], []
-    for turn in q.turns:
+    for turn_index, turn in enumerate(q.turns):
         spent0 = progress.spent
+        # only a question with images passes them: text-only engines' send takes none
+        images = {"images": images_of_turn(q.images, turn_index)} if q.images else {}
         t0 = _clock()
         text: list[str] = []
         turn_ids: list[int] = []
         last: StepEvent | None = None
-        for ev in conv.send(turn, cfg, should_stop):
+        for ev in conv.send(turn, cfg, should_stop, **images):
             last = ev
             text.append(ev.text)
             turn_ids.extend(ev.token_ids)

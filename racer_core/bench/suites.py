@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from racer_core.bench.images import TurnImages, parse_turn_images
 from racer_core.errors import InputError
 
 BUILTIN_SUITES = ("builtin", "humaneval")
@@ -26,6 +27,7 @@ class Question:
     question_id: int | str
     category: str
     turns: tuple[str, ...]
+    images: TurnImages = ()  # per turn, absolute paths; () for a text-only question
 
 
 def parse_questions(lines: Iterable[str], source: str) -> list[Question]:
@@ -57,7 +59,8 @@ def parse_questions(lines: Iterable[str], source: str) -> list[Question]:
         if key in seen:
             raise InputError(f"{where}: question_id {qid!r} repeats line {seen[key]}")
         seen[key] = lineno
-        questions.append(Question(qid, category, tuple(turns)))
+        images = parse_turn_images(obj.get("images"), len(turns), Path(source).parent, where)
+        questions.append(Question(qid, category, tuple(turns), images))
     if not questions:
         raise InputError(f"{source}: no questions")
     return questions

@@ -32,3 +32,46 @@ def test_bad_images_name_the_line(tmp_path: Path, value, message: str) -> None:
     with pytest.raises(InputError, match=message) as caught:
         parse_turn_images(value, 2, tmp_path, "q.jsonl, line 4")
     assert str(caught.value).startswith("q.jsonl, line 4: ")
+
+
+def _question_file(folder: Path) -> Path:
+    import json
+
+    tiny_image(seed=5).save(folder / "cat.png")
+    rows = [
+        {"question_id": 1, "category": "vision", "turns": ["What is this?", "Once upon a time"], "images": [["cat.png"]]},
+        {"question_id": 2, "category": "text", "turns": ["The quick brown fox"]},
+    ]
+    path = folder / "q.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_a_vl_model_answers_questions_with_images(tmp_path: Path) -> None:
+    from racer_core.bench.runner import run_benchmark
+    from racer_core.bench.suites import load_question_file
+    from racer_core.events import GenerationConfig
+    from racer_core.tiny_vl import tiny_vl_engine
+
+    questions = load_question_file(_question_file(tmp_path))
+    assert questions[0].images == ((str(tmp_path / "cat.png"),), ())
+    config = GenerationConfig(max_new_tokens=10, max_num_draft=8)
+    result = run_benchmark(tiny_vl_engine("qwen2_5_vl"), questions, ["ar", "racer"], config, warmup=False)
+    assert result.skipped_for_images == 0
+    assert result.records["racer"]["1"].token_ids == result.records["ar"]["1"].token_ids
+    assert set(result.records["ar"]) == {"1", "2"}
+
+
+def test_a_text_model_skips_image_questions_with_a_counted_warning(tmp_path: Path, capsys) -> None:
+    from racer_core.bench import cli
+    from racer_core.testing import tiny_engine
+
+    engine = tiny_engine("llama")
+    args = ["--bench", str(_question_file(tmp_path)), "--methods", "ar", "--max-new-tokens", "6",
+            "--answer-dir", str(tmp_path / "a")]
+    assert cli.main(args, engine_loader=lambda **kw: engine) == 0
+    out = capsys.readouterr().out
+    assert "warning: 1 question(s) with images skipped (the model reads text only)" in out
+    from racer_core.bench.answers import read_answers
+
+    assert [r.question_id for r in read_answers(tmp_path / "a" / "ar.jsonl")] == [2]

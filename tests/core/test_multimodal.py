@@ -83,3 +83,22 @@ def test_inline_image_tags_are_taken_out_of_the_text() -> None:
     assert split_inline_images("no pictures") == ("no pictures", [])
     with pytest.raises(InputError, match="has no path"):
         split_inline_images("<image> </image> hi")
+
+
+def test_inline_image_tags_attach_the_picture(tmp_path: Path) -> None:
+    path = tmp_path / "pic.png"
+    tiny_image(seed=4).save(path)
+    engine = tiny_vl_engine("llava")
+    config = GenerationConfig(method="ar", max_new_tokens=8)
+    tagged = engine.new_conversation()
+    inline = [p.token_id for e in tagged.send(f"<image>{path}</image> The cat", config) for p in e.pieces]
+    attached = [p.token_id for e in engine.new_conversation().send("The cat", config, images=[load_image(path)])
+                for p in e.pieces]
+    assert inline == attached
+    assert tagged.messages[0]["content"] == "The cat" and tagged.images[0][0].path == str(path)
+    text_only = tiny_engine("llama").new_conversation()
+    with pytest.raises(InputError, match="reads text only"):
+        list(text_only.send(f"<image>{path}</image> hi", config))
+    with pytest.raises(InputError, match="image not found"):
+        list(text_only.send(f"<image>{tmp_path / 'gone.png'}</image> hi", config))
+    assert text_only.messages == []
