@@ -6,10 +6,12 @@ anything runs; read when the question's turn is sent."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from racer_core.errors import InputError
-from racer_core.multimodal import ChatImage, load_image
+
+if TYPE_CHECKING:  # the headless command lines check question files without importing torch
+    from racer_core.multimodal import ChatImage
 
 TurnImages = tuple[tuple[str, ...], ...]
 
@@ -43,6 +45,8 @@ def takes_images(engine: Any) -> bool:
 
 def images_of_turn(images: TurnImages, turn: int) -> list[ChatImage]:
     """The turn's pictures, read now (a file changed since the check still gives one clear line)."""
+    from racer_core.multimodal import load_image
+
     if turn >= len(images):
         return []
     return [load_image(path) for path in images[turn]]
