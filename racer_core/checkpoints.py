@@ -159,3 +159,34 @@ def check_tree_support(model: Any, name: str) -> None:
         raise ModelLoadError(f"{refusal}: {first_line(error)}") from error
     if cache.length != 3 or not torch.allclose(full.float(), step.float(), atol=1e-3, rtol=1e-3):
         raise ModelLoadError(refusal)
+
+
+def add_load_arguments(parser: Any) -> None:
+    """The command-line options that change how a model loads (chat and bench alike)."""
+    parser.add_argument(
+        "--trust-remote-code", action="store_true",
+        help="run the code shipped in the model's folder (off by default); it must accept a transformers "
+             "cache and a 4D attention mask, else the model is refused",
+    )
+    bits = parser.add_mutually_exclusive_group()
+    bits.add_argument("--load-in-8bit", action="store_true", help="8-bit weights through bitsandbytes (CUDA only)")
+    bits.add_argument("--load-in-4bit", action="store_true", help="4-bit weights through bitsandbytes (CUDA only)")
+
+
+def load_arguments(args: Any) -> dict[str, Any]:
+    """load_engine keyword arguments for the options set on the command line."""
+    out: dict[str, Any] = {}
+    if getattr(args, "trust_remote_code", False):
+        out["trust_remote_code"] = True
+    if getattr(args, "load_in_8bit", False) or getattr(args, "load_in_4bit", False):
+        out["quantize"] = "8bit" if args.load_in_8bit else "4bit"
+    return out
+
+
+def load_argument_words(args: Any) -> list[str]:
+    """The same options again as command-line words (for served app processes)."""
+    kwargs = load_arguments(args)
+    words = ["--trust-remote-code"] if kwargs.get("trust_remote_code") else []
+    if "quantize" in kwargs:
+        words.append(f"--load-in-{kwargs['quantize']}")
+    return words

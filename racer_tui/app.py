@@ -7,6 +7,7 @@ called in a worker thread, and the app only consumes its event stream.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -18,6 +19,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.signal import Signal
 
+from racer_core.checkpoints import add_load_arguments, load_argument_words, load_arguments
 from racer_core.errors import RacerError
 from racer_core.events import Engine, EngineFactory, EngineInfo
 from racer_tui.commands import racer_commands
@@ -248,10 +250,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--model",
         default=None,
         metavar="PATH",
-        help="a checkpoint folder or .gguf file (default: the saved choice, else the embedded model)",
+        help="a checkpoint folder, a .gguf file or a Hugging Face hub id org/name "
+        "(default: the saved choice, else the embedded model)",
     )
     p.add_argument("--device", default=None, help="auto, cpu or cuda (default: the saved choice)")
     p.add_argument("--dtype", default=None, help="auto, float32, bfloat16, float16 (default: the saved choice)")
+    add_load_arguments(p)
     p.add_argument("--serve", action="store_true", help="serve the app in a browser (textual-serve)")
     p.add_argument("--host", default="127.0.0.1", help="with --serve: address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="with --serve: port (default 8000)")
@@ -264,7 +268,7 @@ def app_args(args: argparse.Namespace) -> list[str]:
     for flag, value in (("--model", args.model), ("--device", args.device), ("--dtype", args.dtype)):
         if value is not None:
             out += [flag, value]
-    return out
+    return out + load_argument_words(args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -278,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
         from racer_tui.serve import serve
 
         return serve(app_args(args), args.host, args.port)
-    app = RacerApp(model_path=args.model, device=args.device, dtype=args.dtype)
+    load = load_arguments(args)
+    factory = functools.partial(default_engine_factory, **load) if load else default_engine_factory
+    app = RacerApp(factory, model_path=args.model, device=args.device, dtype=args.dtype)
     app.run()
     return int(app.return_code or 0)

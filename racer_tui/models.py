@@ -4,17 +4,21 @@ worker thread)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from racer_core.events import Engine, Progress
 
 EMBEDDED_LABEL = "SmolLM2-135M-Instruct (embedded, Q4_1 GGUF)"
 
 
 def default_engine_factory(
-    model_path: str | None, *, device: str = "auto", dtype: str = "auto", progress: Progress | None = None
+    model_path: str | None, *, device: str = "auto", dtype: str = "auto", progress: Progress | None = None,
+    **load: Any,
 ) -> Engine:
+    """`load`: quantize / trust_remote_code, as the command line asked."""
     from racer_core.engine import load_engine  # imports torch: worker thread only
 
-    return load_engine(model_path, device=device, dtype=dtype, progress=progress)
+    return load_engine(model_path, device=device, dtype=dtype, progress=progress, **load)
 
 
 def describe(model_path: str | None) -> str:

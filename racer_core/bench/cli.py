@@ -18,6 +18,7 @@ from racer_core.bench.answers import DATA_DIR_ENV, default_answer_dir
 from racer_core.bench.report import ProgressDisplay, bench_tables
 from racer_core.bench.runner import run_benchmark
 from racer_core.bench.suites import load_suite, suite_name
+from racer_core.checkpoints import add_load_arguments, load_arguments
 from racer_core.config import DEFAULTS, MAX_DRAFT, MAX_TEMPERATURE, ConfigError
 from racer_core.errors import RacerError
 from racer_core.events import METHODS, Engine, GenerationConfig
@@ -116,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model-path", default=None, help="a checkpoint folder or GGUF file (default: embedded)")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N (default: auto)")
     p.add_argument("--dtype", default="auto", help="auto, float32, bfloat16, float16 (default: auto)")
+    add_load_arguments(p)
     p.add_argument("--max-num-draft", type=_param("max_num_draft"), default=d.max_num_draft, metavar="N|auto",
                    help=f"draft tree budget, 1 to {MAX_DRAFT} (default: {d.max_num_draft})")
     p.add_argument("--ngram", type=_param("ngram"), default=d.ngram, metavar="N",
@@ -191,7 +193,8 @@ def _run(args: argparse.Namespace, loader: EngineLoader) -> int:
     questions = load_suite(args.bench)[args.question_begin : args.question_end]
     if not questions:
         raise RacerError(f"no questions selected from {args.bench}")
-    engine = loader(model_path=args.model_path, device=args.device, dtype=args.dtype, progress=None)
+    engine = loader(model_path=args.model_path, device=args.device, dtype=args.dtype, progress=None,
+                    **load_arguments(args))
     config = args.config
     name = suite_name(args.bench)
     answer_dir = args.answer_dir or default_answer_dir(name, engine.info.model)

@@ -114,3 +114,26 @@ def test_remote_code_needs_the_flag_and_must_work_with_trees(tmp_path: Path) -> 
     bad = _remote_checkpoint(tmp_path / "bad", _DROPS_THE_CACHE)
     with pytest.raises(ModelLoadError, match="does not work with tree verification"):
         load_engine(bad, device="cpu", trust_remote_code=True)
+
+
+def test_command_lines_pass_the_load_options(tmp_path: Path, capsys) -> None:
+    from racer_core.bench import cli
+    from racer_tui.app import app_args, build_parser
+
+    tiny_model("llama").save_pretrained(tmp_path)
+    tiny_tokenizer().save_pretrained(tmp_path)
+    capsys.readouterr()  # the save's progress bars
+    args = ["--bench", "builtin", "--model-path", str(tmp_path), "--device", "cpu", "--methods", "ar"]
+    assert cli.main([*args, "--load-in-4bit"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert err == "racer-tui: error: --load-in-4bit needs a CUDA GPU (bitsandbytes); this machine has none"
+    seen = {}
+
+    def loader(**kwargs):
+        seen.update(kwargs)
+        raise ModelLoadError("stop here")
+
+    cli.main([*args, "--trust-remote-code", "--load-in-8bit"], engine_loader=loader)
+    assert seen["trust_remote_code"] is True and seen["quantize"] == "8bit"
+    served = app_args(build_parser().parse_args(["--model", "org/name", "--trust-remote-code", "--load-in-4bit"]))
+    assert served == ["--model", "org/name", "--trust-remote-code", "--load-in-4bit"]
