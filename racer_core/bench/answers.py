@@ -5,10 +5,17 @@ descriptor, then fsynced, so a Ctrl-C or a kill loses at most the question in
 flight. A final line without its newline (a write cut short by a crash or a full
 disk) is dropped when read, and cut off before a file is appended to again.
 
-Beyond the format, each choice also carries `token_ids` (per turn, so runs can
-be compared token for token) and each line a `config` (the settings that
-produced it, so `--resume` never mixes runs made with different settings).
-Readers accept lines without them.
+A line has the original RACER's fields (`question_id`, `category`, `answer_id`,
+`model_id`, `choices[{index, turns, decoding_steps, new_tokens, wall_time,
+accept_lengths}]`, `tstamp`), so its speed and math scripts read our files and we
+read theirs. Beyond that format, each line names its `method`, each choice also
+carries `token_ids` (per turn, so runs can be compared token for token) and
+each line a `config` (the settings that produced it, so `--resume` never mixes
+runs made with different settings). Readers accept lines without them.
+
+`accept_lengths` holds the tokens each tree verification step produced; the
+prefill, which emits the first token of a turn from the prompt alone, is not a
+step, so MAT (their mean) is the original's mean accepted tokens.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,20 +34,87 @@ DATA_DIR_ENV = "RACER_TUI_DATA_DIR"  # read by racer_core.paths.data_dir
 
 
 @dataclass(frozen=True)
+class Choice:
+    """One sampled reply to every turn of a question (the original's `choices[i]`)."""
+
+    index: int
+    turns: tuple[str, ...]
+    new_tokens: tuple[int, ...]  # per turn
+    wall_time: tuple[float, ...]  # seconds per turn
+    accept_lengths: tuple[int, ...]  # tokens per tree verification step over all turns, prefill excluded
+    decoding_steps: tuple[int, ...] | None = None  # verification steps per turn; None in files without it
+    token_ids: tuple[tuple[int, ...], ...] | None = None  # per turn; None in foreign files
+
+    def to_json(self) -> dict[str, Any]:
+        obj: dict[str, Any] = {"index": self.index, "turns": list(self.turns)}
+        if self.decoding_steps is not None:
+            obj["decoding_steps"] = list(self.decoding_steps)
+        obj.update(
+            new_tokens=list(self.new_tokens),
+            wall_time=list(self.wall_time),
+            accept_lengths=list(self.accept_lengths),
+        )
+        if self.token_ids is not None:
+            obj["token_ids"] = [list(t) for t in self.token_ids]
+        return obj
+
+    @classmethod
+    def from_json(cls, obj: Any, position: int) -> Choice:
+        if not isinstance(obj, dict):
+            raise ValueError(f"choice {position} is not a JSON object")
+        turns = tuple(str(t) for t in obj["turns"])
+        new_tokens = tuple(int(n) for n in obj["new_tokens"])
+        wall_time = tuple(float(s) for s in obj["wall_time"])
+        if len(new_tokens) != len(wall_time):
+            raise ValueError("new_tokens and wall_time differ in length")
+        steps = obj.get("decoding_steps")
+        ids = obj.get("token_ids")
+        return cls(
+            index=int(obj.get("index", position)),
+            turns=turns,
+            new_tokens=new_tokens,
+            wall_time=wall_time,
+            accept_lengths=tuple(int(n) for n in obj.get("accept_lengths", ())),
+            decoding_steps=None if steps is None else tuple(int(n) for n in steps),
+            token_ids=None if ids is None else tuple(tuple(int(t) for t in turn) for turn in ids),
+        )
+
+
+@dataclass(frozen=True)
 class AnswerRecord:
-    """One question answered by one method."""
+    """One question answered by one method: one or more choices (samples).
+
+    `turns`, `new_tokens`, `wall_time` and `token_ids` are the first choice's;
+    `tokens`, `seconds` and `accept_lengths` count every choice, as the
+    original's speed analysis reads them.
+    """
 
     question_id: int | str
     category: str
     model_id: str
     method: str
-    turns: tuple[str, ...]
-    new_tokens: tuple[int, ...]  # per turn
-    wall_time: tuple[float, ...]  # seconds per turn
-    accept_lengths: tuple[int, ...]  # tokens per step over all turns, bonus included
-    token_ids: tuple[tuple[int, ...], ...] | None = None  # per turn; None in foreign files
+    choices: tuple[Choice, ...]
     tstamp: float = 0.0
     config: dict[str, Any] | None = field(default=None, compare=False)
+    answer_id: str = field(default="", compare=False)
+
+    @classmethod
+    def single(
+        cls,
+        question_id: int | str,
+        category: str,
+        model_id: str,
+        method: str,
+        turns: tuple[str, ...],
+        new_tokens: tuple[int, ...],
+        wall_time: tuple[float, ...],
+        accept_lengths: tuple[int, ...],
+        token_ids: tuple[tuple[int, ...], ...] | None = None,
+        **extra: Any,
+    ) -> AnswerRecord:
+        """A record with one choice (most runs)."""
+        choice = Choice(0, turns, new_tokens, wall_time, accept_lengths, token_ids=token_ids)
+        return cls(question_id, category, model_id, method, (choice,), **extra)
 
     @property
     def key(self) -> str:
@@ -47,29 +122,42 @@ class AnswerRecord:
         return str(self.question_id)
 
     @property
+    def turns(self) -> tuple[str, ...]:
+        return self.choices[0].turns
+
+    @property
+    def new_tokens(self) -> tuple[int, ...]:
+        return self.choices[0].new_tokens
+
+    @property
+    def wall_time(self) -> tuple[float, ...]:
+        return self.choices[0].wall_time
+
+    @property
+    def token_ids(self) -> tuple[tuple[int, ...], ...] | None:
+        return self.choices[0].token_ids
+
+    @property
+    def accept_lengths(self) -> tuple[int, ...]:
+        return tuple(n for c in self.choices for n in c.accept_lengths)
+
+    @property
     def tokens(self) -> int:
-        return sum(self.new_tokens)
+        return sum(sum(c.new_tokens) for c in self.choices)
 
     @property
     def seconds(self) -> float:
-        return sum(self.wall_time)
+        return sum(sum(c.wall_time) for c in self.choices)
 
     def to_json(self) -> dict[str, Any]:
-        choice: dict[str, Any] = {
-            "index": 0,
-            "turns": list(self.turns),
-            "new_tokens": list(self.new_tokens),
-            "wall_time": list(self.wall_time),
-            "accept_lengths": list(self.accept_lengths),
-        }
-        if self.token_ids is not None:
-            choice["token_ids"] = [list(t) for t in self.token_ids]
+        """The original's line (question_id, category, answer_id, model_id, choices, tstamp) plus ours."""
         obj: dict[str, Any] = {
             "question_id": self.question_id,
             "category": self.category,
+            "answer_id": self.answer_id or new_answer_id(),
             "model_id": self.model_id,
             "method": self.method,
-            "choices": [choice],
+            "choices": [c.to_json() for c in self.choices],
             "tstamp": self.tstamp,
         }
         if self.config is not None:
@@ -82,31 +170,30 @@ class AnswerRecord:
         if not isinstance(obj, dict):
             raise ValueError("expected a JSON object")
         try:
-            choice = obj["choices"][0]
-            turns = tuple(str(t) for t in choice["turns"])
-            new_tokens = tuple(int(n) for n in choice["new_tokens"])
-            wall_time = tuple(float(s) for s in choice["wall_time"])
-            accept = tuple(int(n) for n in choice.get("accept_lengths", ()))
-            ids = choice.get("token_ids")
-            token_ids = None if ids is None else tuple(tuple(int(t) for t in turn) for turn in ids)
-            record = cls(
-                question_id=obj["question_id"],
+            raw = obj["choices"]
+            if not isinstance(raw, list) or not raw:
+                raise ValueError("choices must be a non-empty list")
+            choices = tuple(Choice.from_json(c, i) for i, c in enumerate(raw))
+            qid = obj["question_id"]
+            if isinstance(qid, bool) or not isinstance(qid, int | str):
+                raise ValueError("question_id must be a number or a string")
+            return cls(
+                question_id=qid,
                 category=str(obj.get("category", "")),
                 model_id=str(obj.get("model_id", "")),
                 method=str(obj.get("method", "")),
-                turns=turns,
-                new_tokens=new_tokens,
-                wall_time=wall_time,
-                accept_lengths=accept,
-                token_ids=token_ids,
+                choices=choices,
                 tstamp=float(obj.get("tstamp", 0.0)),
                 config=obj.get("config") if isinstance(obj.get("config"), dict) else None,
+                answer_id=str(obj.get("answer_id", "")),
             )
         except (KeyError, IndexError, TypeError, ValueError) as exc:
             raise ValueError(f"not an answer ({type(exc).__name__}: {exc})") from None
-        if len(new_tokens) != len(wall_time):
-            raise ValueError("new_tokens and wall_time differ in length")
-        return record
+
+
+def new_answer_id() -> str:
+    """A short random id, like the original's 22-character ones."""
+    return uuid.uuid4().hex[:22]
 
 
 def read_answers(path: str | Path) -> list[AnswerRecord]:

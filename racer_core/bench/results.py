@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from racer_core.bench.answers import AnswerRecord, read_answers
+from racer_core.bench.suites import report_categories
 from racer_core.errors import InputError
 
 UNSTEPPED_METHODS = frozenset({"hf", "pld"})
@@ -59,9 +60,14 @@ def _round(x: float | None, digits: int = 4) -> float | None:
 
 
 def same_output(a: AnswerRecord, b: AnswerRecord) -> bool:
-    if a.token_ids is not None and b.token_ids is not None:
-        return a.token_ids == b.token_ids
-    return a.turns == b.turns
+    """Every choice both have is the same (token ids, else text)."""
+    if len(a.choices) != len(b.choices):
+        return False
+    for x, y in zip(a.choices, b.choices, strict=True):
+        same = x.token_ids == y.token_ids if x.token_ids is not None and y.token_ids is not None else x.turns == y.turns
+        if not same:
+            return False
+    return True
 
 
 @dataclass
@@ -90,13 +96,18 @@ class BenchResult:
         if record.key not in self.question_order:
             self.question_order.append(record.key)
 
+    def _fold(self) -> dict[str, str]:
+        """Report categories: a Spec-Bench mix shows MT-Bench's eight as multi_turn."""
+        return report_categories(r.category for recs in self.records.values() for r in recs.values())
+
     def categories(self) -> list[str]:
+        fold = self._fold()
         seen: dict[str, None] = {}
         for key in self.question_order:
             for label in self.methods:
                 rec = self.records.get(label, {}).get(key)
                 if rec is not None:
-                    seen.setdefault(rec.category)
+                    seen.setdefault(fold.get(rec.category, rec.category))
                     break
         return list(seen)
 
@@ -126,7 +137,8 @@ class BenchResult:
         recs = self.records.get(label, {})
         if category is None:
             return recs
-        return {k: r for k, r in recs.items() if r.category == category}
+        fold = self._fold()
+        return {k: r for k, r in recs.items() if fold.get(r.category, r.category) == category}
 
     def method_totals(self) -> dict[str, Totals]:
         return {label: self.totals(label) for label in self.methods}

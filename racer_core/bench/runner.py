@@ -6,7 +6,12 @@ one untimed warm-up reply per method comes first; each question gets a fresh
 conversation (empty automaton) unless `warm` keeps the previous question's
 automaton per method. Wall time per turn covers the whole reply, prefill
 included, minus the time spent in `on_progress` (a slow front end must not
-count against a method).
+count against a method). Each question may be answered several times
+(`num_choices`, seeds 0, 1, ...), as the original's `--num-choices`.
+
+MAT counts tree verification steps only: the first event of a turn is the
+prefill, which yields one token from the prompt alone, so it is timed but not
+counted as a step (as the original counts it).
 """
 
 from __future__ import annotations
@@ -17,9 +22,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from racer_core.bench.answers import AnswerRecord, AnswerWriter, answer_path, read_answers
+from racer_core.bench.answers import AnswerRecord, AnswerWriter, Choice, answer_path, read_answers
 from racer_core.bench.images import images_of_turn, takes_images
-from racer_core.bench.results import BenchResult, Totals, load_results
+from racer_core.bench.results import UNSTEPPED_METHODS, BenchResult, Totals, load_results
 from racer_core.bench.suites import Question
 from racer_core.errors import InputError, RacerError
 from racer_core.events import (
@@ -38,6 +43,9 @@ __all__ = [
     "load_results",
     "run_benchmark",
     "run_config",
+    "answer_choice",
+    "answer_files",
+    "DEFAULT_SYSTEM_PROMPT",
     "WARMUP_PROMPT",
 ]
 
@@ -69,11 +77,45 @@ class BenchProgress:
 OnProgress = Callable[[BenchProgress], None]
 
 
-def run_config(config: GenerationConfig, engine: Engine, warm: bool) -> dict[str, Any]:
+DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
+"""The original benchmarks' system prompt."""
+
+
+def run_config(
+    config: GenerationConfig,
+    engine: Engine,
+    warm: bool,
+    *,
+    num_choices: int = 1,
+    system_prompt: str | None = None,
+) -> dict[str, Any]:
     """The settings written into each answer line; resume refuses a mismatch."""
     cfg = asdict(config)
     cfg.update(warm=warm, device=engine.info.device, dtype=engine.info.dtype)
+    # written only when set, so files of earlier runs still resume
+    if num_choices != 1:
+        cfg["num_choices"] = num_choices
+    if system_prompt is not None:
+        cfg["system_prompt"] = system_prompt
     return cfg
+
+
+def answer_files(
+    methods: Sequence[str], answer_dir: str | Path | None, answer_file: str | Path | None = None
+) -> dict[str, Path]:
+    """Where each method's answers go: `answer_file` (one method only) or ANSWER_DIR/METHOD.jsonl."""
+    if answer_file is not None:
+        if len(methods) != 1:
+            raise InputError("an answer file holds one method's answers; give one method or use an answer folder")
+        return {methods[0]: Path(answer_file)}
+    if answer_dir is None:
+        return {}
+    return {m: answer_path(answer_dir, m) for m in methods}
+
+
+def choice_config(config: GenerationConfig, index: int) -> GenerationConfig:
+    """Choice i samples with seed base + i (base 0 unless set), as the original seeds choice i with i."""
+    return replace(config, seed=(config.seed or 0) + index)
 
 
 class _Stopped(Exception):
@@ -93,8 +135,17 @@ def run_benchmark(
     on_progress: OnProgress | None = None,
     warmup: bool = True,
     suite: str | None = None,
+    answer_file: str | Path | None = None,
+    num_choices: int = 1,
+    system_prompt: str | None = None,
+    model_id: str | None = None,
 ) -> BenchResult:
-    """Answer `questions` with every method; write answer files when `answer_dir` is set.
+    """Answer `questions` with every method; write answer files when `answer_dir`
+    (ANSWER_DIR/METHOD.jsonl) or `answer_file` (one method) is set.
+
+    `model_id` names the run in the answer lines (default: the engine's model
+    name); each question gets `num_choices` replies; every conversation starts
+    with `system_prompt` when it is given.
 
     Without `resume` an existing answer file of a method in the run is
     replaced. With it, questions already in the file are skipped (and count in
@@ -105,20 +156,24 @@ def run_benchmark(
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
         raise InputError(f"unknown method(s): {', '.join(unknown) or '(none)'}")
-    if resume and answer_dir is None:
+    if num_choices < 1:
+        raise InputError(f"num_choices must be at least 1, not {num_choices}")
+    paths = answer_files(methods, answer_dir, answer_file)
+    if resume and not paths:
         raise InputError("resume needs an answer folder")
     info = engine.info
     skipped = 0
     if not takes_images(engine):
         kept = [q for q in questions if not q.images]
         skipped, questions = len(questions) - len(kept), kept
+    model = model_id or info.model
     result = BenchResult(
         methods=list(methods),
         records={m: {} for m in methods},
         question_order=[str(q.question_id) for q in questions],
         greedy=config.greedy,
         suite=suite,
-        model=info.model,
+        model=model,
         device=info.device,
         dtype=info.dtype,
         warm=warm,
@@ -127,17 +182,19 @@ def run_benchmark(
         completed=False,
         skipped_for_images=skipped,
     )
-    configs = {m: run_config(replace(config, method=m), engine, warm) for m in methods}
-    done = _resume(result, answer_dir, methods, configs) if resume else {m: set() for m in methods}
+    configs = {
+        m: run_config(replace(config, method=m), engine, warm, num_choices=num_choices, system_prompt=system_prompt)
+        for m in methods
+    }
+    done = _resume(result, paths, configs) if resume else {m: set() for m in methods}
 
     writers: dict[str, AnswerWriter] = {}
     try:
         if warmup:
-            _warm_up(engine, methods, config, should_stop)
+            _warm_up(engine, methods, config, should_stop, system_prompt)
         # opened after the warm-up: a run that fails that early keeps the old answers
-        if answer_dir is not None:
-            for m in methods:
-                writers[m] = AnswerWriter(answer_path(answer_dir, m), append=resume)
+        for m, path in paths.items():
+            writers[m] = AnswerWriter(path, append=resume)
         progress = _Reporter(on_progress, len(questions))
         previous: dict[str, Conversation | None] = {m: None for m in methods}
         for index, q in enumerate(questions):
@@ -146,11 +203,16 @@ def run_benchmark(
                 if key in done[m]:
                     progress(m, index, q, None, True, result.records[m][key])
                     continue
-                cfg = replace(config, method=m)
-                conv = engine.new_conversation(warm_from=previous[m] if warm else None)
-                record = _answer(conv, q, cfg, info.model, configs[m], should_stop, progress, index)
-                if warm:
-                    previous[m] = conv
+                choices = []
+                for i in range(num_choices):
+                    conv = engine.new_conversation(
+                        system_prompt=system_prompt, warm_from=previous[m] if warm else None
+                    )
+                    cfg = choice_config(replace(config, method=m), i) if num_choices > 1 else replace(config, method=m)
+                    choices.append(answer_choice(conv, q, cfg, i, should_stop, progress, index))
+                    if warm:
+                        previous[m] = conv
+                record = AnswerRecord(q.question_id, q.category, model, m, tuple(choices), time.time(), configs[m])
                 if m in writers:
                     writers[m].write(record)
                 result.add(m, record)
@@ -166,15 +228,13 @@ def run_benchmark(
 
 def _resume(
     result: BenchResult,
-    answer_dir: str | Path,
-    methods: list[str],
+    paths: dict[str, Path],
     configs: dict[str, dict[str, Any]],
 ) -> dict[str, set[str]]:
     """Load earlier answers of the selected questions; refuse ones made differently."""
     wanted = set(result.question_order)
     done: dict[str, set[str]] = {}
-    for m in methods:
-        path = answer_path(answer_dir, m)
+    for m, path in paths.items():
         done[m] = set()
         if not path.exists():
             continue
@@ -226,19 +286,19 @@ class _Reporter:
         self.spent += _clock() - t0
 
 
-def _answer(
+def answer_choice(
     conv: Conversation,
     q: Question,
     cfg: GenerationConfig,
-    model: str,
-    run_cfg: dict[str, Any],
+    index: int,
     should_stop: ShouldStop | None,
     progress: _Reporter,
-    index: int,
-) -> AnswerRecord:
+    question_index: int,
+) -> Choice:
     """Answer every turn of `q` in one conversation, timing each turn."""
-    progress(cfg.method, index, q, None, False)
-    texts, counts, walls, accept, ids = [], [], [], [], []
+    progress(cfg.method, question_index, q, None, False)
+    stepped = cfg.method not in UNSTEPPED_METHODS
+    texts, counts, walls, accept, steps, ids = [], [], [], [], [], []
     for turn_index, turn in enumerate(q.turns):
         spent0 = progress.spent
         # only a question with images passes them: text-only engines' send takes none
@@ -247,13 +307,16 @@ def _answer(
         text: list[str] = []
         turn_ids: list[int] = []
         last: StepEvent | None = None
+        turn_steps = 0
         for ev in conv.send(turn, cfg, should_stop, **images):
+            prefill = last is None and stepped
             last = ev
             text.append(ev.text)
             turn_ids.extend(ev.token_ids)
-            if ev.pieces:  # a closing event may carry no tokens: not a step
+            if ev.pieces and not prefill:  # a closing event may carry no tokens: not a step
                 accept.append(ev.accept_length)
-            progress(cfg.method, index, q, ev, False)
+                turn_steps += 1
+            progress(cfg.method, question_index, q, ev, False)
         wall = _clock() - t0 - (progress.spent - spent0)
         if last is None or not last.finished:
             raise RacerError(f"the engine ended question {q.question_id} ({cfg.method}) without a final event")
@@ -266,27 +329,30 @@ def _answer(
         texts.append(reply["content"] if reply.get("role") == "assistant" else "".join(text))
         counts.append(len(turn_ids))
         walls.append(wall)
+        steps.append(turn_steps)
         ids.append(tuple(turn_ids))
-    return AnswerRecord(
-        question_id=q.question_id,
-        category=q.category,
-        model_id=model,
-        method=cfg.method,
+    return Choice(
+        index=index,
         turns=tuple(texts),
         new_tokens=tuple(counts),
         wall_time=tuple(walls),
         accept_lengths=tuple(accept),
+        decoding_steps=tuple(steps),
         token_ids=tuple(ids),
-        tstamp=time.time(),
-        config=run_cfg,
     )
 
 
-def _warm_up(engine: Engine, methods: list[str], config: GenerationConfig, should_stop: ShouldStop | None) -> None:
+def _warm_up(
+    engine: Engine,
+    methods: list[str],
+    config: GenerationConfig,
+    should_stop: ShouldStop | None,
+    system_prompt: str | None = None,
+) -> None:
     """One short untimed reply per method: first-call costs stay out of the timings."""
     for m in methods:
         cfg = replace(config, method=m, max_new_tokens=min(WARMUP_TOKENS, config.max_new_tokens))
-        conv = engine.new_conversation()
+        conv = engine.new_conversation(system_prompt=system_prompt)
         for ev in conv.send(WARMUP_PROMPT, cfg, should_stop):
             if ev.finished and ev.finish_reason == "cancelled":
                 raise _Stopped

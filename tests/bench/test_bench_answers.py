@@ -21,7 +21,7 @@ from racer_core.errors import InputError
 
 
 def record(qid: int | str = 1, text: str = "hello", method: str = "racer") -> AnswerRecord:
-    return AnswerRecord(
+    return AnswerRecord.single(
         question_id=qid,
         category="qa",
         model_id="m",
@@ -41,7 +41,7 @@ def test_line_has_the_design_format(tmp_path):
     with AnswerWriter(path, append=False) as w:
         w.write(record())
     obj = json.loads(path.read_text())
-    assert set(obj) == {"question_id", "category", "model_id", "method", "choices", "tstamp", "config"}
+    assert set(obj) == {"question_id", "category", "answer_id", "model_id", "method", "choices", "tstamp", "config"}
     choice = obj["choices"][0]
     assert choice["index"] == 0
     assert choice["turns"] == ["hello"]

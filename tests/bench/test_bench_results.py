@@ -11,7 +11,7 @@ from racer_core.errors import InputError
 
 def rec(qid, method, tokens, seconds, category="qa", ids=None, text="t", steps=None, temp=0.0):
     steps = steps or [1] * tokens
-    return AnswerRecord(
+    return AnswerRecord.single(
         question_id=qid,
         category=category,
         model_id="m",

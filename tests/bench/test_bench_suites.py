@@ -49,7 +49,7 @@ def test_builtin_turn_shapes_and_passage_lengths():
 def test_humaneval_prompts_become_instructions():
     qs = load_humaneval()
     assert len(qs) == 164
-    assert all(q.category == "code" and len(q.turns) == 1 for q in qs)
+    assert all(q.category == "coding" and len(q.turns) == 1 for q in qs)
     first = qs[0]
     assert first.question_id == "HumanEval/0"
     assert first.turns[0].startswith(HUMANEVAL_INSTRUCTION.split("{")[0])

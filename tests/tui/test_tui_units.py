@@ -67,7 +67,7 @@ def test_format_status() -> None:
 
 
 def _record(qid: str, method: str, category: str, lengths: tuple[int, ...], seconds: float) -> AnswerRecord:
-    return AnswerRecord(
+    return AnswerRecord.single(
         question_id=qid,
         category=category,
         model_id="m",
