@@ -8,10 +8,11 @@ disk) is dropped when read, and cut off before a file is appended to again.
 A line has the original RACER's fields (`question_id`, `category`, `answer_id`,
 `model_id`, `choices[{index, turns, decoding_steps, new_tokens, wall_time,
 accept_lengths}]`, `tstamp`), so its speed and math scripts read our files and we
-read theirs. Beyond that format, each line names its `method`, each choice also
-carries `token_ids` (per turn, so runs can be compared token for token) and
-each line a `config` (the settings that produced it, so `--resume` never mixes
-runs made with different settings). Readers accept lines without them.
+read theirs. Beyond that format, each line names its `method` and carries the
+question's `reference` (when it has one, for scoring) and a `config` (the
+settings that produced it, so `--resume` never mixes runs made with different
+settings); each choice also carries `token_ids` (per turn, so runs can be
+compared token for token). Readers accept lines without them.
 
 `accept_lengths` holds the tokens each tree verification step produced; the
 prefill, which emits the first token of a turn from the prompt alone, is not a
@@ -97,6 +98,7 @@ class AnswerRecord:
     tstamp: float = 0.0
     config: dict[str, Any] | None = field(default=None, compare=False)
     answer_id: str = field(default="", compare=False)
+    reference: tuple[str, ...] | None = None  # the question's expected final answer(s), for scoring
 
     @classmethod
     def single(
@@ -160,6 +162,8 @@ class AnswerRecord:
             "choices": [c.to_json() for c in self.choices],
             "tstamp": self.tstamp,
         }
+        if self.reference is not None:
+            obj["reference"] = list(self.reference)
         if self.config is not None:
             obj["config"] = self.config
         return obj
@@ -186,9 +190,17 @@ class AnswerRecord:
                 tstamp=float(obj.get("tstamp", 0.0)),
                 config=obj.get("config") if isinstance(obj.get("config"), dict) else None,
                 answer_id=str(obj.get("answer_id", "")),
+                reference=_reference(obj.get("reference")),
             )
         except (KeyError, IndexError, TypeError, ValueError) as exc:
             raise ValueError(f"not an answer ({type(exc).__name__}: {exc})") from None
+
+
+def _reference(value: Any) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    items = value if isinstance(value, list) else [value]
+    return tuple(str(v) for v in items) or None
 
 
 def new_answer_id() -> str:

@@ -212,7 +212,9 @@ def run_benchmark(
                     choices.append(answer_choice(conv, q, cfg, i, should_stop, progress, index))
                     if warm:
                         previous[m] = conv
-                record = AnswerRecord(q.question_id, q.category, model, m, tuple(choices), time.time(), configs[m])
+                record = AnswerRecord(
+                    q.question_id, q.category, model, m, tuple(choices), time.time(), configs[m], reference=q.reference
+                )
                 if m in writers:
                     writers[m].write(record)
                 result.add(m, record)

@@ -1,0 +1,80 @@
+"""`racer-tui score`: math accuracy of answer files.
+
+racer-tui score ANSWERS... [--questions FILE | --bench-name NAME [--data-root DIR]] [--json FILE]
+
+References come from the question file when one is given, else from the
+answer lines themselves (racer-tui writes each question's reference there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from racer_core.bench.answers import AnswerRecord, read_answers
+from racer_core.bench.score import MathScore, references_of, score_answers
+from racer_core.bench.suites import BENCH_NAMES, DEFAULT_DATA_ROOT, bench_question_file, load_question_file
+from racer_core.errors import RacerError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="racer-tui score",
+        description="Math accuracy of answer files: the last \\boxed{} answer of each reply against the reference.",
+        epilog=(
+            "One choice per question gives accuracy; k choices give pass@k, mean@k and the standard deviation of "
+            "the k per-choice accuracies. Answers agree when equal after removing $, commas, spaces and \\text{}, "
+            "or when math-verify finds them symbolically equal. Exit status: 0 done, 1 unreadable or unusable "
+            "files, 2 usage error."
+        ),
+    )
+    p.add_argument("answers", type=Path, nargs="+", metavar="ANSWERS", help="answer files (.jsonl)")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--questions", type=Path, default=None, metavar="FILE", help="question file with references")
+    source.add_argument(
+        "--bench-name", choices=BENCH_NAMES, default=None, metavar="NAME", help="read DATA_ROOT/NAME/question.jsonl"
+    )
+    p.add_argument(
+        "--data-root", type=Path, default=DEFAULT_DATA_ROOT, metavar="DIR", help="with --bench-name (default: ./data)"
+    )
+    p.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the scores as JSON")
+    return p
+
+
+def _references(args: argparse.Namespace, records: list[AnswerRecord]) -> dict[str, tuple[str, ...]]:
+    if args.questions is not None:
+        return references_of(load_question_file(args.questions))
+    if args.bench_name is not None:
+        return references_of(load_question_file(bench_question_file(args.bench_name, args.data_root)))
+    return references_of(records)
+
+
+def score_file(path: Path, args: argparse.Namespace) -> MathScore:
+    records = read_answers(path)
+    refs = _references(args, records)
+    if not refs:
+        where = args.questions or args.bench_name or path
+        raise RacerError(f"no references in {where}; give --questions FILE or --bench-name NAME")
+    return score_answers({r.key: r for r in records}, refs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    scores: dict[str, MathScore] = {}
+    try:
+        for path in args.answers:
+            scores[str(path)] = score_file(path, args)
+    except RacerError as exc:
+        print(f"racer-tui: error: {exc}", file=sys.stderr)
+        return 1
+    for name, score in scores.items():
+        print(f"{name}: {score.summary()}" if len(scores) > 1 else score.summary())
+    if args.json is not None:
+        try:
+            args.json.write_text(json.dumps({k: v.to_json() for k, v in scores.items()}, indent=2) + "\n")
+        except OSError as exc:
+            print(f"racer-tui: error: cannot write {args.json}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
+    return 0
