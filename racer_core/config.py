@@ -103,6 +103,11 @@ def _flag(name: str, value: Any) -> bool:
     return value
 
 
+def _thinking(name: str, value: Any) -> bool | None:
+    # None leaves the choice to the chat template (the original's benchmarks omit the switch)
+    return None if value is None else _flag(name, value)
+
+
 def _seed(name: str, value: Any) -> int | None:
     if value is None:
         return None
@@ -130,7 +135,7 @@ FIELDS: dict[str, FieldSpec] = {
     "max_nodes": FieldSpec(_int_range(1, INT_LIMIT), "int", "automaton capacity"),
     "max_breadth": FieldSpec(_int_range(1, MAX_BREADTH), "int", "logits tree breadth"),
     "min_depth": FieldSpec(_int_range(1, INT_LIMIT), "int", "shortest retrieved continuation"),
-    "enable_thinking": FieldSpec(_flag, "flag", "let a reasoning model think first"),
+    "enable_thinking": FieldSpec(_thinking, "flag", "let a reasoning model think first (unset: the template decides)"),
     "seed": FieldSpec(_seed, "seed", "sampling seed (empty: random)"),
 }
 
@@ -153,7 +158,7 @@ class GenerationConfig:
     max_nodes: int = 10000
     max_breadth: int = 8
     min_depth: int = 2
-    enable_thinking: bool = False
+    enable_thinking: bool | None = False  # None: the chat template decides
     seed: int | None = None
 
     def __post_init__(self) -> None:

@@ -55,6 +55,11 @@ def end_of_turn_ids(model: Any, tokenizer: Any) -> frozenset[int]:
     return frozenset(ids)
 
 
+
+def thinking_switch(enable_thinking: bool | None) -> dict[str, bool]:
+    """The chat template's enable_thinking, or nothing when None: then the template decides."""
+    return {} if enable_thinking is None else {"enable_thinking": enable_thinking}
+
 class RacerEngine:
     """A loaded model plus what its decoders share (cost curve, budget stats)."""
 
@@ -159,7 +164,7 @@ class ChatConversation:
             self.messages.append({"role": "system", "content": system_prompt})
         self.decoder = engine.decoder()
 
-    def vision_prompt(self, enable_thinking: bool = False) -> VisionPrompt:
+    def vision_prompt(self, enable_thinking: bool | None = False) -> VisionPrompt:
         """The chat through a VL model's processor: each message's images as image parts before its text."""
         assert self.engine.vision is not None
         parts = []
@@ -171,13 +176,13 @@ class ChatConversation:
             parts.append({"role": message["role"], "content": content})
         return self.engine.vision.render(parts, attached, enable_thinking)
 
-    def prompt_ids(self, enable_thinking: bool = False) -> list[int]:
+    def prompt_ids(self, enable_thinking: bool | None = False) -> list[int]:
         if self.engine.vision is not None:
             return self.vision_prompt(enable_thinking).ids
         tokenizer = self.engine.tokenizer
         if getattr(tokenizer, "chat_template", None):
             text = tokenizer.apply_chat_template(
-                self.messages, tokenize=False, add_generation_prompt=True, enable_thinking=enable_thinking
+                self.messages, tokenize=False, add_generation_prompt=True, **thinking_switch(enable_thinking)
             )
         else:  # a base model: plain concatenation of the turns
             text = "\n\n".join(m["content"] for m in self.messages) + "\n\n"

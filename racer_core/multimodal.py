@@ -124,10 +124,11 @@ class VisionAdapter:
         inner = getattr(model, "model", None)
         self._rope_index = getattr(inner, "get_rope_index", None)
 
-    def render(self, messages: list[dict[str, Any]], images: list[ChatImage], enable_thinking: bool = False) -> VisionPrompt:
+    def render(self, messages: list[dict[str, Any]], images: list[ChatImage], enable_thinking: bool | None = False) -> VisionPrompt:
         """Render the chat (messages in the processor's part format) with its images."""
         # Only a template that reads the thinking switch is handed it (the processor warns otherwise).
-        switch = {"enable_thinking": enable_thinking} if "enable_thinking" in str(self.processor.chat_template) else {}
+        wanted = enable_thinking is not None and "enable_thinking" in str(self.processor.chat_template)
+        switch = {"enable_thinking": enable_thinking} if wanted else {}
         text = self.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **switch)
         if not images:
             ids = list(self.processor.tokenizer(text, add_special_tokens=False)["input_ids"])

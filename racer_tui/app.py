@@ -244,10 +244,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="racer-tui",
         description="Chat with RACER speculative decoding and benchmark it, in the terminal or a browser.",
-        epilog="Headless modes: racer-tui --bench SUITE ... and racer-tui speed ... (see their --help).",
+        epilog="Headless modes: racer-tui --bench SUITE | --bench-name NAME ..., racer-tui speed ... and "
+        "racer-tui score ... (see their --help).",
     )
     p.add_argument(
         "--model",
+        "--model-path",  # the original RACER's spelling
+        dest="model",
         default=None,
         metavar="PATH",
         help="a checkpoint folder, a .gguf file or a Hugging Face hub id org/name "

@@ -1,6 +1,6 @@
 """The `racer-tui` command: dispatches before importing anything heavy.
 
-`--bench` and `speed` run headless and never import Textual; everything else
+`--bench`/`--bench-name`, `speed` and `score` run headless and never import Textual; everything else
 opens (or serves) the Textual app.
 """
 
@@ -15,7 +15,11 @@ def main(argv: list[str] | None = None) -> int:
         from racer_core.bench.speed import main as speed_main
 
         return speed_main(args[1:])
-    if any(a == "--bench" or a.startswith("--bench=") for a in args):
+    if args and args[0] == "score":
+        from racer_core.bench.score_cli import main as score_main
+
+        return score_main(args[1:])
+    if any(a in ("--bench", "--bench-name") or a.startswith(("--bench=", "--bench-name=")) for a in args):
         from racer_core.bench.cli import main as bench_main
 
         return bench_main(args)

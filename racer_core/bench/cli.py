@@ -1,4 +1,7 @@
-"""`racer-tui --bench SUITE`: run a suite headless, print tables, write answers.
+"""`racer-tui --bench SUITE` / `--bench-name NAME`: run a suite headless, print tables, write answers.
+
+The original RACER's flags work with its meanings (racer_core.bench.eval_flags);
+with workers or GPUs to spread over, the questions are sharded over Ray.
 
 Exit status: 0 done, 2 usage error, 1 run-time error (one line on stderr),
 130 interrupted by Ctrl-C (answers finished so far stay in their files).
@@ -7,6 +10,7 @@ Exit status: 0 done, 2 usage error, 1 run-time error (one line on stderr),
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -15,9 +19,19 @@ from pathlib import Path
 from typing import Any
 
 from racer_core.bench.answers import DATA_DIR_ENV, default_answer_dir
+from racer_core.bench.eval_flags import (
+    add_original_arguments,
+    add_suite_arguments,
+    questions_of,
+    shard_plan,
+    str2bool,
+)
 from racer_core.bench.report import ProgressDisplay, bench_tables
+from racer_core.bench.results import BenchResult
 from racer_core.bench.runner import run_benchmark
-from racer_core.bench.suites import load_suite, suite_name
+from racer_core.bench.score import MathScore, references_of, score_answers
+from racer_core.bench.shard import ShardPlan, run_sharded
+from racer_core.bench.suites import Question
 from racer_core.checkpoints import add_load_arguments, load_arguments
 from racer_core.config import DEFAULTS, MAX_DRAFT, MAX_TEMPERATURE, ConfigError
 from racer_core.errors import RacerError
@@ -39,6 +53,16 @@ def _param(name: str) -> Callable[[str], Any]:
 
     parse.__name__ = name
     return parse
+
+
+def _top_p(text: str) -> float:
+    """--top-p as the original reads it: 0 (its default) means no nucleus filter, like 1."""
+    try:
+        if float(text) == 0.0:
+            return 1.0
+    except ValueError:
+        pass
+    return _param("top_p")(text)
 
 
 # Parameters this command sets besides the method list.
@@ -71,7 +95,7 @@ def _methods(text: str) -> list[str]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="racer-tui",
-        usage="racer-tui --bench SUITE [options]",
+        usage="racer-tui (--bench SUITE | --bench-name NAME) [options]",
         description="Benchmark decoding methods on a question suite, headless.",
         epilog=(
             "Methods answer the same questions interleaved (question 1 with every method, "
@@ -80,12 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
             "Exit status: 0 done, 1 run-time error, 2 usage error, 130 interrupted (Ctrl-C)."
         ),
     )
-    p.add_argument(
-        "--bench",
-        metavar="SUITE",
-        required=True,
-        help="'builtin', 'humaneval', or a question file (Spec-Bench / MT-Bench .jsonl)",
-    )
+    add_suite_arguments(p)
     p.add_argument(
         "--methods",
         type=_methods,
@@ -111,9 +130,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"per turn (default: {d.max_new_tokens})")
     p.add_argument("--temperature", type=_param("temperature"), default=d.temperature,
                    help=f"0 (default) is greedy, at most {MAX_TEMPERATURE:g}")
-    p.add_argument("--top-p", type=_param("top_p"), default=d.top_p,
-                   help=f"nucleus sampling mass in (0, 1] (default: {d.top_p:g})")
-    p.add_argument("--enable-thinking", action="store_true")
+    p.add_argument("--top-p", type=_top_p, default=d.top_p,
+                   help=f"nucleus sampling mass in (0, 1] (default: {d.top_p:g}); 0, the original's default, "
+                   "means no nucleus filter, like 1 (with temperature 0 decoding is greedy and top-p is unused)")
+    p.add_argument(
+        "--enable-thinking",
+        type=str2bool,
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="true|false",
+        help="passed to the chat template (false turns off a reasoning model's thinking); "
+        "left out, the template decides",
+    )
     p.add_argument("--model-path", default=None, help="a checkpoint folder or GGUF file (default: embedded)")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N (default: auto)")
     p.add_argument("--dtype", default="auto", help="auto, float32, bfloat16, float16 (default: auto)")
@@ -127,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-breadth", type=_param("max_breadth"), default=d.max_breadth, metavar="K",
                    help=f"logits tree breadth (default: {d.max_breadth})")
     p.add_argument("--answer-dir", type=Path, default=None, metavar="DIR", help="where METHOD.jsonl answer files go")
+    add_original_arguments(p)
     p.add_argument(
         "--summary-json",
         type=Path,
@@ -189,36 +219,43 @@ def _error(message: str) -> None:
 
 
 def _run(args: argparse.Namespace, loader: EngineLoader) -> int:
-    # validate the suite before the slow model load: a bad file fails at once
-    questions = load_suite(args.bench)[args.question_begin : args.question_end]
-    if not questions:
-        raise RacerError(f"no questions selected from {args.bench}")
-    engine = loader(model_path=args.model_path, device=args.device, dtype=args.dtype, progress=None,
-                    **load_arguments(args))
+    # validate the questions and the worker plan before the slow model load: bad input fails at once
+    questions, name = questions_of(args)
+    plan = shard_plan(args)
     config = args.config
-    name = suite_name(args.bench)
-    answer_dir = args.answer_dir or default_answer_dir(name, engine.info.model)
-    info = engine.info
+    system_prompt = args.system_prompt or None
     err = sys.stderr
-    print(
-        f"{name}: {len(questions)} questions x {', '.join(args.methods)} on {info.model} "
-        f"({info.device}, {info.dtype}); "
-        f"{'warm automaton across questions' if args.warm else 'fresh automaton per question'}; "
-        "one untimed warm-up reply per method first",
-        file=err,
-    )
-    display = ProgressDisplay(args.methods, len(questions), err)
-    result = run_benchmark(
-        engine,
-        questions,
-        args.methods,
-        config,
-        answer_dir=answer_dir,
-        warm=args.warm,
+    run = dict(
+        answer_file=args.answer_file,
         resume=args.resume,
-        on_progress=display,
         suite=name,
+        num_choices=args.num_choices,
+        system_prompt=system_prompt,
+        model_id=args.model_id,
     )
+    if args.answer_file is not None and len(args.methods) != 1:
+        raise RacerError("--answer-file holds one method's answers; give --methods with one method, or --answer-dir")
+    load = functools.partial(
+        loader, model_path=args.model_path, dtype=args.dtype, progress=None, **load_arguments(args)
+    )
+    if plan is None:
+        engine = load(device=args.device)
+        answer_dir = _answer_dir(args, name, args.model_id or engine.info.model)
+        _announce(args, name, len(questions), f"{engine.info.model} ({engine.info.device}, {engine.info.dtype})", err)
+        display = ProgressDisplay(args.methods, len(questions), err)
+        result = run_benchmark(
+            engine, questions, args.methods, config, answer_dir=answer_dir, warm=args.warm,
+            on_progress=display, **run,
+        )
+    else:
+        answer_dir = _answer_dir(args, name, args.model_id or _model_name(args.model_path))
+        _announce(args, name, len(questions), _workers_text(plan), err)
+        device = args.device if args.device != "auto" else ("cuda" if plan.gpus_per_worker else "cpu")
+        display = ProgressDisplay(args.methods, len(questions), err)
+        result = run_sharded(
+            functools.partial(load, device=device), questions, args.methods, config, plan,
+            answer_dir=answer_dir, on_progress=display, **run,
+        )
     print(bench_tables(result))
     notes = ["automaton kept across questions (--warm)" if args.warm else "fresh automaton per question"]
     if result.greedy and "ar" in result.records:
@@ -231,11 +268,48 @@ def _run(args: argparse.Namespace, loader: EngineLoader) -> int:
     if result.skipped_for_images:
         notes.append(f"warning: {result.skipped_for_images} question(s) with images skipped (the model reads text only)")
     print("\n" + "; ".join(notes))
+    scores = _scores(result, questions)
+    for method, score in scores.items():
+        print(f"{method}: {score.summary()}")
     if args.summary_json is not None:
-        _write_json(args.summary_json, result.to_summary())
+        extra = {"accuracy": {m: s.to_json() for m, s in scores.items()}} if scores else {}
+        _write_json(args.summary_json, result.to_summary(**extra))
         print(f"summary: {args.summary_json}")
-    print(f"answers: {answer_dir}")
+    print(f"answers: {args.answer_file or answer_dir}")
     return 0
+
+
+def _answer_dir(args: argparse.Namespace, suite: str, model: str) -> Path | None:
+    if args.answer_file is not None:
+        return None
+    return args.answer_dir or default_answer_dir(suite, model)
+
+
+def _model_name(model_path: str | None) -> str:
+    return Path(model_path).name if model_path else "embedded"
+
+
+def _workers_text(plan: ShardPlan) -> str:
+    kind = f"{plan.gpus_per_worker:g} GPU(s) each" if plan.gpus_per_worker else "CPU"
+    where = f"Ray at {plan.address}" if plan.address else "a local Ray cluster"
+    return f"{plan.workers} {kind} worker(s) on {where}"
+
+
+def _announce(args: argparse.Namespace, name: str, count: int, where: str, err: Any) -> None:
+    print(
+        f"{name}: {count} questions x {', '.join(args.methods)} on {where}; "
+        f"{'warm automaton across questions' if args.warm else 'fresh automaton per question'}; "
+        "one untimed warm-up reply per method first",
+        file=err,
+    )
+
+
+def _scores(result: BenchResult, questions: list[Question]) -> dict[str, MathScore]:
+    """Math accuracy per method, when the questions have references: a speed-up that changed answers shows."""
+    refs = references_of(questions)
+    if not refs:
+        return {}
+    return {m: score_answers(result.records.get(m, {}), refs) for m in result.methods}
 
 
 def _write_json(path: Path, obj: dict[str, Any]) -> None:

@@ -1,0 +1,122 @@
+"""The original RACER evaluation's flags, with its meanings, for `racer-tui --bench`.
+
+`racer-tui --bench-name gsm8k --model-path PATH --model-id NAME --enable-thinking
+False --question-end 20` runs as the original's quick check does. Today's
+spellings (`--bench`, `--answer-dir`, ...) keep working beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from racer_core.bench.runner import DEFAULT_SYSTEM_PROMPT
+from racer_core.bench.shard import ShardPlan, check_address, import_ray, plan_workers
+from racer_core.bench.suites import BENCH_NAMES, DEFAULT_DATA_ROOT, Question, load_bench, load_suite, suite_name
+from racer_core.errors import InputError
+
+
+def str2bool(text: str) -> bool:
+    """true/false as the original reads them (yes/no, t/f, 1/0 too)."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "t", "yes", "y", "1"):
+        return True
+    if lowered in ("false", "f", "no", "n", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
+
+
+def add_suite_arguments(p: argparse.ArgumentParser) -> None:
+    """--bench SUITE (today's) or --bench-name NAME (the original's), one of them."""
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "--bench",
+        metavar="SUITE",
+        help="'builtin', 'humaneval', or a question file (Spec-Bench / MT-Bench .jsonl)",
+    )
+    which.add_argument(
+        "--bench-name",
+        choices=BENCH_NAMES,
+        metavar="NAME",
+        help=f"the original's benchmark names ({', '.join(BENCH_NAMES)}): DATA_ROOT/NAME/question.jsonl",
+    )
+    p.add_argument(
+        "--data-root",
+        type=Path,
+        default=DEFAULT_DATA_ROOT,
+        metavar="DIR",
+        help="with --bench-name: the folder holding NAME/question.jsonl (default: ./data, the original's layout)",
+    )
+
+
+def add_original_arguments(p: argparse.ArgumentParser) -> None:
+    """The original's run flags not already in today's set."""
+    p.add_argument("--model-id", default=None, metavar="NAME", help="names the run in the answers (default: the model's name)")
+    p.add_argument(
+        "--answer-file",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="write one method's answers to exactly this file (instead of ANSWER_DIR/METHOD.jsonl)",
+    )
+    p.add_argument(
+        "--num-choices",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="answers per question, choice i sampled with seed i (default: 1)",
+    )
+    p.add_argument(
+        "--system-prompt",
+        default=DEFAULT_SYSTEM_PROMPT,
+        metavar="TEXT",
+        help=f"system message of every question (default: {DEFAULT_SYSTEM_PROMPT!r}; '' for none)",
+    )
+    g = p.add_argument_group("sharding over Ray (pip install -e '.[ray]')")
+    g.add_argument("--ray-address", default=None, metavar="HOST:PORT", help="join this Ray cluster (default: start a local one)")
+    g.add_argument("--num-workers", type=_positive, default=None, metavar="N", help="N CPU workers, one model each")
+    g.add_argument(
+        "--num-gpus-per-model", type=_positive, default=1, metavar="G", help="GPUs each worker holds (default: 1)"
+    )
+    g.add_argument(
+        "--num-gpus-total", type=_positive, default=None, metavar="T", help="T/G GPU workers, as the original"
+    )
+
+
+def questions_of(args: argparse.Namespace) -> tuple[list[Question], str]:
+    """The selected questions and the suite's short name; raise InputError before any model loads."""
+    if args.bench_name is not None:
+        questions, name = load_bench(args.bench_name, args.data_root), args.bench_name
+    else:
+        questions, name = load_suite(args.bench), suite_name(args.bench)
+    selected = questions[args.question_begin : args.question_end]
+    if not selected:
+        raise InputError(f"no questions selected from {name}")
+    return selected, name
+
+
+def shard_plan(args: argparse.Namespace) -> ShardPlan | None:
+    plan = plan_workers(
+        num_workers=args.num_workers,
+        num_gpus_per_model=args.num_gpus_per_model,
+        num_gpus_total=args.num_gpus_total,
+        address=args.ray_address,
+    )
+    if plan is None:
+        return None
+    if args.warm:
+        raise InputError("--warm carries one automaton across questions in order; it cannot be sharded over workers")
+    import_ray()  # fail now, in one line, not after the questions are announced
+    if plan.address is not None:
+        check_address(plan.address)
+    return plan
