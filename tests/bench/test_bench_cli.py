@@ -112,7 +112,7 @@ def test_default_answer_dir_is_under_the_data_dir(qfile, tmp_path, monkeypatch, 
         ["--max-num-draft", "many"],
         ["--question-begin", "2", "--question-end", "2"],
         ["--temperature", "-1"],
-        ["--top-p", "0"],
+        ["--top-p", "1.5"],  # 0 is allowed: the original's "no nucleus filter"
         ["--max-new-tokens", "0"],
     ],
 )
@@ -120,7 +120,7 @@ def test_usage_errors_exit_2(qfile, extra, capsys):
     with pytest.raises(SystemExit) as exc:
         run(["--bench", str(qfile), *extra])
     assert exc.value.code == 2
-    assert "usage: racer-tui --bench SUITE" in capsys.readouterr().err
+    assert "usage: racer-tui (--bench SUITE | --bench-name NAME)" in capsys.readouterr().err
 
 
 def test_malformed_suite_fails_before_loading_or_writing(tmp_path, capsys):
