@@ -31,6 +31,7 @@ from racer_core.events import (
     METHODS,
     Conversation,
     Engine,
+    EngineInfo,
     GenerationConfig,
     ShouldStop,
     StepEvent,
@@ -83,7 +84,7 @@ DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
 
 def run_config(
     config: GenerationConfig,
-    engine: Engine,
+    info: EngineInfo,
     warm: bool,
     *,
     num_choices: int = 1,
@@ -91,7 +92,7 @@ def run_config(
 ) -> dict[str, Any]:
     """The settings written into each answer line; resume refuses a mismatch."""
     cfg = asdict(config)
-    cfg.update(warm=warm, device=engine.info.device, dtype=engine.info.dtype)
+    cfg.update(warm=warm, device=info.device, dtype=info.dtype)
     # written only when set, so files of earlier runs still resume
     if num_choices != 1:
         cfg["num_choices"] = num_choices
@@ -116,6 +117,72 @@ def answer_files(
 def choice_config(config: GenerationConfig, index: int) -> GenerationConfig:
     """Choice i samples with seed base + i (base 0 unless set), as the original seeds choice i with i."""
     return replace(config, seed=(config.seed or 0) + index)
+
+
+def check_run(
+    methods: Sequence[str],
+    num_choices: int,
+    answer_dir: str | Path | None,
+    answer_file: str | Path | None,
+    resume: bool,
+) -> tuple[list[str], dict[str, Path]]:
+    """The methods (deduplicated) and answer paths of a run; raise InputError before anything starts."""
+    methods = list(dict.fromkeys(methods))
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown or not methods:
+        raise InputError(f"unknown method(s): {', '.join(unknown) or '(none)'}")
+    if num_choices < 1:
+        raise InputError(f"num_choices must be at least 1, not {num_choices}")
+    paths = answer_files(methods, answer_dir, answer_file)
+    if resume and not paths:
+        raise InputError("resume needs an answer folder")
+    return methods, paths
+
+
+@dataclass
+class RunStart:
+    """A run's empty result, the config written into its lines, and the answers resume found."""
+
+    result: BenchResult
+    configs: dict[str, dict[str, Any]]
+    done: dict[str, set[str]]
+
+
+def start_run(
+    info: EngineInfo,
+    questions: Sequence[Question],
+    methods: list[str],
+    paths: dict[str, Path],
+    config: GenerationConfig,
+    *,
+    answer_dir: str | Path | None,
+    warm: bool,
+    resume: bool,
+    suite: str | None,
+    num_choices: int,
+    system_prompt: str | None,
+    model_id: str | None,
+) -> RunStart:
+    result = BenchResult(
+        methods=list(methods),
+        records={m: {} for m in methods},
+        question_order=[str(q.question_id) for q in questions],
+        greedy=config.greedy,
+        suite=suite,
+        model=model_id or info.model,
+        device=info.device,
+        dtype=info.dtype,
+        warm=warm,
+        question_count=len(questions),
+        answer_dir=None if answer_dir is None else Path(answer_dir),
+        completed=False,
+    )
+    configs = {
+        m: run_config(replace(config, method=m), info, warm, num_choices=num_choices, system_prompt=system_prompt)
+        for m in methods
+    }
+    done = _resume(result, paths, configs) if resume else {m: set() for m in methods}
+    return RunStart(result, configs, done)
 
 
 class _Stopped(Exception):
@@ -152,41 +219,18 @@ def run_benchmark(
     the result). Returns early, with `completed=False`, when `should_stop`
     returns True; the question in flight is then dropped.
     """
-    methods = list(dict.fromkeys(methods))
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown or not methods:
-        raise InputError(f"unknown method(s): {', '.join(unknown) or '(none)'}")
-    if num_choices < 1:
-        raise InputError(f"num_choices must be at least 1, not {num_choices}")
-    paths = answer_files(methods, answer_dir, answer_file)
-    if resume and not paths:
-        raise InputError("resume needs an answer folder")
-    info = engine.info
+    methods, paths = check_run(methods, num_choices, answer_dir, answer_file, resume)
     skipped = 0
     if not takes_images(engine):
         kept = [q for q in questions if not q.images]
         skipped, questions = len(questions) - len(kept), kept
-    model = model_id or info.model
-    result = BenchResult(
-        methods=list(methods),
-        records={m: {} for m in methods},
-        question_order=[str(q.question_id) for q in questions],
-        greedy=config.greedy,
-        suite=suite,
-        model=model,
-        device=info.device,
-        dtype=info.dtype,
-        warm=warm,
-        question_count=len(questions),
-        answer_dir=None if answer_dir is None else Path(answer_dir),
-        completed=False,
-        skipped_for_images=skipped,
+    start = start_run(
+        engine.info, questions, methods, paths, config, answer_dir=answer_dir, warm=warm, resume=resume,
+        suite=suite, num_choices=num_choices, system_prompt=system_prompt, model_id=model_id,
     )
-    configs = {
-        m: run_config(replace(config, method=m), engine, warm, num_choices=num_choices, system_prompt=system_prompt)
-        for m in methods
-    }
-    done = _resume(result, paths, configs) if resume else {m: set() for m in methods}
+    result, configs, done = start.result, start.configs, start.done
+    result.skipped_for_images = skipped
+    model = result.model or engine.info.model
 
     writers: dict[str, AnswerWriter] = {}
     try:

@@ -27,16 +27,15 @@ from racer_core.bench.runner import (
     BenchProgress,
     OnProgress,
     _Reporter,
-    _resume,
     _warm_up,
     answer_choice,
-    answer_files,
+    check_run,
     choice_config,
-    run_config,
+    start_run,
 )
 from racer_core.bench.suites import Question
 from racer_core.errors import InputError, RacerError
-from racer_core.events import METHODS, Engine, EngineInfo, GenerationConfig
+from racer_core.events import Engine, EngineInfo, GenerationConfig
 
 EngineLoader = Callable[[], Engine]
 """Builds the engine inside a worker; must pickle (a module-level function or a functools.partial)."""
@@ -189,41 +188,18 @@ def run_sharded(
     Answer lines are written in the order answers arrive (the original's
     files are in that order too); readers match them by question id.
     """
-    methods = list(dict.fromkeys(methods))
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown or not methods:
-        raise InputError(f"unknown method(s): {', '.join(unknown) or '(none)'}")
-    if num_choices < 1:
-        raise InputError(f"num_choices must be at least 1, not {num_choices}")
-    paths = answer_files(methods, answer_dir, answer_file)
-    if resume and not paths:
-        raise InputError("resume needs an answer folder")
+    methods, paths = check_run(methods, num_choices, answer_dir, answer_file, resume)
     ray = start_ray(plan)
     remote = ray.remote(num_cpus=plan.cpus_per_worker, num_gpus=plan.gpus_per_worker, max_restarts=0)(ShardWorker)
     actors = [remote.remote(loader, methods, config, system_prompt, warmup) for _ in range(plan.workers)]
     try:
         info = _first_info(ray, actors)
-        model = model_id or info.model
-        result = BenchResult(
-            methods=list(methods),
-            records={m: {} for m in methods},
-            question_order=[str(q.question_id) for q in questions],
-            greedy=config.greedy,
-            suite=suite,
-            model=model,
-            device=info.device,
-            dtype=info.dtype,
-            warm=False,
-            question_count=len(questions),
-            answer_dir=None if answer_dir is None else Path(answer_dir),
-            completed=False,
+        start = start_run(
+            info, questions, methods, paths, config, answer_dir=answer_dir, warm=False, resume=resume,
+            suite=suite, num_choices=num_choices, system_prompt=system_prompt, model_id=model_id,
         )
-        engine_like = _InfoOnly(info)
-        configs = {
-            m: run_config(replace(config, method=m), engine_like, False, num_choices=num_choices, system_prompt=system_prompt)
-            for m in methods
-        }
-        done = _resume(result, paths, configs) if resume else {m: set() for m in methods}
+        result, configs, done = start.result, start.configs, start.done
+        model = result.model or info.model
         index_of = {str(q.question_id): i for i, q in enumerate(questions)}
         for i, q in enumerate(questions):
             for m in methods:
@@ -243,13 +219,6 @@ def run_sharded(
     finally:
         for actor in actors:
             ray.kill(actor)
-
-
-class _InfoOnly:
-    """Enough of an Engine for run_config: the workers hold the real ones."""
-
-    def __init__(self, info: EngineInfo) -> None:
-        self.info = info
 
 
 def _first_info(ray: Any, actors: list[Any]) -> EngineInfo:
