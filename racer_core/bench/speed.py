@@ -12,6 +12,7 @@ from pathlib import Path
 
 from racer_core.bench.report import speed_tables
 from racer_core.bench.results import load_results
+from racer_core.bench.speed_lines import ranking_lines, run_lines
 from racer_core.errors import RacerError
 
 
@@ -30,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--base",
+        "--base-path",  # the original's batch analysis spelling
+        dest="base",
         type=Path,
         default=None,
         metavar="BASE_FILE",
@@ -56,4 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         head += f" ({result.device}, {result.dtype})"
     print(f"{head}; {len(result.question_order)} questions\n")
     print(speed_tables(result))
+    for label in result.methods:  # the original's per-run summary, then its ranking
+        print(f"\n== {label} ==")
+        print("\n".join(run_lines(result, label)))
+    if len(result.methods) > 1:
+        print("\n" + "\n".join(ranking_lines(result)))
     return 0

@@ -1,0 +1,49 @@
+"""`racer-tui speed` on files in the original's format: its columns, totals and ranking."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from racer_core.bench.speed import main as speed_main
+
+
+def _line(qid, category, tokens, seconds, accept):
+    choice = {"index": 0, "turns": ["x"], "decoding_steps": [len(accept)], "new_tokens": [tokens],
+              "wall_time": [seconds], "accept_lengths": accept}
+    return {"question_id": qid, "category": category, "answer_id": f"a{qid}", "model_id": "m", "choices": [choice],
+            "tstamp": 1.0}
+
+
+def _write(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_folder_prints_the_original_columns_and_ranks_by_throughput(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    base = tmp_path / "base.jsonl"
+    _write(base, [_line(1, "writing", 10, 1.0, [1] * 10), _line(2, "rag", 20, 2.0, [1] * 20)])
+    _write(runs / "runA.jsonl", [_line(1, "writing", 10, 0.5, [2] * 5), _line(2, "rag", 20, 0.5, [4] * 5)])
+    _write(runs / "runB.jsonl", [_line(1, "writing", 10, 1.0, [1] * 10), _line(2, "rag", 20, 1.0, [2] * 10)])
+    assert speed_main([str(runs), "--base-path", str(base)]) == 0
+    out = capsys.readouterr().out
+    block = out[out.index("== runA ==") :]
+    # a Spec-Bench mix: writing reads as multi_turn; 0.5 s for 10 tokens is 50 ms/token, 2x the base
+    assert re.search(r"multi_turn\s+50\.00\s+2\.00\s+2\.00x", block)
+    assert re.search(r"rag\s+25\.00\s+4\.00\s+4\.00x", block)
+    assert "Total tokens: 30\nTotal time (s): 1.0000\nThroughput (token/s): 30.0000\nMAT: 3.0000\nSpeedup: 3.0000" in block
+    ranking = out[out.index("Results (sorted by Throughput):") :].splitlines()[1:4]
+    assert [re.search(r"File=(\S+)", r).group(1) for r in ranking] == ["runA", "runB", "base"]
+    # the original's batch analysis reads these lines with regular expressions
+    assert float(re.search(r"Throughput \(token/s\):\s*([\d.]+)", block).group(1)) == 30.0
+
+
+def test_every_choice_counts(tmp_path, capsys):
+    row = _line(1, "reasoning", 10, 1.0, [2] * 5)
+    row["choices"].append(dict(row["choices"][0], index=1, new_tokens=[30], wall_time=[1.0], accept_lengths=[3] * 10))
+    path = tmp_path / "racer.jsonl"
+    _write(path, [row])
+    assert speed_main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "Total tokens: 40\nTotal time (s): 2.0000\nThroughput (token/s): 20.0000\nMAT: 2.6667" in out
