@@ -7,7 +7,7 @@ module without importing torch.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import Protocol
 
@@ -70,30 +70,6 @@ class StepEvent:
     @property
     def from_logits(self) -> int:
         return sum(1 for p in self.pieces if p.source == Source.LOGITS)
-
-
-@dataclass
-class ReplyStats:
-    """Running totals over one reply, built from its events."""
-
-    tokens: int = 0
-    steps: int = 0
-    seconds: float = 0.0
-    accept_lengths: list[int] = field(default_factory=list)
-
-    def add(self, event: StepEvent) -> None:
-        self.tokens += event.accept_length
-        self.steps += 1
-        self.seconds += event.draft_s + event.verify_s + event.update_s
-        self.accept_lengths.append(event.accept_length)
-
-    @property
-    def mat(self) -> float:
-        return self.tokens / self.steps if self.steps else 0.0
-
-    @property
-    def tokens_per_s(self) -> float:
-        return self.tokens / self.seconds if self.seconds > 0 else 0.0
 
 
 @dataclass(frozen=True)

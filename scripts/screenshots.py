@@ -72,7 +72,7 @@ async def capture(out: Path, size: tuple[int, int]) -> list[Path]:
         app.update_settings(max_new_tokens=64)
         bench.query_one("#q-end").value = "3"
         bench.action_start()
-        await until(pilot, lambda: bench.board.per_method["ar"].done >= 1 and len(bench.board.flight_lengths) >= 8, 900)
+        await until(pilot, lambda: bench.board.per_method["ar"].replies >= 1 and len(bench.board.flight.accept_lengths) >= 8, 900)
         shot(app, "05-dashboard-running")
         await until(pilot, lambda: bench.result is not None or not bench.running, 1800)
         await pilot.pause(0.3)

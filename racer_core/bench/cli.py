@@ -26,7 +26,7 @@ from racer_core.bench.eval_flags import (
     shard_plan,
     str2bool,
 )
-from racer_core.bench.report import ProgressDisplay, bench_tables
+from racer_core.bench.report import ProgressDisplay, bench_tables, plain_console, print_tables
 from racer_core.bench.results import BenchResult
 from racer_core.bench.runner import run_benchmark
 from racer_core.bench.score import MathScore, references_of, score_answers
@@ -242,24 +242,24 @@ def _run(args: argparse.Namespace, loader: EngineLoader) -> int:
         engine = load(device=args.device)
         answer_dir = _answer_dir(args, name, args.model_id or engine.info.model)
         _announce(args, name, len(questions), f"{engine.info.model} ({engine.info.device}, {engine.info.dtype})", err)
-        display = ProgressDisplay(args.methods, len(questions), err)
-        result = run_benchmark(
-            engine, questions, args.methods, config, answer_dir=answer_dir, warm=args.warm,
-            on_progress=display, **run,
-        )
+        with ProgressDisplay(args.methods, len(questions), err) as display:
+            result = run_benchmark(
+                engine, questions, args.methods, config, answer_dir=answer_dir, warm=args.warm,
+                on_progress=display, **run,
+            )
     else:
         answer_dir = _answer_dir(args, name, args.model_id or _model_name(args.model_path))
         _announce(args, name, len(questions), _workers_text(plan), err)
         device = args.device if args.device != "auto" else ("cuda" if plan.gpus_per_worker else "cpu")
-        display = ProgressDisplay(args.methods, len(questions), err)
-        result = run_sharded(
-            functools.partial(load, device=device), questions, args.methods, config, plan,
-            answer_dir=answer_dir, on_progress=display, **run,
-        )
-    print(bench_tables(result))
+        with ProgressDisplay(args.methods, len(questions), err) as display:
+            result = run_sharded(
+                functools.partial(load, device=device), questions, args.methods, config, plan,
+                answer_dir=answer_dir, on_progress=display, **run,
+            )
+    print_tables(bench_tables(result), plain_console())
     notes = ["automaton kept across questions (--warm)" if args.warm else "fresh automaton per question"]
     if result.greedy and "ar" in result.records:
-        same = all(t.identical is not False for t in result.method_totals().values())
+        same = all(row.versus.identical is not False for row in result.method_totals().values())
         notes.append(
             "greedy: every method's tokens equal ar's"
             if same

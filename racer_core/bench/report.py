@@ -1,183 +1,160 @@
-"""Plain-terminal output: live progress per method and the result tables.
+"""Benchmark output on rich: the live progress and every results table.
 
-No Textual here. On a TTY the progress is one line per method, redrawn in place
-with ANSI cursor moves (throttled); otherwise one line per finished question.
+The same Table objects are printed headless and shown by the dashboard. No
+Textual here. On a terminal the progress is a rich.progress bar per method;
+otherwise one plain line per finished question (readable in logs, diffable).
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TextIO
 
-from racer_core.bench.results import UNSTEPPED_METHODS, BenchResult, Totals
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
+from rich.table import Table
+from rich.text import Text
+
+from racer_core.bench.board import BenchBoard
+from racer_core.bench.results import BenchResult
 from racer_core.bench.runner import BenchProgress
+from racer_core.stats import Row, Stats
 
-BAR_WIDTH = 20
-REDRAW_S = 0.1
+LabelStyle = Callable[[str], str]  # method -> rich style (the dashboard colours methods)
+DASH = "–"
 
 
-@dataclass
-class _MethodProgress:
-    done: int = 0
-    tokens: int = 0  # finished questions
-    seconds: float = 0.0
-    steps: int = 0
-    accepted: int = 0
-    flight_tokens: int = 0  # the question in flight
-    flight_steps: int = 0
-    flight_start: float | None = None
+def fmt(x: float | None, spec: str) -> str:
+    return DASH if x is None else format(x, spec)
 
-    def tokens_per_s(self, now: float) -> float | None:
-        seconds = self.seconds + (now - self.flight_start if self.flight_start else 0.0)
-        tokens = self.tokens + self.flight_tokens
-        return tokens / seconds if seconds > 0 and tokens else None
 
-    def mat(self) -> float | None:
-        steps = self.steps + self.flight_steps
-        return (self.accepted + self.flight_tokens) / steps if steps else None
+def speed_text(stats: Stats) -> tuple[str, str]:
+    """tokens/s and MAT as shown next to a progress bar."""
+    return f"{fmt(stats.tokens_per_s, '.1f')} tok/s", f"MAT {fmt(stats.mat, '.2f')}"
+
+
+def _table(title: str, headers: list[str]) -> Table:
+    table = Table(title=title, title_justify="left", padding=(0, 1))
+    table.add_column(headers[0])
+    for name in headers[1:]:
+        table.add_column(name, justify="right")
+    return table
+
+
+def _label(label: str, style: LabelStyle | None) -> str | Text:
+    return label if style is None else Text(label, style=style(label))
+
+
+def _groups(result: BenchResult, categories: bool) -> list[tuple[str, dict[str, Row]]]:
+    everything = "all questions" if result.completed else "all questions (stopped early)"
+    per_category = list(result.category_totals().items()) if categories else []
+    return [*per_category, (everything, result.method_totals())]
+
+
+def bench_tables(result: BenchResult, *, categories: bool = True, style: LabelStyle | None = None) -> list[Table]:
+    """One table per category, then all questions: tok/s, MAT, speedup, equality with ar."""
+    base = result.baseline if result.baseline in result.records else None
+    headers = ["method", "questions", "tokens", "tok/s", "MAT", f"vs {base or 'ar'}", "same as ar"]
+    tables = []
+    for name, rows in _groups(result, categories):
+        table = _table(name, headers)
+        for label, row in rows.items():
+            s, v = row.stats, row.versus
+            table.add_row(
+                _label(label, style),
+                str(s.replies),
+                str(s.tokens),
+                fmt(s.tokens_per_s, ".1f"),
+                fmt(s.mat, ".2f"),
+                fmt(v.speedup, ".2f") + ("x" if v.speedup is not None else ""),
+                v.same_text,
+            )
+        tables.append(table)
+    return tables
+
+
+def speed_tables(result: BenchResult) -> list[Table]:
+    """`racer-tui speed`: per category, ms/token, MAT and speedup over the base."""
+    base = result.baseline if result.baseline in result.records else None
+    headers = ["method", "questions", "tokens", "ms/token", "MAT"] + ([f"vs {base}"] if base else [])
+    tables = []
+    for name, rows in _groups(result, True):
+        table = _table(name, headers)
+        for label, row in rows.items():
+            s, v = row.stats, row.versus
+            cells = [label, str(s.replies), str(s.tokens), fmt(s.ms_per_token, ".2f"), fmt(s.mat, ".2f")]
+            if base:
+                cells.append(fmt(v.speedup, ".2f") + ("x" if v.speedup is not None else ""))
+            table.add_row(*cells)
+        tables.append(table)
+    return tables
+
+
+def plain_console(file: TextIO | None = None) -> Console:
+    """A console for headless output: no guessing colours for numbers in cells."""
+    return Console(file=file, highlight=False)
+
+
+def print_tables(tables: list[Table], console: Console) -> None:
+    for i, table in enumerate(tables):
+        if i:
+            console.print()
+        console.print(table)
 
 
 class ProgressDisplay:
-    """An `on_progress` callback that draws to `stream` (stderr)."""
+    """An `on_progress` callback that shows the run on `stream` (stderr).
 
-    def __init__(self, methods: list[str], count: int, stream: TextIO, *, tty: bool | None = None):
-        self.methods = methods
-        self.count = count
+    Use it as a context manager around the run: on a terminal it starts and
+    stops the rich live display.
+    """
+
+    def __init__(self, methods: list[str], count: int, stream: TextIO, *, tty: bool | None = None) -> None:
+        self.board = BenchBoard(methods=list(methods), question_count=count)
         self.stream = stream
         self.tty = stream.isatty() if tty is None else tty
-        self.state = {m: _MethodProgress() for m in methods}
-        self._drawn = False
-        self._last_draw = 0.0
-        self._width = max(len(m) for m in methods)
+        self.progress: Progress | None = None
+        self.tasks: dict[str, TaskID] = {}
+        if self.tty:
+            width = max(len(m) for m in methods)
+            self.progress = Progress(
+                TextColumn(f"{{task.description:<{width}}}"),
+                BarColumn(bar_width=20),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[speed]:>12}  {task.fields[mat]}"),
+                console=Console(file=stream, force_terminal=True, highlight=False),
+                refresh_per_second=10,
+            )
+            for m in methods:
+                speed, mat = speed_text(Stats())
+                self.tasks[m] = self.progress.add_task(m, total=count, speed=speed, mat=mat)
+
+    def __enter__(self) -> ProgressDisplay:
+        if self.progress is not None:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.progress is not None:
+            self.progress.stop()
 
     def __call__(self, p: BenchProgress) -> None:
-        s = self.state[p.method]
-        now = time.perf_counter()
-        if p.event is not None:
-            s.flight_tokens += p.event.accept_length
-            s.flight_steps += 1 if p.event.pieces else 0
-        elif not p.question_done:
-            s.flight_start, s.flight_tokens, s.flight_steps = now, 0, 0
-        else:
-            s.done += 1
-            s.flight_start, s.flight_tokens, s.flight_steps = None, 0, 0
-            if p.record is not None:
-                s.tokens += p.record.tokens
-                s.seconds += p.record.seconds
-                s.steps += len(p.record.accept_lengths)
-                s.accepted += sum(p.record.accept_lengths)
-        if self.tty:
-            if p.event is None or now - self._last_draw >= REDRAW_S:
-                self._redraw(now)
+        self.board.update(p)
+        if self.progress is not None:
+            speed, mat = speed_text(self.board.live(p.method))
+            done = self.board.per_method[p.method].replies
+            self.progress.update(self.tasks[p.method], completed=done, speed=speed, mat=mat)
         elif p.question_done:
-            self._line(p, s)
+            self._line(p)
 
-    def line_for(self, method: str, now: float) -> str:
-        s = self.state[method]
-        filled = BAR_WIDTH * s.done // self.count if self.count else BAR_WIDTH
-        bar = "#" * filled + "-" * (BAR_WIDTH - filled)
-        return (
-            f"{method:<{self._width}} [{bar}] {s.done}/{self.count}"
-            f"  {_fmt(s.tokens_per_s(now), '.1f')} tok/s  MAT {_fmt(self._mat(method, s.mat()), '.2f')}"
-        )
-
-    @staticmethod
-    def _mat(method: str, mat: float | None) -> float | None:
-        # hf/pld report a whole reply as one event: their MAT means nothing
-        return None if method in UNSTEPPED_METHODS else mat
-
-    def _redraw(self, now: float) -> None:
-        out = []
-        if self._drawn:
-            out.append(f"\x1b[{len(self.methods)}F")  # back to the first method's line
-        for m in self.methods:
-            out.append("\x1b[2K" + self.line_for(m, now) + "\n")
-        self.stream.write("".join(out))
-        self.stream.flush()
-        self._drawn = True
-        self._last_draw = now
-
-    def _line(self, p: BenchProgress, s: _MethodProgress) -> None:
-        rec = p.record
+    def _line(self, p: BenchProgress) -> None:
+        done = self.board.per_method[p.method].replies
         detail = ""
-        if rec is not None:
-            tps = rec.tokens / rec.seconds if rec.seconds > 0 else None
-            steps = len(rec.accept_lengths)
-            mat = self._mat(p.method, sum(rec.accept_lengths) / steps if steps else None)
-            detail = f": {rec.tokens} tokens, {_fmt(tps, '.1f')} tok/s, MAT {_fmt(mat, '.2f')}"
-        self.stream.write(f"[{p.method}] {s.done}/{self.count} question {p.question_id} ({p.category}){detail}\n")
+        if p.record is not None:
+            one = Stats()
+            one.add_reply(p.record.tokens, p.record.seconds, p.record.accept_lengths, p.method)
+            speed, mat = speed_text(one)
+            detail = f": {p.record.tokens} tokens, {speed}, {mat}"
+        count = self.board.question_count
+        self.stream.write(f"[{p.method}] {done}/{count} question {p.question_id} ({p.category}){detail}\n")
         self.stream.flush()
-
-
-def _fmt(x: float | None, spec: str) -> str:
-    return "-" if x is None else format(x, spec)
-
-
-def _yes_no(t: Totals) -> str:
-    if t.identical is None:
-        return "-"
-    if t.identical:
-        return "yes"
-    return f"no ({t.identical_questions}/{t.compared_questions})"
-
-
-def format_table(headers: list[str], rows: list[list[str]]) -> str:
-    """Left-aligned first column, right-aligned numbers."""
-    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
-
-    def line(cells: list[str]) -> str:
-        parts = [cells[0].ljust(widths[0])]
-        parts += [c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True)]
-        return "  ".join(parts).rstrip()
-
-    rule = "  ".join("-" * w for w in widths)
-    return "\n".join([line(headers), rule, *(line(r) for r in rows)])
-
-
-def bench_tables(result: BenchResult) -> str:
-    """One table per category, then all questions: tok/s, MAT, speedup, equality."""
-    base = result.baseline if result.baseline in result.records else None
-    headers = ["method", "questions", "tokens", "tok/s", "MAT", f"vs {base or 'ar'}", "same as ar"]
-    sections = []
-    groups = list(result.category_totals().items()) + [("all questions", result.method_totals())]
-    for name, rows in groups:
-        body = [
-            [
-                label,
-                str(t.questions),
-                str(t.tokens),
-                _fmt(t.tokens_per_s, ".1f"),
-                _fmt(t.mat, ".2f"),
-                "-" if t.speedup is None else f"{t.speedup:.2f}x",
-                _yes_no(t),
-            ]
-            for label, t in rows.items()
-        ]
-        sections.append(f"{name}\n{format_table(headers, body)}")
-    return "\n\n".join(sections)
-
-
-def speed_tables(result: BenchResult) -> str:
-    """Per category: ms/token, MAT and speedup over the base."""
-    base = result.baseline if result.baseline in result.records else None
-    headers = ["method", "questions", "tokens", "ms/token", "MAT"]
-    if base is not None:
-        headers.append(f"vs {base}")
-    sections = []
-    groups = list(result.category_totals().items()) + [("all questions", result.method_totals())]
-    for name, rows in groups:
-        body = []
-        for label, t in rows.items():
-            row = [
-                label,
-                str(t.questions),
-                str(t.tokens),
-                _fmt(t.ms_per_token, ".2f"),
-                _fmt(t.mat, ".2f"),
-            ]
-            if base is not None:
-                row.append("-" if t.speedup is None else f"{t.speedup:.2f}x")
-            body.append(row)
-        sections.append(f"{name}\n{format_table(headers, body)}")
-    return "\n\n".join(sections)

@@ -1,4 +1,4 @@
-"""Totals over answer records: per method, per category, against a baseline.
+"""Totals over answer records (racer_core.stats rows): per method, per category, against a baseline.
 
 The runner builds a BenchResult as it goes; `load_results` rebuilds the same
 shape from answer files, so the dashboard and `racer-tui speed` share it.
@@ -9,6 +9,7 @@ no ids) and applies only to greedy runs.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,47 +17,7 @@ from typing import Any
 from racer_core.bench.answers import AnswerRecord, read_answers
 from racer_core.bench.suites import report_categories
 from racer_core.errors import InputError
-
-UNSTEPPED_METHODS = frozenset({"hf", "pld"})
-"""Anchors whose engine events carry many steps at once: MAT means nothing there."""
-
-
-@dataclass(frozen=True)
-class Totals:
-    questions: int
-    tokens: int
-    seconds: float
-    steps: int
-    mat: float | None  # None for hf/pld
-    speedup: float | None  # tokens/s over the baseline's, on common questions
-    identical: bool | None  # every common question's tokens equal the baseline's
-    identical_questions: int | None  # how many did (the agreement count)
-    compared_questions: int | None
-
-    @property
-    def tokens_per_s(self) -> float | None:
-        return self.tokens / self.seconds if self.seconds > 0 else None
-
-    @property
-    def ms_per_token(self) -> float | None:
-        return 1000.0 * self.seconds / self.tokens if self.tokens else None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "questions": self.questions,
-            "tokens": self.tokens,
-            "seconds": round(self.seconds, 6),
-            "tokens_per_s": _round(self.tokens_per_s),
-            "mat": _round(self.mat),
-            "speedup_vs_ar": _round(self.speedup),
-            "identical_to_ar": self.identical,
-            "identical_questions": self.identical_questions,
-            "compared_questions": self.compared_questions,
-        }
-
-
-def _round(x: float | None, digits: int = 4) -> float | None:
-    return None if x is None else round(x, digits)
+from racer_core.stats import Row, Stats, Versus
 
 
 def same_output(a: AnswerRecord, b: AnswerRecord) -> bool:
@@ -111,27 +72,18 @@ class BenchResult:
                     break
         return list(seen)
 
-    def totals(self, label: str, category: str | None = None) -> Totals:
+    def totals(self, label: str, category: str | None = None) -> Row:
         recs = self._select(label, category)
-        base = None
+        versus = Versus()
         if self.baseline is not None and self.baseline in self.records:
             base = self._select(self.baseline, category)
-        tokens = sum(r.tokens for r in recs.values())
-        seconds = sum(r.seconds for r in recs.values())
-        steps = sum(len(r.accept_lengths) for r in recs.values())
-        stepped = not any(r.method in UNSTEPPED_METHODS for r in recs.values())
-        accepted = sum(sum(r.accept_lengths) for r in recs.values())
-        mat = accepted / steps if stepped and steps else None
-
-        speedup = identical = same = compared = None
-        if base is not None:
             common = [k for k in recs if k in base]
-            speedup = _speedup([recs[k] for k in common], [base[k] for k in common])
+            speedup = tally(recs[k] for k in common).speedup_over(tally(base[k] for k in common))
+            versus = Versus(speedup)
             if label != self.baseline and self.greedy is not False and common:
                 same = sum(same_output(recs[k], base[k]) for k in common)
-                compared = len(common)
-                identical = same == compared
-        return Totals(len(recs), tokens, seconds, steps, mat, speedup, identical, same, compared)
+                versus = Versus(speedup, same == len(common), same, len(common))
+        return Row(tally(recs.values()), versus)
 
     def _select(self, label: str, category: str | None) -> dict[str, AnswerRecord]:
         recs = self.records.get(label, {})
@@ -140,10 +92,10 @@ class BenchResult:
         fold = self._fold()
         return {k: r for k, r in recs.items() if fold.get(r.category, r.category) == category}
 
-    def method_totals(self) -> dict[str, Totals]:
+    def method_totals(self) -> dict[str, Row]:
         return {label: self.totals(label) for label in self.methods}
 
-    def category_totals(self) -> dict[str, dict[str, Totals]]:
+    def category_totals(self) -> dict[str, dict[str, Row]]:
         return {
             cat: {label: self.totals(label, cat) for label in self.methods if self._select(label, cat)}
             for cat in self.categories()
@@ -174,12 +126,12 @@ class BenchResult:
         return summary
 
 
-def _speedup(recs: list[AnswerRecord], base: list[AnswerRecord]) -> float | None:
-    tokens, seconds = sum(r.tokens for r in recs), sum(r.seconds for r in recs)
-    btokens, bseconds = sum(r.tokens for r in base), sum(r.seconds for r in base)
-    if not (tokens and seconds > 0 and btokens and bseconds > 0):
-        return None
-    return (tokens / seconds) / (btokens / bseconds)
+def tally(records: Iterable[AnswerRecord]) -> Stats:
+    """The Stats of some answers."""
+    stats = Stats()
+    for r in records:
+        stats.add_reply(r.tokens, r.seconds, r.accept_lengths, r.method)
+    return stats
 
 
 def load_results(paths: str | Path | list[str | Path], *, base: str | Path | None = None) -> BenchResult:

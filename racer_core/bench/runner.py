@@ -24,7 +24,7 @@ from typing import Any
 
 from racer_core.bench.answers import AnswerRecord, AnswerWriter, Choice, answer_path, read_answers
 from racer_core.bench.images import images_of_turn, takes_images
-from racer_core.bench.results import UNSTEPPED_METHODS, BenchResult, Totals, load_results
+from racer_core.bench.results import BenchResult, load_results
 from racer_core.bench.suites import Question
 from racer_core.errors import InputError, RacerError
 from racer_core.events import (
@@ -36,11 +36,11 @@ from racer_core.events import (
     ShouldStop,
     StepEvent,
 )
+from racer_core.stats import UNSTEPPED_METHODS
 
 __all__ = [
     "BenchProgress",
     "BenchResult",
-    "Totals",
     "load_results",
     "run_benchmark",
     "run_config",

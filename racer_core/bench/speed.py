@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from racer_core.bench.report import speed_tables
+from racer_core.bench.report import plain_console, print_tables, speed_tables
 from racer_core.bench.results import load_results
 from racer_core.bench.speed_lines import ranking_lines, run_lines
 from racer_core.errors import RacerError
@@ -57,8 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     head = f"model {result.model}" if result.model else "answers"
     if result.device:
         head += f" ({result.device}, {result.dtype})"
-    print(f"{head}; {len(result.question_order)} questions\n")
-    print(speed_tables(result))
+    console = plain_console()
+    console.print(f"{head}; {len(result.question_order)} questions\n", markup=False, highlight=False)
+    print_tables(speed_tables(result), console)
     for label in result.methods:  # the original's per-run summary, then its ranking
         print(f"\n== {label} ==")
         print("\n".join(run_lines(result, label)))

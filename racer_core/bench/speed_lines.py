@@ -25,7 +25,8 @@ class Figures:
 
 def figures(result: BenchResult, label: str, category: str | None = None) -> Figures:
     t = result.totals(label, category)
-    return Figures(t.tokens, t.seconds, t.ms_per_token, t.mat, t.speedup, t.tokens_per_s)
+    s, v = t.stats, t.versus
+    return Figures(s.tokens, s.seconds, s.ms_per_token, s.mat, v.speedup, s.tokens_per_s)
 
 
 def _num(x: float | None, digits: int = 2, suffix: str = "") -> str:

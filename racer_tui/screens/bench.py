@@ -22,12 +22,12 @@ from textual.widgets import Button, Footer, Input, Label, Select, SelectionList,
 from textual.worker import get_current_worker
 
 from racer_core.bench.answers import default_answer_dir
+from racer_core.bench.board import BenchBoard
 from racer_core.bench.results import BenchResult, load_results
 from racer_core.bench.runner import BenchProgress, run_benchmark
 from racer_core.bench.suites import Question, load_suite, suite_name
 from racer_core.errors import RacerError
 from racer_core.events import METHODS, Engine, GenerationConfig
-from racer_tui.bench_board import BenchBoard
 from racer_tui.widgets.bench_charts import CategoryChart, FlightChart, HistogramChart, SpeedChart
 from racer_tui.widgets.bench_tables import progress_table, speedup_table
 

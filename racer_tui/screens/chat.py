@@ -19,7 +19,8 @@ from textual.widgets import Footer, Static
 from textual.worker import get_current_worker
 
 from racer_core.errors import RacerError
-from racer_core.events import Conversation, Engine, GenerationConfig, ReplyStats
+from racer_core.events import Conversation, Engine, GenerationConfig
+from racer_core.stats import Stats
 from racer_tui.colors import LOGITS_GREEN, RETRIEVAL_GREEN
 from racer_tui.history import StoredMessage, title_for
 from racer_tui.messages import ReplyFailed, ReplyStep
@@ -78,7 +79,7 @@ class ChatScreen(Screen):
         self._conv_engine: Engine | None = None
         self.generating = False
         self.reply_id = 0
-        self.stats = ReplyStats()
+        self.stats = Stats()
         self.budget: int | str | None = None
         self._stop = threading.Event()
         self._turn: ReplyTurn | None = None
@@ -186,7 +187,7 @@ class ChatScreen(Screen):
         self._prompt_text = text
         config = self.app.settings.generation
         self.reply_id += 1
-        self.stats = ReplyStats()
+        self.stats = Stats()
         self.budget = None
         self._reply_method = config.method
         self._stop.clear()
@@ -223,7 +224,7 @@ class ChatScreen(Screen):
             return
         event = message.event
         if event.pieces or not event.finished:  # a closing event may carry no step
-            self.stats.add(event)
+            self.stats.add_step(event)
             self.query_one(StepBars).add(event.accept_length)
             self.budget = event.budget
         self._turn.add_pieces(event.pieces)
@@ -292,7 +293,7 @@ class ChatScreen(Screen):
 
     async def _clear_view(self) -> None:
         await self.conversation_view.remove_children()
-        self.stats = ReplyStats()
+        self.stats = Stats()
         self.budget = None
         self._reply_method = ""
         self.query_one(StepBars).reset()
@@ -319,8 +320,9 @@ class ChatScreen(Screen):
         if last_stats:
             lengths = list(last_stats.get("accept_lengths", []))
             self.query_one(StepBars).reset(lengths)
-            self.stats = ReplyStats(
+            self.stats = Stats(
                 tokens=last_stats.get("tokens", 0),
+                accepted=last_stats.get("tokens", 0),
                 steps=last_stats.get("steps", 0),
                 seconds=last_stats.get("seconds", 0.0),
                 accept_lengths=lengths,

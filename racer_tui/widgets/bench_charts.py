@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual_plotext.plot import Plot
 
-from racer_tui.bench_board import BenchBoard
+from racer_core.bench.board import BenchBoard
 from racer_tui.colors import method_color
 from racer_tui.widgets.bars import HBar, HBars, StepBars
 from racer_tui.widgets.plot_base import DataPlot
@@ -46,8 +46,8 @@ class CategoryChart(HBars):
         bars = []
         for cat in board.categories:
             for i, method in enumerate(board.stepped_methods()):
-                if (cat, method) in board.category_sums:
-                    mat = board.category_mat(cat, method)
+                mat = board.category_mat(cat, method)
+                if mat is not None:
                     label = cat if i == 0 else ""
                     bars.append(HBar(label, mat, method_color(method), f"{method} {mat:.2f}"))
         super().show(bars)
@@ -62,13 +62,13 @@ class HistogramChart(HBars):
 
     def show(self, board: BenchBoard) -> None:  # type: ignore[override]
         self.board = board
-        methods = [m for m in board.stepped_methods() if board.per_method[m].lengths]
+        counts = {m: board.per_method[m].length_counts() for m in board.stepped_methods()}
+        methods = [m for m in counts if counts[m]]
         bars = []
-        longest = max((max(board.per_method[m].lengths) for m in methods), default=0)
+        longest = max((max(counts[m]) for m in methods), default=0)
         for n in range(1, longest + 1):
             for i, method in enumerate(methods):
-                counts = board.per_method[method].lengths
-                share = counts.get(n, 0) / sum(counts.values())
+                share = counts[method].get(n, 0) / sum(counts[method].values())
                 label = f"{n} token{'s' if n > 1 else ''}" if i == 0 else ""
                 bars.append(HBar(label, share, method_color(method), f"{method} {share:5.1%}"))
         super().show(bars)
@@ -88,4 +88,4 @@ class FlightChart(StepBars):
     def sync(self) -> None:
         b = self.board
         title = f"in flight: {b.flight_method} · question {b.flight_question}" if b.flight_method else "in flight: none"
-        self.reset(b.flight_lengths, title)
+        self.reset(b.flight.accept_lengths, title)

@@ -1,19 +1,25 @@
-"""The dashboard's text panels: progress per method and the speedup table."""
+"""The dashboard's text panels: progress per method and the results table.
+
+The results table is the headless one (racer_core.bench.report), with the
+method names in their chart colours.
+"""
 
 from __future__ import annotations
 
 from rich.table import Table
 from rich.text import Text
 
-from racer_core.bench.results import BenchResult, Totals
-from racer_tui.bench_board import BenchBoard
+from racer_core.bench.board import BenchBoard
+from racer_core.bench.report import bench_tables, speed_text
+from racer_core.bench.results import BenchResult
 from racer_tui.colors import method_color
 
 BAR = 20
 
 
-def _fmt(x: float | None, spec: str) -> str:
-    return "–" if x is None else format(x, spec)
+def _style(method: str) -> str:
+    r, g, b = method_color(method)
+    return f"bold rgb({r},{g},{b})"
 
 
 def progress_table(board: BenchBoard) -> Table:
@@ -22,43 +28,17 @@ def progress_table(board: BenchBoard) -> Table:
         table.add_column(name, no_wrap=True, justify="left" if name in ("method", "bar") else "right")
     count = board.question_count
     for method in board.methods:
-        mb = board.per_method[method]
-        filled = BAR * mb.done // count if count else 0
+        stats = board.per_method[method]
+        filled = BAR * stats.replies // count if count else 0
         r, g, b = method_color(method)
         bar = Text("█" * filled, style=f"rgb({r},{g},{b})")
         bar.append("░" * (BAR - filled), style="grey37")
-        table.add_row(
-            Text(method, style=f"bold rgb({r},{g},{b})"),
-            bar,
-            f"{mb.done}/{count or '?'}",
-            f"{_fmt(mb.tokens_per_s, '.1f')} tok/s",
-            f"MAT {_fmt(mb.mat, '.2f')}",
-        )
+        table.add_row(Text(method, style=_style(method)), bar, f"{stats.replies}/{count or '?'}", *speed_text(stats))
     return table
 
 
-def _same(t: Totals) -> str:
-    if t.identical is None:
-        return "–"
-    return "yes" if t.identical else f"no ({t.identical_questions}/{t.compared_questions})"
-
-
 def speedup_table(result: BenchResult) -> Table:
-    base = result.baseline if result.baseline in result.records else None
-    title = "all questions" if result.completed else "all questions (stopped early)"
-    table = Table(title=title, title_justify="left", expand=True, padding=(0, 1))
-    table.add_column("method")
-    for name in ("questions", "tokens", "tok/s", "MAT", f"vs {base or 'ar'}", "same as ar"):
-        table.add_column(name, justify="right")
-    for label, t in result.method_totals().items():
-        r, g, b = method_color(label)
-        table.add_row(
-            Text(label, style=f"bold rgb({r},{g},{b})"),
-            str(t.questions),
-            str(t.tokens),
-            _fmt(t.tokens_per_s, ".1f"),
-            _fmt(t.mat, ".2f"),
-            "–" if t.speedup is None else f"{t.speedup:.2f}x",
-            _same(t),
-        )
+    """All questions: tok/s, MAT, speedup and equality with ar (the panel's width)."""
+    table = bench_tables(result, categories=False, style=_style)[-1]
+    table.expand = True
     return table

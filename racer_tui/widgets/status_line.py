@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from textual.widgets import Static
 
-from racer_core.events import EngineInfo, ReplyStats
+from racer_core.events import EngineInfo
+from racer_core.stats import Stats
 
 
-def format_status(stats: ReplyStats | None, budget: int | str | None, method: str, info: EngineInfo | None) -> str:
+def format_status(stats: Stats | None, budget: int | str | None, method: str, info: EngineInfo | None) -> str:
     parts = []
     if stats is not None and stats.steps:
         parts += [
-            f"{stats.tokens_per_s:.1f} tok/s",
-            f"MAT {stats.mat:.2f}",
+            f"{stats.tokens_per_s or 0.0:.1f} tok/s",
+            f"MAT {stats.mat or 0.0:.2f}",
             f"{stats.steps} steps",
         ]
     else:
@@ -27,5 +28,5 @@ def format_status(stats: ReplyStats | None, budget: int | str | None, method: st
 
 
 class StatusLine(Static):
-    def show(self, stats: ReplyStats | None, budget: int | str | None, method: str, info: EngineInfo | None) -> None:
+    def show(self, stats: Stats | None, budget: int | str | None, method: str, info: EngineInfo | None) -> None:
         self.update(format_status(stats, budget, method, info))

@@ -9,13 +9,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from fake_engine import FakeEngine
+from fake_engine import REPLY, FakeEngine, tokenize
 
 from racer_core.bench import cli, speed
 from racer_core.bench.answers import AnswerRecord, AnswerWriter, read_answers
 from racer_core.bench.report import ProgressDisplay
 from racer_core.bench.runner import BenchProgress
 from racer_core.errors import ModelLoadError
+from racer_core.events import Source, StepEvent, TokenPiece
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,6 +31,11 @@ def qfile(tmp_path):
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
+
+
+def cells(line: str) -> list[str]:
+    """The cells of one row of a rich table."""
+    return [c.strip() for c in line.strip().strip("│").split("│")]
 
 
 def run(args, engine=None, loaded=None):
@@ -76,7 +82,11 @@ def test_bench_writes_answers_summary_and_tables(qfile, tmp_path, capsys):
     # a Spec-Bench mix: MT-Bench's `writing` reads as multi_turn in reports
     assert set(doc["categories"]) == {"qa", "multi_turn"}
     out, err = capsys.readouterr()
-    assert "qa\n" in out and "multi_turn\n" in out and "all questions\n" in out
+    lines = [line.rstrip() for line in out.splitlines()]
+    assert {"qa", "multi_turn", "all questions"} <= set(lines)
+    racer_row = [cells(line) for line in lines if line.startswith("│ racer")][-1]  # all questions
+    # 3 questions, 4 turns, the whole scripted reply each time, all equal to ar's
+    assert racer_row[1:3] == ["3", str(4 * len(tokenize(REPLY)))] and racer_row[6] == "yes"
     assert "fresh automaton per question" in out
     assert f"answers: {out_dir}" in out
     # stderr is not a TTY here: one line per finished question and method
@@ -173,17 +183,26 @@ def test_unexpected_engine_failure_is_one_line_unless_debugging(qfile, tmp_path,
         run(["--bench", str(qfile), "--answer-dir", str(tmp_path)], FakeEngine(step_hook=boom))
 
 
-def test_tty_progress_redraws_one_line_per_method():
+def test_tty_progress_is_a_rich_bar_per_method():
     stream = io.StringIO()
-    display = ProgressDisplay(["ar", "racer"], 4, stream, tty=True)
-    display(BenchProgress("ar", 0, 4, 1, "qa", None, False))
-    record = AnswerRecord.single(1, "qa", "m", "ar", ("x",), (4,), (2.0,), (1, 1, 1, 1))
-    display(BenchProgress("ar", 0, 4, 1, "qa", None, True, record))
-    text = stream.getvalue()
-    assert "\x1b[2F" in text  # the second frame moved back over both lines
-    last = text.rsplit("\x1b[2F", 1)[1]
-    assert "ar    [#####---------------] 1/4  2.0 tok/s  MAT 1.00" in last
-    assert "racer [--------------------] 0/4  - tok/s  MAT -" in last
+    with ProgressDisplay(["ar", "racer"], 4, stream, tty=True) as display:
+        display(BenchProgress("ar", 0, 4, 1, "qa", None, False))
+        record = AnswerRecord.single(1, "qa", "m", "ar", ("x",), (4,), (2.0,), (1, 1, 1, 1))
+        display(BenchProgress("ar", 0, 4, 1, "qa", None, True, record))
+    final = stream.getvalue().rsplit("ar    ", 1)[1].splitlines()
+    assert "1/4" in final[0] and "2.0 tok/s  MAT 1.00" in final[0]
+    racer = next(line for line in final if line.startswith("racer"))
+    assert "0/4" in racer and "– tok/s  MAT –" in racer
+
+
+def test_progress_counts_the_question_in_flight():
+    display = ProgressDisplay(["racer"], 2, io.StringIO(), tty=False)
+    display(BenchProgress("racer", 0, 2, 1, "qa", None, False))
+    pieces = (TokenPiece(1, "a", Source.RETRIEVAL), TokenPiece(2, "b", Source.MODEL))
+    display(BenchProgress("racer", 0, 2, 1, "qa", StepEvent(1, pieces, 4, 8, 0.5, 0.5, 0.0), False))
+    live = display.board.live("racer")
+    assert (live.tokens, live.steps, live.tokens_per_s, live.mat) == (2, 1, 2.0, 2.0)
+    assert display.board.per_method["racer"].tokens == 0
 
 
 def write(path, records):
@@ -201,8 +220,8 @@ def test_speed_folder_with_base(tmp_path, capsys):
     write(tmp_path / "racer.jsonl", [answer(1, "racer", 10, 0.5), answer(2, "racer", 10, 0.25, "code")])
     assert speed.main([str(tmp_path), "--base", str(tmp_path / "ar.jsonl")]) == 0
     out = capsys.readouterr().out
-    code = out.split("code\n", 1)[1].split("\n\n", 1)[0]
-    rows = [line.split() for line in code.splitlines()]
+    code = out.split("code", 1)[1].split("\n\n", 1)[0]
+    rows = [cells(line) for line in code.splitlines() if line.startswith("│")]
     assert ["ar", "1", "10", "100.00", "2.00", "1.00x"] in rows
     assert ["racer", "1", "10", "25.00", "2.00", "4.00x"] in rows
     assert "ms/token" in out and "vs ar" in out

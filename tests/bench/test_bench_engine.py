@@ -64,5 +64,5 @@ def test_warm_runs_hand_over_the_automaton(engine):
     assert warm.warm is True and warm.to_summary()["warm"] is True
     # the automaton changes drafts, never the greedy output
     for result in (fresh, warm):
-        assert result.method_totals()["racer"].identical is True
+        assert result.method_totals()["racer"].versus.identical is True
     assert warm.records["racer"]["2"].token_ids == fresh.records["racer"]["2"].token_ids

@@ -43,11 +43,11 @@ def test_speedup_uses_questions_both_answered():
         ]
     )
     t = result.totals("racer")
-    assert t.speedup == pytest.approx(2.0)
-    assert t.questions == 3 and t.tokens == 30
-    assert t.mat == pytest.approx(30 / 14)
-    assert result.totals("ar").speedup == pytest.approx(1.0)
-    assert result.totals("ar").ms_per_token == pytest.approx(100.0)
+    assert t.versus.speedup == pytest.approx(2.0)
+    assert t.stats.replies == 3 and t.stats.tokens == 30
+    assert t.stats.mat == pytest.approx(30 / 14)
+    assert result.totals("ar").versus.speedup == pytest.approx(1.0)
+    assert result.totals("ar").stats.ms_per_token == pytest.approx(100.0)
 
 
 def test_per_category_totals():
@@ -61,8 +61,8 @@ def test_per_category_totals():
     )
     cats = result.category_totals()
     assert list(cats) == ["qa", "code"]
-    assert cats["qa"]["racer"].speedup == pytest.approx(1.0)
-    assert cats["code"]["racer"].speedup == pytest.approx(4.0)
+    assert cats["qa"]["racer"].versus.speedup == pytest.approx(1.0)
+    assert cats["code"]["racer"].versus.speedup == pytest.approx(4.0)
     summary = result.to_summary(suite="s")
     assert summary["categories"]["code"]["racer"]["speedup_vs_ar"] == pytest.approx(4.0)
     assert summary["suite"] == "s"
@@ -70,11 +70,11 @@ def test_per_category_totals():
 
 def test_identical_compares_token_ids_then_text():
     by_ids = make([rec(1, "ar", 2, 1.0, ids=[1, 2], text="a"), rec(1, "racer", 2, 1.0, ids=[1, 3], text="a")])
-    assert by_ids.totals("racer").identical is False  # same text, other tokens
+    assert by_ids.totals("racer").versus.identical is False  # same text, other tokens
     by_text = make([rec(1, "ar", 2, 1.0, text="a"), rec(1, "racer", 2, 1.0, text="a")])
-    assert by_text.totals("racer").identical is True
+    assert by_text.totals("racer").versus.identical is True
     sampled = make([rec(1, "ar", 2, 1.0), rec(1, "racer", 2, 1.0)], greedy=False)
-    assert sampled.totals("racer").identical is None
+    assert sampled.totals("racer").versus.identical is None
 
 
 def write(path, records):
@@ -89,7 +89,7 @@ def test_load_results_labels_files_and_reads_settings(tmp_path):
     result = load_results(tmp_path)
     assert result.methods == ["ar", "racer"] and result.baseline == "ar"
     assert result.greedy is False and result.device == "cpu"
-    assert result.totals("racer").speedup == pytest.approx(2.0)
+    assert result.totals("racer").versus.speedup == pytest.approx(2.0)
 
 
 def test_load_results_two_files_of_one_method_and_explicit_base(tmp_path):
@@ -97,7 +97,7 @@ def test_load_results_two_files_of_one_method_and_explicit_base(tmp_path):
     write(tmp_path / "new.jsonl", [rec(1, "racer", 10, 0.8)])
     result = load_results(tmp_path / "new.jsonl", base=tmp_path / "old.jsonl")
     assert result.methods == ["old", "new"] and result.baseline == "old"
-    assert result.totals("new").speedup == pytest.approx(1.25)
+    assert result.totals("new").versus.speedup == pytest.approx(1.25)
 
 
 def test_load_results_empty_folder(tmp_path):

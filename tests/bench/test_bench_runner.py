@@ -75,26 +75,26 @@ def test_totals_mat_and_equality_with_ar():
     engine = FakeEngine(diverge=frozenset({"logits"}))
     result = run_benchmark(engine, QUESTIONS, ["ar", "racer", "logits", "pld"], GREEDY)
     totals = result.method_totals()
-    assert totals["ar"].mat == 1.0
+    assert totals["ar"].stats.mat == 1.0
     racer = result.records["racer"].values()
     # verification steps only: the prefill token of each turn is in tokens, not in MAT
-    assert totals["racer"].mat == pytest.approx(sum(sum(r.accept_lengths) for r in racer) / totals["racer"].steps)
-    assert totals["racer"].mat < totals["racer"].tokens / totals["racer"].steps
-    assert totals["racer"].mat > 1.0
-    assert totals["pld"].mat is None  # one event per reply: MAT means nothing
-    assert totals["ar"].identical is None  # the ar row has nothing to compare with
-    assert totals["racer"].identical is True and totals["pld"].identical is True
-    assert totals["logits"].identical is False
-    assert totals["logits"].identical_questions == 0 and totals["logits"].compared_questions == 3
+    assert totals["racer"].stats.mat == pytest.approx(sum(sum(r.accept_lengths) for r in racer) / totals["racer"].stats.steps)
+    assert totals["racer"].stats.mat < totals["racer"].stats.tokens / totals["racer"].stats.steps
+    assert totals["racer"].stats.mat > 1.0
+    assert totals["pld"].stats.mat is None  # one event per reply: MAT means nothing
+    assert totals["ar"].versus.identical is None  # the ar row has nothing to compare with
+    assert totals["racer"].versus.identical is True and totals["pld"].versus.identical is True
+    assert totals["logits"].versus.identical is False
+    assert totals["logits"].versus.identical_questions == 0 and totals["logits"].versus.compared_questions == 3
 
 
 def test_sampling_reports_no_equality_and_no_ar_means_no_speedup():
     engine = FakeEngine()
     sampled = run_benchmark(engine, QUESTIONS, ["ar", "racer"], GenerationConfig(temperature=0.7))
     assert sampled.greedy is False
-    assert sampled.method_totals()["racer"].identical is None
+    assert sampled.method_totals()["racer"].versus.identical is None
     no_ar = run_benchmark(engine, QUESTIONS, ["racer"], GREEDY)
-    assert no_ar.method_totals()["racer"].speedup is None
+    assert no_ar.method_totals()["racer"].versus.speedup is None
     summary = no_ar.to_summary()
     assert summary["methods"]["racer"]["speedup_vs_ar"] is None
     assert summary["methods"]["racer"]["identical_to_ar"] is None
@@ -119,7 +119,7 @@ def test_wall_time_excludes_progress_callbacks(monkeypatch):
     # racer takes fewer events for the same tokens: the speedup is the ratio of event counts here
     totals = result.method_totals()
     events = {m: sum(len(r.accept_lengths) + len(r.turns) for r in result.records[m].values()) for m in ("ar", "racer")}
-    assert totals["racer"].speedup == pytest.approx(events["ar"] / events["racer"])
+    assert totals["racer"].versus.speedup == pytest.approx(events["ar"] / events["racer"])
 
 
 def test_progress_reports_start_steps_and_end():
@@ -144,8 +144,8 @@ def test_answer_files_and_load_results_agree(tmp_path):
     assert loaded.warm is False
     for m in ("ar", "racer"):
         a, b = result.method_totals()[m], loaded.method_totals()[m]
-        assert (a.tokens, a.steps, a.mat, a.identical) == (b.tokens, b.steps, b.mat, b.identical)
-        assert a.seconds == pytest.approx(b.seconds)
+        assert (a.stats.tokens, a.stats.steps, a.stats.mat, a.versus.identical) == (b.stats.tokens, b.stats.steps, b.stats.mat, b.versus.identical)
+        assert a.stats.seconds == pytest.approx(b.stats.seconds)
     assert loaded.categories() == ["qa", "multi_turn", "code"]
 
 

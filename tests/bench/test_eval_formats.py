@@ -95,8 +95,8 @@ def test_original_answer_file_reads_and_totals(tmp_path):
     assert first.token_ids is None and first.config is None and first.method == ""
     result = load_results(path)
     totals = result.totals(result.methods[0])
-    assert totals.tokens == 20
-    assert totals.mat == pytest.approx((4 + 3 + 3 + 2 + 3 + 2 + 3) / 7)
+    assert totals.stats.tokens == 20
+    assert totals.stats.mat == pytest.approx((4 + 3 + 3 + 2 + 3 + 2 + 3) / 7)
 
 
 def test_our_file_reads_as_the_original_reads_it(tmp_path):
@@ -214,6 +214,6 @@ def test_reports_fold_a_spec_bench_mix(tmp_path):
     _write_lines(path, rows)
     result = load_results(path)
     assert result.categories() == ["multi_turn", "rag"]
-    assert result.totals(result.methods[0], "multi_turn").questions == 2
+    assert result.totals(result.methods[0], "multi_turn").stats.replies == 2
     # the file keeps the original categories
     assert [r.category for r in read_answers(path)] == ["writing", "coding", "rag"]

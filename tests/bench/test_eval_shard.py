@@ -100,7 +100,7 @@ def test_two_workers_write_what_one_process_writes_even_when_one_dies(ray_cluste
     assert (tmp_path / "claimed").exists()  # a worker did die on the poison question
     assert result.completed and sorted(seen) == [q.question_id for q in QUESTIONS]
     assert _by_question(tmp_path / "racer.jsonl") == single_run
-    assert result.totals("racer").questions == len(QUESTIONS)
+    assert result.totals("racer").stats.replies == len(QUESTIONS)
 
 
 def test_resume_completes_a_run_whose_workers_all_died(ray_cluster, single_run, tmp_path):

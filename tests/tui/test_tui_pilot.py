@@ -322,18 +322,18 @@ def test_benchmark_runs_writes_answers_and_opens_them_again(tmp_path: Path) -> N
             assert not bench.running and bench.result.completed
             answers = tmp_path / "data" / "bench" / "builtin" / "fake-model"
             assert sorted(p.name for p in answers.glob("*.jsonl")) == ["ar.jsonl", "racer.jsonl"]
-            assert bench.board.per_method["racer"].done == 2
+            assert bench.board.per_method["racer"].replies == 2
             assert bench.board.per_method["racer"].mat > bench.board.per_method["ar"].mat == 1.0
             table = bench.query_one("#bench-table").render()
-            assert "racer" in str(table) or bench.result.method_totals()["racer"].questions == 2
+            assert "racer" in str(table) or bench.result.method_totals()["racer"].stats.replies == 2
             # open the folder again as a previous result
             bench.result = None
             bench.query_one("#results-dir").value = str(answers)
             bench.action_open_results()
-            assert bench.result is not None and bench.board.per_method["ar"].done == 2
+            assert bench.result is not None and bench.board.per_method["ar"].replies == 2
             bench.query_one("#results-dir").value = str(tmp_path / "empty")
             bench.action_open_results()  # a folder without answers: a message, no crash
-            assert bench.board.per_method["ar"].done == 2
+            assert bench.board.per_method["ar"].replies == 2
 
     asyncio.run(scenario())
 

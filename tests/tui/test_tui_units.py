@@ -9,12 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from racer_core.bench.answers import AnswerRecord
-from racer_core.bench.results import BenchResult
-from racer_core.bench.runner import BenchProgress
-from racer_core.events import EngineInfo, ReplyStats, Source, StepEvent, TokenPiece
+from racer_core.events import EngineInfo, Source, StepEvent, TokenPiece
+from racer_core.stats import Stats
 from racer_tui.app import app_args, build_parser, main
-from racer_tui.bench_board import BenchBoard
 from racer_tui.history import HistoryStore, StoredMessage, title_for
 from racer_tui.serve import build_serve_command
 from racer_tui.widgets.status_line import format_status
@@ -54,55 +51,13 @@ def test_title_for() -> None:
 
 def test_format_status() -> None:
     info = EngineInfo("m", "cpu", "float32")
-    stats = ReplyStats()
-    stats.add(
+    stats = Stats()
+    stats.add_step(
         StepEvent(1, (TokenPiece(1, "a", Source.RETRIEVAL), TokenPiece(2, "b", Source.MODEL)), 5, 8, 0.1, 0.2, 0.1)
     )
     line = format_status(stats, 8, "racer", info)
     assert line == "5.0 tok/s │ MAT 2.00 │ 1 steps │ budget 8 │ racer │ m │ cpu float32"
     assert "no model" in format_status(None, "auto", "ar", None)
-
-
-# -- dashboard board ---------------------------------------------------------
-
-
-def _record(qid: str, method: str, category: str, lengths: tuple[int, ...], seconds: float) -> AnswerRecord:
-    return AnswerRecord.single(
-        question_id=qid,
-        category=category,
-        model_id="m",
-        method=method,
-        turns=("x",),
-        new_tokens=(sum(lengths),),
-        wall_time=(seconds,),
-        accept_lengths=lengths,
-    )
-
-
-def test_bench_board_folds_progress() -> None:
-    board = BenchBoard(methods=["ar", "racer"])
-    ev = StepEvent(1, (TokenPiece(1, "a", Source.RETRIEVAL), TokenPiece(2, "b", Source.MODEL)), 4, 8, 0, 0, 0)
-    board.update(BenchProgress("racer", 0, 2, "q1", "code", None, False))
-    board.update(BenchProgress("racer", 0, 2, "q1", "code", ev, False))
-    assert board.flight_method == "racer" and board.flight_lengths == [2]
-    rec = _record("q1", "racer", "code", (2, 3, 1), 0.5)
-    board.update(BenchProgress("racer", 0, 2, "q1", "code", None, True, rec))
-    mb = board.per_method["racer"]
-    assert (mb.done, mb.tokens, mb.steps) == (1, 6, 3)
-    assert mb.speeds == [12.0] and mb.mat == 2.0
-    assert board.category_mat("code", "racer") == 2.0
-    assert dict(mb.lengths) == {1: 1, 2: 1, 3: 1}
-    assert board.question_count == 2
-
-
-def test_bench_board_from_result_skips_unstepped_mat() -> None:
-    result = BenchResult(methods=["ar", "pld"])
-    result.add("ar", _record("1", "ar", "qa", (1, 1, 1, 1), 1.0))
-    result.add("pld", _record("1", "pld", "qa", (4,), 0.5))
-    board = BenchBoard.from_result(result)
-    assert board.per_method["pld"].speeds == [8.0]
-    assert board.stepped_methods() == ["ar"]
-    assert ("qa", "pld") not in board.category_sums
 
 
 # -- command line and serving ------------------------------------------------

@@ -1,0 +1,128 @@
+"""Speed statistics: one running tally for a reply, a method or a category.
+
+The chat status sums one reply's step events; the benchmark (headless
+progress, dashboard, tables, `racer-tui speed`) sums finished answers per
+method and per category. Both are a Stats. Pure Python: no torch, no Textual.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+UNSTEPPED_METHODS = frozenset({"hf", "pld"})
+"""Anchors whose engine events carry many steps at once: MAT means nothing there."""
+
+
+@dataclass
+class Stats:
+    """Running sums. A step is a forward pass of the target model that emitted
+    tokens; MAT (mean accepted tokens) is accepted tokens per step."""
+
+    replies: int = 0  # finished replies (or answers) summed in
+    tokens: int = 0
+    seconds: float = 0.0
+    steps: int = 0
+    accepted: int = 0  # tokens emitted by the counted steps
+    accept_lengths: list[int] = field(default_factory=list)  # per step, in order
+    speeds: list[float] = field(default_factory=list)  # tokens/s of each finished reply
+    stepped: bool = True  # False once an anchor's reply is summed in: no MAT then
+
+    def add_step(self, event: Any) -> None:
+        """One StepEvent of a reply in progress; its own timings are the time."""
+        self.tokens += event.accept_length
+        self.seconds += event.draft_s + event.verify_s + event.update_s
+        if event.pieces:  # a closing event may carry no tokens: not a step
+            self._steps([event.accept_length])
+
+    def add_reply(self, tokens: int, seconds: float, accept_lengths: list[int] | tuple[int, ...], method: str) -> None:
+        """One finished reply (an answer record's totals)."""
+        self.replies += 1
+        self.tokens += tokens
+        self.seconds += seconds
+        if seconds > 0:
+            self.speeds.append(tokens / seconds)
+        self.stepped = self.stepped and method not in UNSTEPPED_METHODS
+        self._steps(accept_lengths)
+
+    def _steps(self, lengths: list[int] | tuple[int, ...]) -> None:
+        self.steps += len(lengths)
+        self.accepted += sum(lengths)
+        self.accept_lengths.extend(lengths)
+
+    def plus(self, other: Stats) -> Stats:
+        """Both tallies together (finished answers plus the one in flight)."""
+        return Stats(
+            self.replies + other.replies,
+            self.tokens + other.tokens,
+            self.seconds + other.seconds,
+            self.steps + other.steps,
+            self.accepted + other.accepted,
+            self.accept_lengths + other.accept_lengths,
+            self.speeds + other.speeds,
+            self.stepped and other.stepped,
+        )
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        return self.tokens / self.seconds if self.seconds > 0 and self.tokens else None
+
+    @property
+    def ms_per_token(self) -> float | None:
+        return 1000.0 * self.seconds / self.tokens if self.tokens else None
+
+    @property
+    def mat(self) -> float | None:
+        return self.accepted / self.steps if self.stepped and self.steps else None
+
+    def length_counts(self) -> Counter[int]:
+        """Accepted length -> how many steps accepted that many tokens."""
+        return Counter(self.accept_lengths)
+
+    def speedup_over(self, base: Stats) -> float | None:
+        mine, theirs = self.tokens_per_s, base.tokens_per_s
+        return mine / theirs if mine is not None and theirs is not None else None
+
+
+@dataclass(frozen=True)
+class Versus:
+    """A method's answers against the baseline's, on the questions both answered."""
+
+    speedup: float | None = None  # tokens/s over the baseline's
+    identical: bool | None = None  # None: not compared (the baseline itself, sampling)
+    identical_questions: int | None = None
+    compared_questions: int | None = None
+
+    @property
+    def same_text(self) -> str:
+        """For tables: yes, no (agreeing/compared) or a dash."""
+        if self.identical is None:
+            return "–"
+        return "yes" if self.identical else f"no ({self.identical_questions}/{self.compared_questions})"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One results-table row: a method's tally and its comparison with the baseline."""
+
+    stats: Stats
+    versus: Versus
+
+    def to_json(self) -> dict[str, Any]:
+        s, v = self.stats, self.versus
+        return {
+            "questions": s.replies,
+            "tokens": s.tokens,
+            "seconds": round(s.seconds, 6),
+            "tokens_per_s": _round(s.tokens_per_s),
+            "mat": _round(s.mat),
+            "speedup_vs_ar": _round(v.speedup),
+            "identical_to_ar": v.identical,
+            "identical_questions": v.identical_questions,
+            "compared_questions": v.compared_questions,
+        }
+
+
+def _round(x: float | None, digits: int = 4) -> float | None:
+    return None if x is None else round(x, digits)
