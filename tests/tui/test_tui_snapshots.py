@@ -11,17 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from app_pilot import SIZE
 from fake_engine import FakeClock, FakeEngine, drain, failing_factory, make_app, ready_chat, wait_for
 
 from racer_core.bench import runner
 from racer_tui.screens.bench import BenchScreen
 from racer_tui.screens.chat import ChatScreen
 from racer_tui.screens.model_error import ModelErrorScreen
-
-SIZE = (120, 36)
-
-
-pytestmark = pytest.mark.usefixtures("tui_user_dirs")
 
 
 async def ask(pilot, text: str) -> ChatScreen:
