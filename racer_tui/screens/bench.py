@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
@@ -28,11 +27,10 @@ from racer_core.bench.suites import Question, load_suite, suite_name
 from racer_core.errors import RacerError
 from racer_core.events import METHODS, Engine, GenerationConfig
 from racer_tui.bench_board import BenchBoard
+from racer_tui.commands import BENCH_COMMANDS
+from racer_tui.host import Host, host_of
 from racer_tui.widgets.bench_charts import CategoryChart, FlightChart, HistogramChart, SpeedChart
 from racer_tui.widgets.bench_tables import progress_table, speedup_table
-
-if TYPE_CHECKING:
-    from racer_tui.app import RacerApp
 
 SUITES = [("built-in questions", "builtin"), ("HumanEval prompts", "humaneval"), ("a question file…", "file")]
 DEFAULT_METHODS = ("ar", "racer")
@@ -75,7 +73,7 @@ class BenchScreen(Screen):
         Binding("ctrl+o", "open_results", "Open results"),
     ]
 
-    app: RacerApp
+    PALETTE = BENCH_COMMANDS
 
     def __init__(self) -> None:
         super().__init__()
@@ -121,6 +119,10 @@ class BenchScreen(Screen):
         )
         self.show_board()
 
+    @property
+    def host(self) -> Host:
+        return host_of(self)
+
     # -- drawing ---------------------------------------------------------
 
     def show_board(self) -> None:
@@ -130,7 +132,6 @@ class BenchScreen(Screen):
 
     def _set_running(self, running: bool) -> None:
         self.running = running
-        self.app.busy = "bench" if running else None
         self.query_one("#start", Button).disabled = running
         self.query_one("#stop", Button).disabled = not running
         self.query_one("#open", Button).disabled = running
@@ -166,10 +167,7 @@ class BenchScreen(Screen):
     def action_start(self) -> None:
         if self.running:
             return
-        if self.app.busy:
-            self.notify("A chat reply is streaming: stop it first.", severity="warning")
-            return
-        engine = self.app.engine
+        engine = self.host.engine
         if engine is None:
             self.notify("No model is loaded yet.", severity="warning")
             return
@@ -184,6 +182,8 @@ class BenchScreen(Screen):
         except RacerError as exc:
             self.notify(str(exc), title="Cannot start", severity="error", timeout=10)
             return
+        if not self.host.claim_engine("bench"):
+            return
         name = suite_name(suite)
         answer_dir = default_answer_dir(name, engine.info.model)
         self.run_id += 1
@@ -192,12 +192,12 @@ class BenchScreen(Screen):
         self.query_one("#bench-table", Static).update("")
         self.query_one("#bench-info", Static).update(
             f"{name}: {len(questions)} questions × {', '.join(methods)} on {engine.info.model} "
-            f"· answers in {self.app.show_path(answer_dir)}"
+            f"· answers in {self.host.show_path(answer_dir)}"
         )
         self.show_board()
         self._stop.clear()
         self._set_running(True)
-        config = self.app.settings.generation
+        config = self.host.settings.generation
         self.run_bench(engine, questions, methods, config, answer_dir, name, self.run_id)
 
     @work(thread=True, exclusive=True, group="bench")
@@ -248,6 +248,7 @@ class BenchScreen(Screen):
         if message.run_id != self.run_id:
             return
         self._set_running(False)
+        self.host.release_engine()
         if message.error is not None:
             self.notify(message.error, title="Benchmark failed", severity="error", timeout=15)
             return

@@ -7,7 +7,6 @@ Escape sets a threading.Event that the engine polls before every step.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
@@ -21,7 +20,9 @@ from textual.worker import get_current_worker
 from racer_core.errors import RacerError
 from racer_core.events import Conversation, Engine, GenerationConfig, ReplyStats
 from racer_tui.colors import LOGITS_GREEN, RETRIEVAL_GREEN
+from racer_tui.commands import CHAT_COMMANDS
 from racer_tui.history import StoredMessage, title_for
+from racer_tui.host import Host, host_of
 from racer_tui.messages import ReplyFailed, ReplyStep
 from racer_tui.screens.confirm import ConfirmScreen
 from racer_tui.screens.system_prompt import SystemPromptScreen
@@ -30,9 +31,6 @@ from racer_tui.widgets.chat_list import ChatList
 from racer_tui.widgets.prompt_input import PromptInput
 from racer_tui.widgets.status_line import StatusLine
 from racer_tui.widgets.turns import FINISH_NOTES, ReplyTurn, UserTurn
-
-if TYPE_CHECKING:
-    from racer_tui.app import RacerApp
 
 
 def reply_note(stats: dict) -> str:
@@ -69,7 +67,7 @@ class ChatScreen(Screen):
         Binding("ctrl+l", "focus_prompt", "Focus prompt", show=False),
     ]
 
-    app: RacerApp
+    PALETTE = CHAT_COMMANDS
 
     def __init__(self) -> None:
         super().__init__()
@@ -101,7 +99,7 @@ class ChatScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.app.engine_changed.subscribe(self, self._engine_changed)
+        self.host.engine_changed.subscribe(self, self._engine_changed)
         self.refresh_sidebar()
         self.show_status()
         self._show_system_prompt()
@@ -110,16 +108,20 @@ class ChatScreen(Screen):
     # -- helpers ---------------------------------------------------------
 
     @property
+    def host(self) -> Host:
+        return host_of(self)
+
+    @property
     def conversation_view(self) -> VerticalScroll:
         return self.query_one("#conversation", VerticalScroll)
 
     def refresh_sidebar(self) -> None:
-        self.query_one(ChatList).show_chats(self.app.history.list_chats(), self.chat_id)
+        self.query_one(ChatList).show_chats(self.host.history.list_chats(), self.chat_id)
 
     def show_status(self) -> None:
-        budget = self.budget if self.budget is not None else self.app.settings.generation.max_num_draft
-        method = self._reply_method or self.app.settings.generation.method
-        self.query_one(StatusLine).show(self.stats, budget, method, self.app.engine_info)
+        budget = self.budget if self.budget is not None else self.host.settings.generation.max_num_draft
+        method = self._reply_method or self.host.settings.generation.method
+        self.query_one(StatusLine).show(self.stats, budget, method, self.host.engine_info)
 
     def _engine_changed(self, _engine: object) -> None:
         self.conv = None  # rebuilt from history on the next message
@@ -127,8 +129,8 @@ class ChatScreen(Screen):
 
     def _system_prompt(self) -> str:
         if self.chat_id is not None:
-            return self.app.history.system_prompt(self.chat_id)
-        return self.app.settings.system_prompt
+            return self.host.history.system_prompt(self.chat_id)
+        return self.host.settings.system_prompt
 
     def _show_system_prompt(self) -> None:
         for old in self.query(".system-turn"):
@@ -163,35 +165,38 @@ class ChatScreen(Screen):
         text = message.text.strip()
         if not text or self._busy():
             return
-        engine = self.app.engine
+        engine = self.host.engine
         if engine is None:
             self.notify("No model is loaded yet.", severity="warning")
             return
-        message.prompt.clear()
-        self.send(engine, text)
+        if self.send(engine, text):
+            message.prompt.clear()
 
-    def send(self, engine: Engine, text: str) -> None:
-        history = self.app.history
+    def send(self, engine: Engine, text: str) -> bool:
+        """Start a reply to `text`; False when it could not start (the user was told why)."""
+        if not self.host.claim_engine("chat"):
+            return False
+        history = self.host.history
         if self.chat_id is None:
-            self.chat_id = history.create_chat(title_for(text), self.app.settings.system_prompt)
+            self.chat_id = history.create_chat(title_for(text), self.host.settings.system_prompt)
             earlier: list[StoredMessage] = []
         else:
             earlier = history.messages(self.chat_id)
         try:
             conv = self._ensure_conversation(engine, earlier)
         except RacerError as exc:
+            self.host.release_engine()
             self.notify(str(exc), severity="error", timeout=10)
-            return
+            return False
         self._user_message_id = history.add_message(self.chat_id, StoredMessage("user", text))
         self._prompt_text = text
-        config = self.app.settings.generation
+        config = self.host.settings.generation
         self.reply_id += 1
         self.stats = ReplyStats()
         self.budget = None
         self._reply_method = config.method
         self._stop.clear()
         self.generating = True
-        self.app.busy = "chat"
         view = self.conversation_view
         self._turn = ReplyTurn()
         view.mount(UserTurn(text))
@@ -201,6 +206,7 @@ class ChatScreen(Screen):
         self.refresh_sidebar()
         self._scroll_to_end()
         self.generate(conv, text, config, self.reply_id)
+        return True
 
     @work(thread=True, exclusive=True, group="generate")
     def generate(self, conv: Conversation, text: str, config: GenerationConfig, reply_id: int) -> None:
@@ -248,11 +254,11 @@ class ChatScreen(Screen):
         content = turn.content
         if self.conv is not None and self.conv.messages and self.conv.messages[-1]["role"] == "assistant":
             content = self.conv.messages[-1]["content"]
-        self.app.history.add_message(self.chat_id, StoredMessage("assistant", content, list(turn.runs), stats))
+        self.host.history.add_message(self.chat_id, StoredMessage("assistant", content, list(turn.runs), stats))
         turn.finish(reply_note(stats))
-        turn.show_markdown(self.app.settings.markdown)
+        turn.show_markdown(self.host.settings.markdown)
         self.generating = False
-        self.app.busy = None
+        self.host.release_engine()
         self._turn = None
         self.refresh_sidebar()
 
@@ -261,10 +267,10 @@ class ChatScreen(Screen):
             return
         # Roll back the turn so history, screen and engine agree; keep the prompt.
         if self._user_message_id is not None:
-            self.app.history.delete_message(self._user_message_id)
+            self.host.history.delete_message(self._user_message_id)
         self.conv = None
         self.generating = False
-        self.app.busy = None
+        self.host.release_engine()
         self._turn = None
         for turn in list(self.conversation_view.children)[-2:]:
             turn.remove()
@@ -307,8 +313,8 @@ class ChatScreen(Screen):
         await self._clear_view()
         view = self.conversation_view
         last_stats: dict = {}
-        markdown = self.app.settings.markdown
-        for msg in self.app.history.messages(chat_id):
+        markdown = self.host.settings.markdown
+        for msg in self.host.history.messages(chat_id):
             if msg.role == "user":
                 await view.mount(UserTurn(msg.content))
             else:
@@ -343,12 +349,12 @@ class ChatScreen(Screen):
     def delete_chat(self, chat_id: int) -> None:
         if chat_id == self.chat_id and self._busy():
             return
-        title = self.app.history.title(chat_id)
+        title = self.host.history.title(chat_id)
 
         async def confirmed(yes: bool | None) -> None:
             if not yes:
                 return
-            self.app.history.delete_chat(chat_id)
+            self.host.history.delete_chat(chat_id)
             if chat_id == self.chat_id:
                 self.chat_id = None
                 self.conv = None
@@ -359,9 +365,9 @@ class ChatScreen(Screen):
         self.app.push_screen(ConfirmScreen(f"Delete the chat “{title}”?"), confirmed)
 
     def export_chat(self, chat_id: int) -> None:
-        path = self.app.export_dir / f"chat-{chat_id}.md"
+        path = self.host.export_dir / f"chat-{chat_id}.md"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.app.history.export_markdown(chat_id), encoding="utf-8")
+        path.write_text(self.host.history.export_markdown(chat_id), encoding="utf-8")
         self.notify(f"Exported to {path}", title="Export", timeout=10)
 
     def action_export_chat(self) -> None:
@@ -377,8 +383,8 @@ class ChatScreen(Screen):
         self.delete_chat(self.chat_id)
 
     def action_toggle_markdown(self) -> None:
-        on = not self.app.settings.markdown
-        self.app.update_settings(markdown=on)
+        on = not self.host.settings.markdown
+        self.host.update_settings(markdown=on)
         for turn in self.query(ReplyTurn):
             turn.show_markdown(on)
         self.notify("Finished replies as Markdown." if on else "Replies as coloured tokens.")
@@ -394,9 +400,9 @@ class ChatScreen(Screen):
         def saved(text: str | None) -> None:
             if text is None:
                 return
-            self.app.update_settings(system_prompt=text)
+            self.host.update_settings(system_prompt=text)
             if self.chat_id is not None:
-                self.app.history.set_system_prompt(self.chat_id, text)
+                self.host.history.set_system_prompt(self.chat_id, text)
             self.conv = None  # rebuilt with the new system prompt
             self._show_system_prompt()
 

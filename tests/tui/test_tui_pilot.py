@@ -22,6 +22,7 @@ from racer_tui.screens.help import HelpScreen
 from racer_tui.screens.model_error import ModelErrorScreen
 from racer_tui.screens.model_picker import ModelPickerScreen
 from racer_tui.screens.settings import SettingsScreen
+from racer_tui.settings import SettingsStore
 from racer_tui.widgets.bars import StepBars
 from racer_tui.widgets.prompt_input import PromptInput
 from racer_tui.widgets.turns import ReplyTurn
@@ -195,6 +196,38 @@ async def test_model_picker_validates_and_loads(start_app: StartApp, tmp_path: P
     assert app.settings.model_path == str(checkpoint)
 
 
+async def test_model_picker_saves_a_model_only_once_it_loaded(start_app: StartApp, tmp_path: Path) -> None:
+    engine = FakeEngine()
+
+    def factory(model_path, **kwargs):
+        if model_path:
+            raise ModelLoadError(f"cannot load {model_path}")
+        return engine
+
+    checkpoint = tmp_path / "broken-ckpt"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text("{}")  # passes the picker's checks, fails to load
+    pilot = await start_app(factory)
+    app = pilot.app
+    await ready_chat(pilot)
+    await pilot.press("f5")
+    picker = app.screen
+    await pilot.click("#custom")
+    picker.query_one("#model-path").value = str(checkpoint)
+    picker.query_one("#dtype").value = "float16"
+    picker.action_load()
+    await wait_for(pilot, lambda: isinstance(app.screen, ModelErrorScreen))
+    assert app.screen.error == f"cannot load {checkpoint}"
+    saved = SettingsStore(tmp_path / "config" / "settings.json").load()
+    assert (app.settings.model_path, saved.model_path, saved.dtype) == (None, None, "auto")
+    await pilot.press("r")  # retry tries the picked model again, still unsaved
+    await wait_for(pilot, lambda: isinstance(app.screen, ModelErrorScreen))
+    assert app.settings.model_path is None
+    await pilot.press("d")
+    await ready_chat(pilot)
+    assert app.settings.model_path is None and app.settings.dtype == "float16"
+
+
 async def test_settings_are_validated_saved_and_used(start_app: StartApp, tmp_path: Path) -> None:
     engine = FakeEngine()
 
@@ -315,10 +348,10 @@ async def test_benchmark_stop_and_bad_inputs(start_app: StartApp, tmp_path: Path
     bench.query_one("#suite").value = "builtin"
     bench.action_start()
     await wait_for(pilot, engine.paused.is_set)
-    assert bench.running and app.busy == "bench"
+    assert bench.running and app.engine_user == "bench"
     await pilot.press("escape")
     await wait_for(pilot, lambda: bench.result is not None)
-    assert not bench.result.completed and not bench.running and app.busy is None
+    assert not bench.result.completed and not bench.running and app.engine_user is None
 
 
 async def test_loading_view_reports_progress(start_app: StartApp) -> None:

@@ -145,6 +145,17 @@ def test_host_without_serve_is_refused(capsys: pytest.CaptureFixture[str]) -> No
     assert "--serve" in capsys.readouterr().err
 
 
+def test_the_app_offers_every_member_of_the_screens_host_interface(tmp_path: Path) -> None:
+    from racer_tui.app import RacerApp
+    from racer_tui.host import Host
+
+    app = RacerApp(data_dir=tmp_path / "data", config_dir=tmp_path / "config")
+    members = [m for m in vars(Host) if not m.startswith("_")]
+    assert "claim_engine" in members and "settings" in members
+    assert [m for m in members if not hasattr(app, m)] == []
+    app.history.close()
+
+
 def test_app_never_imports_torch() -> None:
     code = (
         "import sys, racer_tui.app, racer_tui.cli;"
