@@ -23,7 +23,7 @@ from racer_core.checkpoints import add_load_arguments, load_argument_words, load
 from racer_core.errors import RacerError
 from racer_core.events import Engine, EngineFactory, EngineInfo
 from racer_tui.commands import racer_commands
-from racer_tui.history import HistoryStore
+from racer_tui.history_repair import open_history
 from racer_tui.host import EngineUser
 from racer_tui.messages import EngineFailed, EngineReady, LoadProgress
 from racer_tui.models import default_engine_factory, describe
@@ -71,7 +71,11 @@ class RacerApp(App):
         self.device_override = device
         self.dtype_override = dtype
         self._trying: ModelChoice | None = None  # a picked model, saved once it loaded
-        self.history = HistoryStore(self.data_dir / "history.sqlite3")
+        # A damaged history is moved aside and salvaged here; the app always starts.
+        self.history, history_notice = open_history(self.data_dir / "history.sqlite3")
+        self.startup_notices: list[str] = list(self.settings_store.notices)  # a damaged settings file was repaired
+        if history_notice:
+            self.startup_notices.append(history_notice)
         self.engine: Engine | None = None
         self.engine_user: EngineUser | None = None
         self.engine_changed: Signal[Engine] = Signal(self, "engine-changed")
@@ -115,8 +119,8 @@ class RacerApp(App):
         self.settings_store.save(self.settings)
 
     def on_mount(self) -> None:
-        for notice in self.settings_store.notices:  # a damaged settings file was repaired
-            self.notify(notice, severity="warning", timeout=15)
+        for notice in self.startup_notices:
+            self.notify(notice, title="Your data", severity="warning", timeout=30)
         self.load_model()
 
     def on_unmount(self) -> None:

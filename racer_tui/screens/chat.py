@@ -21,7 +21,7 @@ from racer_core.errors import RacerError
 from racer_core.events import Conversation, Engine, GenerationConfig, ReplyStats
 from racer_tui.colors import LOGITS_GREEN, RETRIEVAL_GREEN
 from racer_tui.commands import CHAT_COMMANDS
-from racer_tui.history import StoredMessage, title_for
+from racer_tui.history import HistoryError, StoredMessage, title_for
 from racer_tui.host import Host, host_of
 from racer_tui.messages import ReplyFailed, ReplyStep
 from racer_tui.screens.confirm import ConfirmScreen
@@ -116,7 +116,16 @@ class ChatScreen(Screen):
         return self.query_one("#conversation", VerticalScroll)
 
     def refresh_sidebar(self) -> None:
-        self.query_one(ChatList).show_chats(self.host.history.list_chats(), self.chat_id)
+        try:
+            chats = self.host.history.list_chats()
+        except HistoryError as exc:
+            self._history_failed(exc)
+            chats = []
+        self.query_one(ChatList).show_chats(chats, self.chat_id)
+
+    def _history_failed(self, exc: HistoryError) -> None:
+        """The history could not be read or written: say so; the app goes on."""
+        self.notify(str(exc), title="Chat history", severity="error", timeout=15)
 
     def show_status(self) -> None:
         budget = self.budget if self.budget is not None else self.host.settings.generation.max_num_draft
@@ -129,7 +138,10 @@ class ChatScreen(Screen):
 
     def _system_prompt(self) -> str:
         if self.chat_id is not None:
-            return self.host.history.system_prompt(self.chat_id)
+            try:
+                return self.host.history.system_prompt(self.chat_id)
+            except HistoryError as exc:
+                self._history_failed(exc)
         return self.host.settings.system_prompt
 
     def _show_system_prompt(self) -> None:
@@ -177,18 +189,18 @@ class ChatScreen(Screen):
         if not self.host.claim_engine("chat"):
             return False
         history = self.host.history
-        if self.chat_id is None:
-            self.chat_id = history.create_chat(title_for(text), self.host.settings.system_prompt)
-            earlier: list[StoredMessage] = []
-        else:
-            earlier = history.messages(self.chat_id)
         try:
+            if self.chat_id is None:
+                self.chat_id = history.create_chat(title_for(text), self.host.settings.system_prompt)
+                earlier: list[StoredMessage] = []
+            else:
+                earlier = history.messages(self.chat_id)
             conv = self._ensure_conversation(engine, earlier)
-        except RacerError as exc:
+            self._user_message_id = history.add_message(self.chat_id, StoredMessage("user", text))
+        except RacerError as exc:  # HistoryError included: nothing was sent, the text stays typed
             self.host.release_engine()
             self.notify(str(exc), severity="error", timeout=10)
             return False
-        self._user_message_id = history.add_message(self.chat_id, StoredMessage("user", text))
         self._prompt_text = text
         config = self.host.settings.generation
         self.reply_id += 1
@@ -254,7 +266,10 @@ class ChatScreen(Screen):
         content = turn.content
         if self.conv is not None and self.conv.messages and self.conv.messages[-1]["role"] == "assistant":
             content = self.conv.messages[-1]["content"]
-        self.host.history.add_message(self.chat_id, StoredMessage("assistant", content, list(turn.runs), stats))
+        try:
+            self.host.history.add_message(self.chat_id, StoredMessage("assistant", content, list(turn.runs), stats))
+        except HistoryError as exc:  # the reply stays on screen and in the engine's conversation
+            self._history_failed(exc)
         turn.finish(reply_note(stats))
         turn.show_markdown(self.host.settings.markdown)
         self.generating = False
@@ -267,7 +282,10 @@ class ChatScreen(Screen):
             return
         # Roll back the turn so history, screen and engine agree; keep the prompt.
         if self._user_message_id is not None:
-            self.host.history.delete_message(self._user_message_id)
+            try:
+                self.host.history.delete_message(self._user_message_id)
+            except HistoryError as exc:
+                self._history_failed(exc)
         self.conv = None
         self.generating = False
         self.host.release_engine()
@@ -312,9 +330,18 @@ class ChatScreen(Screen):
         self.conv = None
         await self._clear_view()
         view = self.conversation_view
+        try:
+            messages = self.host.history.messages(chat_id)
+        except HistoryError as exc:  # this chat only: shown in its place, the others still open
+            error = Static(Text(f"{exc}\nIt stays in the history file; the other chats are not affected."))
+            error.add_class("turn", "error-turn")
+            error.border_title = "unreadable chat"
+            await view.mount(error)
+            self.refresh_sidebar()
+            return
         last_stats: dict = {}
         markdown = self.host.settings.markdown
-        for msg in self.host.history.messages(chat_id):
+        for msg in messages:
             if msg.role == "user":
                 await view.mount(UserTurn(msg.content))
             else:
@@ -349,12 +376,19 @@ class ChatScreen(Screen):
     def delete_chat(self, chat_id: int) -> None:
         if chat_id == self.chat_id and self._busy():
             return
-        title = self.host.history.title(chat_id)
+        try:
+            title = self.host.history.title(chat_id)
+        except HistoryError:
+            title = f"chat {chat_id}"  # an unreadable chat can still be deleted
 
         async def confirmed(yes: bool | None) -> None:
             if not yes:
                 return
-            self.host.history.delete_chat(chat_id)
+            try:
+                self.host.history.delete_chat(chat_id)
+            except HistoryError as exc:
+                self._history_failed(exc)
+                return
             if chat_id == self.chat_id:
                 self.chat_id = None
                 self.conv = None
@@ -366,8 +400,16 @@ class ChatScreen(Screen):
 
     def export_chat(self, chat_id: int) -> None:
         path = self.host.export_dir / f"chat-{chat_id}.md"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.host.history.export_markdown(chat_id), encoding="utf-8")
+        try:
+            text = self.host.history.export_markdown(chat_id)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        except HistoryError as exc:
+            self._history_failed(exc)
+            return
+        except OSError as exc:
+            self.notify(f"Cannot write {path}: {exc.strerror or exc}", title="Export", severity="error")
+            return
         self.notify(f"Exported to {path}", title="Export", timeout=10)
 
     def action_export_chat(self) -> None:
@@ -402,7 +444,10 @@ class ChatScreen(Screen):
                 return
             self.host.update_settings(system_prompt=text)
             if self.chat_id is not None:
-                self.host.history.set_system_prompt(self.chat_id, text)
+                try:
+                    self.host.history.set_system_prompt(self.chat_id, text)
+                except HistoryError as exc:
+                    self._history_failed(exc)
             self.conv = None  # rebuilt with the new system prompt
             self._show_system_prompt()
 

@@ -15,6 +15,7 @@ from fake_engine import REPLY, FakeEngine, factory_for, failing_factory, make_ap
 from racer_core.errors import ModelLoadError, RacerError
 from racer_core.events import Source
 from racer_tui.colors import LOGITS_GREEN, RETRIEVAL_GREEN
+from racer_tui.history import HistoryStore, StoredMessage
 from racer_tui.screens.bench import BenchScreen
 from racer_tui.screens.chat import ChatScreen
 from racer_tui.screens.confirm import ConfirmScreen
@@ -25,12 +26,23 @@ from racer_tui.screens.settings import SettingsScreen
 from racer_tui.settings import SettingsStore
 from racer_tui.widgets.bars import StepBars
 from racer_tui.widgets.prompt_input import PromptInput
-from racer_tui.widgets.turns import ReplyTurn
+from racer_tui.widgets.turns import ReplyTurn, UserTurn
 
 
 async def send(pilot, text: str) -> None:
     await pilot.press(*text)
     await pilot.press("enter")
+
+
+async def open_picker(pilot, path: Path) -> ModelPickerScreen:
+    """The model picker over a ready chat, with `path` typed in as a custom model."""
+    await ready_chat(pilot)
+    await pilot.press("f5")
+    picker = pilot.app.screen
+    assert isinstance(picker, ModelPickerScreen)
+    await pilot.click("#custom")
+    picker.query_one("#model-path").value = str(path)
+    return picker
 
 
 async def test_prompt_streams_coloured_reply(start_app: StartApp) -> None:
@@ -179,12 +191,7 @@ async def test_model_picker_validates_and_loads(start_app: StartApp, tmp_path: P
 
     pilot = await start_app(factory)
     app = pilot.app
-    await ready_chat(pilot)
-    await pilot.press("f5")
-    picker = app.screen
-    assert isinstance(picker, ModelPickerScreen)
-    await pilot.click("#custom")
-    picker.query_one("#model-path").value = str(checkpoint)
+    picker = await open_picker(pilot, checkpoint)
     picker.action_load()
     await pilot.pause()
     assert "config.json" in str(picker.query_one("#picker-error").render())
@@ -209,11 +216,7 @@ async def test_model_picker_saves_a_model_only_once_it_loaded(start_app: StartAp
     (checkpoint / "config.json").write_text("{}")  # passes the picker's checks, fails to load
     pilot = await start_app(factory)
     app = pilot.app
-    await ready_chat(pilot)
-    await pilot.press("f5")
-    picker = app.screen
-    await pilot.click("#custom")
-    picker.query_one("#model-path").value = str(checkpoint)
+    picker = await open_picker(pilot, checkpoint)
     picker.query_one("#dtype").value = "float16"
     picker.action_load()
     await wait_for(pilot, lambda: isinstance(app.screen, ModelErrorScreen))
@@ -385,3 +388,41 @@ async def test_factory_helpers_cover_failure(start_app: StartApp) -> None:
     app.engine_factory = factory_for(FakeEngine())
     await pilot.press("r")
     await ready_chat(pilot)
+
+
+async def test_damaged_history_is_salvaged_at_start_with_one_notice(start_app: StartApp, tmp_path: Path) -> None:
+    path = tmp_path / "data" / "history.sqlite3"
+    store = HistoryStore(path)
+    for title in ("first", "second"):
+        store.add_message(store.create_chat(title), StoredMessage("user", f"about {title}"))
+    store.close()
+    path.write_bytes(b"\x00" * 100 + path.read_bytes()[100:])  # the header overwritten
+    pilot = await start_app()
+    app = pilot.app
+    await ready_chat(pilot)
+    notices = [n.message for n in app._notifications]
+    assert len(notices) == 1 and "2 chats (2 turns) were salvaged" in notices[0]
+    assert sorted(c.title for c in app.history.list_chats()) == ["first", "second"]
+    assert list(path.parent.glob("history.sqlite3.damaged-*"))
+
+
+async def test_an_unreadable_chat_shows_an_error_in_its_place(start_app: StartApp, tmp_path: Path) -> None:
+    path = tmp_path / "data" / "history.sqlite3"
+    store = HistoryStore(path)
+    good = store.create_chat("good")
+    store.add_message(good, StoredMessage("user", "fine"))
+    bad = store.create_chat("bad")
+    store.add_message(bad, StoredMessage("assistant", "x", [(Source.MODEL, "x")], {"steps": 1}))
+    store._db.execute('UPDATE messages SET stats = \'{"steps": "many"}\' WHERE chat_id = ?', (bad,))
+    store._db.commit()
+    store.close()
+    pilot = await start_app()
+    chat = await ready_chat(pilot)
+    await chat.open_chat(bad)
+    await pilot.pause()
+    error = chat.query_one(".error-turn")
+    assert f"chat {bad} cannot be read" in str(error.render()) and not chat.query(ReplyTurn)
+    chat.export_chat(bad)  # a notice, not a crash
+    await chat.open_chat(good)
+    await pilot.pause()
+    assert not chat.query(".error-turn") and [str(t.render()) for t in chat.query(UserTurn)] == ["fine"]
