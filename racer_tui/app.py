@@ -88,9 +88,9 @@ class RacerApp(App):
         return self.data_dir / "exports"
 
     def show_path(self, path: Path) -> str:
-        """A path for display: relative to the data folder when inside it."""
+        """A real path the user can open, with the home folder written as ~."""
         try:
-            return f"data folder/{path.relative_to(self.data_dir)}"
+            return f"~/{path.relative_to(Path.home())}"
         except ValueError:
             return str(path)
 

@@ -63,7 +63,7 @@ class Host(Protocol):
     def export_dir(self) -> Path: ...
 
     def show_path(self, path: Path) -> str:
-        """A path for display (the data folder written as "data folder")."""
+        """A path for display: the real one, the home folder written as ~."""
         ...
 
     def load_model(self) -> None:

@@ -14,7 +14,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Input, Label, Select, SelectionList, Static
@@ -29,6 +29,7 @@ from racer_core.events import METHODS, Engine, GenerationConfig
 from racer_tui.bench_board import BenchBoard
 from racer_tui.commands import BENCH_COMMANDS
 from racer_tui.host import Host, host_of
+from racer_tui.layout import Folding, Panel
 from racer_tui.widgets.bench_charts import CategoryChart, FlightChart, HistogramChart, SpeedChart
 from racer_tui.widgets.bench_tables import progress_table, speedup_table
 
@@ -71,9 +72,11 @@ class BenchScreen(Screen):
         Binding("ctrl+g", "start", "Start"),
         Binding("escape", "stop", "Stop"),
         Binding("ctrl+o", "open_results", "Open results"),
+        Binding("ctrl+b", "toggle_controls", "Setup"),
     ]
 
     PALETTE = BENCH_COMMANDS
+    CONTROLS_WIDTH = 110  # below this many columns the setup column folds away (ctrl+b floats it back)
 
     def __init__(self) -> None:
         super().__init__()
@@ -82,6 +85,7 @@ class BenchScreen(Screen):
         self.running = False
         self.run_id = 0
         self._stop = threading.Event()
+        self.folding = Folding(Panel("controls", self.CONTROLS_WIDTH, floats=True))
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="bench-body"):
@@ -91,17 +95,20 @@ class BenchScreen(Screen):
                 yield Input(placeholder="question file (.jsonl)", id="suite-file", disabled=True)
                 yield Label("Methods")
                 yield SelectionList[str](*[(m, m, m in DEFAULT_METHODS) for m in METHODS], id="methods")
-                yield Label("Questions (0-based, end excluded)")
+                yield Label("Questions (0-based)")
                 with Horizontal(classes="form-row"):
                     yield Input(placeholder="from 0", id="q-begin", type="integer")
                     yield Input(placeholder="to end", id="q-end", type="integer")
+                yield Static("0 to 10 runs the first ten", classes="field-hint")
+                yield Label("Max new tokens")
+                yield Input(id="max-new-tokens", type="integer")
                 with Horizontal(classes="buttons"):
                     yield Button("Start", id="start", variant="success")
                     yield Button("Stop", id="stop", variant="error", disabled=True)
                 yield Label("Previous results folder")
                 yield Input(placeholder="folder of METHOD.jsonl answer files", id="results-dir")
                 yield Button("Open results", id="open")
-            with Vertical(id="bench-main"):
+            with VerticalScroll(id="bench-main"):
                 yield Static("", id="bench-info")
                 yield Static("", id="bench-progress")
                 with Grid(id="bench-charts"):
@@ -114,10 +121,35 @@ class BenchScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one("#bench-info", Static).update(
-            "Choose a suite, methods and questions, then Start (ctrl+g). "
-            "Generation settings (max new tokens, temperature, budget…) come from Settings."
+            "Choose a suite, methods and questions (Setup: ctrl+b), then Start (ctrl+g). "
+            "Temperature, draft budget and the rest come from Settings (f4)."
         )
+        self.query_one("#max-new-tokens", Input).value = str(self.host.settings.generation.max_new_tokens)
         self.show_board()
+        self._fit()
+
+    def on_screen_resume(self) -> None:
+        if not self.running:  # Settings may have changed it meanwhile
+            self.query_one("#max-new-tokens", Input).value = str(self.host.settings.generation.max_new_tokens)
+        self._fit()
+
+    # -- layout ----------------------------------------------------------
+
+    def on_resize(self) -> None:
+        self._fit()
+
+    def _fit(self) -> None:
+        self.update_classes(self.folding.classes(self.size.width))
+
+    def action_toggle_controls(self) -> None:
+        if self.folding.toggle("controls", self.size.width):
+            self.query_one("#suite", Select).focus()
+        self._fit()
+
+    def _close_floating_controls(self) -> None:
+        if self.has_class("-controls-floating"):
+            self.folding.reset("controls")
+            self._fit()
 
     @property
     def host(self) -> Host:
@@ -132,6 +164,9 @@ class BenchScreen(Screen):
 
     def _set_running(self, running: bool) -> None:
         self.running = running
+        flight = self.query_one(FlightChart)
+        flight.running = running
+        flight.sync()
         self.query_one("#start", Button).disabled = running
         self.query_one("#stop", Button).disabled = not running
         self.query_one("#open", Button).disabled = running
@@ -153,6 +188,16 @@ class BenchScreen(Screen):
         if not path:
             raise RacerError("enter the path of a question file")
         return str(Path(path).expanduser())
+
+    def _max_new_tokens(self) -> int:
+        text = self.query_one("#max-new-tokens", Input).value.strip()
+        try:
+            value = int(text)
+        except ValueError:
+            raise RacerError("max new tokens must be a whole number") from None
+        if value < 1:
+            raise RacerError("max new tokens must be at least 1")
+        return value
 
     def _methods(self) -> list[str]:
         chosen = set(self.query_one("#methods", SelectionList).selected)
@@ -179,6 +224,7 @@ class BenchScreen(Screen):
             questions = select_questions(
                 suite, self.query_one("#q-begin", Input).value, self.query_one("#q-end", Input).value
             )
+            max_new_tokens = self._max_new_tokens()
         except RacerError as exc:
             self.notify(str(exc), title="Cannot start", severity="error", timeout=10)
             return
@@ -194,9 +240,12 @@ class BenchScreen(Screen):
             f"{name}: {len(questions)} questions × {', '.join(methods)} on {engine.info.model} "
             f"· answers in {self.host.show_path(answer_dir)}"
         )
+        if max_new_tokens != self.host.settings.generation.max_new_tokens:
+            self.host.update_settings(max_new_tokens=max_new_tokens)  # one value, shared with the chat
         self.show_board()
         self._stop.clear()
         self._set_running(True)
+        self._close_floating_controls()  # make way for the charts
         config = self.host.settings.generation
         self.run_bench(engine, questions, methods, config, answer_dir, name, self.run_id)
 

@@ -23,6 +23,7 @@ from racer_tui.colors import LOGITS_GREEN, RETRIEVAL_GREEN
 from racer_tui.commands import CHAT_COMMANDS
 from racer_tui.history import HistoryError, StoredMessage, title_for
 from racer_tui.host import Host, host_of
+from racer_tui.layout import Folding, Panel
 from racer_tui.messages import ReplyFailed, ReplyStep
 from racer_tui.screens.confirm import ConfirmScreen
 from racer_tui.screens.system_prompt import SystemPromptScreen
@@ -60,7 +61,8 @@ class ChatScreen(Screen):
         Binding("escape", "stop", "Stop"),
         Binding("ctrl+n", "new_chat", "New chat"),
         Binding("ctrl+t", "toggle_markdown", "Markdown"),
-        Binding("ctrl+b", "toggle_sidebar", "Sidebar", show=False),
+        Binding("ctrl+b", "toggle_sidebar", "Chats"),
+        Binding("ctrl+g", "toggle_chart", "Chart"),
         Binding("ctrl+r", "system_prompt", "System prompt", show=False),
         Binding("f9", "export_chat", "Export", show=False),  # ctrl+e, f6, f7 belong to the prompt
         Binding("f8", "delete_chat", "Delete chat", show=False),
@@ -68,9 +70,12 @@ class ChatScreen(Screen):
     ]
 
     PALETTE = CHAT_COMMANDS
+    SIDEBAR_WIDTH = 110  # below this many columns the chat list folds away (ctrl+b floats it back)
+    CHART_WIDTH = 90  # below this the acceptance chart becomes a sparkline in the status line
 
     def __init__(self) -> None:
         super().__init__()
+        self.folding = Folding(Panel("sidebar", self.SIDEBAR_WIDTH, floats=True), Panel("chart", self.CHART_WIDTH))
         self.chat_id: int | None = None
         self.conv: Conversation | None = None
         self._conv_engine: Engine | None = None
@@ -99,6 +104,7 @@ class ChatScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._fit()
         self.host.engine_changed.subscribe(self, self._engine_changed)
         self.refresh_sidebar()
         self.show_status()
@@ -130,7 +136,39 @@ class ChatScreen(Screen):
     def show_status(self) -> None:
         budget = self.budget if self.budget is not None else self.host.settings.generation.max_num_draft
         method = self._reply_method or self.host.settings.generation.method
-        self.query_one(StatusLine).show(self.stats, budget, method, self.host.engine_info)
+        trend = None if self.folding.shown("chart", self.size.width) else self.query_one(StepBars).lengths
+        self.query_one(StatusLine).show(self.stats, budget, method, self.host.engine_info, trend)
+
+    # -- layout ----------------------------------------------------------
+
+    def on_resize(self) -> None:
+        self._fit()
+
+    def on_screen_resume(self) -> None:
+        self._fit()  # the terminal may have changed size while another mode showed
+
+    def _fit(self) -> None:
+        self.update_classes(self.folding.classes(self.size.width))
+        self.show_status()
+
+    def action_toggle_sidebar(self) -> None:
+        if self.folding.toggle("sidebar", self.size.width):
+            self.query_one(ChatList).focus()
+        else:
+            self.query_one(PromptInput).focus()
+        self._fit()
+
+    def action_toggle_chart(self) -> None:
+        self.folding.toggle("chart", self.size.width)
+        self._fit()
+
+    def _close_floating_sidebar(self) -> bool:
+        if not self.has_class("-sidebar-floating"):
+            return False
+        self.folding.reset("sidebar")
+        self._fit()
+        self.query_one(PromptInput).focus()
+        return True
 
     def _engine_changed(self, _engine: object) -> None:
         self.conv = None  # rebuilt from history on the next message
@@ -301,6 +339,8 @@ class ChatScreen(Screen):
     def action_stop(self) -> None:
         if self.generating:
             self._stop.set()
+        else:
+            self._close_floating_sidebar()
 
     def action_focus_prompt(self) -> None:
         self.query_one(PromptInput).focus()
@@ -364,6 +404,7 @@ class ChatScreen(Screen):
         self._scroll_to_end()
 
     def on_option_list_option_selected(self, event: ChatList.OptionSelected) -> None:
+        self._close_floating_sidebar()  # it floated over the conversation: make way
         if event.option.id:
             self.run_worker(self.open_chat(int(event.option.id)), exclusive=True, group="open")
 
@@ -430,10 +471,6 @@ class ChatScreen(Screen):
         for turn in self.query(ReplyTurn):
             turn.show_markdown(on)
         self.notify("Finished replies as Markdown." if on else "Replies as coloured tokens.")
-
-    def action_toggle_sidebar(self) -> None:
-        sidebar = self.query_one(ChatList)
-        sidebar.display = not sidebar.display
 
     def action_system_prompt(self) -> None:
         if self._busy():

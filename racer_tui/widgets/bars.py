@@ -6,6 +6,7 @@ step (vertical) or one row per item (horizontal) and stay exact and cheap.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich.console import RenderableType
@@ -20,6 +21,14 @@ EIGHTHS_RIGHT = " ▏▎▍▌▋▊▉█"
 
 def rgb(color: tuple[int, int, int]) -> str:
     return "rgb({},{},{})".format(*color)
+
+
+def sparkline(values: Sequence[int], width: int) -> str:
+    """The last `width` values as one line of eighth-blocks, scaled like StepBars
+    (at least 4 tall, so one accepted token is never a full block)."""
+    shown = list(values)[-width:]
+    top = max([4, *shown])
+    return "".join(EIGHTHS_UP[max(1, round(v / top * 8))] if v > 0 else EIGHTHS_UP[0] for v in shown)
 
 
 class StepBars(Widget):

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from rich.text import Text
 from textual.widgets import Static
 
 from racer_core.events import EngineInfo, ReplyStats
+from racer_tui.colors import CHART_GREEN
+from racer_tui.widgets.bars import rgb, sparkline
+
+TREND_STEPS = 16  # the last steps shown in the status line's sparkline
 
 
 def format_status(stats: ReplyStats | None, budget: int | str | None, method: str, info: EngineInfo | None) -> str:
@@ -27,5 +34,19 @@ def format_status(stats: ReplyStats | None, budget: int | str | None, method: st
 
 
 class StatusLine(Static):
-    def show(self, stats: ReplyStats | None, budget: int | str | None, method: str, info: EngineInfo | None) -> None:
-        self.update(format_status(stats, budget, method, info))
+    def show(
+        self,
+        stats: ReplyStats | None,
+        budget: int | str | None,
+        method: str,
+        info: EngineInfo | None,
+        trend: Sequence[int] | None = None,
+    ) -> None:
+        """`trend`: accepted tokens per step, drawn as a sparkline in front (the
+        one-line chart when the acceptance panel is folded away)."""
+        line = Text(no_wrap=True, overflow="ellipsis")
+        if trend is not None:
+            line.append(sparkline(trend, TREND_STEPS) or "no steps", style=rgb(CHART_GREEN))
+            line.append(" │ ")
+        line.append(format_status(stats, budget, method, info))
+        self.update(line)

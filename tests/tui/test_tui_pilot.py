@@ -6,10 +6,11 @@ Async tests (pytest-asyncio, auto mode) on the `start_app` Pilot fixture of test
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 
-from app_pilot import SIZE, StartApp
+from app_pilot import SIZE, SMALL, StartApp
 from fake_engine import REPLY, FakeEngine, factory_for, failing_factory, make_app, ready_chat, tokenize, wait_for
 
 from racer_core.errors import ModelLoadError, RacerError
@@ -24,7 +25,8 @@ from racer_tui.screens.model_error import ModelErrorScreen
 from racer_tui.screens.model_picker import ModelPickerScreen
 from racer_tui.screens.settings import SettingsScreen
 from racer_tui.settings import SettingsStore
-from racer_tui.widgets.bars import StepBars
+from racer_tui.widgets.bars import StepBars, sparkline
+from racer_tui.widgets.bench_charts import FlightChart, SpeedChart
 from racer_tui.widgets.prompt_input import PromptInput
 from racer_tui.widgets.turns import ReplyTurn, UserTurn
 
@@ -426,3 +428,90 @@ async def test_an_unreadable_chat_shows_an_error_in_its_place(start_app: StartAp
     await chat.open_chat(good)
     await pilot.pause()
     assert not chat.query(".error-turn") and [str(t.render()) for t in chat.query(UserTurn)] == ["fine"]
+
+
+# -- any terminal ------------------------------------------------------------------
+
+
+async def test_small_terminal_folds_the_sidebar_and_the_chart(start_app: StartApp) -> None:
+    pilot = await start_app(size=SMALL)
+    app = pilot.app
+    chat = await ready_chat(pilot)
+    sidebar, side = chat.query_one("#sidebar"), chat.query_one("#chat-side")
+    assert not sidebar.display and not side.display
+    await send(pilot, "first")
+    await wait_for(pilot, lambda: chat.stats.steps and not chat.generating)
+    status = str(chat.query_one("#status").render())
+    assert status.startswith(sparkline(chat.query_one(StepBars).lengths, 16)) and "tok/s" in status
+    assert chat.query_one("#prompt").size.width >= 70  # the conversation has the width
+    await pilot.press("ctrl+n")
+    await pilot.press("ctrl+b")  # the chat list floats over the conversation
+    assert sidebar.display and chat.has_class("-sidebar-floating") and app.focused is sidebar
+    assert sidebar.region.x == 0 and chat.query_one("#chat-main").region.x == 0
+    await pilot.press("down", "enter")  # open the first chat: the list makes way
+    await wait_for(pilot, lambda: chat.chat_id is not None)
+    assert not sidebar.display and isinstance(app.focused, PromptInput)
+    await pilot.press("ctrl+g")  # the chart comes back beside the conversation
+    assert side.display and not str(chat.query_one("#status").render()).startswith("▁")
+    await pilot.press("ctrl+b", "escape")  # escape closes the floating list too
+    assert not sidebar.display
+
+
+async def test_wide_terminal_shows_every_panel_and_each_can_be_hidden(start_app: StartApp) -> None:
+    pilot = await start_app()
+    chat = await ready_chat(pilot)
+    sidebar, side = chat.query_one("#sidebar"), chat.query_one("#chat-side")
+    assert sidebar.display and side.display and not chat.has_class("-sidebar-floating")
+    await pilot.press("ctrl+b", "ctrl+g")
+    assert not sidebar.display and not side.display
+    assert str(chat.query_one("#status").render()).startswith("no steps │")
+    await pilot.resize_terminal(*SMALL)  # the user's choice holds at any width
+    await pilot.pause()
+    assert not sidebar.display and not side.display
+    await pilot.press("ctrl+b", "ctrl+g")
+    assert sidebar.display and side.display
+
+
+async def test_dashboard_on_a_small_terminal(start_app: StartApp) -> None:
+    pilot = await start_app(size=SMALL)
+    app = pilot.app
+    await ready_chat(pilot)
+    await pilot.press("f3")
+    bench = app.screen
+    controls = bench.query_one("#bench-controls")
+    assert not controls.display
+    await pilot.press("ctrl+b")
+    assert controls.display and bench.has_class("-controls-floating")
+    bench.query_one("#q-end").value = "1"
+    await pilot.press("ctrl+g")
+    assert not controls.display  # a run makes way for the charts
+    await wait_for(pilot, lambda: bench.result is not None)
+
+
+async def test_dashboard_sets_max_new_tokens_and_keeps_the_last_question(start_app: StartApp) -> None:
+    engine = FakeEngine()
+    pilot = await start_app(engine)
+    app = pilot.app
+    await ready_chat(pilot)
+    await pilot.press("f3")
+    bench = app.screen
+    field = bench.query_one("#max-new-tokens")
+    assert field.value == str(app.settings.max_new_tokens)
+    bench.query_one("#q-end").value = "2"
+    for bad in ("0", ""):
+        field.value = bad
+        bench.action_start()
+        assert not bench.running and not engine.configs
+    field.value = "7"
+    bench.action_start()
+    assert "in flight" in bench.query_one(FlightChart).title
+    await wait_for(pilot, lambda: bench.result is not None)
+    assert {c.max_new_tokens for c in engine.configs} == {7}
+    assert app.settings.max_new_tokens == 7  # one value, shared with the chat
+    assert bench.query_one(FlightChart).title.startswith("last question: racer · question")
+    info = str(bench.query_one("#bench-info").render())
+    answers = Path(os.environ["RACER_TUI_DATA_DIR"]) / "bench" / "builtin" / "fake-model"
+    assert "data folder" not in info and app.show_path(answers) in info.replace("\n", "")
+    lines = str(bench.query_one(SpeedChart).render()).splitlines()
+    axis = next(i for i, line in enumerate(lines) if "└" in line)
+    assert lines[axis + 1].split() == ["1", "2"]  # whole question numbers, not 1.25, 1.50…
