@@ -69,7 +69,7 @@ async def capture(out: Path, size: tuple[int, int]) -> list[Path]:
         await pilot.press("f3")
         bench = app.screen
         assert isinstance(bench, BenchScreen)
-        app.update_settings(max_new_tokens=64)
+        bench.query_one("#max-new-tokens").value = "64"  # the dashboard's own field (saved on start)
         bench.query_one("#q-end").value = "3"
         bench.action_start()
         await until(pilot, lambda: bench.board.per_method["ar"].done >= 1 and len(bench.board.flight_lengths) >= 8, 900)

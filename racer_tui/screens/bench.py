@@ -190,14 +190,8 @@ class BenchScreen(Screen):
         return str(Path(path).expanduser())
 
     def _max_new_tokens(self) -> int:
-        text = self.query_one("#max-new-tokens", Input).value.strip()
-        try:
-            value = int(text)
-        except ValueError:
-            raise RacerError("max new tokens must be a whole number") from None
-        if value < 1:
-            raise RacerError("max new tokens must be at least 1")
-        return value
+        """The dashboard's field, checked by the one rule for it (ConfigError, a RacerError)."""
+        return GenerationConfig.parse_field("max_new_tokens", self.query_one("#max-new-tokens", Input).value)
 
     def _methods(self) -> list[str]:
         chosen = set(self.query_one("#methods", SelectionList).selected)

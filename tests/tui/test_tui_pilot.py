@@ -496,7 +496,7 @@ async def test_dashboard_sets_max_new_tokens_and_keeps_the_last_question(start_a
     await pilot.press("f3")
     bench = app.screen
     field = bench.query_one("#max-new-tokens")
-    assert field.value == str(app.settings.max_new_tokens)
+    assert field.value == str(app.settings.generation.max_new_tokens)
     bench.query_one("#q-end").value = "2"
     for bad in ("0", ""):
         field.value = bad
@@ -507,7 +507,7 @@ async def test_dashboard_sets_max_new_tokens_and_keeps_the_last_question(start_a
     assert "in flight" in bench.query_one(FlightChart).title
     await wait_for(pilot, lambda: bench.result is not None)
     assert {c.max_new_tokens for c in engine.configs} == {7}
-    assert app.settings.max_new_tokens == 7  # one value, shared with the chat
+    assert app.settings.generation.max_new_tokens == 7  # one value, shared with the chat
     assert bench.query_one(FlightChart).title.startswith("last question: racer · question")
     info = str(bench.query_one("#bench-info").render())
     answers = Path(os.environ["RACER_TUI_DATA_DIR"]) / "bench" / "builtin" / "fake-model"
