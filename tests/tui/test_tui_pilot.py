@@ -36,6 +36,15 @@ async def send(pilot, text: str) -> None:
     await pilot.press("enter")
 
 
+async def open_dashboard(pilot) -> BenchScreen:
+    """The benchmark dashboard, once the model is loaded."""
+    await ready_chat(pilot)
+    await pilot.press("f3")
+    bench = pilot.app.screen
+    assert isinstance(bench, BenchScreen)
+    return bench
+
+
 async def open_picker(pilot, path: Path) -> ModelPickerScreen:
     """The model picker over a ready chat, with `path` typed in as a custom model."""
     await ready_chat(pilot)
@@ -310,10 +319,7 @@ async def test_benchmark_runs_writes_answers_and_opens_them_again(start_app: Sta
     engine = FakeEngine()
 
     pilot = await start_app(engine)
-    app = pilot.app
-    await ready_chat(pilot)
-    await pilot.press("f3")
-    bench = app.screen
+    bench = await open_dashboard(pilot)
     bench.query_one("#q-end").value = "2"
     bench.action_start()
     await wait_for(pilot, lambda: bench.result is not None)
@@ -339,9 +345,7 @@ async def test_benchmark_stop_and_bad_inputs(start_app: StartApp, tmp_path: Path
 
     pilot = await start_app(engine)
     app = pilot.app
-    await ready_chat(pilot)
-    await pilot.press("f3")
-    bench = app.screen
+    bench = await open_dashboard(pilot)
     bench.query_one("#q-begin").value = "500"
     bench.action_start()
     assert not bench.running  # no questions in that range
@@ -474,10 +478,7 @@ async def test_wide_terminal_shows_every_panel_and_each_can_be_hidden(start_app:
 
 async def test_dashboard_on_a_small_terminal(start_app: StartApp) -> None:
     pilot = await start_app(size=SMALL)
-    app = pilot.app
-    await ready_chat(pilot)
-    await pilot.press("f3")
-    bench = app.screen
+    bench = await open_dashboard(pilot)
     controls = bench.query_one("#bench-controls")
     assert not controls.display
     await pilot.press("ctrl+b")
@@ -492,9 +493,7 @@ async def test_dashboard_sets_max_new_tokens_and_keeps_the_last_question(start_a
     engine = FakeEngine()
     pilot = await start_app(engine)
     app = pilot.app
-    await ready_chat(pilot)
-    await pilot.press("f3")
-    bench = app.screen
+    bench = await open_dashboard(pilot)
     field = bench.query_one("#max-new-tokens")
     assert field.value == str(app.settings.generation.max_new_tokens)
     bench.query_one("#q-end").value = "2"
