@@ -118,7 +118,7 @@ class RacerEngine:
         prompt = torch.randint(0, rt.vocab_size, (context,), generator=gen).tolist()
         best = [float("inf")] * len(sizes)
         with torch.inference_mode():
-            decoder._prefill(prompt, GenerationConfig(), update_table=False)
+            decoder._prefill(prompt, update_table=False)
             for round_index in range(rounds + 1):
                 for i, size in enumerate(sizes):
                     ids = torch.randint(0, rt.vocab_size, (size,), generator=gen).to(rt.device)
