@@ -93,6 +93,7 @@ def main() -> None:
     warmup = Question(question_id="warm-up", category="warm-up", turns=("Name three colours of the rainbow.",))
     for v in VARIANTS:  # untimed: first-call costs stay out of the timings
         run_variant(engine, warmup, v, replace(config, max_new_tokens=16))
+    print(f"{engine.info.model} on {engine.info.device}: warmed up; {len(questions)} questions", flush=True)
     for n, q in enumerate(questions):
         racers = list(VARIANTS[1:]) if n % 2 == 0 else list(reversed(VARIANTS[1:]))
         reference = None
@@ -105,20 +106,24 @@ def main() -> None:
             if v == "ar":
                 reference = ids
             t.same += ids == reference
-        line = "  ".join(f"{v} {len(tallies[v].accepts)}" for v in VARIANTS)
-        print(f"question {q.question_id} ({q.category}) done; steps so far: {line}", flush=True)
+        report(tallies, n + 1)
 
-    ar = tallies["ar"]
-    ar_speed = ar.tokens / ar.seconds
     print(f"\n{engine.info.model} on {engine.info.device} ({engine.info.dtype}); {len(questions)} questions, "
           f"{args.max_new_tokens} new tokens, greedy, max_num_draft {args.max_num_draft}")
-    print(f"{'variant':<12} {'tokens':>7} {'seconds':>8} {'tok/s':>7} {'vs ar':>6} {'MAT':>5}  same as ar")
+    report(tallies, len(questions))
+
+
+def report(tallies: dict[str, Tally], questions: int) -> None:
+    """Totals so far (printed after every question, so a cut-short run still says something)."""
+    ar_speed = tallies["ar"].tokens / tallies["ar"].seconds
+    print(f"after {questions} question(s):")
+    print(f"  {'variant':<12} {'tokens':>7} {'seconds':>8} {'tok/s':>7} {'vs ar':>6} {'MAT':>5}  same as ar")
     for v in VARIANTS:
         t = tallies[v]
         speed = t.tokens / t.seconds
         mat = sum(t.accepts) / len(t.accepts)
-        print(f"{v:<12} {t.tokens:>7} {t.seconds:>8.1f} {speed:>7.2f} {speed / ar_speed:>5.2f}x {mat:>5.2f}  "
-              f"{t.same}/{len(questions)}")
+        print(f"  {v:<12} {t.tokens:>7} {t.seconds:>8.1f} {speed:>7.2f} {speed / ar_speed:>5.2f}x {mat:>5.2f}  "
+              f"{t.same}/{questions}", flush=True)
 
 
 if __name__ == "__main__":
