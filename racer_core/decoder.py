@@ -22,8 +22,9 @@ from racer_core.errors import InputError
 from racer_core.events import GenerationConfig, Source
 from racer_core.multimodal import ImageSpan, VisionPrompt
 from racer_core.sampling import TokenSampler
+from racer_core.step_record import StepRecord
 from racer_core.tree_attention import TreeMaskBuilder
-from racer_core.tree_policy import TreePolicy
+from racer_core.tree_policy import Selection, TreePolicy
 
 DRAFTING_METHODS = ("racer", "retrieval", "logits")
 PREFILL_CHUNK = 256
@@ -41,6 +42,7 @@ class Step:
     verify_s: float
     update_s: float
     finish_reason: str | None = None
+    record: StepRecord | None = None  # the verified tree, for the step inspector
 
 
 @dataclass(frozen=True)
@@ -212,8 +214,9 @@ class SequenceDecoder:
         self.cache.commit(base, path)
         self.cached.extend(int(draft.tokens[i]) for i in path)
         self._learn(reply, draft, logits, [root, *tokens[:-1]])
+        record = _record(draft, path, bonus, reply.policy is not None)
         t3 = time.perf_counter()
-        return Step(tokens, sources, draft.size, draft.fed, t1 - t0, t2 - t1, t3 - t2, reason), bonus
+        return Step(tokens, sources, draft.size, draft.fed, t1 - t0, t2 - t1, t3 - t2, reason, record), bonus
 
     def _check_prompt(self, prompt: list[int], config: GenerationConfig) -> None:
         # The config checked its own fields; what is left depends on this model.
@@ -318,6 +321,10 @@ class _Draft:
     sources: np.ndarray
     fed_tokens: np.ndarray
     full: DraftTree | None  # the whole drafted tree the policy chose from
+    context: np.ndarray | None = None  # per node, as DraftTree's (None for plain decoding)
+    rank: np.ndarray | None = None
+    drafted: int = 1  # nodes in the tree the budget was cut from
+    selection: Selection | None = None  # the policy's choice and what led to it
 
     @property
     def size(self) -> int:
@@ -335,9 +342,11 @@ def _draft(root: int, automaton: Automaton | None, policy: TreePolicy | None, bu
                       np.zeros(1, dtype=np.uint8), one, None)
     if policy is None:
         tree = automaton.retrieve(root, budget or 1)
-        return _Draft(tree.tokens, tree.parents, tree.position_ids, tree.attn_mask, tree.sources, tree.tokens, None)
+        return _Draft(tree.tokens, tree.parents, tree.position_ids, tree.attn_mask, tree.sources, tree.tokens, None,
+                      tree.context, tree.rank, tree.size)
     tree = automaton.retrieve(root, policy.largest)
-    chosen, fed, _ = policy.select(tree)
+    selection = policy.choose(tree)
+    chosen, fed = selection.chosen, selection.fed
     remap = np.full(tree.size, -1, dtype=np.int64)
     remap[chosen] = np.arange(len(chosen))
     parents = remap[tree.parents[chosen]]
@@ -356,7 +365,25 @@ def _draft(root: int, automaton: Automaton | None, policy: TreePolicy | None, bu
         ancestors = padded
     else:
         fed_tokens = tokens
-    return _Draft(tokens, parents, depths, ancestors, tree.sources[chosen], fed_tokens, tree)
+    return _Draft(tokens, parents, depths, ancestors, tree.sources[chosen], fed_tokens, tree,
+                  tree.context[chosen], tree.rank[chosen], tree.size, selection)
+
+
+def _record(draft: _Draft, path: list[int], bonus: int, auto: bool) -> StepRecord:
+    """The step inspector's copy of what was verified: small lists, no tensors."""
+    size = draft.size
+    zeros = [0] * size
+    selection = draft.selection
+    return StepRecord.build(
+        draft.tokens, draft.parents, draft.depths[:size], draft.sources,
+        draft.context if draft.context is not None else zeros,
+        draft.rank if draft.rank is not None else [-1] * size,
+        path, bonus, draft.fed, draft.drafted,
+        "plain" if draft.context is None else ("auto" if auto else "fixed"),
+        None if selection is None else selection.probabilities[selection.chosen],
+        () if selection is None else selection.options,
+        -1 if selection is None else selection.best,
+    )
 
 
 def _chunks(count: int, base: int, images: list[ImageSpan]) -> Iterator[tuple[int, int]]:
