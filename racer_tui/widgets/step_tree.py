@@ -59,8 +59,17 @@ def options_table(record: StepRecord) -> Table:
     table = Table(box=None, padding=(0, 1), show_edge=False, header_style="bold")
     for name in ("", "nodes", "rows fed", "expected tokens", "ms", "tokens/s"):
         table.add_column(name, justify="right")
-    for i, option in enumerate(record.options):
-        mark = "▶" if i == record.chosen_option else ""
+    options = record.options
+    chosen = record.chosen_option
+    # The root alone, the chosen size with its neighbours, and the largest: the rest elided.
+    shown = sorted({0, len(options) - 1, *range(chosen - 2, chosen + 3)} & set(range(len(options))))
+    previous = -1
+    for i in shown:
+        if i > previous + 1:
+            table.add_row("", "…", "", "", "", "", style="dim")
+        previous = i
+        option = options[i]
+        mark = "▶" if i == chosen else ""
         table.add_row(
             mark, str(option.nodes), str(option.fed), f"{option.expected_tokens:.2f}",
             f"{option.seconds * 1e3:.2f}", f"{option.tokens_per_s:.0f}",
