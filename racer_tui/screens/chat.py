@@ -26,11 +26,13 @@ from racer_tui.host import Host, host_of
 from racer_tui.layout import Folding, Panel
 from racer_tui.messages import ReplyFailed, ReplyStep
 from racer_tui.screens.confirm import ConfirmScreen
+from racer_tui.screens.inspector import InspectorScreen
 from racer_tui.screens.system_prompt import SystemPromptScreen
-from racer_tui.widgets.bars import StepBars
+from racer_tui.step_log import StepLog
 from racer_tui.widgets.chat_list import ChatList
 from racer_tui.widgets.prompt_input import PromptInput
 from racer_tui.widgets.status_line import StatusLine
+from racer_tui.widgets.step_chart import StepChart
 from racer_tui.widgets.turns import FINISH_NOTES, ReplyTurn, UserTurn
 
 
@@ -67,6 +69,7 @@ class ChatScreen(Screen):
         Binding("f9", "export_chat", "Export", show=False),  # ctrl+e, f6, f7 belong to the prompt
         Binding("f8", "delete_chat", "Delete chat", show=False),
         Binding("ctrl+l", "focus_prompt", "Focus prompt", show=False),
+        Binding("ctrl+o", "inspect", "Inspect step", show=False),
     ]
 
     PALETTE = CHAT_COMMANDS
@@ -88,6 +91,8 @@ class ChatScreen(Screen):
         self._user_message_id: int | None = None
         self._prompt_text = ""
         self._reply_method = ""
+        self.steps = StepLog()  # the open chat's draft trees, for the inspector
+        self._chart_reply: int | None = None  # whose steps the chart shows (None: a stored reply)
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="chat-body"):
@@ -98,7 +103,7 @@ class ChatScreen(Screen):
                 yield VerticalScroll(id="conversation")
                 yield PromptInput(id="prompt")
             with Vertical(id="chat-side"):
-                yield StepBars("accepted per step", id="accept-chart")
+                yield StepChart("accepted per step", id="accept-chart")
                 yield Static(legend(), id="legend")
         yield StatusLine(id="status")
         yield Footer()
@@ -136,7 +141,7 @@ class ChatScreen(Screen):
     def show_status(self) -> None:
         budget = self.budget if self.budget is not None else self.host.settings.generation.max_num_draft
         method = self._reply_method or self.host.settings.generation.method
-        trend = None if self.folding.shown("chart", self.size.width) else self.query_one(StepBars).lengths
+        trend = None if self.folding.shown("chart", self.size.width) else self.query_one(StepChart).lengths
         self.query_one(StatusLine).show(self.stats, budget, method, self.host.engine_info, trend)
 
     # -- layout ----------------------------------------------------------
@@ -172,6 +177,7 @@ class ChatScreen(Screen):
 
     def _engine_changed(self, _engine: object) -> None:
         self.conv = None  # rebuilt from history on the next message
+        self.steps.clear()  # their token ids belong to the old model
         self.show_status()
 
     def _system_prompt(self) -> str:
@@ -251,7 +257,8 @@ class ChatScreen(Screen):
         self._turn = ReplyTurn()
         view.mount(UserTurn(text))
         view.mount(self._turn)
-        self.query_one(StepBars).reset()
+        self.query_one(StepChart).reset()
+        self._chart_reply = self.reply_id
         self.show_status()
         self.refresh_sidebar()
         self._scroll_to_end()
@@ -280,9 +287,10 @@ class ChatScreen(Screen):
         event = message.event
         if event.pieces or not event.finished:  # a closing event may carry no step
             self.stats.add(event)
-            self.query_one(StepBars).add(event.accept_length)
+            self.query_one(StepChart).add(event.accept_length)
             self.budget = event.budget
-        self._turn.add_pieces(event.pieces)
+            self.steps.add(message.reply_id, event)
+        self._turn.add_pieces(event.pieces, f"screen.inspect_step({message.reply_id}, {event.step - 1})")
         self.show_status()
         self._scroll_to_end()
         if event.finished:
@@ -356,10 +364,12 @@ class ChatScreen(Screen):
 
     async def _clear_view(self) -> None:
         await self.conversation_view.remove_children()
+        self.steps.clear()
+        self._chart_reply = None
         self.stats = ReplyStats()
         self.budget = None
         self._reply_method = ""
-        self.query_one(StepBars).reset()
+        self.query_one(StepChart).reset()
         self._show_system_prompt()
         self.show_status()
 
@@ -391,7 +401,7 @@ class ChatScreen(Screen):
                 last_stats = msg.stats
         if last_stats:
             lengths = list(last_stats.get("accept_lengths", []))
-            self.query_one(StepBars).reset(lengths)
+            self.query_one(StepChart).reset(lengths)
             self.stats = ReplyStats(
                 tokens=last_stats.get("tokens", 0),
                 steps=last_stats.get("steps", 0),
@@ -489,3 +499,40 @@ class ChatScreen(Screen):
             self._show_system_prompt()
 
         self.app.push_screen(SystemPromptScreen(self._system_prompt()), saved)
+
+    # -- the step inspector -------------------------------------------------
+
+    def on_step_chart_open(self, message: StepChart.Open) -> None:
+        if self._chart_reply is None:
+            self.notify("Draft trees are kept only for replies made since this chat was opened.",
+                        severity="warning")
+            return
+        self.inspect_step(self._chart_reply, message.index)
+
+    def action_inspect(self) -> None:
+        """The chart's selected step, else the latest step."""
+        chart = self.query_one(StepChart)
+        if not chart.lengths:
+            self.notify("No steps to inspect yet.", severity="warning")
+            return
+        chart.action_open()
+
+    def action_inspect_step(self, reply_id: int, index: int) -> None:
+        self.inspect_step(reply_id, index)
+
+    def inspect_step(self, reply_id: int, index: int) -> None:
+        steps = self.steps.steps(reply_id)
+        engine = self.app.engine
+        if not steps or engine is None:
+            dropped = reply_id in self.steps.dropped
+            self.notify("That reply's draft trees were let go to bound memory." if dropped
+                        else "Draft trees are kept only for replies made since this chat was opened.",
+                        severity="warning")
+            return
+        chart = self.query_one(StepChart)
+
+        def closed(last: int | None) -> None:
+            if last is not None and reply_id == self._chart_reply:
+                chart.select(last)
+
+        self.app.push_screen(InspectorScreen(list(steps), index, engine.token_text), closed)
