@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -22,8 +22,9 @@ from racer_core.errors import InputError
 from racer_core.events import GenerationConfig, Source
 from racer_core.multimodal import ImageSpan, VisionPrompt
 from racer_core.sampling import TokenSampler
+from racer_core.step_record import StepRecord
 from racer_core.tree_attention import TreeMaskBuilder
-from racer_core.tree_policy import TreePolicy
+from racer_core.tree_policy import Selection, TreePolicy
 
 DRAFTING_METHODS = ("racer", "retrieval", "logits")
 PREFILL_CHUNK = 256
@@ -41,6 +42,7 @@ class Step:
     verify_s: float
     update_s: float
     finish_reason: str | None = None
+    record: StepRecord | None = None  # the verified tree, for the step inspector
 
 
 @dataclass(frozen=True)
@@ -129,8 +131,7 @@ class SequenceDecoder:
         )
         return out.logits[0]
 
-    def _prefill(self, tokens: list[int], config: GenerationConfig, update_table: bool,
-                 vision: VisionPrompt | None = None) -> torch.Tensor:
+    def _prefill(self, tokens: list[int], update_table: bool, vision: VisionPrompt | None = None) -> torch.Tensor:
         """Feed new prompt tokens in chunks; return the last position's logits.
 
         A chunk never splits an image: its pixels go in with the chunk that
@@ -170,6 +171,55 @@ class SequenceDecoder:
         """Continue the sequence with `prompt` and decode a reply, one Step per forward pass.
 
         `vision` carries the images of a multimodal prompt (`prompt` is its ids)."""
+        self._check_prompt(prompt, config)
+        reply = self._new_reply(prompt, config)
+        with torch.inference_mode():
+            first = self._begin(prompt, reply, vision)
+            yield first
+            if first.finish_reason:
+                return
+            root = first.tokens[0]
+            try:
+                while True:
+                    if should_stop is not None and should_stop():
+                        yield Step([], [], 0, 0, 0.0, 0.0, 0.0, "cancelled")
+                        return
+                    step, root = self._step(root, reply)
+                    yield step
+                    if step.finish_reason:
+                        return
+            finally:
+                if reply.policy is not None:
+                    reply.policy.learn(reply.generated, final=True)
+
+    def _step(self, root: int, reply: _Reply) -> tuple[Step, int]:
+        """One forward pass: draft a tree under `root`, verify it, accept the
+        longest path the model agrees with plus a bonus token, update the cache
+        and the sources. Returns the Step and the next root (the bonus)."""
+        t0 = time.perf_counter()
+        base = len(self.cached)
+        draft = _draft(root, reply.automaton, reply.policy, reply.budget)
+        if reply.policy is not None and draft.full is not None:
+            reply.policy.record(draft.full, len(reply.generated) - 1)
+        mask = self.rt.masks.build(base, draft.ancestors, draft.depths)
+        ids = torch.from_numpy(draft.fed_tokens).to(self.rt.device)
+        positions = torch.from_numpy(draft.depths + base + self.offset).to(self.rt.device)
+        t1 = time.perf_counter()
+        logits = self._forward(ids, positions, mask)[: draft.size]  # padding rows are dropped
+        if self.rt.device.type == "cuda":
+            torch.cuda.synchronize()  # so verify_s is the forward pass alone
+        t2 = time.perf_counter()
+        path, bonus = _accept(logits, draft.tokens, draft.parents, reply.sampler)
+        tokens, sources, reason = reply.take(draft, path, bonus, self.rt.eos_ids)
+        self.cache.commit(base, path)
+        self.cached.extend(int(draft.tokens[i]) for i in path)
+        self._learn(reply, draft, logits, [root, *tokens[:-1]])
+        record = _record(draft, path, bonus, reply.policy is not None)
+        t3 = time.perf_counter()
+        return Step(tokens, sources, draft.size, draft.fed, t1 - t0, t2 - t1, t3 - t2, reason, record), bonus
+
+    def _check_prompt(self, prompt: list[int], config: GenerationConfig) -> None:
+        # The config checked its own fields; what is left depends on this model.
         if config.method not in ("ar", *DRAFTING_METHODS):
             raise InputError(f"unknown decoding method {config.method!r}")
         if not prompt:
@@ -179,86 +229,85 @@ class SequenceDecoder:
         bad = [t for t in prompt if not 0 <= t < self.rt.vocab_size]
         if bad:
             raise InputError(f"token id {bad[0]} is outside the model's vocabulary of {self.rt.vocab_size}")
+
+    def _new_reply(self, prompt: list[int], config: GenerationConfig) -> _Reply:
         drafting = config.method in DRAFTING_METHODS
-        use_trie = config.method in ("racer", "retrieval")
-        use_table = config.method in ("racer", "logits")
-        automaton = self._ensure_automaton(config) if drafting else None
-        sampler = TokenSampler(config.temperature, config.top_p, config.seed, self.rt.device)
-        budget_fixed = None if config.max_num_draft == "auto" else int(config.max_num_draft)
-        policy = self.rt.policy_for(config.method) if drafting and budget_fixed is None else None
-        max_new = min(config.max_new_tokens, self.rt.max_length - len(prompt))  # >= 1: the prompt fits
+        budget = None if config.max_num_draft == "auto" else int(config.max_num_draft)
+        return _Reply(
+            sampler=TokenSampler(config.temperature, config.top_p, config.seed, self.rt.device),
+            max_new=min(config.max_new_tokens, self.rt.max_length - len(prompt)),  # >= 1: the prompt fits
+            automaton=self._ensure_automaton(config) if drafting else None,
+            policy=self.rt.policy_for(config.method) if drafting and budget is None else None,
+            budget=budget,
+            use_trie=config.method in ("racer", "retrieval"),
+            use_table=config.method in ("racer", "logits"),
+        )
 
-        with torch.inference_mode():
-            start = time.perf_counter()
-            fresh = self._sync_prompt(prompt, vision.spans if vision else [])
-            self.offset = vision.offset if vision else 0
-            logits = self._prefill(fresh, config, update_table=use_table, vision=vision)
-            if automaton is not None and use_trie:
-                text = [t for t in prompt if t not in self.rt.placeholder_ids]
-                automaton.feed(text[_common_prefix(self.seen, text) :])
-                self.seen = text
-            root = sampler.sample(logits)
-            generated = [root]
-            prefill_s = time.perf_counter() - start
-            reason = "eos" if root in self.rt.eos_ids else ("length" if len(generated) >= max_new else None)
-            # The root is fed with the step that verifies it: retrieval for a
-            # root reads the text up to, not including, that root.
-            yield Step([root], [Source.MODEL], len(fresh), 1, 0.0, prefill_s, 0.0, reason)
-            if reason:
-                return
-            try:
-                while True:
-                    if should_stop is not None and should_stop():
-                        yield Step([], [], 0, 0, 0.0, 0.0, 0.0, "cancelled")
-                        return
-                    t0 = time.perf_counter()
-                    base = len(self.cached)
-                    draft = _draft(root, automaton, policy, budget_fixed)
-                    if policy is not None and draft.full is not None:
-                        policy.record(draft.full, len(generated) - 1)
-                    mask = self.rt.masks.build(base, draft.ancestors, draft.depths)
-                    ids = torch.from_numpy(draft.fed_tokens).to(self.rt.device)
-                    positions = torch.from_numpy(draft.depths + base + self.offset).to(self.rt.device)
-                    t1 = time.perf_counter()
-                    logits = self._forward(ids, positions, mask)[: draft.size]  # padding rows are dropped
-                    if self.rt.device.type == "cuda":
-                        torch.cuda.synchronize()  # so verify_s is the forward pass alone
-                    t2 = time.perf_counter()
-                    path, bonus = _accept(logits, draft.tokens, draft.parents, sampler)
+    def _begin(self, prompt: list[int], reply: _Reply, vision: VisionPrompt | None) -> Step:
+        """Prefill what the cache lacks and sample the reply's first token."""
+        start = time.perf_counter()
+        fresh = self._sync_prompt(prompt, vision.spans if vision else [])
+        self.offset = vision.offset if vision else 0
+        logits = self._prefill(fresh, update_table=reply.use_table, vision=vision)
+        if reply.automaton is not None and reply.use_trie:
+            text = [t for t in prompt if t not in self.rt.placeholder_ids]
+            reply.automaton.feed(text[_common_prefix(self.seen, text) :])
+            self.seen = text
+        root = reply.sampler.sample(logits)
+        reply.generated.append(root)
+        reason = "eos" if root in self.rt.eos_ids else ("length" if reply.max_new <= 1 else None)
+        # The root is fed with the step that verifies it: retrieval for a
+        # root reads the text up to, not including, that root.
+        return Step([root], [Source.MODEL], len(fresh), 1, 0.0, time.perf_counter() - start, 0.0, reason)
 
-                    out_tokens = [int(draft.tokens[i]) for i in path[1:]] + [bonus]
-                    out_sources = [_source(int(draft.sources[i])) for i in path[1:]] + [Source.MODEL]
-                    reason = None
-                    for i, token in enumerate(out_tokens):
-                        if token in self.rt.eos_ids:
-                            out_tokens, out_sources, reason = out_tokens[: i + 1], out_sources[: i + 1], "eos"
-                            break
-                    if len(generated) + len(out_tokens) >= max_new:
-                        keep = max_new - len(generated)
-                        out_tokens, out_sources = out_tokens[:keep], out_sources[:keep]
-                        reason = reason or "length"
-                    generated.extend(out_tokens)
+    def _learn(self, reply: _Reply, draft: _Draft, logits: torch.Tensor, emitted: list[int]) -> None:
+        """Teach the sources what this step saw: the logits table every tree
+        node's top choices, the automaton the emitted text, the policy the
+        acceptance."""
+        automaton = reply.automaton
+        if automaton is not None:
+            if reply.use_table:
+                top = torch.topk(logits, automaton.top_k, dim=-1).indices
+                automaton.update(draft.tokens, top.cpu().numpy())
+            if reply.use_trie:
+                fed = [t for t in emitted if t not in self.rt.placeholder_ids]
+                automaton.feed(fed)
+                self.seen.extend(fed)
+        if reply.policy is not None:
+            reply.policy.learn(reply.generated)
 
-                    self.cache.commit(base, path)
-                    self.cached.extend(int(draft.tokens[i]) for i in path)
-                    if automaton is not None:
-                        if use_table:
-                            top = torch.topk(logits, automaton.top_k, dim=-1).indices
-                            automaton.update(draft.tokens, top.cpu().numpy())
-                        if use_trie:
-                            fed = [t for t in (root, *out_tokens[:-1]) if t not in self.rt.placeholder_ids]
-                            automaton.feed(fed)
-                            self.seen.extend(fed)
-                    if policy is not None:
-                        policy.learn(generated)
-                    t3 = time.perf_counter()
-                    yield Step(out_tokens, out_sources, draft.size, draft.fed, t1 - t0, t2 - t1, t3 - t2, reason)
-                    if reason:
-                        return
-                    root = bonus
-            finally:
-                if policy is not None:
-                    policy.learn(generated, final=True)
+
+@dataclass
+class _Reply:
+    """What one reply carries from step to step."""
+
+    sampler: TokenSampler
+    max_new: int
+    automaton: Automaton | None  # None: plain decoding, no drafts
+    policy: TreePolicy | None  # None: a fixed budget (or no drafts)
+    budget: int | None
+    use_trie: bool
+    use_table: bool
+    generated: list[int] = field(default_factory=list)
+
+    def take(
+        self, draft: _Draft, path: list[int], bonus: int, eos_ids: frozenset[int]
+    ) -> tuple[list[int], list[Source], str | None]:
+        """The accepted drafts plus the bonus, cut after an end-of-turn token
+        or at the length limit; returns (tokens, sources, finish reason)."""
+        tokens = [int(draft.tokens[i]) for i in path[1:]] + [bonus]
+        sources = [_source(int(draft.sources[i])) for i in path[1:]] + [Source.MODEL]
+        reason = None
+        for i, token in enumerate(tokens):
+            if token in eos_ids:
+                tokens, sources, reason = tokens[: i + 1], sources[: i + 1], "eos"
+                break
+        if len(self.generated) + len(tokens) >= self.max_new:
+            keep = self.max_new - len(self.generated)
+            tokens, sources = tokens[:keep], sources[:keep]
+            reason = reason or "length"
+        self.generated.extend(tokens)
+        return tokens, sources, reason
 
 
 @dataclass
@@ -272,6 +321,10 @@ class _Draft:
     sources: np.ndarray
     fed_tokens: np.ndarray
     full: DraftTree | None  # the whole drafted tree the policy chose from
+    context: np.ndarray | None = None  # per node, as DraftTree's (None for plain decoding)
+    rank: np.ndarray | None = None
+    drafted: int = 1  # nodes in the tree the budget was cut from
+    selection: Selection | None = None  # the policy's choice and what led to it
 
     @property
     def size(self) -> int:
@@ -289,9 +342,11 @@ def _draft(root: int, automaton: Automaton | None, policy: TreePolicy | None, bu
                       np.zeros(1, dtype=np.uint8), one, None)
     if policy is None:
         tree = automaton.retrieve(root, budget or 1)
-        return _Draft(tree.tokens, tree.parents, tree.position_ids, tree.attn_mask, tree.sources, tree.tokens, None)
+        return _Draft(tree.tokens, tree.parents, tree.position_ids, tree.attn_mask, tree.sources, tree.tokens, None,
+                      tree.context, tree.rank, tree.size)
     tree = automaton.retrieve(root, policy.largest)
-    chosen, fed, _ = policy.select(tree)
+    selection = policy.choose(tree)
+    chosen, fed = selection.chosen, selection.fed
     remap = np.full(tree.size, -1, dtype=np.int64)
     remap[chosen] = np.arange(len(chosen))
     parents = remap[tree.parents[chosen]]
@@ -310,7 +365,25 @@ def _draft(root: int, automaton: Automaton | None, policy: TreePolicy | None, bu
         ancestors = padded
     else:
         fed_tokens = tokens
-    return _Draft(tokens, parents, depths, ancestors, tree.sources[chosen], fed_tokens, tree)
+    return _Draft(tokens, parents, depths, ancestors, tree.sources[chosen], fed_tokens, tree,
+                  tree.context[chosen], tree.rank[chosen], tree.size, selection)
+
+
+def _record(draft: _Draft, path: list[int], bonus: int, auto: bool) -> StepRecord:
+    """The step inspector's copy of what was verified: small lists, no tensors."""
+    size = draft.size
+    zeros = [0] * size
+    selection = draft.selection
+    return StepRecord.build(
+        draft.tokens, draft.parents, draft.depths[:size], draft.sources,
+        draft.context if draft.context is not None else zeros,
+        draft.rank if draft.rank is not None else [-1] * size,
+        path, bonus, draft.fed, draft.drafted,
+        "plain" if draft.context is None else ("auto" if auto else "fixed"),
+        None if selection is None else selection.probabilities[selection.chosen],
+        () if selection is None else selection.options,
+        -1 if selection is None else selection.best,
+    )
 
 
 def _chunks(count: int, base: int, images: list[ImageSpan]) -> Iterator[tuple[int, int]]:

@@ -118,7 +118,7 @@ class RacerEngine:
         prompt = torch.randint(0, rt.vocab_size, (context,), generator=gen).tolist()
         best = [float("inf")] * len(sizes)
         with torch.inference_mode():
-            decoder._prefill(prompt, GenerationConfig(), update_table=False)
+            decoder._prefill(prompt, update_table=False)
             for round_index in range(rounds + 1):
                 for i, size in enumerate(sizes):
                     ids = torch.randint(0, rt.vocab_size, (size,), generator=gen).to(rt.device)
@@ -150,6 +150,11 @@ class RacerEngine:
 
     def decoder(self) -> SequenceDecoder:
         return SequenceDecoder(self.runtime)
+
+    def token_text(self, token_id: int) -> str:
+        if self.tokenizer is None:
+            return f"<{token_id}>"
+        return str(self.tokenizer.decode([token_id]))
 
 
 class ChatConversation:
@@ -224,6 +229,7 @@ class ChatConversation:
                     step=count, pieces=pieces, tree_size=step.tree_size, budget=step.budget,
                     draft_s=step.draft_s, verify_s=step.verify_s, update_s=step.update_s,
                     finished=step.finish_reason is not None, finish_reason=step.finish_reason,
+                    record=step.record,
                 )
         except BaseException:
             # Keep the conversation consistent: a failed turn leaves no half reply.

@@ -13,6 +13,7 @@ from typing import Protocol
 
 # The generation parameters live in config; re-exported for the front ends.
 from racer_core.config import METHODS, ConfigError, GenerationConfig  # noqa: F401
+from racer_core.step_record import StepRecord
 
 
 class Source(IntEnum):
@@ -45,6 +46,7 @@ class StepEvent:
     update_s: float  # acceptance, cache pruning, automaton and table updates
     finished: bool = False
     finish_reason: str | None = None  # "eos", "length", "cancelled", "error"
+    record: StepRecord | None = None  # the verified draft tree (none for the prefill or the anchors)
 
     @property
     def token_ids(self) -> tuple[int, ...]:
@@ -100,6 +102,10 @@ class Conversation(Protocol):
 
 class Engine(Protocol):
     info: EngineInfo
+
+    def token_text(self, token_id: int) -> str:
+        """One token's text on its own (the step inspector labels nodes with it)."""
+        ...
 
     def new_conversation(
         self, system_prompt: str | None = None, warm_from: Conversation | None = None

@@ -18,6 +18,7 @@ import numpy as np
 
 from racer_core.automaton import DraftTree
 from racer_core.budget import CostCurve
+from racer_core.step_record import BudgetOption
 
 _CTX_EDGES = np.array([2, 3, 4, 6, 9])  # retrieval context -> 0 (none) .. 5
 _RANK_EDGES = np.array([0, 1, 2, 4])  # logits rank -1 (none), 0, 1, 2-3, 4+ -> 0 .. 4
@@ -55,6 +56,16 @@ class EfficientSizes:
     def padded(self, size: int) -> int:
         """The size to feed for a tree of `size` nodes."""
         return int(self.sizes[np.searchsorted(self.sizes, size)]) if size <= self.sizes[-1] else size
+
+
+@dataclass(frozen=True)
+class Selection:
+    chosen: np.ndarray  # node indices to verify, root first
+    fed: int  # padded input size
+    expected: float  # expected accepted drafts
+    probabilities: np.ndarray  # P(path accepted) for every node of the drafted tree
+    options: tuple[BudgetOption, ...]  # the sizes weighed, smallest first
+    best: int  # index of the chosen option
 
 
 @dataclass
@@ -100,20 +111,29 @@ class TreePolicy:
     def select(self, tree: DraftTree) -> tuple[np.ndarray, int, float]:
         """(node indices to verify, breadth-first, root first; padded input
         size; expected accepted drafts)."""
+        choice = self.choose(tree)
+        return choice.chosen, choice.fed, choice.expected
+
+    def choose(self, tree: DraftTree) -> Selection:
+        """The selection with what led to it (the step inspector shows it)."""
         probs = self.path_probabilities(tree)
         order = np.argsort(-probs[1:], kind="stable") + 1  # parents outrank children
         gains = np.concatenate([[0.0], np.cumsum(probs[order])])  # expected drafts with n nodes
         sizes = self.sizes
         best_n, best_value = 0, 1.0 / float(sizes.seconds[0])
+        options = [BudgetOption(1, int(sizes.sizes[0]), 1.0, float(sizes.seconds[0]))]
+        best = 0
         for size, seconds in zip(sizes.sizes, sizes.seconds, strict=True):
             n = min(int(size) - 1, len(order))
             value = (1.0 + gains[n]) / float(seconds)
+            if n > 0:
+                options.append(BudgetOption(n + 1, int(size), 1.0 + float(gains[n]), float(seconds)))
             if value > best_value * 1.0001:
-                best_n, best_value = n, value
+                best_n, best_value, best = n, value, len(options) - 1
             if n == len(order):
                 break
         chosen = np.sort(np.concatenate([[0], order[:best_n]]))
-        return chosen, sizes.padded(len(chosen)), float(gains[best_n])
+        return Selection(chosen, sizes.padded(len(chosen)), float(gains[best_n]), probs, tuple(options), best)
 
     def record(self, tree: DraftTree, position: int) -> None:
         """Keep this step's full tree (before selection) to learn from later.

@@ -23,7 +23,8 @@ from racer_core.checkpoints import add_load_arguments, load_argument_words, load
 from racer_core.errors import RacerError
 from racer_core.events import Engine, EngineFactory, EngineInfo
 from racer_tui.commands import racer_commands
-from racer_tui.history import HistoryStore
+from racer_tui.history_repair import open_history
+from racer_tui.host import EngineUser
 from racer_tui.messages import EngineFailed, EngineReady, LoadProgress
 from racer_tui.models import default_engine_factory, describe
 from racer_tui.screens.bench import BenchScreen
@@ -39,7 +40,6 @@ from racer_tui.settings import Settings, SettingsStore
 class RacerApp(App):
     CSS_PATH = "app.tcss"
     TITLE = "racer-tui"
-    MODES = {"chat": ChatScreen, "bench": BenchScreen}
     DEFAULT_MODE = "chat"
     BINDINGS = [
         Binding("f1", "help", "Keys"),
@@ -70,20 +70,27 @@ class RacerApp(App):
         self.model_override = model_path
         self.device_override = device
         self.dtype_override = dtype
-        self.history = HistoryStore(self.data_dir / "history.sqlite3")
+        self._trying: ModelChoice | None = None  # a picked model, saved once it loaded
+        # A damaged history is moved aside and salvaged here; the app always starts.
+        self.history, history_notice = open_history(self.data_dir / "history.sqlite3")
+        self.startup_notices: list[str] = list(self.settings_store.notices)  # a damaged settings file was repaired
+        if history_notice:
+            self.startup_notices.append(history_notice)
         self.engine: Engine | None = None
-        self.busy: str | None = None  # "chat" or "bench" while the engine is in use
+        self.engine_user: EngineUser | None = None
         self.engine_changed: Signal[Engine] = Signal(self, "engine-changed")
         self._loading: LoadingScreen | None = None
+        self.add_mode("chat", ChatScreen)
+        self.add_mode("bench", BenchScreen)
 
     @property
     def export_dir(self) -> Path:
         return self.data_dir / "exports"
 
     def show_path(self, path: Path) -> str:
-        """A path for display: relative to the data folder when inside it."""
+        """A real path the user can open, with the home folder written as ~."""
         try:
-            return f"data folder/{path.relative_to(self.data_dir)}"
+            return f"~/{path.relative_to(Path.home())}"
         except ValueError:
             return str(path)
 
@@ -92,16 +99,28 @@ class RacerApp(App):
         return self.engine.info if self.engine is not None else None
 
     @property
+    def model_choice(self) -> ModelChoice:
+        """What to load: a picked model being tried, else the command line's, else the saved choice."""
+        if self._trying is not None:
+            return self._trying
+        s = self.settings
+        return ModelChoice(
+            self.model_override if self.model_override is not None else s.model_path,
+            self.device_override or s.device,
+            self.dtype_override or s.dtype,
+        )
+
+    @property
     def model_path(self) -> str | None:
-        return self.model_override if self.model_override is not None else self.settings.model_path
+        return self.model_choice.model_path
 
     def update_settings(self, **changes: Any) -> None:
         self.settings = self.settings.replace(**changes)
         self.settings_store.save(self.settings)
 
     def on_mount(self) -> None:
-        for notice in self.settings_store.notices:  # a damaged settings file was repaired
-            self.notify(notice, severity="warning", timeout=15)
+        for notice in self.startup_notices:
+            self.notify(notice, title="Your data", severity="warning", timeout=30)
         self.load_model()
 
     def on_unmount(self) -> None:
@@ -118,11 +137,8 @@ class RacerApp(App):
             self.switch_screen(self._loading)
         else:
             self.push_screen(self._loading)
-        self._load_engine(
-            self.model_path,
-            self.device_override or self.settings.device,
-            self.dtype_override or self.settings.dtype,
-        )
+        choice = self.model_choice
+        self._load_engine(choice.model_path, choice.device, choice.dtype)
 
     @work(thread=True, exclusive=True, group="load")
     def _load_engine(self, model_path: str | None, device: str, dtype: str) -> None:
@@ -147,6 +163,8 @@ class RacerApp(App):
 
     def on_engine_ready(self, message: EngineReady) -> None:
         self.engine = message.engine
+        if self._trying is not None:
+            self._save_model_choice(self._trying)
         if self._loading is not None and self.screen is self._loading:
             self.pop_screen()
         self._loading = None
@@ -161,25 +179,33 @@ class RacerApp(App):
         self._loading = None
 
     def use_model(self, model_path: str | None, device: str | None = None, dtype: str | None = None) -> None:
-        """Save the choice and load it."""
-        self.model_override = None
-        changes: dict[str, Any] = {"model_path": model_path}
-        if device is not None:
-            changes["device"] = device
-            self.device_override = None
-        if dtype is not None:
-            changes["dtype"] = dtype
-            self.dtype_override = None
-        self.update_settings(**changes)
+        """Load another model; it becomes the saved choice only once it loaded,
+        so a path that fails to load does not fail the next start too."""
+        current = self.model_choice
+        self._trying = ModelChoice(model_path, device or current.device, dtype or current.dtype)
         self.load_model()
+
+    def _save_model_choice(self, choice: ModelChoice) -> None:
+        self._trying = None
+        self.model_override = self.device_override = self.dtype_override = None
+        self.update_settings(model_path=choice.model_path, device=choice.device, dtype=choice.dtype)
 
     # -- actions ---------------------------------------------------------
 
+    def claim_engine(self, user: EngineUser) -> bool:
+        if self._refuse_while_busy():
+            return False
+        self.engine_user = user
+        return True
+
+    def release_engine(self) -> None:
+        self.engine_user = None
+
     def _refuse_while_busy(self) -> bool:
-        if self.busy:
-            what = "a reply is streaming" if self.busy == "chat" else "a benchmark is running"
+        if self.engine_user:
+            what = "a reply is streaming" if self.engine_user == "chat" else "a benchmark is running"
             self.notify(f"Not now: {what}. Stop it first (Escape).", severity="warning")
-        return self.busy is not None
+        return self.engine_user is not None
 
     def action_pick_model(self) -> None:
         if self._refuse_while_busy():
@@ -189,14 +215,8 @@ class RacerApp(App):
             if choice is not None:
                 self.use_model(choice.model_path, choice.device, choice.dtype)
 
-        self.push_screen(
-            ModelPickerScreen(
-                self.model_path,
-                self.device_override or self.settings.device,
-                self.dtype_override or self.settings.dtype,
-            ),
-            chosen,
-        )
+        current = self.model_choice
+        self.push_screen(ModelPickerScreen(current.model_path, current.device, current.dtype), chosen)
 
     def action_settings_screen(self) -> None:
         def saved(settings: Settings | None) -> None:

@@ -3,23 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
-from textual.app import SystemCommand
+from textual.app import App, SystemCommand
 from textual.screen import Screen
 
-if TYPE_CHECKING:
-    from racer_tui.app import RacerApp
+PaletteEntry = tuple[str, str, str]  # (title, help, action on the app, or on the active screen via "screen.")
 
-# (title, help, action on the app or on the active screen via "screen.")
-APP_COMMANDS: list[tuple[str, str, str]] = [
+APP_COMMANDS: list[PaletteEntry] = [
     ("Chat", "Go to the chat", "app.switch_mode('chat')"),
     ("Benchmark dashboard", "Run or open a benchmark", "app.switch_mode('bench')"),
     ("Settings", "Method, temperature, budget, automaton…", "app.settings_screen"),
     ("Model", "Embedded model, a checkpoint folder or a GGUF file", "app.pick_model"),
     ("Help: all keys", "Every key of the app, by screen", "app.help"),
 ]
-CHAT_COMMANDS: list[tuple[str, str, str]] = [
+CHAT_COMMANDS: list[PaletteEntry] = [
     ("New chat", "Start an empty chat", "screen.new_chat"),
     ("Stop generation", "Stop the reply that is streaming", "screen.stop"),
     ("System prompt", "Set the system prompt", "screen.system_prompt"),
@@ -28,27 +25,21 @@ CHAT_COMMANDS: list[tuple[str, str, str]] = [
     ("Export chat", "Write the open chat as Markdown", "screen.export_chat"),
     ("Delete chat", "Delete the open chat", "screen.delete_chat"),
 ]
-BENCH_COMMANDS: list[tuple[str, str, str]] = [
+BENCH_COMMANDS: list[PaletteEntry] = [
     ("Start benchmark", "Run the chosen suite and methods", "screen.start"),
     ("Stop benchmark", "Stop after the current step", "screen.stop"),
     ("Open results", "Show a previous results folder", "screen.open_results"),
 ]
 
 
-def racer_commands(app: RacerApp, screen: Screen) -> Iterator[SystemCommand]:
-    from racer_tui.screens.bench import BenchScreen
-    from racer_tui.screens.chat import ChatScreen
-
-    entries = list(APP_COMMANDS)
-    if isinstance(screen, ChatScreen):
-        entries += CHAT_COMMANDS
-    if isinstance(screen, BenchScreen):
-        entries += BENCH_COMMANDS
+def racer_commands(app: App, screen: Screen) -> Iterator[SystemCommand]:
+    """The app's entries, then those the active screen declares in its PALETTE list."""
+    entries = APP_COMMANDS + list(getattr(screen, "PALETTE", ()))
     for title, help_text, action in entries:
         yield SystemCommand(title, help_text, _runner(app, screen, action))
 
 
-def _runner(app: RacerApp, screen: Screen, action: str):
+def _runner(app: App, screen: Screen, action: str):
     async def run() -> None:
         await app.run_action(action, screen)
 

@@ -103,9 +103,13 @@ class SettingsStore:
         try:
             moved = move_aside(self.path)
         except OSError as exc:
-            self.notices.append(f"Settings file {self.path} {why} and cannot be moved aside ({exc}); using the defaults.")
+            self.notices.append(
+                f"Settings file {self.path} {why} and cannot be moved aside ({exc}); using the defaults."
+            )
         else:
-            self.notices.append(f"Settings file {self.path} {why}; moved it to {moved.name} and started with the defaults.")
+            self.notices.append(
+                f"Settings file {self.path} {why}; moved it to {moved.name} and started with the defaults."
+            )
         return Settings()
 
     def save(self, settings: Settings) -> None:

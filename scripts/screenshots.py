@@ -1,7 +1,7 @@
 """SVG screenshots of every screen of racer-tui, on the real engine and the
 embedded model (not the test fake), into screenshots/.
 
-    python scripts/screenshots.py [--out screenshots] [--size 120x36]
+    python scripts/screenshots.py [--out screenshots] [--size 120x36] [--only NAME,...] [--max-new-tokens N]
 
 Chat history and settings go to a temporary folder; the model cache is the
 user's (the first run dequantizes the embedded model, about 20 s).
@@ -28,7 +28,7 @@ async def until(pilot, condition, timeout: float) -> None:
         await pilot.pause(0.05)
 
 
-async def capture(out: Path, size: tuple[int, int]) -> list[Path]:
+async def capture(out: Path, size: tuple[int, int], only: set[str] | None = None, tokens: int = 160) -> list[Path]:
     from racer_tui.app import RacerApp
     from racer_tui.screens.bench import BenchScreen
     from racer_tui.screens.chat import ChatScreen
@@ -38,13 +38,15 @@ async def capture(out: Path, size: tuple[int, int]) -> list[Path]:
     saved: list[Path] = []
 
     def shot(app, name: str) -> None:
+        if only is not None and name not in only:
+            return
         app.save_screenshot(filename=f"{name}.svg", path=str(out))
         saved.append(out / f"{name}.svg")
         print(f"  {name}.svg", flush=True)
 
     app = RacerApp()
     app.animation_level = "none"
-    app.update_settings(max_new_tokens=160, method="racer", markdown=False)
+    app.update_settings(max_new_tokens=tokens, method="racer", markdown=False)
     async with app.run_test(size=size) as pilot:
         await until(pilot, lambda: isinstance(app.screen, LoadingScreen), 30)
         await pilot.pause(1.0)
@@ -58,6 +60,14 @@ async def capture(out: Path, size: tuple[int, int]) -> list[Path]:
         await until(pilot, lambda: not chat.generating, 600)
         await pilot.pause(0.3)
         shot(app, "03-chat-done")
+        chart = chat.query_one("#accept-chart")
+        busiest = max(range(len(chart.lengths)), key=chart.lengths.__getitem__)
+        chat.inspect_step(chat.reply_id, busiest)  # the step that accepted the most tokens
+        await pilot.pause(0.5)
+        shot(app, "03a-step-inspector")
+        await pilot.press("escape")
+        if only is not None and only <= {s.stem for s in saved}:
+            return saved
         await pilot.press("ctrl+t")
         await pilot.pause(0.5)
         app.clear_notifications()
@@ -69,7 +79,7 @@ async def capture(out: Path, size: tuple[int, int]) -> list[Path]:
         await pilot.press("f3")
         bench = app.screen
         assert isinstance(bench, BenchScreen)
-        app.update_settings(max_new_tokens=64)
+        bench.query_one("#max-new-tokens").value = "64"  # the dashboard's own field (saved on start)
         bench.query_one("#q-end").value = "3"
         bench.action_start()
         await until(pilot, lambda: bench.board.per_method["ar"].replies >= 1 and len(bench.board.flight.accept_lengths) >= 8, 900)
@@ -113,6 +123,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "screenshots")
     p.add_argument("--size", default="120x36", help="terminal WIDTHxHEIGHT")
+    p.add_argument("--only", help="take only these screenshots (names without .svg, comma-separated)")
+    p.add_argument("--max-new-tokens", type=int, default=160, help="the length of the chat's reply")
     args = p.parse_args()
     width, height = (int(v) for v in args.size.lower().split("x"))
     args.out.mkdir(parents=True, exist_ok=True)
@@ -120,7 +132,8 @@ def main() -> int:
         os.environ["RACER_TUI_DATA_DIR"] = str(Path(tmp) / "data")
         os.environ["RACER_TUI_CONFIG_DIR"] = str(Path(tmp) / "config")
         print(f"screenshots of racer-tui on the embedded model into {args.out}", flush=True)
-        saved = asyncio.run(capture(args.out.resolve(), (width, height)))
+        only = set(args.only.split(",")) if args.only else None
+        saved = asyncio.run(capture(args.out.resolve(), (width, height), only, args.max_new_tokens))
     print(f"{len(saved)} screenshots written", flush=True)
     return 0
 

@@ -25,6 +25,8 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from fake_records import PROMPT_END, fake_record, fake_token_text
+
 from racer_core.errors import ModelLoadError
 from racer_core.events import (
     EngineInfo,
@@ -116,6 +118,7 @@ class FakeConversation:
         id_base = 1000 + (DIVERGED_IDS if method in engine.diverge else 0)
         emitted: list[str] = []
         i = 0
+        root = PROMPT_END  # each step's tree grows below the last step's bonus token
         sizes = _chunk_sizes(method, len(words))
         for step, n in enumerate(sizes):
             engine.hold_at_gate(should_stop)
@@ -136,8 +139,10 @@ class FakeConversation:
             if engine.clock is not None:
                 engine.clock.advance(sum(STEP_TIMES))
             last = step == len(sizes) - 1
+            record = fake_record(method, step + 1, pieces, root, budget)
+            root = pieces[-1].token_id
             yield StepEvent(
-                step + 1, pieces, budget if drafting else 1, budget, *STEP_TIMES, last, reason if last else None
+                step + 1, pieces, budget if drafting else 1, budget, *STEP_TIMES, last, reason if last else None, record
             )
         if not sizes:
             yield StepEvent(1, (), 1, budget, *STEP_TIMES, True, reason)
@@ -171,6 +176,9 @@ class FakeEngine:
             return self.reply
         words = tokenize(self.reply)
         return "".join(words[: len(words) - zlib.crc32(user_text.encode()) % 20])
+
+    def token_text(self, token_id: int) -> str:
+        return fake_token_text(tokenize(self.reply), token_id)
 
     def release(self) -> None:
         self._release.set()

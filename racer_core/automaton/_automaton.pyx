@@ -37,10 +37,11 @@ cdef extern from "automaton.hpp" namespace "racer":
         int64_t* candidates
 
     cdef cppclass CoreAutomaton "racer::Automaton":
-        CoreAutomaton(int32_t, int32_t, int32_t) except +
+        CoreAutomaton(int32_t, int32_t, int32_t, cbool) except +
         int32_t max_nodes()
         int32_t min_depth()
         int32_t ngram()
+        cbool late_halving()
         int32_t vocab_size()
         int32_t top_k()
         int32_t node_count()
@@ -92,11 +93,12 @@ cdef class Automaton:
     # overwrite the buffers or the draft being copied out.
     cdef bint busy
 
-    def __cinit__(self, max_nodes=10000, min_depth=2, ngram=10):
+    def __cinit__(self, max_nodes=10000, min_depth=2, ngram=10, *, late_halving=False):
         cdef int32_t m = _checks.check_param("max_nodes", max_nodes, 2)
         cdef int32_t d = _checks.check_param("min_depth", min_depth, 1)
         cdef int32_t g = _checks.check_param("ngram", ngram, 1)
-        self.core = new CoreAutomaton(m, d, g)
+        cdef cbool late = _checks.check_flag("late_halving", late_halving)
+        self.core = new CoreAutomaton(m, d, g, late)
 
     def __dealloc__(self):
         del self.core
@@ -114,6 +116,11 @@ cdef class Automaton:
     @property
     def ngram(self) -> int:
         return self.core.ngram()
+
+    @property
+    def late_halving(self) -> bool:
+        """True for the logits tree's older breadth rule (docs/automaton.md)."""
+        return self.core.late_halving()
 
     @property
     def vocab_size(self):
@@ -199,8 +206,9 @@ cdef class Automaton:
         return self._load_slow(tokens, name, bound)
 
     cdef int _load_rows(self, object topk_ids, Py_ssize_t n) except -1:
-        """Validated (n, top_k) rows into self.rows."""
-        cdef int64_t bound = self.core.vocab_size()
+        """Validated (n, top_k) rows into self.rows. A row may name tokens at or
+        above vocab_size: they have no row of their own (docs/automaton.md)."""
+        cdef int64_t bound = TOKEN_LIMIT
         cdef Py_ssize_t k = self.core.top_k()
         cdef Py_ssize_t i, j, s0, s1
         cdef long long v
@@ -328,7 +336,9 @@ cdef class Automaton:
             self.busy = False
 
     cdef object _retrieve(self, object next_token, object max_num_draft, object is_chain):
-        cdef int64_t bound = self._bound()
+        # The root may be any token a row can hold; one without a row drafts
+        # from retrieval alone.
+        cdef int64_t bound = TOKEN_LIMIT
         cdef long long t = -1, b = -1
         cdef int overflow = 0
         if type(next_token) is int:

@@ -95,10 +95,11 @@ void IdMap::grow() {
 
 // --------------------------------------------------------------- Automaton
 
-Automaton::Automaton(int32_t max_nodes, int32_t min_depth, int32_t ngram)
+Automaton::Automaton(int32_t max_nodes, int32_t min_depth, int32_t ngram, bool late_halving)
     : max_nodes_(std::max(max_nodes, 2)),
       min_depth_(std::max(min_depth, 1)),
-      ngram_(std::max(ngram, 1)) {
+      ngram_(std::max(ngram, 1)),
+      keep_depth_(late_halving ? 1 : 0) {
   Node root{};
   root.token = -1;
   root.depth = 0;
@@ -550,7 +551,8 @@ int32_t Automaton::retrieve(int32_t next_token, int32_t budget, bool chain) {
     expand(id, c.cbegin, c.ccount);
   }
 
-  // Logits tree (Eq. 3): breadth halves with the rank, and with depth below 1.
+  // Logits tree (Eq. 3, Figure 9): the root's children of rank i get k >> i;
+  // below them a node of breadth b gives (b >> 1) >> i.
   if (top_k_ > 0) {
     fifo_.clear();
     fifo_.push_back({0, chain ? 1 : top_k_, 0});
@@ -558,9 +560,10 @@ int32_t Automaton::retrieve(int32_t next_token, int32_t budget, bool chain) {
          ++head) {
       const LogitItem item = fifo_[head];
       const int32_t tok = t_token_[item.node];
+      // A token at or above vocab_size (a row may hold one) has no row.
       if (tok >= vocab_size_ || !written_[tok]) continue;  // empty row: drafts nothing
       const int32_t* row = &table_[static_cast<size_t>(tok) * top_k_];
-      const int32_t b2 = item.depth == 1 ? item.breadth : item.breadth >> 1;
+      const int32_t b2 = item.depth == keep_depth_ ? item.breadth : item.breadth >> 1;
       const int32_t ranks = std::min(item.breadth, top_k_);
       for (int32_t i = 0; i < ranks && static_cast<int32_t>(t_token_.size()) < budget; ++i) {
         const int32_t t = row[i];

@@ -55,11 +55,14 @@ struct DraftOut {
 
 class Automaton {
  public:
-  Automaton(int32_t max_nodes, int32_t min_depth, int32_t ngram);
+  // late_halving: the logits tree's older rule (docs/automaton.md, Logits),
+  // kept as an option for comparison; the default is the paper's rule.
+  Automaton(int32_t max_nodes, int32_t min_depth, int32_t ngram, bool late_halving = false);
 
   int32_t max_nodes() const { return max_nodes_; }
   int32_t min_depth() const { return min_depth_; }
   int32_t ngram() const { return ngram_; }
+  bool late_halving() const { return keep_depth_ == 1; }
   int32_t vocab_size() const { return vocab_size_; }  // 0 before init_logits
   int32_t top_k() const { return top_k_; }            // 0 before init_logits
   int32_t node_count() const { return count_; }
@@ -151,6 +154,9 @@ class Automaton {
   void flatten();
 
   int32_t max_nodes_, min_depth_, ngram_;
+  // The logits-queue depth whose nodes pass their breadth on unhalved: 0 (the
+  // root, the paper's rule) or 1 (late_halving).
+  int32_t keep_depth_;
   int32_t vocab_size_ = 0, top_k_ = 0;
 
   std::vector<Node> nodes_;

@@ -23,10 +23,13 @@ ROOT = 0
 class ReferenceAutomaton:
     """Aho-Corasick n-gram trie with LRU leaf eviction, plus the copy-logit table."""
 
-    def __init__(self, max_nodes: int = 10000, min_depth: int = 2, ngram: int = 10) -> None:
+    def __init__(
+        self, max_nodes: int = 10000, min_depth: int = 2, ngram: int = 10, *, late_halving: bool = False
+    ) -> None:
         self._max_nodes = C.check_param("max_nodes", max_nodes, 2)
         self._min_depth = C.check_param("min_depth", min_depth, 1)
         self._ngram = C.check_param("ngram", ngram, 1)
+        self._late_halving = C.check_flag("late_halving", late_halving)
         self._vocab_size: int | None = None
         self._top_k: int | None = None
         self._rows: list[tuple[int, ...] | None] = []
@@ -63,6 +66,10 @@ class ReferenceAutomaton:
     @property
     def ngram(self) -> int:
         return self._ngram
+
+    @property
+    def late_halving(self) -> bool:
+        return self._late_halving
 
     @property
     def vocab_size(self) -> int | None:
@@ -282,13 +289,14 @@ class ReferenceAutomaton:
         if self._vocab_size is None or self._top_k is None:
             raise RuntimeError("update called before init_logits")
         ids = C.check_tokens("token_ids", token_ids, self._vocab_size)
-        rows = C.check_rows("topk_ids", topk_ids, len(ids), self._top_k, self._vocab_size)
+        # Row entries may reach past the vocabulary: such tokens have no row.
+        rows = C.check_rows("topk_ids", topk_ids, len(ids), self._top_k, C.TOKEN_LIMIT)
         for t, row in zip(ids, rows, strict=True):
             self._rows[t] = tuple(row)
 
     def retrieve(self, next_token: int, max_num_draft: int = 64, is_chain: bool = False) -> DraftTree:
         """Draft tree below next_token: retrieval paths first, then the logits tree."""
-        root_token = C.check_token("next_token", next_token, self._bound())
+        root_token = C.check_token("next_token", next_token, C.TOKEN_LIMIT)
         budget = C.check_budget(max_num_draft)
         chain = C.check_flag("is_chain", is_chain)
         tok = [root_token]
@@ -340,16 +348,19 @@ class ReferenceAutomaton:
                 continue
             expand(add(parent, a, 1, -neg_ctx), contribs)
 
-        # Logits tree (Eq. 3): breadth halves with depth and with the rank.
+        # Logits tree (Eq. 3, Figure 9): the root's child of rank i gets breadth
+        # k >> i; below it a node of breadth b gives its rank-i child (b >> 1) >> i.
+        # late_halving keeps the older rule: the root's b is halved, depth 1's is not.
         if self._top_k is not None:
             k = self._top_k
+            keep_depth = 1 if self._late_halving else 0
             fifo = deque([(0, 1 if chain else k, 0)])
             while fifo and len(tok) < budget:
                 n, b, d = fifo.popleft()
                 row = self._rows[tok[n]] if tok[n] < len(self._rows) else None
                 if row is None:
                     continue
-                b2 = b if d == 1 else b >> 1
+                b2 = b if d == keep_depth else b >> 1
                 for i in range(min(b, k)):
                     if len(tok) >= budget:
                         break

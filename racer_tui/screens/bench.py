@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Input, Label, Select, SelectionList, Static
@@ -28,11 +27,11 @@ from racer_core.bench.runner import BenchProgress, run_benchmark
 from racer_core.bench.suites import Question, load_suite, suite_name
 from racer_core.errors import RacerError
 from racer_core.events import METHODS, Engine, GenerationConfig
+from racer_tui.commands import BENCH_COMMANDS
+from racer_tui.host import Host, host_of
+from racer_tui.layout import Folding, Panel
 from racer_tui.widgets.bench_charts import CategoryChart, FlightChart, HistogramChart, SpeedChart
 from racer_tui.widgets.bench_tables import progress_table, speedup_table
-
-if TYPE_CHECKING:
-    from racer_tui.app import RacerApp
 
 SUITES = [("built-in questions", "builtin"), ("HumanEval prompts", "humaneval"), ("a question file…", "file")]
 DEFAULT_METHODS = ("ar", "racer")
@@ -73,9 +72,11 @@ class BenchScreen(Screen):
         Binding("ctrl+g", "start", "Start"),
         Binding("escape", "stop", "Stop"),
         Binding("ctrl+o", "open_results", "Open results"),
+        Binding("ctrl+b", "toggle_controls", "Setup"),
     ]
 
-    app: RacerApp
+    PALETTE = BENCH_COMMANDS
+    CONTROLS_WIDTH = 110  # below this many columns the setup column folds away (ctrl+b floats it back)
 
     def __init__(self) -> None:
         super().__init__()
@@ -84,6 +85,7 @@ class BenchScreen(Screen):
         self.running = False
         self.run_id = 0
         self._stop = threading.Event()
+        self.folding = Folding(Panel("controls", self.CONTROLS_WIDTH, floats=True))
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="bench-body"):
@@ -93,17 +95,20 @@ class BenchScreen(Screen):
                 yield Input(placeholder="question file (.jsonl)", id="suite-file", disabled=True)
                 yield Label("Methods")
                 yield SelectionList[str](*[(m, m, m in DEFAULT_METHODS) for m in METHODS], id="methods")
-                yield Label("Questions (0-based, end excluded)")
+                yield Label("Questions (0-based)")
                 with Horizontal(classes="form-row"):
                     yield Input(placeholder="from 0", id="q-begin", type="integer")
                     yield Input(placeholder="to end", id="q-end", type="integer")
+                yield Static("0 to 10 runs the first ten", classes="field-hint")
+                yield Label("Max new tokens")
+                yield Input(id="max-new-tokens", type="integer")
                 with Horizontal(classes="buttons"):
                     yield Button("Start", id="start", variant="success")
                     yield Button("Stop", id="stop", variant="error", disabled=True)
                 yield Label("Previous results folder")
                 yield Input(placeholder="folder of METHOD.jsonl answer files", id="results-dir")
                 yield Button("Open results", id="open")
-            with Vertical(id="bench-main"):
+            with VerticalScroll(id="bench-main"):
                 yield Static("", id="bench-info")
                 yield Static("", id="bench-progress")
                 with Grid(id="bench-charts"):
@@ -116,10 +121,39 @@ class BenchScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one("#bench-info", Static).update(
-            "Choose a suite, methods and questions, then Start (ctrl+g). "
-            "Generation settings (max new tokens, temperature, budget…) come from Settings."
+            "Choose a suite, methods and questions (Setup: ctrl+b), then Start (ctrl+g). "
+            "Temperature, draft budget and the rest come from Settings (f4)."
         )
+        self.query_one("#max-new-tokens", Input).value = str(self.host.settings.generation.max_new_tokens)
         self.show_board()
+        self._fit()
+
+    def on_screen_resume(self) -> None:
+        if not self.running:  # Settings may have changed it meanwhile
+            self.query_one("#max-new-tokens", Input).value = str(self.host.settings.generation.max_new_tokens)
+        self._fit()
+
+    # -- layout ----------------------------------------------------------
+
+    def on_resize(self) -> None:
+        self._fit()
+
+    def _fit(self) -> None:
+        self.update_classes(self.folding.classes(self.size.width))
+
+    def action_toggle_controls(self) -> None:
+        if self.folding.toggle("controls", self.size.width):
+            self.query_one("#suite", Select).focus()
+        self._fit()
+
+    def _close_floating_controls(self) -> None:
+        if self.has_class("-controls-floating"):
+            self.folding.reset("controls")
+            self._fit()
+
+    @property
+    def host(self) -> Host:
+        return host_of(self)
 
     # -- drawing ---------------------------------------------------------
 
@@ -130,7 +164,9 @@ class BenchScreen(Screen):
 
     def _set_running(self, running: bool) -> None:
         self.running = running
-        self.app.busy = "bench" if running else None
+        flight = self.query_one(FlightChart)
+        flight.running = running
+        flight.sync()
         self.query_one("#start", Button).disabled = running
         self.query_one("#stop", Button).disabled = not running
         self.query_one("#open", Button).disabled = running
@@ -153,6 +189,10 @@ class BenchScreen(Screen):
             raise RacerError("enter the path of a question file")
         return str(Path(path).expanduser())
 
+    def _max_new_tokens(self) -> int:
+        """The dashboard's field, checked by the one rule for it (ConfigError, a RacerError)."""
+        return GenerationConfig.parse_field("max_new_tokens", self.query_one("#max-new-tokens", Input).value)
+
     def _methods(self) -> list[str]:
         chosen = set(self.query_one("#methods", SelectionList).selected)
         return [m for m in METHODS if m in chosen]  # the runner's fixed order
@@ -166,10 +206,7 @@ class BenchScreen(Screen):
     def action_start(self) -> None:
         if self.running:
             return
-        if self.app.busy:
-            self.notify("A chat reply is streaming: stop it first.", severity="warning")
-            return
-        engine = self.app.engine
+        engine = self.host.engine
         if engine is None:
             self.notify("No model is loaded yet.", severity="warning")
             return
@@ -181,8 +218,11 @@ class BenchScreen(Screen):
             questions = select_questions(
                 suite, self.query_one("#q-begin", Input).value, self.query_one("#q-end", Input).value
             )
+            max_new_tokens = self._max_new_tokens()
         except RacerError as exc:
             self.notify(str(exc), title="Cannot start", severity="error", timeout=10)
+            return
+        if not self.host.claim_engine("bench"):
             return
         name = suite_name(suite)
         answer_dir = default_answer_dir(name, engine.info.model)
@@ -192,12 +232,15 @@ class BenchScreen(Screen):
         self.query_one("#bench-table", Static).update("")
         self.query_one("#bench-info", Static).update(
             f"{name}: {len(questions)} questions × {', '.join(methods)} on {engine.info.model} "
-            f"· answers in {self.app.show_path(answer_dir)}"
+            f"· answers in {self.host.show_path(answer_dir)}"
         )
+        if max_new_tokens != self.host.settings.generation.max_new_tokens:
+            self.host.update_settings(max_new_tokens=max_new_tokens)  # one value, shared with the chat
         self.show_board()
         self._stop.clear()
         self._set_running(True)
-        config = self.app.settings.generation
+        self._close_floating_controls()  # make way for the charts
+        config = self.host.settings.generation
         self.run_bench(engine, questions, methods, config, answer_dir, name, self.run_id)
 
     @work(thread=True, exclusive=True, group="bench")
@@ -248,6 +291,7 @@ class BenchScreen(Screen):
         if message.run_id != self.run_id:
             return
         self._set_running(False)
+        self.host.release_engine()
         if message.error is not None:
             self.notify(message.error, title="Benchmark failed", severity="error", timeout=15)
             return

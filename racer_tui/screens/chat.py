@@ -7,7 +7,6 @@ Escape sets a threading.Event that the engine polls before every step.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
@@ -22,18 +21,20 @@ from racer_core.errors import RacerError
 from racer_core.events import Conversation, Engine, GenerationConfig
 from racer_core.stats import Stats
 from racer_tui.colors import LOGITS_GREEN, RETRIEVAL_GREEN
-from racer_tui.history import StoredMessage, title_for
+from racer_tui.commands import CHAT_COMMANDS
+from racer_tui.history import HistoryError, StoredMessage, title_for
+from racer_tui.host import Host, host_of
+from racer_tui.layout import Folding, Panel
 from racer_tui.messages import ReplyFailed, ReplyStep
 from racer_tui.screens.confirm import ConfirmScreen
+from racer_tui.screens.inspector import InspectorScreen
 from racer_tui.screens.system_prompt import SystemPromptScreen
-from racer_tui.widgets.bars import StepBars
+from racer_tui.step_log import StepLog
 from racer_tui.widgets.chat_list import ChatList
 from racer_tui.widgets.prompt_input import PromptInput
 from racer_tui.widgets.status_line import StatusLine
+from racer_tui.widgets.step_chart import StepChart
 from racer_tui.widgets.turns import FINISH_NOTES, ReplyTurn, UserTurn
-
-if TYPE_CHECKING:
-    from racer_tui.app import RacerApp
 
 
 def reply_note(stats: dict) -> str:
@@ -63,17 +64,22 @@ class ChatScreen(Screen):
         Binding("escape", "stop", "Stop"),
         Binding("ctrl+n", "new_chat", "New chat"),
         Binding("ctrl+t", "toggle_markdown", "Markdown"),
-        Binding("ctrl+b", "toggle_sidebar", "Sidebar", show=False),
+        Binding("ctrl+b", "toggle_sidebar", "Chats"),
+        Binding("ctrl+g", "toggle_chart", "Chart"),
         Binding("ctrl+r", "system_prompt", "System prompt", show=False),
         Binding("f9", "export_chat", "Export", show=False),  # ctrl+e, f6, f7 belong to the prompt
         Binding("f8", "delete_chat", "Delete chat", show=False),
         Binding("ctrl+l", "focus_prompt", "Focus prompt", show=False),
+        Binding("ctrl+o", "inspect", "Inspect step", show=False),
     ]
 
-    app: RacerApp
+    PALETTE = CHAT_COMMANDS
+    SIDEBAR_WIDTH = 110  # below this many columns the chat list folds away (ctrl+b floats it back)
+    CHART_WIDTH = 90  # below this the acceptance chart becomes a sparkline in the status line
 
     def __init__(self) -> None:
         super().__init__()
+        self.folding = Folding(Panel("sidebar", self.SIDEBAR_WIDTH, floats=True), Panel("chart", self.CHART_WIDTH))
         self.chat_id: int | None = None
         self.conv: Conversation | None = None
         self._conv_engine: Engine | None = None
@@ -86,6 +92,8 @@ class ChatScreen(Screen):
         self._user_message_id: int | None = None
         self._prompt_text = ""
         self._reply_method = ""
+        self.steps = StepLog()  # the open chat's draft trees, for the inspector
+        self._chart_reply: int | None = None  # whose steps the chart shows (None: a stored reply)
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="chat-body"):
@@ -96,13 +104,14 @@ class ChatScreen(Screen):
                 yield VerticalScroll(id="conversation")
                 yield PromptInput(id="prompt")
             with Vertical(id="chat-side"):
-                yield StepBars("accepted per step", id="accept-chart")
+                yield StepChart("accepted per step", id="accept-chart")
                 yield Static(legend(), id="legend")
         yield StatusLine(id="status")
         yield Footer()
 
     def on_mount(self) -> None:
-        self.app.engine_changed.subscribe(self, self._engine_changed)
+        self._fit()
+        self.host.engine_changed.subscribe(self, self._engine_changed)
         self.refresh_sidebar()
         self.show_status()
         self._show_system_prompt()
@@ -111,25 +120,74 @@ class ChatScreen(Screen):
     # -- helpers ---------------------------------------------------------
 
     @property
+    def host(self) -> Host:
+        return host_of(self)
+
+    @property
     def conversation_view(self) -> VerticalScroll:
         return self.query_one("#conversation", VerticalScroll)
 
     def refresh_sidebar(self) -> None:
-        self.query_one(ChatList).show_chats(self.app.history.list_chats(), self.chat_id)
+        try:
+            chats = self.host.history.list_chats()
+        except HistoryError as exc:
+            self._history_failed(exc)
+            chats = []
+        self.query_one(ChatList).show_chats(chats, self.chat_id)
+
+    def _history_failed(self, exc: HistoryError) -> None:
+        """The history could not be read or written: say so; the app goes on."""
+        self.notify(str(exc), title="Chat history", severity="error", timeout=15)
 
     def show_status(self) -> None:
-        budget = self.budget if self.budget is not None else self.app.settings.generation.max_num_draft
-        method = self._reply_method or self.app.settings.generation.method
-        self.query_one(StatusLine).show(self.stats, budget, method, self.app.engine_info)
+        budget = self.budget if self.budget is not None else self.host.settings.generation.max_num_draft
+        method = self._reply_method or self.host.settings.generation.method
+        trend = None if self.folding.shown("chart", self.size.width) else self.query_one(StepChart).lengths
+        self.query_one(StatusLine).show(self.stats, budget, method, self.host.engine_info, trend)
+
+    # -- layout ----------------------------------------------------------
+
+    def on_resize(self) -> None:
+        self._fit()
+
+    def on_screen_resume(self) -> None:
+        self._fit()  # the terminal may have changed size while another mode showed
+
+    def _fit(self) -> None:
+        self.update_classes(self.folding.classes(self.size.width))
+        self.show_status()
+
+    def action_toggle_sidebar(self) -> None:
+        if self.folding.toggle("sidebar", self.size.width):
+            self.query_one(ChatList).focus()
+        else:
+            self.query_one(PromptInput).focus()
+        self._fit()
+
+    def action_toggle_chart(self) -> None:
+        self.folding.toggle("chart", self.size.width)
+        self._fit()
+
+    def _close_floating_sidebar(self) -> bool:
+        if not self.has_class("-sidebar-floating"):
+            return False
+        self.folding.reset("sidebar")
+        self._fit()
+        self.query_one(PromptInput).focus()
+        return True
 
     def _engine_changed(self, _engine: object) -> None:
         self.conv = None  # rebuilt from history on the next message
+        self.steps.clear()  # their token ids belong to the old model
         self.show_status()
 
     def _system_prompt(self) -> str:
         if self.chat_id is not None:
-            return self.app.history.system_prompt(self.chat_id)
-        return self.app.settings.system_prompt
+            try:
+                return self.host.history.system_prompt(self.chat_id)
+            except HistoryError as exc:
+                self._history_failed(exc)
+        return self.host.settings.system_prompt
 
     def _show_system_prompt(self) -> None:
         for old in self.query(".system-turn"):
@@ -164,44 +222,49 @@ class ChatScreen(Screen):
         text = message.text.strip()
         if not text or self._busy():
             return
-        engine = self.app.engine
+        engine = self.host.engine
         if engine is None:
             self.notify("No model is loaded yet.", severity="warning")
             return
-        message.prompt.clear()
-        self.send(engine, text)
+        if self.send(engine, text):
+            message.prompt.clear()
 
-    def send(self, engine: Engine, text: str) -> None:
-        history = self.app.history
-        if self.chat_id is None:
-            self.chat_id = history.create_chat(title_for(text), self.app.settings.system_prompt)
-            earlier: list[StoredMessage] = []
-        else:
-            earlier = history.messages(self.chat_id)
+    def send(self, engine: Engine, text: str) -> bool:
+        """Start a reply to `text`; False when it could not start (the user was told why)."""
+        if not self.host.claim_engine("chat"):
+            return False
+        history = self.host.history
         try:
+            if self.chat_id is None:
+                self.chat_id = history.create_chat(title_for(text), self.host.settings.system_prompt)
+                earlier: list[StoredMessage] = []
+            else:
+                earlier = history.messages(self.chat_id)
             conv = self._ensure_conversation(engine, earlier)
-        except RacerError as exc:
+            self._user_message_id = history.add_message(self.chat_id, StoredMessage("user", text))
+        except RacerError as exc:  # HistoryError included: nothing was sent, the text stays typed
+            self.host.release_engine()
             self.notify(str(exc), severity="error", timeout=10)
-            return
-        self._user_message_id = history.add_message(self.chat_id, StoredMessage("user", text))
+            return False
         self._prompt_text = text
-        config = self.app.settings.generation
+        config = self.host.settings.generation
         self.reply_id += 1
         self.stats = Stats()
         self.budget = None
         self._reply_method = config.method
         self._stop.clear()
         self.generating = True
-        self.app.busy = "chat"
         view = self.conversation_view
         self._turn = ReplyTurn()
         view.mount(UserTurn(text))
         view.mount(self._turn)
-        self.query_one(StepBars).reset()
+        self.query_one(StepChart).reset()
+        self._chart_reply = self.reply_id
         self.show_status()
         self.refresh_sidebar()
         self._scroll_to_end()
         self.generate(conv, text, config, self.reply_id)
+        return True
 
     @work(thread=True, exclusive=True, group="generate")
     def generate(self, conv: Conversation, text: str, config: GenerationConfig, reply_id: int) -> None:
@@ -225,9 +288,10 @@ class ChatScreen(Screen):
         event = message.event
         if event.pieces or not event.finished:  # a closing event may carry no step
             self.stats.add_step(event)
-            self.query_one(StepBars).add(event.accept_length)
+            self.query_one(StepChart).add(event.accept_length)
             self.budget = event.budget
-        self._turn.add_pieces(event.pieces)
+            self.steps.add(message.reply_id, event)
+        self._turn.add_pieces(event.pieces, f"screen.inspect_step({message.reply_id}, {event.step - 1})")
         self.show_status()
         self._scroll_to_end()
         if event.finished:
@@ -249,11 +313,14 @@ class ChatScreen(Screen):
         content = turn.content
         if self.conv is not None and self.conv.messages and self.conv.messages[-1]["role"] == "assistant":
             content = self.conv.messages[-1]["content"]
-        self.app.history.add_message(self.chat_id, StoredMessage("assistant", content, list(turn.runs), stats))
+        try:
+            self.host.history.add_message(self.chat_id, StoredMessage("assistant", content, list(turn.runs), stats))
+        except HistoryError as exc:  # the reply stays on screen and in the engine's conversation
+            self._history_failed(exc)
         turn.finish(reply_note(stats))
-        turn.show_markdown(self.app.settings.markdown)
+        turn.show_markdown(self.host.settings.markdown)
         self.generating = False
-        self.app.busy = None
+        self.host.release_engine()
         self._turn = None
         self.refresh_sidebar()
 
@@ -262,10 +329,13 @@ class ChatScreen(Screen):
             return
         # Roll back the turn so history, screen and engine agree; keep the prompt.
         if self._user_message_id is not None:
-            self.app.history.delete_message(self._user_message_id)
+            try:
+                self.host.history.delete_message(self._user_message_id)
+            except HistoryError as exc:
+                self._history_failed(exc)
         self.conv = None
         self.generating = False
-        self.app.busy = None
+        self.host.release_engine()
         self._turn = None
         for turn in list(self.conversation_view.children)[-2:]:
             turn.remove()
@@ -278,6 +348,8 @@ class ChatScreen(Screen):
     def action_stop(self) -> None:
         if self.generating:
             self._stop.set()
+        else:
+            self._close_floating_sidebar()
 
     def action_focus_prompt(self) -> None:
         self.query_one(PromptInput).focus()
@@ -293,10 +365,12 @@ class ChatScreen(Screen):
 
     async def _clear_view(self) -> None:
         await self.conversation_view.remove_children()
+        self.steps.clear()
+        self._chart_reply = None
         self.stats = Stats()
         self.budget = None
         self._reply_method = ""
-        self.query_one(StepBars).reset()
+        self.query_one(StepChart).reset()
         self._show_system_prompt()
         self.show_status()
 
@@ -307,9 +381,18 @@ class ChatScreen(Screen):
         self.conv = None
         await self._clear_view()
         view = self.conversation_view
+        try:
+            messages = self.host.history.messages(chat_id)
+        except HistoryError as exc:  # this chat only: shown in its place, the others still open
+            error = Static(Text(f"{exc}\nIt stays in the history file; the other chats are not affected."))
+            error.add_class("turn", "error-turn")
+            error.border_title = "unreadable chat"
+            await view.mount(error)
+            self.refresh_sidebar()
+            return
         last_stats: dict = {}
-        markdown = self.app.settings.markdown
-        for msg in self.app.history.messages(chat_id):
+        markdown = self.host.settings.markdown
+        for msg in messages:
             if msg.role == "user":
                 await view.mount(UserTurn(msg.content))
             else:
@@ -319,7 +402,7 @@ class ChatScreen(Screen):
                 last_stats = msg.stats
         if last_stats:
             lengths = list(last_stats.get("accept_lengths", []))
-            self.query_one(StepBars).reset(lengths)
+            self.query_one(StepChart).reset(lengths)
             self.stats = Stats(
                 tokens=last_stats.get("tokens", 0),
                 accepted=last_stats.get("tokens", 0),
@@ -333,6 +416,7 @@ class ChatScreen(Screen):
         self._scroll_to_end()
 
     def on_option_list_option_selected(self, event: ChatList.OptionSelected) -> None:
+        self._close_floating_sidebar()  # it floated over the conversation: make way
         if event.option.id:
             self.run_worker(self.open_chat(int(event.option.id)), exclusive=True, group="open")
 
@@ -345,12 +429,19 @@ class ChatScreen(Screen):
     def delete_chat(self, chat_id: int) -> None:
         if chat_id == self.chat_id and self._busy():
             return
-        title = self.app.history.title(chat_id)
+        try:
+            title = self.host.history.title(chat_id)
+        except HistoryError:
+            title = f"chat {chat_id}"  # an unreadable chat can still be deleted
 
         async def confirmed(yes: bool | None) -> None:
             if not yes:
                 return
-            self.app.history.delete_chat(chat_id)
+            try:
+                self.host.history.delete_chat(chat_id)
+            except HistoryError as exc:
+                self._history_failed(exc)
+                return
             if chat_id == self.chat_id:
                 self.chat_id = None
                 self.conv = None
@@ -361,9 +452,17 @@ class ChatScreen(Screen):
         self.app.push_screen(ConfirmScreen(f"Delete the chat “{title}”?"), confirmed)
 
     def export_chat(self, chat_id: int) -> None:
-        path = self.app.export_dir / f"chat-{chat_id}.md"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.app.history.export_markdown(chat_id), encoding="utf-8")
+        path = self.host.export_dir / f"chat-{chat_id}.md"
+        try:
+            text = self.host.history.export_markdown(chat_id)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        except HistoryError as exc:
+            self._history_failed(exc)
+            return
+        except OSError as exc:
+            self.notify(f"Cannot write {path}: {exc.strerror or exc}", title="Export", severity="error")
+            return
         self.notify(f"Exported to {path}", title="Export", timeout=10)
 
     def action_export_chat(self) -> None:
@@ -379,15 +478,11 @@ class ChatScreen(Screen):
         self.delete_chat(self.chat_id)
 
     def action_toggle_markdown(self) -> None:
-        on = not self.app.settings.markdown
-        self.app.update_settings(markdown=on)
+        on = not self.host.settings.markdown
+        self.host.update_settings(markdown=on)
         for turn in self.query(ReplyTurn):
             turn.show_markdown(on)
         self.notify("Finished replies as Markdown." if on else "Replies as coloured tokens.")
-
-    def action_toggle_sidebar(self) -> None:
-        sidebar = self.query_one(ChatList)
-        sidebar.display = not sidebar.display
 
     def action_system_prompt(self) -> None:
         if self._busy():
@@ -396,10 +491,50 @@ class ChatScreen(Screen):
         def saved(text: str | None) -> None:
             if text is None:
                 return
-            self.app.update_settings(system_prompt=text)
+            self.host.update_settings(system_prompt=text)
             if self.chat_id is not None:
-                self.app.history.set_system_prompt(self.chat_id, text)
+                try:
+                    self.host.history.set_system_prompt(self.chat_id, text)
+                except HistoryError as exc:
+                    self._history_failed(exc)
             self.conv = None  # rebuilt with the new system prompt
             self._show_system_prompt()
 
         self.app.push_screen(SystemPromptScreen(self._system_prompt()), saved)
+
+    # -- the step inspector -------------------------------------------------
+
+    def on_step_chart_open(self, message: StepChart.Open) -> None:
+        if self._chart_reply is None:
+            self.notify("Draft trees are kept only for replies made since this chat was opened.",
+                        severity="warning")
+            return
+        self.inspect_step(self._chart_reply, message.index)
+
+    def action_inspect(self) -> None:
+        """The chart's selected step, else the latest step."""
+        chart = self.query_one(StepChart)
+        if not chart.lengths:
+            self.notify("No steps to inspect yet.", severity="warning")
+            return
+        chart.action_open()
+
+    def action_inspect_step(self, reply_id: int, index: int) -> None:
+        self.inspect_step(reply_id, index)
+
+    def inspect_step(self, reply_id: int, index: int) -> None:
+        steps = self.steps.steps(reply_id)
+        engine = self.app.engine
+        if not steps or engine is None:
+            dropped = reply_id in self.steps.dropped
+            self.notify("That reply's draft trees were let go to bound memory." if dropped
+                        else "Draft trees are kept only for replies made since this chat was opened.",
+                        severity="warning")
+            return
+        chart = self.query_one(StepChart)
+
+        def closed(last: int | None) -> None:
+            if last is not None and reply_id == self._chart_reply:
+                chart.select(last)
+
+        self.app.push_screen(InspectorScreen(list(steps), index, engine.token_text), closed)

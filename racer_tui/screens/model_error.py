@@ -8,6 +8,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Static
 
+from racer_tui.host import host_of
+
 
 class ModelErrorScreen(Screen):
     BINDINGS = [
@@ -37,13 +39,13 @@ class ModelErrorScreen(Screen):
         actions = {
             "retry": self.action_retry,
             "use-default": self.action_use_default,
-            "pick": self.app.action_pick_model,
+            "pick": lambda: self.run_action("app.pick_model"),
             "quit": self.app.exit,
         }
         actions[event.button.id or ""]()
 
     def action_retry(self) -> None:
-        self.app.load_model()
+        host_of(self).load_model()
 
     def action_use_default(self) -> None:
-        self.app.use_model(None)
+        host_of(self).use_model(None)

@@ -6,6 +6,7 @@ step (vertical) or one row per item (horizontal) and stay exact and cheap.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich.console import RenderableType
@@ -16,10 +17,19 @@ from racer_tui.colors import CHART_BLUE, CHART_GREEN
 
 EIGHTHS_UP = " ▁▂▃▄▅▆▇█"
 EIGHTHS_RIGHT = " ▏▎▍▌▋▊▉█"
+BAR_LABEL_W = 3  # the axis labels left of the step columns
 
 
 def rgb(color: tuple[int, int, int]) -> str:
     return "rgb({},{},{})".format(*color)
+
+
+def sparkline(values: Sequence[int], width: int) -> str:
+    """The last `width` values as one line of eighth-blocks, scaled like StepBars
+    (at least 4 tall, so one accepted token is never a full block)."""
+    shown = list(values)[-width:]
+    top = max([4, *shown])
+    return "".join(EIGHTHS_UP[max(1, round(v / top * 8))] if v > 0 else EIGHTHS_UP[0] for v in shown)
 
 
 class StepBars(Widget):
@@ -31,6 +41,12 @@ class StepBars(Widget):
         super().__init__(id=id)
         self.title = title
         self.lengths: list[int] = []
+        self.highlight: int | None = None  # a step (0-based) drawn in reverse video
+
+    def shown_range(self) -> tuple[int, int]:
+        """The steps (0-based, end exclusive) that fit the width, the latest last."""
+        count = min(len(self.lengths), max(0, self.size.width - BAR_LABEL_W))
+        return len(self.lengths) - count, len(self.lengths)
 
     def reset(self, lengths: list[int] | None = None, title: str | None = None) -> None:
         self.lengths = list(lengths or [])
@@ -52,7 +68,7 @@ class StepBars(Widget):
         if len(self.title) + len(legend) <= width:
             out.append_text(legend)
         rows = height - 2
-        label_w = 3
+        label_w = BAR_LABEL_W
         if rows < 2 or width <= label_w + 1:
             return out
         shown = self.lengths[-(width - label_w) :]
@@ -68,9 +84,10 @@ class StepBars(Widget):
             top_row = r == rows - 1
             tick = next((v for v in range(top, -1, -1) if lower <= v < upper or (top_row and v == top)), None)
             out.append(f"{tick:>2}┤" if tick is not None else "  │", style="dim")
-            for value in shown:
+            for index, value in enumerate(shown, first - 1):
                 fill = max(0, min(8, round(value * per_token) - r * 8))
-                out.append(EIGHTHS_UP[fill], style=blue if r * 8 < bonus else green)
+                style = blue if r * 8 < bonus else green
+                out.append(EIGHTHS_UP[fill], style=f"{style} reverse" if index == self.highlight else style)
         out.append("\n")
         if shown:
             last = first + len(shown) - 1

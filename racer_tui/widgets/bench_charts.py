@@ -25,6 +25,10 @@ class SpeedChart(DataPlot):
         plt.title("tokens/s per question")
         plt.xlabel("question")
         top = 1.0
+        count = max((len(self.board.per_method[m].speeds) for m in self.board.methods), default=0)
+        if count:  # questions are whole numbers: at most 6 ticks, never 1.75
+            ticks = list(range(1, count + 1, -(-count // 6)))
+            plt.xticks(ticks, [str(t) for t in ticks])
         for method in self.board.methods:
             speeds = self.board.per_method[method].speeds
             if speeds:
@@ -75,11 +79,13 @@ class HistogramChart(HBars):
 
 
 class FlightChart(StepBars):
-    """Accepted tokens per step of the question in flight."""
+    """Accepted tokens per step of the question in flight; once the run ends,
+    of the last question it ran."""
 
     def __init__(self, board: BenchBoard, *, id: str | None = None) -> None:
         super().__init__("in flight: no question yet", id=id)
         self.board = board
+        self.running = False
 
     def show(self, board: BenchBoard) -> None:
         self.board = board
@@ -87,5 +93,10 @@ class FlightChart(StepBars):
 
     def sync(self) -> None:
         b = self.board
-        title = f"in flight: {b.flight_method} · question {b.flight_question}" if b.flight_method else "in flight: none"
+        if not b.flight_method:
+            title = "in flight: none"
+        else:
+            title = (
+                f"{'in flight' if self.running else 'last question'}: {b.flight_method} · question {b.flight_question}"
+            )
         self.reset(b.flight.accept_lengths, title)

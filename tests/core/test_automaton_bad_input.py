@@ -160,7 +160,7 @@ def test_bad_freq(freq: Any, error: type[Exception], match: str) -> None:
         ((3, 2.0), TypeError, r"max_num_draft must be an integer, got float"),
         ((3, None), TypeError, r"max_num_draft must be an integer"),
         ((-1, 8), ValueError, r"next_token = -1 is out of range"),
-        ((VOCAB, 8), ValueError, r"next_token = 50 is out of range: tokens must satisfy 0 <= token < 50"),
+        ((2**31 - 1, 8), ValueError, r"next_token = 2147483647 is out of range: .* < 2147483647"),
         ((2**70, 8), ValueError, r"next_token = \d+ is out of range"),
         (("3", 8), TypeError, r"next_token must be an integer, got str"),
         ((None, 8), TypeError, r"next_token must be an integer, got NoneType"),
@@ -210,7 +210,8 @@ def test_update_before_init_logits() -> None:
         ([1], [None], TypeError, r"topk_ids\[0\] must be a list or tuple, got NoneType"),
         ([1], ["abcd"], TypeError, r"topk_ids\[0\] must be a list or tuple, got str"),
         ([1], None, TypeError, r"topk_ids must be a 2-D numpy integer array or a list of rows"),
-        ([1], [[1, 2, 3, VOCAB]], ValueError, r"topk_ids\[0\]\[3\] = 50 is out of range"),
+        ([1], [[1, 2, 3, 2**31 - 1]], ValueError, r"topk_ids\[0\]\[3\] = 2147483647 is out of range"),
+        ([1], np.array([[1, 2, 2**40, 4]]), ValueError, r"topk_ids\[0\]\[2\] = 1099511627776 is out of range"),
         ([1], np.array([[1, 2, -1, 4]]), ValueError, r"topk_ids\[0\]\[2\] = -1 is out of range"),
         ([VOCAB], [[1, 2, 3, 4]], ValueError, r"token_ids\[0\] = 50 is out of range"),
         ([[1]], [[1, 2, 3, 4]], TypeError, r"token_ids\[0\] must be an integer, got list"),
@@ -220,6 +221,24 @@ def test_update_before_init_logits() -> None:
 )
 def test_bad_update(ids: Any, rows: Any, error: type[Exception], match: str) -> None:
     assert_rejected(lambda a: a.update(ids, rows), error, match)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_rows_may_name_tokens_past_the_vocabulary(impl: Any) -> None:
+    """A row entry at or above vocab_size is a draft token without a row of its
+    own: taken by update, drafted, never expanded; retrieve accepts it as root."""
+    auto = impl(max_nodes=60)
+    auto.init_logits(VOCAB, TOP_K)
+    auto.update([1], np.array([[VOCAB, 2, VOCAB + 7, 2**31 - 2]]))
+    auto.update([2], [[3, 4, 5, 6]])
+    draft = auto.retrieve(1, 64)
+    assert draft.tokens.tolist() == [1, VOCAB, 2, VOCAB + 7, 2**31 - 2, 3, 4]
+    assert draft.parents.tolist() == [-1, 0, 0, 0, 0, 2, 2]
+    for root in (VOCAB, 2**31 - 2):
+        assert auto.retrieve(root, 64).tokens.tolist() == [root]
+    # Rows are still written only for tokens inside the vocabulary.
+    with pytest.raises(ValueError, match=r"token_ids\[0\] = 50 is out of range"):
+        auto.update([VOCAB], [[1, 2, 3, 4]])
 
 
 @pytest.mark.parametrize(

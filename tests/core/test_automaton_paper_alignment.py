@@ -36,10 +36,29 @@ class _Base(unittest.TestCase):
         return self.impl(*args, **kwargs)
 
 
+def four_ary(auto: Any, vocab: int) -> Any:
+    """The table of the paper's Figure 9: token t's top-4 row is 4t+1 .. 4t+4.
+    Rows of tokens >= vocab / 4 name tokens past the vocabulary (row-less)."""
+    auto.init_logits(vocab, 4)
+    auto.update(np.arange(vocab), 4 * np.arange(vocab)[:, None] + np.arange(1, 5))
+    return auto
+
+
+def leaf_paths(draft: Any) -> set[tuple[int, ...]]:
+    """Root-to-leaf token paths, the -1 padding of `candidates` dropped."""
+    return {tuple(t for t in row if t >= 0) for row in draft.candidates.tolist()}
+
+
+def node_paths(draft: Any) -> set[tuple[int, ...]]:
+    """Every node's root-to-node token path (root included)."""
+    return {tuple(row[: i + 1]) for row in leaf_paths(draft) for i in range(len(row))}
+
+
 class LogitsTreeShape(_Base):
-    """Eq. 3 / Algorithm 1: the root has breadth k; the child of rank i of a node
-    with breadth b at depth d has breadth max(1, b' >> i), b' = b at depth 1 and
-    b >> 1 elsewhere (the root included). A node expands min(b, k) children."""
+    """Eq. 3 / Algorithm 1 as Figure 9 draws it: the root has breadth k and its
+    child of rank i gets max(1, k >> i); below the root, the child of rank i of a
+    node with breadth b gets max(1, (b >> 1) >> i). A node expands min(b, k)
+    children, breadth-first, until the budget is spent."""
 
     def shape(self, top_k: int, budget: int, is_chain: bool = False) -> list[int]:
         auto = self.make()
@@ -49,12 +68,12 @@ class LogitsTreeShape(_Base):
         self.assertTrue(all(s == 2 for s in draft.sources.tolist()[1:]))
         return breadth_profile(draft)
 
-    def test_k8_budget64_is_1_8_12_17_18_8(self) -> None:
-        # Depth 1: the root (b=8, b'=4) has 8 children of breadths 4,2,1,1,1,1,1,1.
-        # Depth 2 (b'=b): 4+2+6*1 = 12 nodes, breadths 4,2,1,1 | 2,1 | 1 x 6.
-        # Depth 3 (b'=b>>1): 4+2+1+1 + 2+1 + 6 = 17 nodes, one of breadth 2.
-        # Depth 4: 2 + 16 = 18 nodes; 1+8+12+17+18 = 56, so 8 fit at depth 5.
-        self.assertEqual(self.shape(8, 64), [1, 8, 12, 17, 18, 8])
+    def test_k8_budget64_is_1_8_19_24_12(self) -> None:
+        # Depth 1: the root (b=8) has 8 children of breadths 8,4,2,1,1,1,1,1.
+        # Depth 2 (b >> 1 >> i): 8 children of 8 (breadths 4,2,1,...), 4 of 4
+        # (2,1,1,1), 2 of 2 (1,1), one under each of the five 1s: 19 nodes.
+        # Depth 3: 4+2+6 | 2+3 | 2 | 5 = 24 (52 in all); 12 fit at depth 4.
+        self.assertEqual(self.shape(8, 64), [1, 8, 19, 24, 12])
 
     def test_k8_rows_are_followed_in_rank_order(self) -> None:
         auto = self.make()
@@ -62,26 +81,24 @@ class LogitsTreeShape(_Base):
         draft = auto.retrieve(5, 64)
         row5 = [(5 * 37 + 11 * i + 1) % 1000 for i in range(8)]
         self.assertEqual(draft.tokens[1:9].tolist(), row5)
-        # Children per depth-1 node: min(breadth, k) = 4, 2, 1, 1, 1, 1, 1, 1.
+        # Children per depth-1 node: min(breadth, k) = 8, 4, 2, 1, 1, 1, 1, 1.
         counts = [int((draft.parents == i).sum()) for i in range(1, 9)]
-        self.assertEqual(counts, [4, 2, 1, 1, 1, 1, 1, 1])
+        self.assertEqual(counts, [8, 4, 2, 1, 1, 1, 1, 1])
 
     def test_other_k_and_budget_pairs(self) -> None:
-        # k=4, B=16: root b'=2 -> breadths 2,1,1,1 (4 nodes); depth 2 (b'=b):
-        # 2+1+1+1 = 5 nodes of breadths 2,1,1,1,1; depth 3 (b'=b>>1): 2+1+1+1+1 = 6.
-        self.assertEqual(self.shape(4, 16), [1, 4, 5, 6])
-        # k=8, B=16: 1+8 = 9; depth 2 in FIFO order: 4 (13), 2 (15), 1 (16), full.
+        # k=4, B=16: breadths 4,2,1,1; depth 2: 4+2+1+1 = 8 (13 in all); depth 3
+        # in FIFO order: the first depth-2 node (b=2) gives 2, the next 1: 16.
+        self.assertEqual(self.shape(4, 16), [1, 4, 8, 3])
+        # k=8, B=16: 1+8 = 9, then 7 children of the first depth-1 node.
         self.assertEqual(self.shape(8, 16), [1, 8, 7])
-        # k=2, B=10: root b'=1 -> breadths 1,1; then one child per node: 2 a level.
-        self.assertEqual(self.shape(2, 10), [1, 2, 2, 2, 2, 1])
+        # k=2, B=10: breadths 2,1; depth 2: 2+1; then one child per node.
+        self.assertEqual(self.shape(2, 10), [1, 2, 3, 3, 1])
         # k=1: a chain.
         self.assertEqual(self.shape(1, 5), [1, 1, 1, 1, 1])
-        # k=16, B=64: root b'=8 -> breadths 8,4,2,1 x 13 (16 nodes); depth 2:
-        # 8+4+2+13 = 27 (44 in all); depth 3 in FIFO order: 8+4+2+1*5 = 19, then
-        # one child of the next node: 20.
-        self.assertEqual(self.shape(16, 64), [1, 16, 27, 20])
-        # k=3, B=30: root b'=1 -> breadths 1,1,1, then 3 a level: 1+3*9 = 28, +2.
-        self.assertEqual(self.shape(3, 30), [1] + [3] * 9 + [2])
+        # k=16, B=64: breadths 16,8,4,2,1 x 12; depth 2: 16+8+4+2+12 = 42 (59); 5 more.
+        self.assertEqual(self.shape(16, 64), [1, 16, 42, 5])
+        # k=3, B=30: breadths 3,1,1; depth 2: 3+1+1; then 5 a level: 1+3+5*5 = 29, +1.
+        self.assertEqual(self.shape(3, 30), [1, 3, 5, 5, 5, 5, 5, 1])
         # Budget 1 is the root alone; 9 is the root and its k children.
         self.assertEqual(self.shape(8, 1), [1])
         self.assertEqual(self.shape(8, 9), [1, 8])
@@ -91,11 +108,11 @@ class LogitsTreeShape(_Base):
         auto.init_logits(100, 4)
         auto.update([5, 7], [[5, 5, 7, 9], [7, 7, 7, 7]])
         draft = auto.retrieve(5, 8)
-        # Root (b=4, b'=2): 5 (breadth 2), rank 1 repeats rank 0 and is skipped,
-        # 7 keeps rank 2 (breadth 1), 9 (breadth 1). Then 5 -> 5 (rank 1 skipped
-        # again), 7 -> 7, 9 has no row, 5 -> 5, 7 -> 7: the budget of 8 is spent.
-        self.assertEqual(draft.tokens.tolist(), [5, 5, 7, 9, 5, 7, 5, 7])
-        self.assertEqual(draft.parents.tolist(), [-1, 0, 0, 0, 1, 2, 4, 5])
+        # Root (b=4): 5 (breadth 4), rank 1 repeats rank 0 and is skipped, 7
+        # (rank 2, breadth 1), 9 (breadth 1). The depth-1 5 (b=4, halved to 2)
+        # gives 5, 7, 9 (rank 1 skipped again); 7 gives 7: the budget is spent.
+        self.assertEqual(draft.tokens.tolist(), [5, 5, 7, 9, 5, 7, 9, 7])
+        self.assertEqual(draft.parents.tolist(), [-1, 0, 0, 0, 1, 1, 1, 2])
         # A row of one token repeated is a chain, however wide the table.
         auto = self.make()
         auto.init_logits(100, 64)
@@ -104,6 +121,142 @@ class LogitsTreeShape(_Base):
 
     def test_chain_has_breadth_one(self) -> None:
         self.assertEqual(self.shape(8, 64, is_chain=True), [1] * 64)
+
+
+class LateHalving(_Base):
+    """The older rule, kept as the option late_halving=True for comparisons: the
+    root's breadth is halved for its children (b' = k >> 1) and the depth-1
+    nodes pass theirs on unhalved (b' = b), one level later than the paper."""
+
+    def shape(self, top_k: int, budget: int) -> list[int]:
+        auto = self.make(late_halving=True)
+        self.assertTrue(auto.late_halving)
+        full_table(auto, 1000, top_k)
+        draft = auto.retrieve(5, budget)
+        check_draft(draft, 5, budget, False)
+        return breadth_profile(draft)
+
+    def test_default_is_the_paper_rule(self) -> None:
+        self.assertFalse(self.make().late_halving)
+        with self.assertRaises(TypeError):
+            self.make(late_halving=1)
+
+    def test_older_shapes(self) -> None:
+        # k=8: depth 1 breadths 4,2,1,...; depth 2 4+2+6 = 12; then 17, 18, 8.
+        self.assertEqual(self.shape(8, 64), [1, 8, 12, 17, 18, 8])
+        self.assertEqual(self.shape(4, 16), [1, 4, 5, 6])
+        self.assertEqual(self.shape(16, 64), [1, 16, 27, 20])
+        self.assertEqual(self.shape(3, 30), [1] + [3] * 9 + [2])
+
+    def test_figure9_table_under_the_older_rule(self) -> None:
+        # Node 1 gets breadth 2, not 4: it expands 5, 6 only.
+        auto = four_ary(self.make(late_halving=True), 1024)
+        draft = auto.retrieve(0, 21)
+        self.assertEqual(draft.size, 21)
+        self.assertNotIn((0, 1, 7), node_paths(draft))
+
+
+FIGURE9_TREE = {
+    # depth 1
+    (0, 1), (0, 2), (0, 3), (0, 4),
+    # depth 2: breadths 4, 2, 1, 1 above give 4, 2, 1, 1 children
+    (0, 1, 5), (0, 1, 6), (0, 1, 7), (0, 1, 8), (0, 2, 9), (0, 2, 10), (0, 3, 13), (0, 4, 17),
+    # depth 3: 5 (breadth 2) gives two, the others one each, until 21 nodes
+    (0, 1, 5, 21), (0, 1, 5, 22), (0, 1, 6, 25), (0, 1, 7, 29), (0, 1, 8, 33),
+    (0, 2, 9, 37), (0, 2, 10, 41), (0, 3, 13, 53),
+}  # fmt: skip
+FIGURE9_LEAVES = {
+    (0, 4, 17), (0, 1, 5, 21), (0, 1, 5, 22), (0, 1, 6, 25), (0, 1, 7, 29),
+    (0, 1, 8, 33), (0, 2, 9, 37), (0, 2, 10, 41), (0, 3, 13, 53),
+}  # fmt: skip
+
+
+class Figure9(_Base):
+    """The paper's Figure 9: k = 4, the 4-ary table, root token 0, budget 21."""
+
+    def test_the_tree_of_the_figure(self) -> None:
+        draft = four_ary(self.make(max_nodes=2), 1024).retrieve(0, 21)
+        check_draft(draft, 0, 21, False)
+        self.assertEqual(draft.size, 21)
+        self.assertEqual(node_paths(draft), FIGURE9_TREE | {(0,)})
+        self.assertEqual(leaf_paths(draft), FIGURE9_LEAVES)
+        self.assertEqual(breadth_profile(draft), [1, 4, 8, 8])
+        # Breadth-first, children in rank order.
+        self.assertEqual(draft.tokens[:13].tolist(), list(range(0, 11)) + [13, 17])
+
+    def test_budgets_are_filled_exactly(self) -> None:
+        auto = four_ary(self.make(max_nodes=2), 65536)
+        for budget in (1, 2, 8, 21, 64):
+            draft = auto.retrieve(0, budget)
+            check_draft(draft, 0, budget, False)
+            self.assertEqual(draft.size, budget)
+            self.assertEqual(len(node_paths(draft)), budget)
+
+    def test_chain_mode_fills_the_budget_with_one_path(self) -> None:
+        draft = four_ary(self.make(max_nodes=2), 65536).retrieve(0, 8, True)
+        check_draft(draft, 0, 8, True)
+        self.assertEqual(leaf_paths(draft), {(0, 1, 5, 21, 85, 341, 1365, 5461)})
+
+    def test_a_row_past_the_vocabulary_ends_expansion(self) -> None:
+        # With vocabulary 16 the depth-2 tokens 5..13 have rows, 17 has none, and
+        # no depth-3 token (21 and up) has one: the tree stops at 21 nodes.
+        draft = four_ary(self.make(max_nodes=2), 16).retrieve(0, 64)
+        self.assertEqual(breadth_profile(draft), [1, 4, 8, 8])
+        self.assertEqual(leaf_paths(draft), FIGURE9_LEAVES)
+        # A root past the vocabulary has no row: the draft is the root alone.
+        self.assertEqual(four_ary(self.make(), 16).retrieve(99, 8).tokens.tolist(), [99])
+
+
+class MergeAwareRefill(_Base):
+    """The logits tree fills what retrieval left, counting merged nodes once."""
+
+    def rows(self, auto: Any, mapping: dict[int, list[int]]) -> Any:
+        auto.init_logits(64, 4)
+        auto.update(list(mapping), list(mapping.values()))
+        return auto
+
+    def test_a_repeated_row_token_gets_the_full_breadth(self) -> None:
+        x, a = 10, 20
+        auto = self.rows(self.make(max_nodes=2), {x: [a, a, a, a], a: [30, 31, 32, 33]})
+        draft = auto.retrieve(x, 6)
+        # a keeps rank 0 and breadth 4, so it expands all of its row.
+        self.assertEqual(draft.tokens.tolist(), [x, a, 30, 31, 32, 33])
+        self.assertEqual(draft.parents.tolist(), [-1, 0, 1, 1, 1, 1])
+
+    def test_retrieved_root_and_prefix_use_the_budget_once(self) -> None:
+        x, a, b = 10, 20, 30
+        table = {x: [a, 21, 22, 23], a: [b, 31, 32, 33], b: [40, 41, 42, 43]}
+        # x: a (breadth 4), 21, 22, 23; a: b (breadth 2), 31, 32, 33; b: 40, 41.
+        for budget in (2, 4, 8, 11):
+            auto = self.rows(self.make(max_nodes=32), table)
+            auto.insert([1, x, a], 5)
+            auto.trans_tokens([1])
+            draft = auto.retrieve(x, budget)
+            check_draft(draft, x, budget, False)
+            self.assertEqual(draft.size, budget)
+            # Retrieval drafts x, a; with room left x's row meets a again.
+            self.assertEqual(draft.sources[1], 3 if budget > 2 else 1)
+            if budget >= 8:
+                self.assertIn((x, a, b), node_paths(draft))
+
+    def test_two_borders_on_one_root_leave_no_hole(self) -> None:
+        x = 10
+        table = {x: [20, 21, 22, 23], 20: [30, 31, 32, 33], 21: [34, 35, 36, 37]}
+        auto = self.rows(self.make(max_nodes=64), table)
+        auto.insert([1, 2, x], 5)
+        auto.insert([2, x], 5)
+        auto.trans_tokens([1, 2])
+        draft = auto.retrieve(x, 4)
+        self.assertEqual(draft.tokens.tolist(), [x, 20, 21, 22])
+
+    def test_chain_keeps_the_retrieved_prefix(self) -> None:
+        x, a, b = 10, 20, 30
+        auto = self.rows(self.make(max_nodes=32), {x: [a, 21, 22, 23], a: [b, 31, 32, 33], b: [40, 41, 42, 43]})
+        auto.insert([1, x, a], 5)
+        auto.trans_tokens([1])
+        draft = auto.retrieve(x, 8, True)
+        check_draft(draft, x, 8, True)
+        self.assertEqual(draft.tokens.tolist(), [x, a, b, 40])
 
 
 class TreeAttentionMask(_Base):
@@ -333,6 +486,18 @@ class OriginalDefects(_Base):
 
 
 class LogitsTreeShapeReference(LogitsTreeShape):
+    impl = ReferenceAutomaton
+
+
+class LateHalvingReference(LateHalving):
+    impl = ReferenceAutomaton
+
+
+class Figure9Reference(Figure9):
+    impl = ReferenceAutomaton
+
+
+class MergeAwareRefillReference(MergeAwareRefill):
     impl = ReferenceAutomaton
 
 

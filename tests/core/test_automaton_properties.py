@@ -59,9 +59,10 @@ _REPEAT = st.tuples(
 )
 # next_token None: pick, when run, a token that continues the matcher state
 # (a border exists), so retrieval has something to draft.
+# A root at or past the vocabulary (VOCAB + 1) has no row of its own.
 _RETRIEVE = st.tuples(
     st.just("retrieve"),
-    st.one_of(st.none(), st.integers(0, VOCAB - 1)),
+    st.one_of(st.none(), st.integers(0, VOCAB - 1), st.just(VOCAB + 1)),
     st.integers(1, 40),
     st.booleans(),
 )
@@ -116,12 +117,13 @@ def apply(
     elif name == "init_logits":
         args = (op[1], min(op[2], op[1]))
     elif name == "update":
-        # Rows drawn now: their width depends on the current top_k.
+        # Rows drawn now: their width depends on the current top_k. An entry
+        # may name a token past the vocabulary (a draft token without a row).
         rnd = random.Random(op[2])
         k = ref.top_k or 1
         v = ref.vocab_size or VOCAB
         ids = [rnd.randrange(v) for _ in range(op[1])]
-        rows = [[rnd.randrange(v) for _ in range(k)] for _ in ids]
+        rows = [[rnd.randrange(v + 2) for _ in range(k)] for _ in ids]
         if op[3] in ("int32", "int64"):
             args = (convert(ids, op[3]), np.array(rows, dtype=op[3]).reshape(len(ids), k))
         else:
@@ -157,9 +159,9 @@ def check_same(ref: ReferenceAutomaton, comp: Automaton) -> None:
 
 
 def run(config: tuple[int, ...], ops: list[tuple[Any, ...]]) -> None:
-    max_nodes, min_depth, ngram, mode, top_k = config
-    ref = ReferenceAutomaton(max_nodes, min_depth, ngram)
-    comp = Automaton(max_nodes, min_depth, ngram)
+    max_nodes, min_depth, ngram, mode, top_k, late = config
+    ref = ReferenceAutomaton(max_nodes, min_depth, ngram, late_halving=bool(late))
+    comp = Automaton(max_nodes, min_depth, ngram, late_halving=bool(late))
     comp._set_redirect_mode(mode)
     if top_k:
         ref.init_logits(VOCAB, top_k)
@@ -197,6 +199,7 @@ CONFIGS = st.tuples(
     st.integers(0, 5),  # ngram (0 clamps to 1)
     st.integers(0, 3),  # redirect walk: hybrid, failure subtree, failure chain, cut subtree
     st.integers(0, 4),  # top_k of a logits table set up front (0: none)
+    st.booleans(),  # late_halving: the logits tree's older breadth rule
 )
 
 
@@ -214,6 +217,7 @@ def test_compiled_matches_reference(config: tuple[int, ...], ops: list[Any]) -> 
         st.integers(3, 8),
         st.integers(0, 3),
         st.integers(0, 4),
+        st.booleans(),
     ),
     ops=st.lists(
         st.one_of(
@@ -242,11 +246,12 @@ def test_longer_texts_match_reference(config: tuple[int, ...], ops: list[Any]) -
     top_k=st.integers(1, 8),
     budget=st.integers(1, 80),
     chain=st.booleans(),
+    late=st.booleans(),
     seed=st.integers(0, 2**16),
     text=st.lists(st.integers(0, 11), max_size=40),
 )
 def test_full_table_fills_budget_exactly(
-    vocab: int, top_k: int, budget: int, chain: bool, seed: int, text: list[int]
+    vocab: int, top_k: int, budget: int, chain: bool, late: bool, seed: int, text: list[int]
 ) -> None:
     """With every logits row written the logits tree never runs dry, so after
     merging with retrieval the tree has exactly `budget` nodes (not a chain)."""
@@ -254,7 +259,8 @@ def test_full_table_fills_budget_exactly(
     text = [t % vocab for t in text]
     rnd = random.Random(seed)
     rows = [rnd.sample(range(vocab), top_k) for _ in range(vocab)]
-    ref, comp = ReferenceAutomaton(200, 1, 4), Automaton(200, 1, 4)
+    ref = ReferenceAutomaton(200, 1, 4, late_halving=late)
+    comp = Automaton(200, 1, 4, late_halving=late)
     for auto in (ref, comp):
         auto.init_logits(vocab, top_k)
         auto.update(list(range(vocab)), rows)

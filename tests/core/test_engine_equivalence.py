@@ -66,13 +66,13 @@ def test_padded_trees_are_lossless(monkeypatch) -> None:
     cheaper) decode exactly like plain decoding."""
     import numpy as np
 
-    from racer_core.tree_policy import TreePolicy
+    from racer_core.tree_policy import Selection, TreePolicy
 
     def small_subtree_padded_to_eight(self, tree):
         chosen = np.arange(min(tree.size, 3))  # breadth-first prefix: closed under parents
-        return chosen, 8, 0.0
+        return Selection(chosen, 8, 0.0, np.ones(tree.size), (), -1)
 
-    monkeypatch.setattr(TreePolicy, "select", small_subtree_padded_to_eight)
+    monkeypatch.setattr(TreePolicy, "choose", small_subtree_padded_to_eight)
     engine = engine_for("llama", markov=True)
     plain, _, _ = run(engine, PROMPT, method="ar", max_new_tokens=120)
     steps = list(engine.decoder().generate(PROMPT, GenerationConfig(method="racer", max_new_tokens=120)))

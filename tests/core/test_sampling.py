@@ -105,7 +105,7 @@ def test_racer_sampling_matches_plain_sampling_and_the_test_has_power() -> None:
         config = GenerationConfig(method="racer", max_num_draft=32)
         automaton = dec._ensure_automaton(config)
         automaton.feed(PROMPT)
-        last = dec._prefill(PROMPT, config, update_table=True)
+        last = dec._prefill(PROMPT, update_table=True)
         tree = automaton.retrieve(int(last.argmax()), 32)
         assert tree.size > 8  # drafts to be biased towards
         base = len(dec.cached)

@@ -9,7 +9,6 @@ import pytest
 import torch
 from engine_helpers import PROMPT, engine_for
 
-from racer_core.events import GenerationConfig
 from racer_core.testing import FAMILIES
 
 # A tree over vocabulary ids: parents in breadth-first order (node 0 = root).
@@ -41,34 +40,32 @@ def _path(i: int) -> list[int]:
 @pytest.mark.parametrize("family", FAMILIES)
 def test_tree_logits_equal_sequential_logits(family: str) -> None:
     engine = engine_for(family)
-    config = GenerationConfig(method="ar")
     mask, depth = _ancestry()
     with torch.inference_mode():
         tree_dec = engine.decoder()
-        tree_dec._prefill(PROMPT, config, update_table=False)
+        tree_dec._prefill(PROMPT, update_table=False)
         base = len(tree_dec.cached)
         tree_logits = tree_dec._forward(
             torch.from_numpy(TOKENS), torch.from_numpy(depth + base), engine.runtime.masks.build(base, mask, depth)
         )
         for node in range(len(TOKENS)):
             plain = engine.decoder()
-            last = plain._prefill(PROMPT + [int(TOKENS[i]) for i in _path(node)], config, update_table=False)
+            last = plain._prefill(PROMPT + [int(TOKENS[i]) for i in _path(node)], update_table=False)
             torch.testing.assert_close(tree_logits[node], last, rtol=1e-4, atol=1e-4)
 
 
 def test_commit_keeps_accepted_rows_in_path_order() -> None:
     engine = engine_for("llama")
-    config = GenerationConfig(method="ar")
     mask, depth = _ancestry()
     accepted = _path(6)  # root -> 1 -> 4 -> 6: not a run of first children
     with torch.inference_mode():
         dec = engine.decoder()
-        dec._prefill(PROMPT, config, update_table=False)
+        dec._prefill(PROMPT, update_table=False)
         base = len(dec.cached)
         dec._forward(torch.from_numpy(TOKENS), torch.from_numpy(depth + base), engine.runtime.masks.build(base, mask, depth))
         dec.cache.commit(base, accepted)
         plain = engine.decoder()
-        plain._prefill(PROMPT + [int(TOKENS[i]) for i in accepted], config, update_table=False)
+        plain._prefill(PROMPT + [int(TOKENS[i]) for i in accepted], update_table=False)
     assert dec.cache.length == plain.cache.length == base + len(accepted)
     for ours, theirs in zip(dec.cache.layers, plain.cache.layers, strict=True):
         torch.testing.assert_close(ours.keys, theirs.keys, rtol=1e-5, atol=1e-5)

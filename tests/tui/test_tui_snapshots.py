@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from app_pilot import SIZE, SMALL
 from fake_engine import FakeClock, FakeEngine, drain, failing_factory, make_app, ready_chat, wait_for
 
 from racer_core.bench import runner
@@ -18,10 +19,11 @@ from racer_tui.screens.bench import BenchScreen
 from racer_tui.screens.chat import ChatScreen
 from racer_tui.screens.model_error import ModelErrorScreen
 
-SIZE = (120, 36)
 
-
-pytestmark = pytest.mark.usefixtures("tui_user_dirs")
+@pytest.fixture(autouse=True)
+def _home_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Paths on screen are shown from ~ (the home folder): the same in every run."""
+    monkeypatch.setenv("HOME", str(tmp_path))
 
 
 async def ask(pilot, text: str) -> ChatScreen:
@@ -42,13 +44,19 @@ def test_chat_mid_generation(snap_compare, tmp_path: Path) -> None:
     assert snap_compare(make_app(tmp_path, engine), terminal_size=SIZE, run_before=run_before)
 
 
-def test_chat_after_completion(snap_compare, tmp_path: Path) -> None:
-    async def run_before(pilot) -> None:
-        chat = await ask(pilot, "How does RACER draft tokens?")
-        await wait_for(pilot, lambda: chat.stats.steps and not chat.generating)
-        await pilot.pause()
+async def finish_reply(pilot) -> None:
+    chat = await ask(pilot, "How does RACER draft tokens?")
+    await wait_for(pilot, lambda: chat.stats.steps and not chat.generating)
+    await pilot.pause()
 
-    assert snap_compare(make_app(tmp_path, FakeEngine()), terminal_size=SIZE, run_before=run_before)
+
+def test_chat_after_completion(snap_compare, tmp_path: Path) -> None:
+    assert snap_compare(make_app(tmp_path, FakeEngine()), terminal_size=SIZE, run_before=finish_reply)
+
+
+def test_chat_small_terminal(snap_compare, tmp_path: Path) -> None:
+    """80x24: no sidebar, the chart as a sparkline in the status line."""
+    assert snap_compare(make_app(tmp_path, FakeEngine()), terminal_size=SMALL, run_before=finish_reply)
 
 
 def test_chat_markdown_view(snap_compare, tmp_path: Path) -> None:
@@ -87,7 +95,7 @@ def test_dashboard_running(snap_compare, tmp_path: Path, monkeypatch: pytest.Mon
     assert snap_compare(make_app(tmp_path, engine), terminal_size=SIZE, run_before=run_before)
 
 
-def test_dashboard_finished(snap_compare, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def finished_dashboard(monkeypatch: pytest.MonkeyPatch):
     clock = FakeClock()
     monkeypatch.setattr(runner, "_clock", clock.perf_counter)
     engine = FakeEngine(clock=clock, vary=True)
@@ -97,7 +105,18 @@ def test_dashboard_finished(snap_compare, tmp_path: Path, monkeypatch: pytest.Mo
         await wait_for(pilot, lambda: bench.result is not None)
         await pilot.pause()
 
+    return engine, run_before
+
+
+def test_dashboard_finished(snap_compare, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine, run_before = finished_dashboard(monkeypatch)
     assert snap_compare(make_app(tmp_path, engine), terminal_size=SIZE, run_before=run_before)
+
+
+def test_dashboard_small_terminal(snap_compare, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """80x24: the setup column folded away, the charts across the width."""
+    engine, run_before = finished_dashboard(monkeypatch)
+    assert snap_compare(make_app(tmp_path, engine), terminal_size=SMALL, run_before=run_before)
 
 
 def test_settings_screen(snap_compare, tmp_path: Path) -> None:
@@ -127,3 +146,13 @@ def test_model_error_view(snap_compare, tmp_path: Path) -> None:
 
     app = make_app(tmp_path, factory, model_path="/models/missing.gguf")
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_step_inspector(snap_compare, tmp_path: Path) -> None:
+    async def run_before(pilot) -> None:
+        chat = await ask(pilot, "How does RACER draft tokens?")
+        await wait_for(pilot, lambda: chat.stats.steps and not chat.generating)
+        await pilot.press("ctrl+o", "home", "right", "right")  # the third step: 4 tokens
+        await pilot.pause()
+
+    assert snap_compare(make_app(tmp_path, FakeEngine()), terminal_size=SIZE, run_before=run_before)

@@ -100,6 +100,17 @@ def test_host_without_serve_is_refused(capsys: pytest.CaptureFixture[str]) -> No
     assert "--serve" in capsys.readouterr().err
 
 
+def test_the_app_offers_every_member_of_the_screens_host_interface(tmp_path: Path) -> None:
+    from racer_tui.app import RacerApp
+    from racer_tui.host import Host
+
+    app = RacerApp(data_dir=tmp_path / "data", config_dir=tmp_path / "config")
+    members = [m for m in vars(Host) if not m.startswith("_")]
+    assert "claim_engine" in members and "settings" in members
+    assert [m for m in members if not hasattr(app, m)] == []
+    app.history.close()
+
+
 def test_app_never_imports_torch() -> None:
     code = (
         "import sys, racer_tui.app, racer_tui.cli;"
@@ -108,3 +119,34 @@ def test_app_never_imports_torch() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"racer_tui.app imported {proc.stdout.strip()}: {proc.stderr[-500:]}"
+
+
+# -- layout --------------------------------------------------------------------
+
+
+def test_panels_fold_by_width_and_the_users_choice_holds() -> None:
+    from racer_tui.layout import Folding, Panel
+
+    folding = Folding(Panel("sidebar", 110, floats=True), Panel("chart", 90))
+    assert folding.classes(120) == {
+        "-sidebar-hidden": False,
+        "-sidebar-floating": False,
+        "-chart-hidden": False,
+        "-chart-floating": False,
+    }
+    assert folding.classes(100)["-sidebar-hidden"] and not folding.classes(100)["-chart-hidden"]
+    assert folding.classes(80)["-chart-hidden"]
+    assert folding.toggle("sidebar", 80) is True  # shown below its width: it floats
+    assert folding.classes(80)["-sidebar-floating"] and not folding.classes(130)["-sidebar-floating"]
+    folding.reset("sidebar")
+    assert folding.classes(80)["-sidebar-hidden"]
+    assert folding.toggle("chart", 120) is False and folding.classes(200)["-chart-hidden"]
+
+
+def test_sparkline_scales_like_the_chart() -> None:
+    from racer_tui.widgets.bars import sparkline
+
+    assert sparkline([1, 2, 4], 10) == "▂▄█"
+    assert sparkline([8, 1], 10) == "█▁"
+    assert sparkline(list(range(1, 30)), 5) == sparkline(list(range(25, 30)), 5)
+    assert sparkline([], 5) == ""

@@ -1,0 +1,153 @@
+"""What one decoding step verified, for the step inspector.
+
+Pure Python on purpose (like events.py): the Textual app reads these records
+without importing torch or numpy. The decoder fills one per step from arrays
+it already holds, so recording costs a few list conversions; the token texts
+are looked up only when someone opens the inspector.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+RETRIEVAL_BIT = 1  # the automaton's source bits (DraftTree.sources)
+LOGITS_BIT = 2
+
+
+def _tuple(values: Any) -> tuple:
+    """tolist() turns numpy scalars into Python numbers in one C call."""
+    return tuple(values.tolist() if hasattr(values, "tolist") else values)
+
+
+@dataclass(frozen=True)
+class DraftNode:
+    """One verified node of a step's draft tree; node 0 is the root."""
+
+    token_id: int
+    parent: int  # index of the parent node, -1 for the root
+    depth: int  # 0 for the root
+    from_retrieval: bool  # proposed by the automaton ...
+    context: int  # ... after matching this many tokens of context (0 if not)
+    from_logits: bool  # proposed by the logits table ...
+    rank: int  # ... as its rank-th guess (0 = best; -1 if not)
+    estimate: float | None  # the policy's P(path accepted), None without a policy
+
+    @property
+    def source(self) -> str:
+        """A short label: where the drafts came from."""
+        if self.parent < 0:
+            return "root"
+        parts = []
+        if self.from_retrieval:
+            parts.append(f"automaton ctx {self.context}")
+        if self.from_logits:
+            parts.append(f"logits rank {self.rank}")
+        return " + ".join(parts) or "draft"
+
+
+@dataclass(frozen=True)
+class BudgetOption:
+    """One tree size the policy weighed: its value is expected tokens per second."""
+
+    nodes: int  # tree nodes verified, root included
+    fed: int  # rows fed to the model (padded up to a cheaper size)
+    expected_tokens: float  # expected accepted drafts + the bonus token
+    seconds: float  # the cost curve's time to verify `fed` rows
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.expected_tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One step's verified tree, what the model accepted, and why this size."""
+
+    tokens: tuple[int, ...]
+    parents: tuple[int, ...]
+    depths: tuple[int, ...]
+    sources: tuple[int, ...]  # RETRIEVAL_BIT | LOGITS_BIT per node, 0 for the root
+    context: tuple[int, ...]
+    rank: tuple[int, ...]
+    estimates: tuple[float, ...] | None  # the policy's P(path accepted) per node
+    accepted: tuple[int, ...]  # node indices of the accepted path, root first
+    bonus: int  # the token the model chose after the last accepted node
+    fed: int  # rows fed to the model (the budget in force)
+    drafted: int  # nodes in the whole drafted tree the budget was cut from
+    budget_rule: str  # "auto" (the tree policy), "fixed" or "plain"
+    options: tuple[BudgetOption, ...] = ()  # the sizes "auto" weighed, smallest first
+    chosen_option: int = -1  # index into options
+
+    @classmethod
+    def build(
+        cls,
+        tokens: Any,
+        parents: Any,
+        depths: Any,
+        sources: Any,
+        context: Any,
+        rank: Any,
+        accepted: Sequence[int],
+        bonus: int,
+        fed: int,
+        drafted: int,
+        budget_rule: str,
+        estimates: Any = None,
+        options: tuple[BudgetOption, ...] = (),
+        chosen_option: int = -1,
+    ) -> StepRecord:
+        """From numpy arrays or sequences (one entry per verified node)."""
+        return cls(
+            _tuple(tokens), _tuple(parents), _tuple(depths), _tuple(sources), _tuple(context), _tuple(rank),
+            None if estimates is None else _tuple(estimates), tuple(accepted), int(bonus), int(fed), int(drafted),
+            budget_rule, options, chosen_option,
+        )
+
+    @property
+    def size(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def nodes(self) -> tuple[DraftNode, ...]:
+        return tuple(
+            DraftNode(
+                self.tokens[i], self.parents[i], self.depths[i],
+                bool(self.sources[i] & RETRIEVAL_BIT), self.context[i],
+                bool(self.sources[i] & LOGITS_BIT), self.rank[i],
+                None if self.estimates is None else self.estimates[i],
+            )
+            for i in range(self.size)
+        )
+
+    @property
+    def accepted_tokens(self) -> tuple[int, ...]:
+        """The accepted drafts (root excluded) then the bonus token."""
+        return (*(self.tokens[i] for i in self.accepted[1:]), self.bonus)
+
+    def children(self, node: int) -> list[int]:
+        return [i for i in range(1, self.size) if self.parents[i] == node]
+
+    @property
+    def why(self) -> str:
+        """The budget decision in one sentence."""
+        if self.budget_rule == "plain":
+            return "plain decoding: the root alone, nothing drafted"
+        if self.budget_rule == "fixed":
+            return f"a fixed budget of {self.fed} nodes (max_num_draft); {self.drafted} were drafted"
+        if self.drafted <= 1:
+            return "nothing was drafted for this root: it was verified alone"
+        if not 0 <= self.chosen_option < len(self.options):
+            return f"the tree policy chose {self.size} of {self.drafted} drafted nodes"
+        best = self.options[self.chosen_option]
+        others = [o for i, o in enumerate(self.options) if i != self.chosen_option]
+        text = (
+            f"the tree policy verified the {best.nodes} most likely of {self.drafted} drafted nodes: "
+            f"{best.expected_tokens:.2f} expected tokens in {best.seconds * 1e3:.2f} ms"
+        )
+        if others:
+            runner = max(others, key=lambda o: o.tokens_per_s)
+            what = "the root alone" if runner.nodes == 1 else f"{runner.nodes} nodes"
+            text += f", better than {what} ({runner.expected_tokens:.2f} in {runner.seconds * 1e3:.2f} ms)"
+        return text

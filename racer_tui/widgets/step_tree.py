@@ -1,0 +1,107 @@
+"""One step's draft tree as text: every verified node with its token and
+source, the accepted path highlighted, the bonus token, and why the tree has
+this size."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from racer_core.events import Source
+from racer_core.step_record import StepRecord
+from racer_tui.colors import CHART_BLUE, LOGITS_GREEN, RETRIEVAL_GREEN
+from racer_tui.step_log import LoggedStep
+
+TokenText = Callable[[int], str]
+ACCEPTED = f"bold black on {RETRIEVAL_GREEN}"
+BONUS = "bold black on rgb({},{},{})".format(*CHART_BLUE)
+
+
+def shown(text: str) -> str:
+    """A token's text with its whitespace visible."""
+    return repr(text)
+
+
+def _node_label(record: StepRecord, index: int, token_text: TokenText, accepted: set[int]) -> Text:
+    node = record.nodes[index]
+    label = Text()
+    token = shown(token_text(node.token_id))
+    if index == 0:
+        label.append(token, style=ACCEPTED)
+        label.append("  root: the last step's bonus token", style="dim")
+        return label
+    label.append(token, style=ACCEPTED if index in accepted else "")
+    color = RETRIEVAL_GREEN if node.from_retrieval else LOGITS_GREEN
+    label.append(f"  {node.source}", style=color)
+    if node.estimate is not None:
+        label.append(f"  p {node.estimate:.2f}", style="dim")
+    return label
+
+
+def draft_tree(record: StepRecord, token_text: TokenText) -> Tree:
+    accepted = set(record.accepted)
+    nodes = [Tree(_node_label(record, 0, token_text, accepted), guide_style="dim")]
+    branches: dict[int, Tree] = {0: nodes[0]}
+    for index in range(1, record.size):  # breadth-first: a parent comes before its children
+        branches[index] = branches[record.parents[index]].add(_node_label(record, index, token_text, accepted))
+    bonus = Text()
+    bonus.append(shown(token_text(record.bonus)), style=BONUS)
+    bonus.append("  bonus: the model's own next token after the accepted path", style="dim")
+    branches[record.accepted[-1]].add(bonus)
+    return nodes[0]
+
+
+def options_table(record: StepRecord) -> Table:
+    table = Table(box=None, padding=(0, 1), show_edge=False, header_style="bold")
+    for name in ("", "nodes", "rows fed", "expected tokens", "ms", "tokens/s"):
+        table.add_column(name, justify="right")
+    options = record.options
+    chosen = record.chosen_option
+    # The root alone, the chosen size with its neighbours, and the largest: the rest elided.
+    shown = sorted({0, len(options) - 1, *range(chosen - 2, chosen + 3)} & set(range(len(options))))
+    previous = -1
+    for i in shown:
+        if i > previous + 1:
+            table.add_row("", "…", "", "", "", "", style="dim")
+        previous = i
+        option = options[i]
+        mark = "▶" if i == chosen else ""
+        table.add_row(
+            mark, str(option.nodes), str(option.fed), f"{option.expected_tokens:.2f}",
+            f"{option.seconds * 1e3:.2f}", f"{option.tokens_per_s:.0f}",
+            style="bold" if mark else "dim",
+        )
+    return table
+
+
+def step_view(entry: LoggedStep, token_text: TokenText) -> RenderableType:
+    """Everything the inspector shows about one logged step."""
+    record = entry.record
+    tokens = "".join(p.text for p in entry.pieces)
+    drafts = sum(1 for p in entry.pieces if p.source != Source.MODEL)
+    head = Text()
+    head.append(f"{len(entry.pieces)} token{'s' if len(entry.pieces) != 1 else ''}", style="bold")
+    head.append(f" ({drafts} accepted draft{'s' if drafts != 1 else ''} + the bonus): ")
+    head.append(shown(tokens))
+    if record is None:
+        if entry.step == 1:
+            why = (f"The prompt's forward pass ({entry.tree_size} new tokens) gave the first token. "
+                   "Nothing is drafted before it: it becomes the root of the next step's tree.")
+        else:
+            why = "This method's steps are transformers' own; their drafts are not visible."
+        return Group(head, Text(""), Text(why))
+    budget = Text()
+    budget.append("budget ", style="bold")
+    budget.append(f"{record.size} nodes verified of {record.drafted} drafted, {record.fed} rows fed ({record.budget_rule})")
+    why = Text()
+    why.append("why ", style="bold")
+    why.append(record.why)
+    parts: list[RenderableType] = [head, budget, why, Text(""), draft_tree(record, token_text)]
+    if record.options:
+        parts += [Text(""), Text("the sizes the policy weighed (cost curve against expected tokens)", style="bold"),
+                  options_table(record)]
+    return Group(*parts)

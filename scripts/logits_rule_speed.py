@@ -1,0 +1,130 @@
+"""Speed of the logits tree's two breadth rules, side by side in one run.
+
+Loads the engine once and answers each question with plain greedy decoding
+(`ar`), RACER with the paper's rule (the default) and RACER with the older
+rule (`Automaton(late_halving=True)`), interleaved per question so drift on a
+shared machine hits all three alike (the two RACER variants swap order every
+question). Prints tokens per second as a ratio to `ar`, the mean accepted
+tokens per step (MAT), and whether each variant's output equals `ar`'s.
+
+    python scripts/logits_rule_speed.py --question-begin 14 --max-new-tokens 128
+
+The older rule is built here, by handing the decoder an automaton class with
+the option set; the engine itself always uses the default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+
+import racer_core.decoder as decoder
+from racer_core.automaton import Automaton
+from racer_core.bench.suites import Question, load_suite
+from racer_core.engine import load_engine
+from racer_core.events import Engine, GenerationConfig
+
+VARIANTS = ("ar", "racer paper", "racer late")
+
+
+@dataclass
+class Tally:
+    tokens: int = 0
+    seconds: float = 0.0
+    accepts: list[int] = field(default_factory=list)
+    same: int = 0
+
+
+@contextmanager
+def logits_rule(late: bool) -> Iterator[None]:
+    """The decoder builds its automata with late_halving=`late` inside the block."""
+    original = decoder.Automaton
+    decoder.Automaton = functools.partial(Automaton, late_halving=True) if late else Automaton  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        decoder.Automaton = original  # type: ignore[misc]
+
+
+def answer(engine: Engine, q: Question, config: GenerationConfig) -> tuple[list[tuple[int, ...]], float, list[int]]:
+    """Token ids per turn, wall seconds, accept length per step."""
+    conv = engine.new_conversation()
+    ids: list[tuple[int, ...]] = []
+    accepts: list[int] = []
+    seconds = 0.0
+    for turn in q.turns:
+        t0 = time.perf_counter()
+        turn_ids: list[int] = []
+        for ev in conv.send(turn, config):
+            turn_ids.extend(ev.token_ids)
+            if ev.pieces:
+                accepts.append(ev.accept_length)
+        seconds += time.perf_counter() - t0
+        ids.append(tuple(turn_ids))
+    return ids, seconds, accepts
+
+
+def run_variant(engine: Engine, q: Question, variant: str, config: GenerationConfig) -> tuple[list[tuple[int, ...]], float, list[int]]:
+    if variant == "ar":
+        return answer(engine, q, replace(config, method="ar"))
+    with logits_rule(late=variant == "racer late"):
+        return answer(engine, q, replace(config, method="racer"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--suite", default="builtin")
+    parser.add_argument("--question-begin", type=int, default=0)
+    parser.add_argument("--question-end", type=int, default=None)
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--max-num-draft", default="auto", help='a budget, or "auto" (the tree policy)')
+    parser.add_argument("--model-path", default=None, help="default: the embedded model")
+    args = parser.parse_args()
+
+    budget = args.max_num_draft if args.max_num_draft == "auto" else int(args.max_num_draft)
+    config = GenerationConfig(max_new_tokens=args.max_new_tokens, temperature=0.0, max_num_draft=budget)
+    engine = load_engine(args.model_path)
+    questions = load_suite(args.suite)[args.question_begin : args.question_end]
+    tallies = {v: Tally() for v in VARIANTS}
+    warmup = Question(question_id="warm-up", category="warm-up", turns=("Name three colours of the rainbow.",))
+    for v in VARIANTS:  # untimed: first-call costs stay out of the timings
+        run_variant(engine, warmup, v, replace(config, max_new_tokens=16))
+    print(f"{engine.info.model} on {engine.info.device}: warmed up; {len(questions)} questions", flush=True)
+    for n, q in enumerate(questions):
+        racers = list(VARIANTS[1:]) if n % 2 == 0 else list(reversed(VARIANTS[1:]))
+        reference = None
+        for v in ["ar", *racers]:
+            ids, seconds, accepts = run_variant(engine, q, v, config)
+            t = tallies[v]
+            t.tokens += sum(len(x) for x in ids)
+            t.seconds += seconds
+            t.accepts.extend(accepts)
+            if v == "ar":
+                reference = ids
+            t.same += ids == reference
+        report(tallies, n + 1)
+
+    print(f"\n{engine.info.model} on {engine.info.device} ({engine.info.dtype}); {len(questions)} questions, "
+          f"{args.max_new_tokens} new tokens, greedy, max_num_draft {args.max_num_draft}")
+    report(tallies, len(questions))
+
+
+def report(tallies: dict[str, Tally], questions: int) -> None:
+    """Totals so far (printed after every question, so a cut-short run still says something)."""
+    ar_speed = tallies["ar"].tokens / tallies["ar"].seconds
+    print(f"after {questions} question(s):")
+    print(f"  {'variant':<12} {'tokens':>7} {'seconds':>8} {'tok/s':>7} {'vs ar':>6} {'MAT':>5}  same as ar")
+    for v in VARIANTS:
+        t = tallies[v]
+        speed = t.tokens / t.seconds
+        mat = sum(t.accepts) / len(t.accepts)
+        print(f"  {v:<12} {t.tokens:>7} {t.seconds:>8.1f} {speed:>7.2f} {speed / ar_speed:>5.2f}x {mat:>5.2f}  "
+              f"{t.same}/{questions}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""The step inspector: opened from the acceptance chart, from a token of a
+reply and by key; arrow keys move between steps; Escape closes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from fake_engine import FakeEngine, make_app, ready_chat, wait_for
+from textual.geometry import Region
+from textual.widgets import Static
+
+from racer_tui.screens.chat import ChatScreen
+from racer_tui.screens.inspector import InspectorScreen
+from racer_tui.step_log import StepLog
+from racer_tui.widgets.step_chart import StepChart
+
+SIZE = (120, 36)
+pytestmark = pytest.mark.usefixtures("tui_user_dirs")
+
+
+def run_app(tmp_path: Path, scenario: Callable[..., Awaitable[None]]) -> None:
+    """The real app on the scripted engine, driven by `scenario(pilot)`."""
+
+    async def main() -> None:
+        async with make_app(tmp_path, FakeEngine()).run_test(size=SIZE) as pilot:
+            await scenario(pilot)
+
+    asyncio.run(main())
+
+
+async def _replied(pilot, text: str = "How does RACER draft tokens?") -> ChatScreen:
+    chat = await ready_chat(pilot)
+    await pilot.press(*text, "enter")
+    await wait_for(pilot, lambda: chat.stats.steps and not chat.generating)
+    await pilot.pause()
+    return chat
+
+
+def _body(pilot) -> str:
+    """The inspector's text as drawn on screen."""
+    body = pilot.app.screen.query_one("#inspector-body", Static)
+    return "\n".join(strip.text for strip in body.render_lines(Region(0, 0, *body.size)))
+
+
+def test_inspector_opens_moves_and_closes(tmp_path: Path) -> None:
+    async def scenario(pilot) -> None:
+        chat = await _replied(pilot)
+        steps = chat.steps.steps(chat.reply_id)
+        assert len(steps) == chat.stats.steps and all(s.record is not None for s in steps)
+        await pilot.press("ctrl+o")  # nothing selected: the latest step
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, InspectorScreen))
+        inspector = pilot.app.screen
+        assert inspector.index == len(steps) - 1
+        await pilot.press("home")
+        assert inspector.index == 0
+        body = _body(pilot)
+        first = steps[0]
+        assert f"Step 1 of {len(steps)}" in str(inspector.query_one("#inspector-title", Static).render())
+        assert "'RACER '" in body and "bonus" in body and "automaton ctx" in body and "logits rank" in body
+        assert "tree policy verified" in body  # the budget and why
+        await pilot.press("right", "right")
+        assert inspector.index == 2 and "Step 3" in str(inspector.query_one("#inspector-title", Static).render())
+        await pilot.press("left")
+        assert inspector.index == 1
+        await pilot.press("left", "left")  # stays at the first step
+        assert inspector.index == 0 and first.record is not None
+        await pilot.press("right", "escape")
+        await wait_for(pilot, lambda: pilot.app.screen is chat)
+        assert chat.query_one(StepChart).highlight == 1  # the chart keeps the step last shown
+
+    run_app(tmp_path, scenario)
+
+
+def test_chart_click_and_keys_open_a_step(tmp_path: Path) -> None:
+    async def scenario(pilot) -> None:
+        chat = await _replied(pilot)
+        chart = chat.query_one(StepChart)
+        await pilot.click(StepChart, offset=(3 + 2, chart.size.height - 2))  # the third step's column
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, InspectorScreen))
+        assert pilot.app.screen.index == 2
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: pilot.app.screen is chat)
+        chart.focus()
+        await pilot.press("left", "left", "enter")  # from the selected third step to the first
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, InspectorScreen))
+        assert pilot.app.screen.index == 0
+
+    run_app(tmp_path, scenario)
+
+
+def test_a_token_of_the_reply_opens_its_step(tmp_path: Path) -> None:
+    async def scenario(pilot) -> None:
+        chat = await _replied(pilot)
+        await pilot.click(".reply-text", offset=(0, 0))  # "RACER": the first step's first token
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, InspectorScreen))
+        assert pilot.app.screen.index == 0
+        assert chat.steps.steps(chat.reply_id)[0].pieces[0].text == "RACER "
+
+    run_app(tmp_path, scenario)
+
+
+def test_stored_replies_have_no_trees_and_say_so(tmp_path: Path) -> None:
+    async def scenario(pilot) -> None:
+        chat = await _replied(pilot)
+        chat_id = chat.chat_id
+        await pilot.press("ctrl+n")
+        await pilot.pause()
+        await chat.open_chat(chat_id)
+        await pilot.pause()
+        await pilot.press("ctrl+o")
+        await pilot.pause()
+        assert pilot.app.screen is chat
+        assert any("kept only for replies" in n.message for n in pilot.app._notifications)
+
+    run_app(tmp_path, scenario)
+
+
+def test_step_log_is_bounded_oldest_reply_first() -> None:
+    from racer_core.events import StepEvent, TokenPiece
+    from racer_core.step_record import StepRecord
+
+    record = StepRecord.build([1, 2, 3], [-1, 0, 1], [0, 1, 2], [0, 1, 1], [0, 3, 4], [-1, -1, -1], [0, 1], 9, 3, 3,
+                              "fixed")
+    log = StepLog(max_nodes=10)
+    event = StepEvent(2, (TokenPiece(2, "a", 1),), 3, 3, 0.0, 0.0, 0.0, record=record)
+    for reply in (1, 2):
+        log.add(reply, event)
+        log.add(reply, event)
+    assert log.nodes == 12 - 6 and log.steps(1) == [] and 1 in log.dropped
+    assert len(log.steps(2)) == 2
+    log.add(3, StepEvent(1, (), 0, 0, 0.0, 0.0, 0.0, True, "cancelled"))  # a closing event with no step
+    assert log.steps(3) == []
