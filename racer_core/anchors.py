@@ -20,7 +20,7 @@ from transformers.generation.streamers import BaseStreamer
 from racer_core.decoder import Step
 from racer_core.events import GenerationConfig, Source
 
-PLD_TOKENS = 10  # DESIGN.md's anchor: prompt lookup with 10 draft tokens
+PLD_TOKENS = 10  # the pld anchor: prompt lookup with 10 draft tokens (README, Methods)
 _DONE = object()
 
 

@@ -1,4 +1,4 @@
-"""The verification cost curve (DESIGN.md 1.8).
+"""The verification cost curve (docs/design.md 1.8).
 
 t(T), the seconds to verify T tokens, is measured once per model, device and
 dtype and kept in the user cache; the tree policy (tree_policy.py) weighs it

@@ -412,7 +412,7 @@ def _source(bits: int) -> Source:
 
 
 def _accept(logits: torch.Tensor, tokens: np.ndarray, parents: np.ndarray, sampler: TokenSampler) -> tuple[list[int], int]:
-    """Walk the tree from the root along the model's choices (DESIGN.md 1.5).
+    """Walk the tree from the root along the model's choices (docs/design.md 1.5).
 
     Greedy: the argmax at each node. Sampling: one sample per visited node,
     shared by every path through it, which keeps the target distribution.

@@ -1,4 +1,4 @@
-"""Tree attention on stock transformers models (DESIGN.md 1.4, Eq. 2).
+"""Tree attention on stock transformers models (docs/design.md 1.4, Eq. 2).
 
 The draft tree goes through the model in one forward pass: position ids are
 the cached length plus each node's depth, and a 4D additive float mask lets

@@ -1,4 +1,4 @@
-"""Which draft nodes to verify this step, and so how many (DESIGN.md 1.8).
+"""Which draft nodes to verify this step, and so how many (docs/design.md 1.8).
 
 A node is accepted only if its whole path is, so the expected number of
 accepted drafts of a tree is the sum over its nodes of P(path accepted). Each

@@ -1,4 +1,4 @@
-"""The GPU checks of DESIGN.md section 5, as one script.
+"""The GPU checks of docs/design.md section 5, as one script.
 
 Prints: the verification cost curve t(T) for T = 1..128; greedy agreement of
 RACER with plain decoding; tokens/s of ar, racer and pld on the built-in

@@ -1,4 +1,4 @@
-"""Answer files: one JSON line per question and method (DESIGN.md section 4).
+"""Answer files: one JSON line per question and method (docs/design.md section 4).
 
 Each line is written with a single `os.write` of the whole line on an O_APPEND
 descriptor, then fsynced, so a Ctrl-C or a kill loses at most the question in

@@ -33,9 +33,10 @@ BENCH_NAMES = ("spec_bench", "mt_bench", "gsm8k", "mgsm", "math", "aime", "human
 MATH_BENCHES = frozenset({"gsm8k", "mgsm", "math", "aime"})
 DEFAULT_DATA_ROOT = Path("data")
 QUESTION_FILE = "question.jsonl"
-BOXED_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
-"""Appended to every turn of a math benchmark, on its own line (the original's wording,
-so accuracies compare)."""
+BOXED_INSTRUCTION = "Work it out step by step, then write the final answer inside \\boxed{}."
+"""Appended to every turn of a math benchmark, on its own line: the original also asks
+for step-by-step reasoning and a boxed final answer (in its own words), so the answers
+score the same way."""
 
 MT_BENCH_CATEGORIES = frozenset(
     {"writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"}

@@ -1,4 +1,4 @@
-"""The automaton against the paper (RACER, arXiv 2604.14885) and DESIGN.md 1.7.
+"""The automaton against the paper (RACER, arXiv 2604.14885) and docs/design.md 1.7.
 
 Runs under pytest and as `python -m unittest tests.test_automaton_paper_alignment -v`.
 Every case runs against the compiled class; the cheap ones also against the
@@ -384,7 +384,7 @@ class DraftCapacity(_Base):
 
 
 class OriginalDefects(_Base):
-    """DESIGN.md 1.7: each defect of the original implementation, pinned."""
+    """docs/design.md 1.7: each defect of the original implementation, pinned."""
 
     def test_lru_evicts_leaves_only(self) -> None:
         auto = self.make(max_nodes=4)

@@ -1,4 +1,4 @@
-"""Sampling preserves the target distribution (DESIGN.md 1.5).
+"""Sampling preserves the target distribution (docs/design.md 1.5).
 
 The acceptance rule draws one sample per visited node, shared by every path
 through it. The original implementation sampled each path independently and

@@ -1,4 +1,4 @@
-"""Tree attention (DESIGN.md 1.4): one forward over a draft tree gives each
+"""Tree attention (docs/design.md 1.4): one forward over a draft tree gives each
 node the same logits as plain decoding of its root-to-node path, and the
 cache keeps exactly the accepted rows."""
 
