@@ -1,16 +1,20 @@
-"""Test-wide isolation: user data, settings and caches go to temporary
-directories, never the real home. RACER_TUI_CACHE_DIR may be set by the caller
-to reuse a dequantized embedded model between runs."""
+"""Test-wide isolation: user data, settings and caches go to a temporary
+directory, never the real home, and that directory is removed when the test
+process ends. RACER_TUI_CACHE_DIR may be set by the caller to reuse a
+dequantized embedded model between runs (that folder is left alone)."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
 
 _root = tempfile.mkdtemp(prefix="racer-tests-")
+atexit.register(shutil.rmtree, _root, ignore_errors=True)  # also after a failed or interrupted run
 os.environ["RACER_TUI_DATA_DIR"] = os.path.join(_root, "data")
 os.environ["RACER_TUI_CONFIG_DIR"] = os.path.join(_root, "config")
 os.environ.setdefault("RACER_TUI_CACHE_DIR", os.path.join(_root, "cache"))
