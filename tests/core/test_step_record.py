@@ -72,7 +72,9 @@ def test_auto_budget_explains_its_choice():
         assert record.estimates is not None and record.estimates[0] == 1.0
         chosen = record.options[record.chosen_option]
         assert chosen.nodes == record.size
-        assert chosen.tokens_per_s == max(o.tokens_per_s for o in record.options)
+        # The policy moves to a larger size only for a gain above 0.01% (ties keep
+        # the smaller tree), so the chosen option is the best within that margin.
+        assert chosen.tokens_per_s * 1.0001 >= max(o.tokens_per_s for o in record.options)
         assert "expected tokens" in record.why
 
 
