@@ -14,12 +14,12 @@ from __future__ import annotations
 import sqlite3
 import struct
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from racer_core.paths import move_aside as move_file_aside
 from racer_tui.history import HistoryError, HistoryStore, NewerSchemaError, decode_message, title_for
 
 MAX_SKIP = 20_000  # ids tried past an unreadable page before a table scan gives up
@@ -94,14 +94,9 @@ def repair_notice(problem: str, moved: Path, found: Salvage) -> str:
 
 
 def move_aside(path: Path) -> Path:
-    """Rename the damaged file (and SQLite's side files) with a timestamp; never delete it."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    target = path.with_name(f"{path.name}.damaged-{stamp}")
-    n = 1
-    while target.exists():
-        n += 1
-        target = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
-    path.rename(target)
+    """Move the damaged file aside the way every damaged user file is
+    (`racer_core.paths.move_aside`), taking SQLite's side files along."""
+    target = move_file_aside(path)
     for suffix in COMPANIONS:
         side = path.with_name(path.name + suffix)
         if side.exists():
