@@ -21,6 +21,7 @@ from racer_core.automaton import Automaton, DraftTree
 from racer_core.errors import InputError
 from racer_core.events import GenerationConfig, Source
 from racer_core.multimodal import ImageSpan, VisionPrompt
+from racer_core.near_tie import tie_margins
 from racer_core.sampling import TokenSampler
 from racer_core.step_record import StepRecord
 from racer_core.tree_attention import TreeMaskBuilder
@@ -43,6 +44,7 @@ class Step:
     update_s: float
     finish_reason: str | None = None
     record: StepRecord | None = None  # the verified tree, for the step inspector
+    margins: list[float] = field(default_factory=list)  # per token, greedy only (racer_core.near_tie)
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class ModelRuntime:
     new_cache: Callable[[], Any]
     policy_for: Callable[[str], TreePolicy]
     placeholder_ids: frozenset[int] = frozenset()  # image tokens: never drafted from, never learned
+    eps: float = 2.0**-23  # the model dtype's machine epsilon: the resolution of its logits
 
 
 def _automaton_key(config: GenerationConfig) -> tuple[int, int, int, int]:
@@ -211,12 +214,18 @@ class SequenceDecoder:
         t2 = time.perf_counter()
         path, bonus = _accept(logits, draft.tokens, draft.parents, reply.sampler)
         tokens, sources, reason = reply.take(draft, path, bonus, self.rt.eos_ids)
+        # node path[i] chose token i: its logits' top-2 gap is that token's tie margin
+        margins = self._margins(logits[path[: len(tokens)]], reply) if tokens else []
         self.cache.commit(base, path)
         self.cached.extend(int(draft.tokens[i]) for i in path)
         self._learn(reply, draft, logits, [root, *tokens[:-1]])
         record = _record(draft, path, bonus, reply.policy is not None)
         t3 = time.perf_counter()
-        return Step(tokens, sources, draft.size, draft.fed, t1 - t0, t2 - t1, t3 - t2, reason, record), bonus
+        return Step(tokens, sources, draft.size, draft.fed, t1 - t0, t2 - t1, t3 - t2, reason, record, margins), bonus
+
+    def _margins(self, rows: torch.Tensor, reply: _Reply) -> list[float]:
+        """Tie margins of the rows that chose tokens; greedy only (sampling needs no accounting)."""
+        return tie_margins(rows, self.rt.eps) if reply.sampler.greedy else []
 
     def _check_prompt(self, prompt: list[int], config: GenerationConfig) -> None:
         # The config checked its own fields; what is left depends on this model.
@@ -258,7 +267,9 @@ class SequenceDecoder:
         reason = "eos" if root in self.rt.eos_ids else ("length" if reply.max_new <= 1 else None)
         # The root is fed with the step that verifies it: retrieval for a
         # root reads the text up to, not including, that root.
-        return Step([root], [Source.MODEL], len(fresh), 1, 0.0, time.perf_counter() - start, 0.0, reason)
+        margins = self._margins(logits[None, :], reply)
+        return Step([root], [Source.MODEL], len(fresh), 1, 0.0, time.perf_counter() - start, 0.0, reason,
+                    margins=margins)
 
     def _learn(self, reply: _Reply, draft: _Draft, logits: torch.Tensor, emitted: list[int]) -> None:
         """Teach the sources what this step saw: the logits table every tree

@@ -89,6 +89,7 @@ class RacerEngine:
             new_cache=lambda: TreeCache(int(config.num_hidden_layers)),
             policy_for=self._policy,
             placeholder_ids=self.vision.placeholder_ids if self.vision else frozenset(),
+            eps=float(torch.finfo(dtype).eps),
         )
 
     # -- the hardware-aware budget ------------------------------------------
@@ -229,7 +230,7 @@ class ChatConversation:
                     step=count, pieces=pieces, tree_size=step.tree_size, budget=step.budget,
                     draft_s=step.draft_s, verify_s=step.verify_s, update_s=step.update_s,
                     finished=step.finish_reason is not None, finish_reason=step.finish_reason,
-                    record=step.record,
+                    record=step.record, margins=tuple(step.margins),
                 )
         except BaseException:
             # Keep the conversation consistent: a failed turn leaves no half reply.

@@ -47,6 +47,7 @@ class StepEvent:
     finished: bool = False
     finish_reason: str | None = None  # "eos", "length", "cancelled", "error"
     record: StepRecord | None = None  # the verified draft tree (none for the prefill or the anchors)
+    margins: tuple[float, ...] = ()  # per token, its top-2 logit gap in ulps (greedy; racer_core.near_tie)
 
     @property
     def token_ids(self) -> tuple[int, ...]:

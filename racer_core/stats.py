@@ -93,13 +93,20 @@ class Versus:
     identical: bool | None = None  # None: not compared (the baseline itself, sampling)
     identical_questions: int | None = None
     compared_questions: int | None = None
+    near_tie_questions: int | None = None  # differing from the first differing token on, at a near-tie
+    other_questions: int | None = None  # differing otherwise: a bug, not rounding
 
     @property
     def same_text(self) -> str:
-        """For tables: yes, no (agreeing/compared) or a dash."""
+        """For tables: yes, or no (agreeing/compared, near-ties, OTHER divergences), or a dash."""
         if self.identical is None:
             return "–"
-        return "yes" if self.identical else f"no ({self.identical_questions}/{self.compared_questions})"
+        if self.identical:
+            return "yes"
+        text = f"no ({self.identical_questions}/{self.compared_questions}"
+        if self.near_tie_questions is None:
+            return text + ")"
+        return text + f"; near-tie {self.near_tie_questions}, other {self.other_questions})"
 
 
 @dataclass(frozen=True)
@@ -121,6 +128,8 @@ class Row:
             "identical_to_ar": v.identical,
             "identical_questions": v.identical_questions,
             "compared_questions": v.compared_questions,
+            "near_tie_questions": v.near_tie_questions,
+            "other_divergence_questions": v.other_questions,
         }
 
 

@@ -12,7 +12,9 @@ read theirs. Beyond that format, each line names its `method` and carries the
 question's `reference` (when it has one, for scoring) and a `config` (the
 settings that produced it, so `--resume` never mixes runs made with different
 settings); each choice also carries `token_ids` (per turn, so runs can be
-compared token for token). Readers accept lines without them.
+compared token for token) and, in greedy runs, `tie_margins` (per turn, each
+token's top-2 logit gap in ulps, so a divergence can be told from rounding:
+racer_core.near_tie). Readers accept lines without them.
 
 `accept_lengths` holds the tokens each tree verification step produced; the
 prefill, which emits the first token of a turn from the prompt alone, is not a
@@ -45,6 +47,7 @@ class Choice:
     accept_lengths: tuple[int, ...]  # tokens per tree verification step over all turns, prefill excluded
     decoding_steps: tuple[int, ...] | None = None  # verification steps per turn; None in files without it
     token_ids: tuple[tuple[int, ...], ...] | None = None  # per turn; None in foreign files
+    tie_margins: tuple[tuple[float, ...], ...] | None = None  # per turn and token, greedy (racer_core.near_tie)
 
     def to_json(self) -> dict[str, Any]:
         obj: dict[str, Any] = {"index": self.index, "turns": list(self.turns)}
@@ -57,6 +60,8 @@ class Choice:
         )
         if self.token_ids is not None:
             obj["token_ids"] = [list(t) for t in self.token_ids]
+        if self.tie_margins is not None:
+            obj["tie_margins"] = [list(t) for t in self.tie_margins]
         return obj
 
     @classmethod
@@ -70,6 +75,7 @@ class Choice:
             raise ValueError("new_tokens and wall_time differ in length")
         steps = obj.get("decoding_steps")
         ids = obj.get("token_ids")
+        margins = obj.get("tie_margins")
         return cls(
             index=int(obj.get("index", position)),
             turns=turns,
@@ -78,6 +84,7 @@ class Choice:
             accept_lengths=tuple(int(n) for n in obj.get("accept_lengths", ())),
             decoding_steps=None if steps is None else tuple(int(n) for n in steps),
             token_ids=None if ids is None else tuple(tuple(int(t) for t in turn) for turn in ids),
+            tie_margins=None if margins is None else tuple(tuple(float(g) for g in turn) for turn in margins),
         )
 
 

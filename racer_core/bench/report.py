@@ -70,6 +70,10 @@ def bench_tables(result: BenchResult, *, categories: bool = True, style: LabelSt
                 v.same_text,
             )
         tables.append(table)
+    warnings = result.warnings()
+    if warnings:  # under the last table: the one the dashboard shows too
+        tables[-1].caption = Text("\n".join(f"WARNING {w}" for w in warnings), style="bold red")
+        tables[-1].caption_justify = "left"
     return tables
 
 

@@ -4,7 +4,9 @@ The runner builds a BenchResult as it goes; `load_results` rebuilds the same
 shape from answer files, so the dashboard and `racer-tui speed` share it.
 Speedup compares tokens/s with the baseline (`ar`) on the questions both
 answered; identical_to_ar compares token ids per turn (text where a file has
-no ids) and applies only to greedy runs.
+no ids) and applies only to greedy runs; a question that differs counts as a
+near-tie divergence or an other one (racer_core.near_tie), and other ones are
+flagged: they are bugs, not rounding.
 """
 
 from __future__ import annotations
@@ -17,18 +19,26 @@ from typing import Any
 from racer_core.bench.answers import AnswerRecord, read_answers
 from racer_core.bench.suites import report_categories
 from racer_core.errors import InputError
+from racer_core.near_tie import Verdict, classify_turns, worst
 from racer_core.stats import Row, Stats, Versus
 
 
 def same_output(a: AnswerRecord, b: AnswerRecord) -> bool:
     """Every choice both have is the same (token ids, else text)."""
+    return divergence(a, b) == "identical"
+
+
+def divergence(a: AnswerRecord, b: AnswerRecord) -> Verdict:
+    """Whether `a` equals the baseline's `b`, and where not, whether the first difference is a near-tie."""
     if len(a.choices) != len(b.choices):
-        return False
+        return "other"
+    verdicts: list[Verdict] = []
     for x, y in zip(a.choices, b.choices, strict=True):
-        same = x.token_ids == y.token_ids if x.token_ids is not None and y.token_ids is not None else x.turns == y.turns
-        if not same:
-            return False
-    return True
+        if x.token_ids is None or y.token_ids is None:  # foreign files: text only, no margins
+            verdicts.append("identical" if x.turns == y.turns else "other")
+        else:
+            verdicts.append(classify_turns(x.token_ids, y.token_ids, x.tie_margins, y.tie_margins))
+    return worst(verdicts)
 
 
 @dataclass
@@ -81,8 +91,12 @@ class BenchResult:
             speedup = tally(recs[k] for k in common).speedup_over(tally(base[k] for k in common))
             versus = Versus(speedup)
             if label != self.baseline and self.greedy is not False and common:
-                same = sum(same_output(recs[k], base[k]) for k in common)
-                versus = Versus(speedup, same == len(common), same, len(common))
+                verdicts = [divergence(recs[k], base[k]) for k in common]
+                same = verdicts.count("identical")
+                versus = Versus(
+                    speedup, same == len(common), same, len(common),
+                    verdicts.count("near-tie"), verdicts.count("other"),
+                )
         return Row(tally(recs.values()), versus)
 
     def _select(self, label: str, category: str | None) -> dict[str, AnswerRecord]:
@@ -100,6 +114,18 @@ class BenchResult:
             cat: {label: self.totals(label, cat) for label in self.methods if self._select(label, cat)}
             for cat in self.categories()
         }
+
+    def warnings(self) -> list[str]:
+        """What a reader must not miss under the tables: divergences from the baseline that are not near-ties."""
+        lines = []
+        for label, row in self.method_totals().items():
+            other = row.versus.other_questions
+            if other:
+                lines.append(
+                    f"{label}: {other} of {row.versus.compared_questions} questions differ from {self.baseline} "
+                    "other than at a near-tie: a bug, not rounding"
+                )
+        return lines
 
     def to_summary(self, **extra: Any) -> dict[str, Any]:
         """The --summary-json document; `extra` keys are added at the top level.
@@ -121,6 +147,7 @@ class BenchResult:
             "categories": {
                 cat: {label: t.to_json() for label, t in rows.items()} for cat, rows in self.category_totals().items()
             },
+            "warnings": self.warnings(),
         }
         summary.update(extra)
         return summary

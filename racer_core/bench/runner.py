@@ -344,7 +344,7 @@ def answer_choice(
     """Answer every turn of `q` in one conversation, timing each turn."""
     progress(cfg.method, question_index, q, None, False)
     stepped = cfg.method not in UNSTEPPED_METHODS
-    texts, counts, walls, accept, steps, ids = [], [], [], [], [], []
+    texts, counts, walls, accept, steps, ids, margins = [], [], [], [], [], [], []
     for turn_index, turn in enumerate(q.turns):
         spent0 = progress.spent
         # only a question with images passes them: text-only engines' send takes none
@@ -352,6 +352,7 @@ def answer_choice(
         t0 = _clock()
         text: list[str] = []
         turn_ids: list[int] = []
+        turn_margins: list[float] = []
         last: StepEvent | None = None
         turn_steps = 0
         for ev in conv.send(turn, cfg, should_stop, **images):
@@ -359,6 +360,7 @@ def answer_choice(
             last = ev
             text.append(ev.text)
             turn_ids.extend(ev.token_ids)
+            turn_margins.extend(ev.margins)
             if ev.pieces and not prefill:  # a closing event may carry no tokens: not a step
                 accept.append(ev.accept_length)
                 turn_steps += 1
@@ -377,6 +379,7 @@ def answer_choice(
         walls.append(wall)
         steps.append(turn_steps)
         ids.append(tuple(turn_ids))
+        margins.append(tuple(turn_margins) if len(turn_margins) == len(turn_ids) else None)
     return Choice(
         index=index,
         turns=tuple(texts),
@@ -385,6 +388,8 @@ def answer_choice(
         accept_lengths=tuple(accept),
         decoding_steps=tuple(steps),
         token_ids=tuple(ids),
+        # kept only when every token has one (greedy, an engine that reports them)
+        tie_margins=tuple(margins) if margins and None not in margins else None,  # type: ignore[arg-type]
     )
 
 
