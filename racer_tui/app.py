@@ -6,10 +6,8 @@ called in a worker thread, and the app only consumes its event stream.
 
 from __future__ import annotations
 
-import argparse
-import functools
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +17,6 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.signal import Signal
 
-from racer_core.checkpoints import add_load_arguments, load_argument_words, load_arguments
 from racer_core.errors import RacerError
 from racer_core.events import Engine, EngineFactory, EngineInfo
 from racer_tui.commands import racer_commands
@@ -58,6 +55,7 @@ class RacerApp(App):
         model_path: str | None = None,
         device: str | None = None,
         dtype: str | None = None,
+        overrides: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
         from racer_core import paths
@@ -65,8 +63,10 @@ class RacerApp(App):
         self.engine_factory = engine_factory
         self.data_dir = data_dir or paths.data_dir()
         self.settings_store = SettingsStore((config_dir or paths.config_dir()) / "settings.json")
-        self.settings: Settings = self.settings_store.load()
-        # Command-line choices hold for this run only; the picker saves its choice.
+        # What the file holds, and what this run uses: command-line choices hold for
+        # this run only (the picker saves its model choice, the settings screen all it shows).
+        self._saved: Settings = self.settings_store.load()
+        self.settings: Settings = self._saved.replace(**dict(overrides or {}))
         self.model_override = model_path
         self.device_override = device
         self.dtype_override = dtype
@@ -115,8 +115,10 @@ class RacerApp(App):
         return self.model_choice.model_path
 
     def update_settings(self, **changes: Any) -> None:
+        """Change and save some settings; the command line's other choices stay unsaved."""
         self.settings = self.settings.replace(**changes)
-        self.settings_store.save(self.settings)
+        self._saved = self._saved.replace(**changes)
+        self.settings_store.save(self._saved)
 
     def on_mount(self) -> None:
         for notice in self.startup_notices:
@@ -221,7 +223,7 @@ class RacerApp(App):
     def action_settings_screen(self) -> None:
         def saved(settings: Settings | None) -> None:
             if settings is not None:
-                self.settings = settings
+                self.settings = self._saved = settings
                 self.settings_store.save(settings)
                 if isinstance(self.screen, ChatScreen):
                     self.screen.show_status()
@@ -258,55 +260,3 @@ def help_sections() -> list[Section]:
         ("System prompt", SystemPromptScreen.BINDINGS),
         ("This screen", HelpScreen.BINDINGS),
     ]
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="racer-tui",
-        description="Chat with RACER speculative decoding and benchmark it, in the terminal or a browser.",
-        epilog="Headless modes: racer-tui --bench SUITE | --bench-name NAME ..., racer-tui speed ... and "
-        "racer-tui score ... (see their --help).",
-    )
-    p.add_argument(
-        "--model",
-        "--model-path",  # the original RACER's spelling
-        dest="model",
-        default=None,
-        metavar="PATH",
-        help="a checkpoint folder, a .gguf file or a Hugging Face hub id org/name "
-        "(default: the saved choice, else the embedded model)",
-    )
-    p.add_argument("--device", default=None, help="auto, cpu or cuda (default: the saved choice)")
-    p.add_argument("--dtype", default=None, help="auto, float32, bfloat16, float16 (default: the saved choice)")
-    add_load_arguments(p)
-    p.add_argument("--serve", action="store_true", help="serve the app in a browser (textual-serve)")
-    p.add_argument("--host", default="127.0.0.1", help="with --serve: address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="with --serve: port (default 8000)")
-    return p
-
-
-def app_args(args: argparse.Namespace) -> list[str]:
-    """The options that the served app processes get (everything but --serve)."""
-    out: list[str] = []
-    for flag, value in (("--model", args.model), ("--device", args.device), ("--dtype", args.dtype)):
-        if value is not None:
-            out += [flag, value]
-    return out + load_argument_words(args)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not args.serve and (args.host != "127.0.0.1" or args.port != 8000):
-        parser.error("--host and --port go with --serve")
-    if not 0 < args.port < 65536:
-        parser.error("--port must be between 1 and 65535")
-    if args.serve:
-        from racer_tui.serve import serve
-
-        return serve(app_args(args), args.host, args.port)
-    load = load_arguments(args)
-    factory = functools.partial(default_engine_factory, **load) if load else default_engine_factory
-    app = RacerApp(factory, model_path=args.model, device=args.device, dtype=args.dtype)
-    app.run()
-    return int(app.return_code or 0)

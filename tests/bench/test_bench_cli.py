@@ -1,4 +1,4 @@
-"""`racer-tui --bench` and `racer-tui speed`, with the scripted engine."""
+"""`racer-tui bench` (and `--bench`) and `racer-tui speed`, with the scripted engine."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from fake_engine import REPLY, FakeEngine, tokenize
 
-from racer_core.bench import cli, speed
 from racer_core.bench.answers import AnswerRecord, AnswerWriter, read_answers
 from racer_core.bench.report import ProgressDisplay
 from racer_core.bench.runner import BenchProgress
 from racer_core.errors import ModelLoadError
 from racer_core.events import Source, StepEvent, TokenPiece
+from racer_tui.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,7 +44,7 @@ def run(args, engine=None, loaded=None):
             loaded.append(kwargs)
         return engine or FakeEngine()
 
-    return cli.main(args, engine_loader=loader)
+    return main(args, engine_loader=loader)
 
 
 def test_bench_writes_answers_summary_and_tables(qfile, tmp_path, capsys):
@@ -130,7 +130,7 @@ def test_usage_errors_exit_2(qfile, extra, capsys):
     with pytest.raises(SystemExit) as exc:
         run(["--bench", str(qfile), *extra])
     assert exc.value.code == 2
-    assert "usage: racer-tui (--bench SUITE | --bench-name NAME)" in capsys.readouterr().err
+    assert "usage: racer-tui bench SUITE [options]" in capsys.readouterr().err
 
 
 def test_malformed_suite_fails_before_loading_or_writing(tmp_path, capsys):
@@ -148,7 +148,7 @@ def test_model_load_error_is_one_line(qfile, tmp_path, capsys):
     def loader(**kwargs):
         raise ModelLoadError("no model at /nowhere")
 
-    rc = cli.main(["--bench", str(qfile), "--answer-dir", str(tmp_path / "o")], engine_loader=loader)
+    rc = main(["--bench", str(qfile), "--answer-dir", str(tmp_path / "o")], engine_loader=loader)
     assert rc == 1
     assert capsys.readouterr().err == "racer-tui: error: no model at /nowhere\n"
     assert not (tmp_path / "o").exists()
@@ -218,7 +218,7 @@ def answer(qid, method, tokens, seconds, category="qa"):
 def test_speed_folder_with_base(tmp_path, capsys):
     write(tmp_path / "ar.jsonl", [answer(1, "ar", 10, 1.0), answer(2, "ar", 10, 1.0, "code")])
     write(tmp_path / "racer.jsonl", [answer(1, "racer", 10, 0.5), answer(2, "racer", 10, 0.25, "code")])
-    assert speed.main([str(tmp_path), "--base", str(tmp_path / "ar.jsonl")]) == 0
+    assert main(["speed", str(tmp_path), "--base", str(tmp_path / "ar.jsonl")]) == 0
     out = capsys.readouterr().out
     code = out.split("code", 1)[1].split("\n\n", 1)[0]
     rows = [cells(line) for line in code.splitlines() if line.startswith("│")]
@@ -229,19 +229,19 @@ def test_speed_folder_with_base(tmp_path, capsys):
 
 def test_speed_single_file_has_no_speedup(tmp_path, capsys):
     write(tmp_path / "racer.jsonl", [answer(1, "racer", 10, 0.5)])
-    assert speed.main([str(tmp_path / "racer.jsonl")]) == 0
+    assert main(["speed", str(tmp_path / "racer.jsonl")]) == 0
     out = capsys.readouterr().out
     assert "50.00" in out and "vs " not in out
 
 
 def test_speed_errors(tmp_path, capsys):
-    assert speed.main([str(tmp_path / "missing.jsonl")]) == 1
+    assert main(["speed", str(tmp_path / "missing.jsonl")]) == 1
     (tmp_path / "bad.jsonl").write_text("{oops\n")
-    assert speed.main([str(tmp_path / "bad.jsonl")]) == 1
+    assert main(["speed", str(tmp_path / "bad.jsonl")]) == 1
     err = capsys.readouterr().err
     assert "racer-tui: error: no such file" in err and "bad.jsonl, line 1" in err
     with pytest.raises(SystemExit) as exc:
-        speed.main([])
+        main(["speed"])
     assert exc.value.code == 2
 
 
@@ -259,3 +259,43 @@ def test_headless_entry_points_import_no_textual_or_torch(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.stdout.strip() == "1 1 []", proc.stderr
     assert "line 1" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_a_stop_signal_ends_a_run_like_ctrl_c_and_resume_completes_it(signame, qfile, tmp_path, capsys):
+    """A real process stopped mid-run: one line, exit 128+N, every answer line whole."""
+    import os
+    import signal
+    import time
+
+    out = tmp_path / "answers"
+    code = (
+        "import sys, time\n"
+        "sys.path.insert(0, 'tests')\n"
+        "from fake_engine import FakeEngine\n"
+        "from racer_tui.cli import main\n"
+        "engine = FakeEngine(step_hook=lambda method: time.sleep(0.05))\n"
+        f"sys.exit(main(['--bench', {str(qfile)!r}, '--answer-dir', {str(out)!r}], "
+        "engine_loader=lambda **kw: engine))\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (out / "racer.jsonl").exists() or not (out / "racer.jsonl").read_text().strip():
+            assert proc.poll() is None and time.monotonic() < deadline, "the run never answered a question"
+            time.sleep(0.05)
+        proc.send_signal(getattr(signal, signame))
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 128 + getattr(signal, signame)
+    assert err.strip().splitlines()[-1] == (
+        f"racer-tui: error: stopped by {signame}; finished answers are kept (rerun with --resume to continue)"
+    )
+    assert "Traceback" not in err
+    done = {m: [r.question_id for r in read_answers(out / f"{m}.jsonl")] for m in ("ar", "racer")}
+    assert 1 <= len(done["racer"]) < 3
+    assert run(["--bench", str(qfile), "--answer-dir", str(out), "--resume"]) == 0
+    for m in ("ar", "racer"):
+        assert sorted(r.question_id for r in read_answers(out / f"{m}.jsonl")) == [1, 2, 3]

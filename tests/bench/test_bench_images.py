@@ -63,8 +63,8 @@ def test_a_vl_model_answers_questions_with_images(tmp_path: Path) -> None:
 
 
 def test_a_text_model_skips_image_questions_with_a_counted_warning(tmp_path: Path, capsys) -> None:
-    from racer_core.bench import cli
     from racer_core.testing import tiny_engine
+    from racer_tui import cli
 
     engine = tiny_engine("llama")
     args = ["--bench", str(_question_file(tmp_path)), "--methods", "ar", "--max-new-tokens", "6",

@@ -9,7 +9,6 @@ import pytest
 from fake_engine import FakeEngine
 
 from racer_core.bench.answers import read_answers
-from racer_core.bench.cli import main as bench_main
 from racer_core.bench.runner import WARMUP_PROMPT
 from racer_core.bench.suites import BOXED_INSTRUCTION
 from racer_core.testing import tiny_model, tiny_tokenizer
@@ -60,7 +59,7 @@ def test_flags_reach_the_run(tmp_path, capsys):
     root = _data(tmp_path)
     engine = FakeEngine()
     answer_file = tmp_path / "out" / "run.jsonl"
-    code = bench_main(
+    code = racer_tui_main(
         [
             "--bench-name", "gsm8k", "--data-root", str(root), "--methods", "racer", "--answer-file", str(answer_file),
             "--num-choices", "3", "--temperature", "0.7", "--top-p", "0", "--system-prompt", "Be brief.",
@@ -83,7 +82,7 @@ def test_flags_reach_the_run(tmp_path, capsys):
 
 def test_help_shows_both_spellings(capsys):
     with pytest.raises(SystemExit):
-        bench_main(["--help"])
+        racer_tui_main(["bench", "--help"])
     out = capsys.readouterr().out
     for flag in ("--bench ", "--bench-name", "--answer-dir", "--answer-file", "--model-id", "--num-choices",
                  "--enable-thinking", "--system-prompt", "--ray-address", "--num-workers", "--num-gpus-per-model",
@@ -113,10 +112,10 @@ def test_bad_input_is_one_line_before_the_model_loads(tmp_path, capsys, extra, c
     argv = [a.replace("{tmp}", str(tmp_path)) for a in extra]
     if code == 2:
         with pytest.raises(SystemExit) as exc:
-            bench_main(argv, engine_loader=_no_model)
+            racer_tui_main(argv, engine_loader=_no_model)
         assert exc.value.code == 2
     else:
-        assert bench_main(argv, engine_loader=_no_model) == code
+        assert racer_tui_main(argv, engine_loader=_no_model) == code
     err = capsys.readouterr().err
     assert message in err
     if code == 1:
@@ -132,13 +131,13 @@ def test_ray_missing_or_unreachable_leaves_answers_alone(tmp_path, capsys, monke
     base = ["--bench-name", "gsm8k", "--data-root", str(root), "--methods", "racer", "--answer-dir", str(answers)]
 
     monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
-    assert bench_main([*base, "--num-workers", "2"], engine_loader=_no_model) == 1
+    assert racer_tui_main([*base, "--num-workers", "2"], engine_loader=_no_model) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and 'pip install -e ".[ray]"' in err
     monkeypatch.undo()
 
     pytest.importorskip("ray", reason="Ray is an optional extra")
-    assert bench_main([*base, "--ray-address", "127.0.0.1:1"], engine_loader=_no_model) == 1
+    assert racer_tui_main([*base, "--ray-address", "127.0.0.1:1"], engine_loader=_no_model) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cannot reach Ray at 127.0.0.1:1" in err
     assert (answers / "racer.jsonl").read_text() == before

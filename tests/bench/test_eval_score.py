@@ -8,7 +8,7 @@ import pytest
 
 from racer_core.bench.answers import AnswerRecord, AnswerWriter, Choice
 from racer_core.bench.score import answers_agree, extract_boxed, is_correct, score_answers
-from racer_core.bench.score_cli import main as score_main
+from racer_tui.cli import main
 
 
 def test_extract_last_boxed_with_nested_braces():
@@ -87,30 +87,30 @@ def test_score_command_reads_references_from_answers_or_questions(tmp_path, caps
     with AnswerWriter(answers, append=False) as w:
         w.write(_record(1, ["\\boxed{18}", "\\boxed{17}", "\\boxed{18}"], reference=("18",)))
         w.write(_record(2, ["\\boxed{1}", "\\boxed{2}", "no box"], reference=("5",)))
-    assert score_main([str(answers)]) == 0
+    assert main(["score", str(answers)]) == 0
     assert capsys.readouterr().out.strip() == "pass@3 1/2 = 50.00%, mean@3 33.33% ± 23.57% (no boxed answer in 1 reply)"
 
     questions = tmp_path / "question.jsonl"
     rows = [{"question_id": 1, "category": "reasoning", "turns": ["q"], "reference": "17"}]
     questions.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out_json = tmp_path / "score.json"
-    assert score_main([str(answers), "--questions", str(questions), "--json", str(out_json)]) == 0
+    assert main(["score", str(answers), "--questions", str(questions), "--json", str(out_json)]) == 0
     doc = json.loads(out_json.read_text())[str(answers)]
     assert doc["questions"] == 1 and doc["correct"] == 1 and doc["mean_at_k"] == pytest.approx(1 / 3, abs=1e-6)
 
 
 def test_score_command_bad_input_is_one_line(tmp_path, capsys):
     missing = tmp_path / "none.jsonl"
-    assert score_main([str(missing)]) == 1
+    assert main(["score", str(missing)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cannot read answer file" in err
     plain = tmp_path / "plain.jsonl"
     with AnswerWriter(plain, append=False) as w:
         w.write(_record(1, ["\\boxed{1}"]))
-    assert score_main([str(plain)]) == 1
+    assert main(["score", str(plain)]) == 1
     assert "no references" in capsys.readouterr().err
-    assert score_main([str(plain), "--bench-name", "gsm8k", "--data-root", str(tmp_path / "nope")]) == 1
+    assert main(["score", str(plain), "--bench-name", "gsm8k", "--data-root", str(tmp_path / "nope")]) == 1
     assert "no data folder" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exc:
-        score_main([str(plain), "--bench-name", "gsm9k"])
+        main(["score", str(plain), "--bench-name", "gsm9k"])
     assert exc.value.code == 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from racer_core.bench.speed import main as speed_main
+from racer_tui.cli import main
 
 
 def _line(qid, category, tokens, seconds, accept):
@@ -26,7 +26,7 @@ def test_folder_prints_the_original_columns_and_ranks_by_throughput(tmp_path, ca
     _write(base, [_line(1, "writing", 10, 1.0, [1] * 10), _line(2, "rag", 20, 2.0, [1] * 20)])
     _write(runs / "runA.jsonl", [_line(1, "writing", 10, 0.5, [2] * 5), _line(2, "rag", 20, 0.5, [4] * 5)])
     _write(runs / "runB.jsonl", [_line(1, "writing", 10, 1.0, [1] * 10), _line(2, "rag", 20, 1.0, [2] * 10)])
-    assert speed_main([str(runs), "--base-path", str(base)]) == 0
+    assert main(["speed", str(runs), "--base-path", str(base)]) == 0
     out = capsys.readouterr().out
     block = out[out.index("== runA ==") :]
     # a Spec-Bench mix: writing reads as multi_turn; 0.5 s for 10 tokens is 50 ms/token, 2x the base
@@ -44,6 +44,6 @@ def test_every_choice_counts(tmp_path, capsys):
     row["choices"].append(dict(row["choices"][0], index=1, new_tokens=[30], wall_time=[1.0], accept_lengths=[3] * 10))
     path = tmp_path / "racer.jsonl"
     _write(path, [row])
-    assert speed_main([str(path)]) == 0
+    assert main(["speed", str(path)]) == 0
     out = capsys.readouterr().out
     assert "Total tokens: 40\nTotal time (s): 2.0000\nThroughput (token/s): 20.0000\nMAT: 2.6667" in out

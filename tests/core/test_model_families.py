@@ -117,8 +117,9 @@ def test_remote_code_needs_the_flag_and_must_work_with_trees(tmp_path: Path) -> 
 
 
 def test_command_lines_pass_the_load_options(tmp_path: Path, capsys) -> None:
-    from racer_core.bench import cli
-    from racer_tui.app import app_args, build_parser
+    from racer_tui import cli
+    from racer_tui.cli import build_parser
+    from racer_tui.cli.chat import app_args
 
     tiny_model("llama").save_pretrained(tmp_path)
     tiny_tokenizer().save_pretrained(tmp_path)

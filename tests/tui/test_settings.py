@@ -11,9 +11,9 @@ import pytest
 from app_pilot import StartApp
 from fake_engine import FakeEngine, ready_chat
 
-from racer_core.bench import cli
 from racer_core.bench.answers import read_answers
 from racer_core.config import DEFAULTS, ConfigError, GenerationConfig
+from racer_tui import cli
 from racer_tui.settings import Settings, SettingsStore
 
 

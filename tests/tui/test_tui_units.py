@@ -1,5 +1,5 @@
 """The app's plain-Python parts: settings, history, model paths, the dashboard
-board, the command line and web serving, and the no-torch rule."""
+board, and the no-torch rule."""
 
 from __future__ import annotations
 
@@ -7,13 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from racer_core.events import EngineInfo, Source, StepEvent, TokenPiece
 from racer_core.stats import Stats
-from racer_tui.app import app_args, build_parser, main
 from racer_tui.history import HistoryStore, StoredMessage, title_for
-from racer_tui.serve import build_serve_command
 from racer_tui.widgets.status_line import format_status
 
 # -- history -----------------------------------------------------------------
@@ -58,46 +54,6 @@ def test_format_status() -> None:
     line = format_status(stats, 8, "racer", info)
     assert line == "5.0 tok/s │ MAT 2.00 │ 1 steps │ budget 8 │ racer │ m │ cpu float32"
     assert "no model" in format_status(None, "auto", "ar", None)
-
-
-# -- command line and serving ------------------------------------------------
-
-
-def test_parser_defaults_and_serve_options() -> None:
-    args = build_parser().parse_args([])
-    assert (args.serve, args.host, args.port, args.model) == (False, "127.0.0.1", 8000, None)
-    args = build_parser().parse_args(["--serve", "--host", "0.0.0.0", "--port", "9001", "--model", "/m.gguf"])
-    assert (args.serve, args.host, args.port) == (True, "0.0.0.0", 9001)
-    assert app_args(args) == ["--model", "/m.gguf"]
-
-
-def test_serve_command_reruns_the_app_without_serve() -> None:
-    cmd = build_serve_command(["--model", "/path with space/m.gguf"], python="/venv/bin/python")
-    assert cmd == "/venv/bin/python -m racer_tui.cli --model '/path with space/m.gguf'"
-    assert "--serve" not in cmd
-
-
-def test_main_serve_builds_server(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen = {}
-
-    class FakeServer:
-        def __init__(self, command: str, host: str, port: int, title: str) -> None:
-            seen.update(command=command, host=host, port=port)
-
-        def serve(self) -> None:
-            seen["served"] = True
-
-    monkeypatch.setattr("textual_serve.server.Server", FakeServer)
-    assert main(["--serve", "--port", "8123", "--dtype", "float32"]) == 0
-    assert seen["host"] == "127.0.0.1" and seen["port"] == 8123 and seen["served"]
-    assert seen["command"].endswith("-m racer_tui.cli --dtype float32")
-
-
-def test_host_without_serve_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exc:
-        main(["--host", "0.0.0.0"])
-    assert exc.value.code == 2
-    assert "--serve" in capsys.readouterr().err
 
 
 def test_the_app_offers_every_member_of_the_screens_host_interface(tmp_path: Path) -> None:

@@ -1,10 +1,12 @@
-"""`racer-tui --bench SUITE` / `--bench-name NAME`: run a suite headless, print tables, write answers.
+"""`racer-tui bench SUITE` (or `--bench SUITE` / `--bench-name NAME`): run a
+suite headless, print tables, write answers.
 
-The original RACER's flags work with its meanings (racer_core.bench.eval_flags);
-with workers or GPUs to spread over, the questions are sharded over Ray.
+The original RACER's flags work with its meanings (eval_flags.py); with
+workers or GPUs to spread over, the questions are sharded over Ray.
 
 Exit status: 0 done, 2 usage error, 1 run-time error (one line on stderr),
-130 interrupted by Ctrl-C (answers finished so far stay in their files).
+128 + the signal's number when stopped by Ctrl-C (130), SIGTERM (143) or
+SIGHUP (129); answers finished so far stay in their files either way.
 """
 
 from __future__ import annotations
@@ -13,19 +15,15 @@ import argparse
 import functools
 import json
 import os
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from racer_core.bench.answers import DATA_DIR_ENV, default_answer_dir
-from racer_core.bench.eval_flags import (
-    add_original_arguments,
-    add_suite_arguments,
-    questions_of,
-    shard_plan,
-    str2bool,
-)
 from racer_core.bench.report import ProgressDisplay, bench_tables, plain_console, print_tables
 from racer_core.bench.results import BenchResult
 from racer_core.bench.runner import run_benchmark
@@ -33,106 +31,62 @@ from racer_core.bench.score import MathScore, references_of, score_answers
 from racer_core.bench.shard import ShardPlan, run_sharded
 from racer_core.bench.suites import Question
 from racer_core.checkpoints import add_load_arguments, load_arguments
-from racer_core.config import DEFAULTS, MAX_DRAFT, MAX_TEMPERATURE, ConfigError
+from racer_core.config import DEFAULTS, MAX_DRAFT, MAX_TEMPERATURE
 from racer_core.errors import RacerError
 from racer_core.events import METHODS, Engine, GenerationConfig
+from racer_tui.cli.chat import quiet_loading_bars
+from racer_tui.cli.errors import DEBUG_ENV, print_error
+from racer_tui.cli.eval_flags import add_original_arguments, add_suite_arguments, check_suite, questions_of, shard_plan
+from racer_tui.cli.params import TOP_P_HELP, at_least, methods, param, str2bool, top_p
 
 EngineLoader = Callable[..., Engine]
-DEBUG_ENV = "RACER_TUI_DEBUG"
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # end a run like Ctrl-C does
 
-
-def _param(name: str) -> Callable[[str], Any]:
-    """An argparse type that reads and checks one generation parameter by
-    GenerationConfig's own rules (the words the settings screen shows too)."""
-
-    def parse(text: str) -> Any:
-        try:
-            return GenerationConfig.parse_field(name, text)
-        except ConfigError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    parse.__name__ = name
-    return parse
-
-
-def _top_p(text: str) -> float:
-    """--top-p as the original reads it: 0 (its default) means no nucleus filter, like 1."""
-    try:
-        if float(text) == 0.0:
-            return 1.0
-    except ValueError:
-        pass
-    return _param("top_p")(text)
-
+USAGE = "racer-tui bench SUITE [options]\n       racer-tui (--bench SUITE | --bench-name NAME) [options]"
+HELP = "benchmark decoding methods on a question suite, headless"
+DESCRIPTION = "Benchmark decoding methods on a question suite, headless."
+EPILOG = (
+    "Methods answer the same questions interleaved (question 1 with every method, "
+    "then question 2, ...), after one untimed warm-up reply each. Answers go to "
+    f"ANSWER_DIR/METHOD.jsonl (default under the user data folder, or ${DATA_DIR_ENV}). "
+    "Exit status: 0 done, 1 run-time error, 2 usage error, 128 + the signal's number when "
+    "stopped by Ctrl-C (130), SIGTERM (143) or SIGHUP (129); finished answers are kept "
+    "(rerun with --resume to continue)."
+)
 
 # Parameters this command sets besides the method list.
 TUNED = ("max_new_tokens", "temperature", "top_p", "max_num_draft", "ngram", "max_nodes", "max_breadth")
 
 
-def _at_least(low: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {value}")
-        return value
-
-    return parse
-
-
-def _methods(text: str) -> list[str]:
-    names = [m.strip() for m in text.split(",") if m.strip()]
-    bad = [m for m in names if m not in METHODS]
-    if bad or not names:
-        raise argparse.ArgumentTypeError(
-            f"unknown method(s) {', '.join(bad) or '(none)'}; choose from {', '.join(METHODS)}"
-        )
-    return list(dict.fromkeys(names))
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="racer-tui",
-        usage="racer-tui (--bench SUITE | --bench-name NAME) [options]",
-        description="Benchmark decoding methods on a question suite, headless.",
-        epilog=(
-            "Methods answer the same questions interleaved (question 1 with every method, "
-            "then question 2, ...), after one untimed warm-up reply each. Answers go to "
-            f"ANSWER_DIR/METHOD.jsonl (default under the user data folder, or ${DATA_DIR_ENV}). "
-            "Exit status: 0 done, 1 run-time error, 2 usage error, 130 interrupted (Ctrl-C)."
-        ),
-    )
+def configure(p: argparse.ArgumentParser) -> None:
     add_suite_arguments(p)
     p.add_argument(
         "--methods",
-        type=_methods,
+        type=methods,
         default=["ar", "racer"],
         help=f"comma list from {','.join(METHODS)} (default: ar,racer)",
     )
     p.add_argument(
         "--question-begin",
-        type=_at_least(0),
+        type=at_least(0),
         default=None,
         metavar="N",
         help="first question, 0-based (default: 0)",
     )
     p.add_argument(
         "--question-end",
-        type=_at_least(0),
+        type=at_least(0),
         default=None,
         metavar="N",
         help="stop before this question, 0-based (default: all)",
     )
     d = DEFAULTS
-    p.add_argument("--max-new-tokens", type=_param("max_new_tokens"), default=d.max_new_tokens, metavar="N",
+    p.add_argument("--max-new-tokens", type=param("max_new_tokens"), default=d.max_new_tokens, metavar="N",
                    help=f"per turn (default: {d.max_new_tokens})")
-    p.add_argument("--temperature", type=_param("temperature"), default=d.temperature,
+    p.add_argument("--temperature", type=param("temperature"), default=d.temperature,
                    help=f"0 (default) is greedy, at most {MAX_TEMPERATURE:g}")
-    p.add_argument("--top-p", type=_top_p, default=d.top_p,
-                   help=f"nucleus sampling mass in (0, 1] (default: {d.top_p:g}); 0, the original's default, "
-                   "means no nucleus filter, like 1 (with temperature 0 decoding is greedy and top-p is unused)")
+    p.add_argument("--top-p", type=top_p, default=d.top_p,
+                   help=f"{TOP_P_HELP} (default: {d.top_p:g})")
     p.add_argument(
         "--enable-thinking",
         type=str2bool,
@@ -147,13 +101,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N (default: auto)")
     p.add_argument("--dtype", default="auto", help="auto, float32, bfloat16, float16 (default: auto)")
     add_load_arguments(p)
-    p.add_argument("--max-num-draft", type=_param("max_num_draft"), default=d.max_num_draft, metavar="N|auto",
+    p.add_argument("--max-num-draft", type=param("max_num_draft"), default=d.max_num_draft, metavar="N|auto",
                    help=f"draft tree budget, 1 to {MAX_DRAFT} (default: {d.max_num_draft})")
-    p.add_argument("--ngram", type=_param("ngram"), default=d.ngram, metavar="N",
+    p.add_argument("--ngram", type=param("ngram"), default=d.ngram, metavar="N",
                    help=f"automaton n-gram length (default: {d.ngram})")
-    p.add_argument("--max-nodes", type=_param("max_nodes"), default=d.max_nodes, metavar="N",
+    p.add_argument("--max-nodes", type=param("max_nodes"), default=d.max_nodes, metavar="N",
                    help=f"automaton capacity (default: {d.max_nodes})")
-    p.add_argument("--max-breadth", type=_param("max_breadth"), default=d.max_breadth, metavar="K",
+    p.add_argument("--max-breadth", type=param("max_breadth"), default=d.max_breadth, metavar="K",
                    help=f"logits tree breadth (default: {d.max_breadth})")
     p.add_argument("--answer-dir", type=Path, default=None, metavar="DIR", help="where METHOD.jsonl answer files go")
     add_original_arguments(p)
@@ -175,7 +129,6 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="keep each method's automaton across questions instead of a fresh one",
     )
-    return p
 
 
 def _default_loader(**kwargs: Any) -> Engine:
@@ -187,9 +140,35 @@ def _default_loader(**kwargs: Any) -> Engine:
     return load_engine(**kwargs)
 
 
-def main(argv: list[str] | None = None, *, engine_loader: EngineLoader | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: handled like Ctrl-C (a KeyboardInterrupt)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextmanager
+def _stop_on_signals() -> Iterator[None]:
+    """While a run is going, SIGTERM and SIGHUP raise Stopped in the main thread,
+    so the answer writer finishes its line and closes its file as on Ctrl-C."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise Stopped(signum)
+
+    if threading.current_thread() is not threading.main_thread():  # handlers belong to the main thread
+        yield
+        return
+    previous = {s: signal.signal(s, stop) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser, *, engine_loader: EngineLoader | None = None) -> int:
+    check_suite(args, parser)
     if args.question_end is not None and args.question_end <= (args.question_begin or 0):
         parser.error("--question-end must be greater than --question-begin")
     # Each value was checked alone; the whole config is built (and checked) before any model loads.
@@ -197,25 +176,24 @@ def main(argv: list[str] | None = None, *, engine_loader: EngineLoader | None = 
         method=args.methods[0], enable_thinking=args.enable_thinking, **{n: getattr(args, n) for n in TUNED}
     )
     try:
-        return _run(args, engine_loader or _default_loader)
+        with _stop_on_signals():
+            return _run(args, engine_loader or _default_loader)
     except RacerError as exc:
-        _error(str(exc))
+        print_error(str(exc))
         return 1
     except OSError as exc:  # answer folder or summary file not writable
-        _error(f"{exc.filename or 'file'}: {exc.strerror or exc}")
+        print_error(f"{exc.filename or 'file'}: {exc.strerror or exc}")
         return 1
-    except KeyboardInterrupt:
-        _error("interrupted; finished answers are kept (rerun with --resume to continue)")
-        return 130
+    except KeyboardInterrupt as exc:
+        signum = exc.signum if isinstance(exc, Stopped) else signal.SIGINT
+        cause = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
+        print_error(f"{cause}; finished answers are kept (rerun with --resume to continue)")
+        return 128 + signum
     except Exception as exc:  # an engine bug: one line for users, the traceback on request
         if os.environ.get(DEBUG_ENV):
             raise
-        _error(f"{type(exc).__name__}: {exc} (set {DEBUG_ENV}=1 for the traceback)")
+        print_error(f"{type(exc).__name__}: {exc} (set {DEBUG_ENV}=1 for the traceback)")
         return 1
-
-
-def _error(message: str) -> None:
-    print(f"racer-tui: error: {message}", file=sys.stderr)
 
 
 def _run(args: argparse.Namespace, loader: EngineLoader) -> int:
@@ -235,6 +213,7 @@ def _run(args: argparse.Namespace, loader: EngineLoader) -> int:
     )
     if args.answer_file is not None and len(args.methods) != 1:
         raise RacerError("--answer-file holds one method's answers; give --methods with one method, or --answer-dir")
+    quiet_loading_bars()  # our progress display, not transformers' bars
     load = functools.partial(
         loader, model_path=args.model_path, dtype=args.dtype, progress=None, **load_arguments(args)
     )

@@ -1,4 +1,4 @@
-"""The original RACER evaluation's flags, with its meanings, for `racer-tui --bench`.
+"""The original RACER evaluation's flags, with its meanings, for `racer-tui bench`.
 
 `racer-tui --bench-name gsm8k --model-path PATH --model-id NAME --enable-thinking
 False --question-end 20` runs as the original's quick check does. Today's
@@ -14,36 +14,19 @@ from racer_core.bench.runner import DEFAULT_SYSTEM_PROMPT
 from racer_core.bench.shard import ShardPlan, check_address, import_ray, plan_workers
 from racer_core.bench.suites import BENCH_NAMES, DEFAULT_DATA_ROOT, Question, load_bench, load_suite, suite_name
 from racer_core.errors import InputError
-
-
-def str2bool(text: str) -> bool:
-    """true/false as the original reads them (yes/no, t/f, 1/0 too)."""
-    lowered = text.strip().lower()
-    if lowered in ("true", "t", "yes", "y", "1"):
-        return True
-    if lowered in ("false", "f", "no", "n", "0"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
-    return value
+from racer_tui.cli.params import at_least
 
 
 def add_suite_arguments(p: argparse.ArgumentParser) -> None:
-    """--bench SUITE (today's) or --bench-name NAME (the original's), one of them."""
-    which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument(
-        "--bench",
+    """SUITE, --bench SUITE (the older spelling) or --bench-name NAME (the original's): one of them."""
+    p.add_argument(
+        "suite",
+        nargs="?",
         metavar="SUITE",
         help="'builtin', 'humaneval', or a question file (Spec-Bench / MT-Bench .jsonl)",
     )
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--bench", metavar="SUITE", help="the same as SUITE")
     which.add_argument(
         "--bench-name",
         choices=BENCH_NAMES,
@@ -71,7 +54,7 @@ def add_original_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--num-choices",
-        type=_positive,
+        type=at_least(1),
         default=1,
         metavar="N",
         help="answers per question, choice i sampled with seed i (default: 1)",
@@ -84,13 +67,21 @@ def add_original_arguments(p: argparse.ArgumentParser) -> None:
     )
     g = p.add_argument_group("sharding over Ray (pip install -e '.[ray]')")
     g.add_argument("--ray-address", default=None, metavar="HOST:PORT", help="join this Ray cluster (default: start a local one)")
-    g.add_argument("--num-workers", type=_positive, default=None, metavar="N", help="N CPU workers, one model each")
+    g.add_argument("--num-workers", type=at_least(1), default=None, metavar="N", help="N CPU workers, one model each")
     g.add_argument(
-        "--num-gpus-per-model", type=_positive, default=1, metavar="G", help="GPUs each worker holds (default: 1)"
+        "--num-gpus-per-model", type=at_least(1), default=1, metavar="G", help="GPUs each worker holds (default: 1)"
     )
     g.add_argument(
-        "--num-gpus-total", type=_positive, default=None, metavar="T", help="T/G GPU workers, as the original"
+        "--num-gpus-total", type=at_least(1), default=None, metavar="T", help="T/G GPU workers, as the original"
     )
+
+
+def check_suite(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Exactly one of SUITE, --bench and --bench-name; afterwards args.bench holds SUITE."""
+    given = [x for x in (args.suite, args.bench, args.bench_name) if x is not None]
+    if len(given) != 1:
+        parser.error("give one suite: racer-tui bench SUITE (or --bench SUITE, or --bench-name NAME)")
+    args.bench = args.bench or args.suite
 
 
 def questions_of(args: argparse.Namespace) -> tuple[list[Question], str]:

@@ -10,26 +10,26 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
+from typing import Any
 
 from racer_core.bench.answers import AnswerRecord, read_answers
 from racer_core.bench.score import MathScore, references_of, score_answers
 from racer_core.bench.suites import BENCH_NAMES, DEFAULT_DATA_ROOT, bench_question_file, load_question_file
 from racer_core.errors import RacerError
+from racer_tui.cli.errors import print_error
+
+HELP = "math accuracy of answer files (accuracy, pass@k, mean@k)"
+DESCRIPTION = "Math accuracy of answer files: the last \\boxed{} answer of each reply against the reference."
+EPILOG = (
+    "One choice per question gives accuracy; k choices give pass@k, mean@k and the standard deviation of "
+    "the k per-choice accuracies. Answers agree when equal after removing $, commas, spaces and \\text{}, "
+    "or when math-verify finds them symbolically equal. Exit status: 0 done, 1 unreadable or unusable "
+    "files, 2 usage error."
+)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="racer-tui score",
-        description="Math accuracy of answer files: the last \\boxed{} answer of each reply against the reference.",
-        epilog=(
-            "One choice per question gives accuracy; k choices give pass@k, mean@k and the standard deviation of "
-            "the k per-choice accuracies. Answers agree when equal after removing $, commas, spaces and \\text{}, "
-            "or when math-verify finds them symbolically equal. Exit status: 0 done, 1 unreadable or unusable "
-            "files, 2 usage error."
-        ),
-    )
+def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("answers", type=Path, nargs="+", metavar="ANSWERS", help="answer files (.jsonl)")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--questions", type=Path, default=None, metavar="FILE", help="question file with references")
@@ -40,7 +40,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--data-root", type=Path, default=DEFAULT_DATA_ROOT, metavar="DIR", help="with --bench-name (default: ./data)"
     )
     p.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the scores as JSON")
-    return p
 
 
 def _references(args: argparse.Namespace, records: list[AnswerRecord]) -> dict[str, tuple[str, ...]]:
@@ -60,14 +59,13 @@ def score_file(path: Path, args: argparse.Namespace) -> MathScore:
     return score_answers({r.key: r for r in records}, refs)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser, **hooks: Any) -> int:
     scores: dict[str, MathScore] = {}
     try:
         for path in args.answers:
             scores[str(path)] = score_file(path, args)
     except RacerError as exc:
-        print(f"racer-tui: error: {exc}", file=sys.stderr)
+        print_error(str(exc))
         return 1
     for name, score in scores.items():
         print(f"{name}: {score.summary()}" if len(scores) > 1 else score.summary())
@@ -75,6 +73,6 @@ def main(argv: list[str] | None = None) -> int:
         try:
             args.json.write_text(json.dumps({k: v.to_json() for k, v in scores.items()}, indent=2) + "\n")
         except OSError as exc:
-            print(f"racer-tui: error: cannot write {args.json}: {exc.strerror or exc}", file=sys.stderr)
+            print_error(f"cannot write {args.json}: {exc.strerror or exc}")
             return 1
     return 0

@@ -7,22 +7,24 @@ racer-tui speed FOLDER [--base BASE_FILE]   (base defaults to FOLDER/ar.jsonl)
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
+from typing import Any
 
 from racer_core.bench.report import plain_console, print_tables, speed_tables
 from racer_core.bench.results import load_results
 from racer_core.bench.speed_lines import ranking_lines, run_lines
 from racer_core.errors import RacerError
+from racer_tui.cli.errors import print_error
+
+HELP = "speed tables from answer files (ms/token, MAT, speed-up per category)"
+DESCRIPTION = "Per-category ms/token, mean accepted tokens and speedup from answer files."
+EPILOG = (
+    "Speedup is tokens/s over the base's on the questions both answered. "
+    "Exit status: 0 done, 1 unreadable files, 2 usage error."
+)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="racer-tui speed",
-        description="Per-category ms/token, mean accepted tokens and speedup from answer files.",
-        epilog="Speedup is tokens/s over the base's on the questions both answered. "
-        "Exit status: 0 done, 1 unreadable files, 2 usage error.",
-    )
+def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "answers",
         type=Path,
@@ -38,11 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="BASE_FILE",
         help="the answer file to compare with (default: ar.jsonl in a folder)",
     )
-    return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser, **hooks: Any) -> int:
     try:
         if not args.answers.exists():
             raise RacerError(f"no such file or folder: {args.answers}")
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         if not result.question_order:
             raise RacerError(f"no answers in {args.answers}")
     except RacerError as exc:
-        print(f"racer-tui: error: {exc}", file=sys.stderr)
+        print_error(str(exc))
         return 1
     head = f"model {result.model}" if result.model else "answers"
     if result.device:

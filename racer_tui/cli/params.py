@@ -1,0 +1,76 @@
+"""argparse types shared by the commands: each value is read and checked by
+the rule the engine itself applies (GenerationConfig), so the command line,
+the settings screen and the Python API accept and refuse the same values
+with the same words, before any model loads."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from racer_core.config import ConfigError, GenerationConfig
+from racer_core.events import METHODS
+
+
+def param(name: str) -> Callable[[str], Any]:
+    """Reads one generation parameter by GenerationConfig's own rules."""
+
+    def parse(text: str) -> Any:
+        try:
+            return GenerationConfig.parse_field(name, text)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = name
+    return parse
+
+
+def top_p(text: str) -> float:
+    """--top-p as the original reads it: 0 (its default) means no nucleus filter, like 1."""
+    try:
+        if float(text) == 0.0:
+            return 1.0
+    except ValueError:
+        pass
+    return param("top_p")(text)
+
+
+def at_least(low: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {low}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {low}, got {value}")
+        return value
+
+    parse.__name__ = f"at_least_{low}"
+    return parse
+
+
+def methods(text: str) -> list[str]:
+    names = [m.strip() for m in text.split(",") if m.strip()]
+    bad = [m for m in names if m not in METHODS]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown method(s) {', '.join(bad) or '(none)'}; choose from {', '.join(METHODS)}"
+        )
+    return list(dict.fromkeys(names))
+
+
+def str2bool(text: str) -> bool:
+    """true/false as the original reads them (yes/no, t/f, 1/0 too)."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "t", "yes", "y", "1"):
+        return True
+    if lowered in ("false", "f", "no", "n", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+TOP_P_HELP = (
+    "nucleus sampling mass in (0, 1]; 0, the original's default, means no nucleus filter, like 1 "
+    "(at temperature 0 decoding is greedy and top-p is unused)"
+)

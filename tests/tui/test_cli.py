@@ -1,0 +1,161 @@
+"""The `racer-tui` command: subcommands, the original's spellings, the chat's
+options, serving and its guard, --version."""
+
+from __future__ import annotations
+
+import pytest
+
+from racer_tui.cli import build_parser, legacy_words, main
+from racer_tui.cli.chat import app_args, overrides
+from racer_tui.cli.serve import build_serve_command, is_loopback
+
+
+@pytest.fixture
+def fake_server(monkeypatch: pytest.MonkeyPatch) -> dict:
+    seen: dict = {}
+
+    class FakeServer:
+        def __init__(self, command: str, host: str, port: int, title: str) -> None:
+            seen.update(command=command, host=host, port=port)
+
+        def serve(self) -> None:
+            seen["served"] = True
+
+    monkeypatch.setattr("textual_serve.server.Server", FakeServer)
+    return seen
+
+
+def test_no_command_is_the_chat_and_serve_takes_the_chat_options() -> None:
+    args = build_parser().parse_args([])
+    assert (args.command, args.model, args.device, args.dtype) == (None, None, None, None)
+    assert overrides(args) == {}
+    args = build_parser().parse_args(["serve", "--host", "0.0.0.0", "--port", "9001", "--model", "/m.gguf"])
+    assert (args.command, args.host, args.port, args.allow_remote) == ("serve", "0.0.0.0", 9001, False)
+    assert app_args(args) == ["--model", "/m.gguf"]
+
+
+def test_the_chat_takes_the_original_chats_sampling_options() -> None:
+    words = ["--model-path", "/m", "--temperature", "0.7", "--top-p", "0.8", "--method", "pld",
+             "--system-prompt", "Be brief.", "--max-new-tokens", "64"]
+    args = build_parser().parse_args(words)
+    assert args.model == "/m"
+    assert overrides(args) == {
+        "method": "pld", "temperature": 0.7, "top_p": 0.8, "max_new_tokens": 64, "system_prompt": "Be brief.",
+    }
+    # the served app processes get the same choices back
+    again = build_parser().parse_args(app_args(args))
+    assert overrides(again) == overrides(args) and again.model == "/m"
+    assert overrides(build_parser().parse_args(["--top-p", "0"])) == {"top_p": 1.0}  # the original's "no filter"
+
+
+@pytest.mark.parametrize(
+    ("words", "says"),
+    [
+        (["--temperature", "nan"], "temperature"),
+        (["--temperature", "7"], "temperature"),
+        (["--top-p", "1.5"], "top_p"),
+        (["--method", "magic"], "method"),
+        (["--max-new-tokens", "0"], "max_new_tokens"),
+    ],
+)
+def test_the_chat_refuses_bad_values_with_the_engines_words(words, says, capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(words)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err
+
+
+def test_chat_overrides_hold_for_this_run_only(tmp_path) -> None:
+    from racer_tui.app import RacerApp
+    from racer_tui.settings import SettingsStore
+
+    config = tmp_path / "config"
+    app = RacerApp(data_dir=tmp_path / "data", config_dir=config, overrides={"temperature": 0.7, "method": "pld"})
+    assert (app.settings.generation.temperature, app.settings.generation.method) == (0.7, "pld")
+    app.update_settings(markdown=True)  # saving something else does not save the run's choices
+    app.history.close()
+    saved = SettingsStore(config / "settings.json").load()
+    assert saved.markdown is True
+    assert (saved.generation.temperature, saved.generation.method) == (0.0, "racer")
+
+
+@pytest.mark.parametrize("command", ["bench", "speed", "score", "serve"])
+def test_each_command_has_its_own_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main([command, "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: racer-tui {command}")
+    wanted = {"bench": "--max-num-draft", "speed": "--base", "score": "--questions", "serve": "--allow-remote"}
+    assert wanted[command] in out
+
+
+def test_top_level_help_lists_the_commands_and_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert all(f"    {name} " in out for name in ("bench", "speed", "score", "serve"))
+    assert "--temperature" in out and "--bench SUITE" in out
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.startswith("racer-tui ")
+
+
+def test_the_originals_spellings_reach_the_subcommands() -> None:
+    assert legacy_words(["--bench", "builtin", "--resume"]) == ["bench", "--bench", "builtin", "--resume"]
+    assert legacy_words(["--bench-name=gsm8k"]) == ["bench", "--bench-name=gsm8k"]
+    assert legacy_words(["--serve", "--port", "9"]) == ["serve", "--port", "9"]
+    assert legacy_words(["speed", "--bench", "x"]) == ["speed", "--bench", "x"]  # a subcommand word wins
+    assert legacy_words(["--model", "m"]) == ["--model", "m"]
+
+
+def test_serve_command_reruns_the_app_without_serve() -> None:
+    cmd = build_serve_command(["--model", "/path with space/m.gguf"], python="/venv/bin/python")
+    assert cmd == "/venv/bin/python -m racer_tui.cli --model '/path with space/m.gguf'"
+    assert "serve" not in cmd
+
+
+@pytest.mark.parametrize("spelling", [["serve"], ["--serve"]])
+def test_serve_on_loopback_builds_server(spelling: list[str], fake_server: dict) -> None:
+    assert main([*spelling, "--port", "8123", "--dtype", "float32"]) == 0
+    assert fake_server["host"] == "127.0.0.1" and fake_server["port"] == 8123 and fake_server["served"]
+    assert fake_server["command"].endswith("-m racer_tui.cli --dtype float32")
+
+
+def test_loopback_addresses() -> None:
+    assert all(is_loopback(h) for h in ("127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost", "LOCALHOST"))
+    assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "192.168.1.4", "example.org"))
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.0.0.7", "my-box.local"])
+def test_serve_on_the_network_needs_allow_remote(host: str, fake_server: dict, capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--serve", "--host", host])
+    assert exc.value.code == 2 and "served" not in fake_server
+    err = capsys.readouterr().err
+    assert "--allow-remote" in err and "chat history" in err and "model path" in err and "benchmarks" in err
+
+
+def test_allow_remote_serves_with_a_warning(fake_server: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--host", "0.0.0.0", "--allow-remote"]) == 0
+    assert fake_server["host"] == "0.0.0.0" and fake_server["served"]
+    err = capsys.readouterr().err
+    assert err.startswith("racer-tui: warning: serving on 0.0.0.0")
+    assert "chat history" in err and "model path" in err and "benchmarks" in err
+    assert "--allow-remote" not in fake_server["command"]  # the app processes get only the chat options
+
+
+def test_serve_options_without_serve_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--host", "0.0.0.0"])
+    assert exc.value.code == 2
+    assert "--host" in capsys.readouterr().err
+
+
+def test_bad_port_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["serve", "--port", "70000"])
+    assert exc.value.code == 2
+    assert "--port must be between 1 and 65535" in capsys.readouterr().err
