@@ -95,6 +95,13 @@ class Versus:
     compared_questions: int | None = None
     near_tie_questions: int | None = None  # differing from the first differing token on, at a near-tie
     other_questions: int | None = None  # differing otherwise: a bug, not rounding
+    low: float | None = None  # the smallest and largest speedup of one question (the spread)
+    high: float | None = None
+
+    @property
+    def spread_text(self) -> str:
+        """For tables: the per-question speedups' range, or a dash."""
+        return "–" if self.low is None or self.high is None else f"{self.low:.2f}-{self.high:.2f}x"
 
     @property
     def same_text(self) -> str:
@@ -130,6 +137,8 @@ class Row:
             "compared_questions": v.compared_questions,
             "near_tie_questions": v.near_tie_questions,
             "other_divergence_questions": v.other_questions,
+            "speedup_min": _round(v.low),
+            "speedup_max": _round(v.high),
         }
 
 

@@ -52,9 +52,10 @@ def _groups(result: BenchResult, categories: bool) -> list[tuple[str, dict[str, 
 
 
 def bench_tables(result: BenchResult, *, categories: bool = True, style: LabelStyle | None = None) -> list[Table]:
-    """One table per category, then all questions: tok/s, MAT, speedup, equality with ar."""
+    """One table per category, then all questions: tok/s, MAT, speedup and its
+    spread over questions, equality with ar."""
     base = result.baseline if result.baseline in result.records else None
-    headers = ["method", "questions", "tokens", "tok/s", "MAT", f"vs {base or 'ar'}", "same as ar"]
+    headers = ["method", "questions", "tokens", "tok/s", "MAT", f"vs {base or 'ar'}", "per question", "same as ar"]
     tables = []
     for name, rows in _groups(result, categories):
         table = _table(name, headers)
@@ -67,6 +68,7 @@ def bench_tables(result: BenchResult, *, categories: bool = True, style: LabelSt
                 fmt(s.tokens_per_s, ".1f"),
                 fmt(s.mat, ".2f"),
                 fmt(v.speedup, ".2f") + ("x" if v.speedup is not None else ""),
+                v.spread_text,
                 v.same_text,
             )
         tables.append(table)

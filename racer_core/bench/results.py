@@ -59,6 +59,8 @@ class BenchResult:
     completed: bool = True  # False when stopped before the last question
     answer_dir: Path | None = None
     skipped_for_images: int = 0  # questions with images left out: the model reads text only
+    repeats: int = 1  # tries per question (the median one is in records)
+    repeat_speeds: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # label -> key -> tok/s per try
 
     def add(self, label: str, record: AnswerRecord) -> None:
         if label not in self.methods:
@@ -89,13 +91,15 @@ class BenchResult:
             base = self._select(self.baseline, category)
             common = [k for k in recs if k in base]
             speedup = tally(recs[k] for k in common).speedup_over(tally(base[k] for k in common))
-            versus = Versus(speedup)
+            ratios = [r for k in common if (r := tally([recs[k]]).speedup_over(tally([base[k]]))) is not None]
+            spread = (min(ratios), max(ratios)) if ratios and label != self.baseline else (None, None)
+            versus = Versus(speedup, low=spread[0], high=spread[1])
             if label != self.baseline and self.greedy is not False and common:
                 verdicts = [divergence(recs[k], base[k]) for k in common]
                 same = verdicts.count("identical")
                 versus = Versus(
                     speedup, same == len(common), same, len(common),
-                    verdicts.count("near-tie"), verdicts.count("other"),
+                    verdicts.count("near-tie"), verdicts.count("other"), *spread,
                 )
         return Row(tally(recs.values()), versus)
 
@@ -116,16 +120,41 @@ class BenchResult:
         }
 
     def warnings(self) -> list[str]:
-        """What a reader must not miss under the tables: divergences from the baseline that are not near-ties."""
+        """What a reader must not miss under the tables: divergences from the
+        baseline that are not near-ties, and speed figures too noisy to trust."""
         lines = []
         for label, row in self.method_totals().items():
-            other = row.versus.other_questions
-            if other:
+            v = row.versus
+            if v.other_questions:
                 lines.append(
-                    f"{label}: {other} of {row.versus.compared_questions} questions differ from {self.baseline} "
+                    f"{label}: {v.other_questions} of {v.compared_questions} questions differ from {self.baseline} "
                     "other than at a near-tie: a bug, not rounding"
                 )
+            if v.low and v.high and v.high / v.low > WIDE_SPREAD:
+                hint = "" if self.repeats > 1 else "; --repeats 3 keeps the median of 3 tries"
+                lines.append(
+                    f"{label}: speedups per question span {v.low:.2f}-{v.high:.2f}x, a wide spread "
+                    f"(uneven questions or a busy machine){hint}"
+                )
+            noise = self.repeat_noise(label)
+            if noise is not None and noise[1] > NOISY_REPEATS:
+                lines.append(
+                    f"{label}: the speedup of question {noise[0]} changed {noise[1]:.2f}x between tries: "
+                    "the machine was busy, the figures are uncertain"
+                )
         return lines
+
+    def repeat_noise(self, label: str) -> tuple[str, float] | None:
+        """The question whose per-try speedups over the baseline varied most, and by how much (max/min)."""
+        mine, base = self.repeat_speeds.get(label, {}), self.repeat_speeds.get(self.baseline or "", {})
+        if label == self.baseline or not mine or not base:
+            return None
+        worst_key, worst_ratio = None, 1.0
+        for key, speeds in mine.items():
+            ratios = [s / b for s, b in zip(speeds, base.get(key, []), strict=False) if s > 0 and b > 0]
+            if len(ratios) > 1 and max(ratios) / min(ratios) >= worst_ratio:
+                worst_key, worst_ratio = key, max(ratios) / min(ratios)
+        return None if worst_key is None else (worst_key, worst_ratio)
 
     def to_summary(self, **extra: Any) -> dict[str, Any]:
         """The --summary-json document; `extra` keys are added at the top level.
@@ -147,10 +176,17 @@ class BenchResult:
             "categories": {
                 cat: {label: t.to_json() for label, t in rows.items()} for cat, rows in self.category_totals().items()
             },
+            "repeats": self.repeats,
             "warnings": self.warnings(),
         }
         summary.update(extra)
         return summary
+
+
+WIDE_SPREAD = 2.0
+"""Per-question speedups whose largest is this many times the smallest are called a wide spread."""
+NOISY_REPEATS = 1.25
+"""One question's speedup changing this much between tries means the machine was busy."""
 
 
 def tally(records: Iterable[AnswerRecord]) -> Stats:

@@ -89,6 +89,7 @@ def run_config(
     *,
     num_choices: int = 1,
     system_prompt: str | None = None,
+    repeats: int = 1,
 ) -> dict[str, Any]:
     """The settings written into each answer line; resume refuses a mismatch."""
     cfg = asdict(config)
@@ -98,6 +99,8 @@ def run_config(
         cfg["num_choices"] = num_choices
     if system_prompt is not None:
         cfg["system_prompt"] = system_prompt
+    if repeats != 1:
+        cfg["repeats"] = repeats
     return cfg
 
 
@@ -162,6 +165,7 @@ def start_run(
     num_choices: int,
     system_prompt: str | None,
     model_id: str | None,
+    repeats: int = 1,
 ) -> RunStart:
     result = BenchResult(
         methods=list(methods),
@@ -178,7 +182,9 @@ def start_run(
         completed=False,
     )
     configs = {
-        m: run_config(replace(config, method=m), info, warm, num_choices=num_choices, system_prompt=system_prompt)
+        m: run_config(
+            replace(config, method=m), info, warm, num_choices=num_choices, system_prompt=system_prompt, repeats=repeats
+        )
         for m in methods
     }
     done = _resume(result, paths, configs) if resume else {m: set() for m in methods}
@@ -206,6 +212,7 @@ def run_benchmark(
     num_choices: int = 1,
     system_prompt: str | None = None,
     model_id: str | None = None,
+    repeats: int = 1,
 ) -> BenchResult:
     """Answer `questions` with every method; write answer files when `answer_dir`
     (ANSWER_DIR/METHOD.jsonl) or `answer_file` (one method) is set.
@@ -214,21 +221,29 @@ def run_benchmark(
     name); each question gets `num_choices` replies; every conversation starts
     with `system_prompt` when it is given.
 
+    With `repeats` N each question is answered N times, every method once
+    per round (interleaved as questions are), and the try of median time is
+    kept (for an even N the faster of the two middle ones); the result keeps
+    every try's tokens/s for the spread.
+
     Without `resume` an existing answer file of a method in the run is
     replaced. With it, questions already in the file are skipped (and count in
     the result). Returns early, with `completed=False`, when `should_stop`
     returns True; the question in flight is then dropped.
     """
     methods, paths = check_run(methods, num_choices, answer_dir, answer_file, resume)
+    if repeats < 1:
+        raise InputError(f"repeats must be at least 1, not {repeats}")
     skipped = 0
     if not takes_images(engine):
         kept = [q for q in questions if not q.images]
         skipped, questions = len(questions) - len(kept), kept
     start = start_run(
         engine.info, questions, methods, paths, config, answer_dir=answer_dir, warm=warm, resume=resume,
-        suite=suite, num_choices=num_choices, system_prompt=system_prompt, model_id=model_id,
+        suite=suite, num_choices=num_choices, system_prompt=system_prompt, model_id=model_id, repeats=repeats,
     )
     result, configs, done = start.result, start.configs, start.done
+    result.repeats = repeats
     result.skipped_for_images = skipped
     model = result.model or engine.info.model
 
@@ -242,27 +257,30 @@ def run_benchmark(
         progress = _Reporter(on_progress, len(questions))
         previous: dict[str, Conversation | None] = {m: None for m in methods}
         for index, q in enumerate(questions):
-            for m in methods:
-                key = str(q.question_id)
-                if key in done[m]:
-                    progress(m, index, q, None, True, result.records[m][key])
-                    continue
-                choices = []
-                for i in range(num_choices):
-                    conv = engine.new_conversation(
-                        system_prompt=system_prompt, warm_from=previous[m] if warm else None
+            key = str(q.question_id)
+            tries: dict[str, list[tuple[AnswerRecord, Conversation | None]]] = {m: [] for m in methods}
+            for repeat in range(repeats):
+                last = repeat == repeats - 1
+                for m in methods:
+                    if key in done[m]:
+                        if last:
+                            progress(m, index, q, None, True, result.records[m][key])
+                        continue
+                    tries[m].append(
+                        _answer_question(engine, q, replace(config, method=m), num_choices, system_prompt,
+                                         warm, previous[m], should_stop, progress, index, model, configs[m])
                     )
-                    cfg = choice_config(replace(config, method=m), i) if num_choices > 1 else replace(config, method=m)
-                    choices.append(answer_choice(conv, q, cfg, i, should_stop, progress, index))
-                    if warm:
-                        previous[m] = conv
-                record = AnswerRecord(
-                    q.question_id, q.category, model, m, tuple(choices), time.time(), configs[m], reference=q.reference
-                )
-                if m in writers:
-                    writers[m].write(record)
-                result.add(m, record)
-                progress(m, index, q, None, True, record)
+                    if not last:
+                        continue
+                    # the median try by time is kept; a warm run goes on from its conversation
+                    record, conv = sorted(tries[m], key=lambda t: t[0].seconds)[(repeats - 1) // 2]
+                    previous[m] = conv
+                    if repeats > 1:
+                        result.repeat_speeds.setdefault(m, {})[key] = [_speed(r) for r, _ in tries[m]]
+                    if m in writers:
+                        writers[m].write(record)
+                    result.add(m, record)
+                    progress(m, index, q, None, True, record)
         result.completed = True
     except _Stopped:
         pass
@@ -270,6 +288,40 @@ def run_benchmark(
         for w in writers.values():
             w.close()
     return result
+
+
+def _answer_question(
+    engine: Engine,
+    q: Question,
+    config: GenerationConfig,
+    num_choices: int,
+    system_prompt: str | None,
+    warm: bool,
+    previous: Conversation | None,
+    should_stop: ShouldStop | None,
+    progress: _Reporter,
+    index: int,
+    model: str,
+    run_config: dict[str, Any],
+) -> tuple[AnswerRecord, Conversation | None]:
+    """One try at a question by one method: its record and its last conversation
+    (what a warm run goes on from, starting from `previous`; None when not warm)."""
+    choices = []
+    warm_from = previous if warm else None
+    for i in range(num_choices):
+        conv = engine.new_conversation(system_prompt=system_prompt, warm_from=warm_from)
+        cfg = choice_config(config, i) if num_choices > 1 else config
+        choices.append(answer_choice(conv, q, cfg, i, should_stop, progress, index))
+        if warm:
+            warm_from = conv
+    record = AnswerRecord(
+        q.question_id, q.category, model, config.method, tuple(choices), time.time(), run_config, reference=q.reference
+    )
+    return record, warm_from
+
+
+def _speed(record: AnswerRecord) -> float:
+    return record.tokens / record.seconds if record.seconds > 0 else 0.0
 
 
 def _resume(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from fake_engine import FakeEngine
 
@@ -223,3 +225,65 @@ def test_unknown_method_and_engine_without_final_event():
 
     with pytest.raises(RacerError, match="without a final event"):
         run_benchmark(Unfinished(), QUESTIONS, ["ar"], GREEDY, warmup=False)
+
+
+def test_repeats_interleave_tries_and_keep_the_median_one(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(runner, "_clock", lambda: clock[0])
+    # seconds per step of each send: question 1's three tries, then 1.0 for question 2
+    cost = {m: itertools.chain(c, itertools.repeat(1.0)) for m, c in (("ar", [3.0, 1.0, 2.0]), ("racer", [1.0, 5.0, 2.0]))}
+    per_call = {}
+
+    def step(method: str) -> None:
+        clock[0] += per_call[method]
+
+    engine = FakeEngine(step_hook=step)
+    real_send = engine.new_conversation
+
+    def new_conversation(system_prompt=None, warm_from=None):
+        conv = real_send(system_prompt, warm_from)
+        send = conv.send
+
+        def timed_send(text, config, should_stop=None):
+            per_call[config.method] = next(cost[config.method])  # seconds per step of this try
+            yield from send(text, config, should_stop)
+
+        conv.send = timed_send
+        return conv
+
+    engine.new_conversation = new_conversation
+    result = run_benchmark(engine, QUESTIONS[:2], ["ar", "racer"], GREEDY, repeats=3, warmup=False)
+    q1 = [("ar", "What is a fox?"), ("racer", "What is a fox?")]
+    assert engine.calls[:6] == q1 * 3  # each round asks every method once
+    # question 1: ar's tries cost 3, 1, 2 per step -> the 2 one is kept; racer's 1, 5, 2 -> 2
+    events = {m: len(result.records[m]["1"].accept_lengths) + 1 for m in ("ar", "racer")}
+    assert result.records["ar"]["1"].seconds == pytest.approx(2.0 * events["ar"])
+    assert result.records["racer"]["1"].seconds == pytest.approx(2.0 * events["racer"])
+    speeds = result.repeat_speeds["racer"]["1"]
+    assert len(speeds) == 3 and max(speeds) / min(speeds) == pytest.approx(5.0)
+    assert result.repeats == 3 and len(result.records["ar"]) == 2
+    # the speedup of question 1 moved from 3x to 0.2x between tries: a warning says so
+    key, noise = result.repeat_noise("racer")
+    assert key == "1" and noise == pytest.approx(15.0)
+    assert any("changed 15.00x between tries" in w for w in result.warnings())
+    versus = result.totals("racer").versus
+    # both questions ran at the same per-step cost in their kept tries: one speedup, no spread
+    assert versus.low == pytest.approx(versus.speedup) and versus.high == pytest.approx(versus.speedup)
+
+
+def test_repeats_are_part_of_the_settings_and_must_be_positive(tmp_path):
+    run_benchmark(FakeEngine(), QUESTIONS[:1], ["ar"], GREEDY, answer_dir=tmp_path, repeats=2, warmup=False)
+    assert read_answers(answer_path(tmp_path, "ar"))[0].config["repeats"] == 2
+    with pytest.raises(InputError, match="repeats 2, now None"):
+        run_benchmark(FakeEngine(), QUESTIONS, ["ar"], GREEDY, answer_dir=tmp_path, resume=True)
+    with pytest.raises(InputError, match="repeats must be at least 1"):
+        run_benchmark(FakeEngine(), QUESTIONS, ["ar"], GREEDY, repeats=0)
+
+
+def test_warm_repeats_go_on_from_the_previous_questions_kept_try():
+    engine = FakeEngine()
+    run_benchmark(engine, QUESTIONS[:2], ["racer"], GREEDY, warm=True, repeats=2, warmup=False)
+    first_tries, second_tries = engine.conversations[:2], engine.conversations[2:]
+    assert all(c.warm_from is None for c in first_tries)  # every try of question 1 starts cold
+    assert all(c.warm_from is second_tries[0].warm_from for c in second_tries)
+    assert second_tries[0].warm_from in first_tries
