@@ -109,13 +109,14 @@ def decode_message(role: object, content: object, runs: str | None, stats: str |
         decoded_stats = json.loads(stats) if stats else {}
     except (ValueError, TypeError) as exc:  # JSONDecodeError is a ValueError; bad shapes are TypeErrors
         raise ValueError(f"the drafting record of a reply is damaged ({exc})") from None
-    if not _stats_look_right(decoded_stats):
+    if not valid_stats(decoded_stats):
         raise ValueError("the statistics of a reply are damaged")
     return StoredMessage(str(role), content, decoded_runs, decoded_stats)
 
 
-def _stats_look_right(stats: object) -> bool:
-    """The reply statistics the chat reads back have the types it wrote."""
+def valid_stats(stats: object) -> bool:
+    """The reply statistics the chat reads back have the types it wrote
+    (also the check of statistics in a loaded JSON file)."""
     if not isinstance(stats, dict):
         return False
     whole = all(isinstance(stats.get(k, 0), int) for k in ("tokens", "steps"))
@@ -211,6 +212,29 @@ class HistoryStore:
             return [decode_message(*row) for row in rows]
         except ValueError as exc:
             raise HistoryError(f"chat {chat_id} cannot be read: {exc}") from None
+
+    def rename_chat(self, chat_id: int, title: str) -> None:
+        with self._guard(f"cannot rename chat {chat_id}"), self._db:
+            self._db.execute("UPDATE chats SET title = ? WHERE id = ?", (title, chat_id))
+
+    def search_chats(self, query: str) -> list[ChatSummary]:
+        """Chats whose title or any message contains `query` (any case), latest first."""
+        pattern = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        with self._guard("cannot search the chats"):
+            rows = self._db.execute(
+                "SELECT id, title, updated FROM chats WHERE title LIKE ?1 ESCAPE '\\' OR id IN "
+                "(SELECT chat_id FROM messages WHERE content LIKE ?1 ESCAPE '\\') ORDER BY updated DESC, id DESC",
+                (pattern,),
+            ).fetchall()
+        return [ChatSummary(int(r[0]), r[1], float(r[2])) for r in rows]
+
+    def drop_last_messages(self, chat_id: int, count: int) -> None:
+        """Delete the chat's last `count` messages (the last exchange, for regenerate and edit)."""
+        with self._guard(f"cannot delete turns of chat {chat_id}"), self._db:
+            self._db.execute(
+                "DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE chat_id = ? ORDER BY id DESC LIMIT ?)",
+                (chat_id, count),
+            )
 
     def delete_chat(self, chat_id: int) -> None:
         with self._guard(f"cannot delete chat {chat_id}"), self._db:

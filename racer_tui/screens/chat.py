@@ -20,6 +20,7 @@ from textual.worker import get_current_worker
 from racer_core.errors import RacerError
 from racer_core.events import Conversation, Engine, GenerationConfig
 from racer_core.stats import Stats
+from racer_tui.chat_actions import ACTION_COMMANDS, ChatActions
 from racer_tui.colors import LOGITS_GREEN, RETRIEVAL_GREEN
 from racer_tui.commands import CHAT_COMMANDS
 from racer_tui.history import HistoryError, StoredMessage, title_for
@@ -59,7 +60,7 @@ def legend() -> Text:
     return text
 
 
-class ChatScreen(Screen):
+class ChatScreen(ChatActions, Screen):
     BINDINGS = [
         Binding("escape", "stop", "Stop"),
         Binding("ctrl+n", "new_chat", "New chat"),
@@ -71,9 +72,12 @@ class ChatScreen(Screen):
         Binding("f8", "delete_chat", "Delete chat", show=False),
         Binding("ctrl+l", "focus_prompt", "Focus prompt", show=False),
         Binding("ctrl+o", "inspect", "Inspect step", show=False),
+        Binding("f12", "regenerate", "Regenerate the last reply", show=False),
+        Binding("ctrl+f", "search_chats", "Search chats", show=False),
+        Binding("ctrl+s", "save_chat", "Save the chat as JSON", show=False),
     ]
 
-    PALETTE = CHAT_COMMANDS
+    PALETTE = CHAT_COMMANDS + ACTION_COMMANDS
     SIDEBAR_WIDTH = 110  # below this many columns the chat list folds away (ctrl+b floats it back)
     CHART_WIDTH = 90  # below this the acceptance chart becomes a sparkline in the status line
 
@@ -94,6 +98,7 @@ class ChatScreen(Screen):
         self._reply_method = ""
         self.steps = StepLog()  # the open chat's draft trees, for the inspector
         self._chart_reply: int | None = None  # whose steps the chart shows (None: a stored reply)
+        self._editing: int | None = None  # the chat whose last message the prompt holds to resend
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="chat-body"):
@@ -116,6 +121,16 @@ class ChatScreen(Screen):
         self.show_status()
         self._show_system_prompt()
         self.query_one(PromptInput).focus()
+        self.run_worker(self._reopen_latest(), exclusive=True, group="open")
+
+    async def _reopen_latest(self) -> None:
+        """Start in the latest chat, as chat apps do (Ctrl+N starts a new one)."""
+        try:
+            chats = self.host.history.list_chats()
+        except HistoryError:
+            return  # refresh_sidebar has said so
+        if chats and self.chat_id is None and not self.generating:
+            await self.open_chat(chats[0].id)
 
     # -- helpers ---------------------------------------------------------
 
@@ -222,12 +237,24 @@ class ChatScreen(Screen):
         text = message.text.strip()
         if not text or self._busy():
             return
+        if text.startswith("!!"):  # the original chat's commands
+            self.run_bang_from(message.prompt, text)
+            return
+        if self._editing is not None and self._editing == self.chat_id:
+            if self.resend_edited(text):
+                message.prompt.clear()
+            return
         engine = self.host.engine
         if engine is None:
             self.notify("No model is loaded yet.", severity="warning")
             return
         if self.send(engine, text):
             message.prompt.clear()
+
+    @work(group="bang")
+    async def run_bang_from(self, prompt: PromptInput, text: str) -> None:
+        if await self.run_bang(text) and prompt.text.strip() == text:
+            prompt.clear()  # done: a command that failed stays typed, to fix
 
     def send(self, engine: Engine, text: str) -> bool:
         """Start a reply to `text`; False when it could not start (the user was told why)."""
@@ -256,6 +283,7 @@ class ChatScreen(Screen):
         self.generating = True
         view = self.conversation_view
         self._turn = ReplyTurn()
+        self._turn.reply_id = self.reply_id
         view.mount(UserTurn(text))
         view.mount(self._turn)
         self.query_one(StepChart).reset()
@@ -348,7 +376,7 @@ class ChatScreen(Screen):
     def action_stop(self) -> None:
         if self.generating:
             self._stop.set()
-        else:
+        elif not self.cancel_edit():
             self._close_floating_sidebar()
 
     def action_focus_prompt(self) -> None:
@@ -365,6 +393,7 @@ class ChatScreen(Screen):
 
     async def _clear_view(self) -> None:
         await self.conversation_view.remove_children()
+        self._editing = None
         self.steps.clear()
         self._chart_reply = None
         self.stats = Stats()
@@ -400,20 +429,26 @@ class ChatScreen(Screen):
                 await view.mount(turn)
                 turn.show_markdown(markdown)
                 last_stats = msg.stats
-        if last_stats:
-            lengths = list(last_stats.get("accept_lengths", []))
-            self.query_one(StepChart).reset(lengths)
-            self.stats = Stats(
-                tokens=last_stats.get("tokens", 0),
-                accepted=last_stats.get("tokens", 0),
-                steps=last_stats.get("steps", 0),
-                seconds=last_stats.get("seconds", 0.0),
-                accept_lengths=lengths,
-            )
-            self._reply_method = last_stats.get("method", "")
-        self.show_status()
+        self.show_stored_stats(last_stats, None)
         self.refresh_sidebar()
         self._scroll_to_end()
+
+    def show_stored_stats(self, stats: dict, reply_id: int | None) -> None:
+        """The chart and status line of a finished reply, from its stored
+        statistics; `reply_id` when its draft trees are in the step log."""
+        lengths = list(stats.get("accept_lengths", []))
+        self.query_one(StepChart).reset(lengths)
+        self._chart_reply = reply_id
+        self.stats = Stats(
+            tokens=stats.get("tokens", 0),
+            accepted=stats.get("tokens", 0),
+            steps=stats.get("steps", 0),
+            seconds=stats.get("seconds", 0.0),
+            accept_lengths=lengths,
+        )
+        self.budget = None
+        self._reply_method = stats.get("method", "")
+        self.show_status()
 
     def on_option_list_option_selected(self, event: ChatList.OptionSelected) -> None:
         self._close_floating_sidebar()  # it floated over the conversation: make way
@@ -425,6 +460,12 @@ class ChatScreen(Screen):
 
     def on_chat_list_export(self, message: ChatList.Export) -> None:
         self.export_chat(message.chat_id)
+
+    def on_chat_list_rename(self, message: ChatList.Rename) -> None:
+        self.rename_chat(message.chat_id)
+
+    def on_prompt_input_edit_last(self, _message: PromptInput.EditLast) -> None:
+        self.action_edit_last()
 
     def delete_chat(self, chat_id: int) -> None:
         if chat_id == self.chat_id and self._busy():

@@ -14,6 +14,7 @@ class ChatList(OptionList):
     BINDINGS = [
         Binding("delete", "delete_chat", "Delete chat"),
         Binding("e", "export_chat", "Export"),
+        Binding("r", "rename_chat", "Rename"),
     ]
 
     class Delete(Message):
@@ -22,6 +23,11 @@ class ChatList(OptionList):
             self.chat_id = chat_id
 
     class Export(Message):
+        def __init__(self, chat_id: int) -> None:
+            super().__init__()
+            self.chat_id = chat_id
+
+    class Rename(Message):
         def __init__(self, chat_id: int) -> None:
             super().__init__()
             self.chat_id = chat_id
@@ -47,3 +53,8 @@ class ChatList(OptionList):
         chat_id = self.highlighted_chat()
         if chat_id is not None:
             self.post_message(self.Export(chat_id))
+
+    def action_rename_chat(self) -> None:
+        chat_id = self.highlighted_chat()
+        if chat_id is not None:
+            self.post_message(self.Rename(chat_id))

@@ -15,7 +15,11 @@ class PromptInput(TextArea):
     BINDINGS = [
         Binding("enter", "submit", "Send"),
         Binding("ctrl+j", "newline", "New line"),
+        Binding("up", "up_or_edit", "Edit the last message (in an empty prompt)", show=False),
     ]
+
+    class EditLast(Message):
+        """Up in an empty prompt: the chat puts its last message here to edit."""
 
     class Submitted(Message):
         def __init__(self, prompt: PromptInput, text: str) -> None:
@@ -47,6 +51,12 @@ class PromptInput(TextArea):
 
     def action_submit(self) -> None:
         self.post_message(self.Submitted(self, self.text))
+
+    def action_up_or_edit(self) -> None:
+        if self.text:
+            self.action_cursor_up()
+        else:
+            self.post_message(self.EditLast())
 
     def action_newline(self) -> None:
         start, end = self.selection

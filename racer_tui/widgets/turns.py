@@ -23,6 +23,7 @@ class UserTurn(Static):
     def __init__(self, text: str) -> None:
         super().__init__(Text(text), classes="turn user-turn")
         self.border_title = "you"
+        self.message = text
 
 
 class ReplyTurn(Vertical):
@@ -31,6 +32,7 @@ class ReplyTurn(Vertical):
     def __init__(self, runs: list[Run] | None = None, *, complete: bool = False, note: str = "") -> None:
         super().__init__(classes="turn reply-turn")
         self.border_title = "assistant"
+        self.reply_id: int | None = None  # the chat screen's id of a reply made in this session
         self.runs: list[Run] = []
         self._text = Text()
         self.complete = False

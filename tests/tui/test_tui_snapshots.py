@@ -156,3 +156,19 @@ def test_step_inspector(snap_compare, tmp_path: Path) -> None:
         await pilot.pause()
 
     assert snap_compare(make_app(tmp_path, FakeEngine()), terminal_size=SIZE, run_before=run_before)
+
+
+def test_regenerated_reply(snap_compare, tmp_path: Path) -> None:
+    """F12 replaces the last reply: one exchange on screen, the new reply (its
+    script changed first, so the two differ) and its chart."""
+    engine = FakeEngine()
+
+    async def run_before(pilot) -> None:
+        chat = await ask(pilot, "How does RACER draft tokens?")
+        await wait_for(pilot, lambda: chat.stats.steps and not chat.generating)
+        engine.reply = engine.reply.replace("two cheap sources", "two sources that cost little")
+        await pilot.press("f12")
+        await wait_for(pilot, lambda: len(engine.prompts) == 2 and not chat.generating)
+        await pilot.pause()
+
+    assert snap_compare(make_app(tmp_path, engine), terminal_size=SIZE, run_before=run_before)

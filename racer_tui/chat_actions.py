@@ -1,0 +1,319 @@
+"""What users of chat TUIs and of the original RACER chat expect: regenerate,
+edit and resend, remove the last exchange, copy a reply, rename and search
+chats, save and load a conversation as JSON, and the original's `!!` commands
+typed in the prompt box.
+
+A mixin of ChatScreen: it works on the screen's chat (history, engine
+conversation and view), keeping the three in step. The attributes it uses are
+declared below; ChatScreen defines them (no import of the screen: no cycle).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from racer_core.errors import InputError
+from racer_tui import chat_file
+from racer_tui.commands import PaletteEntry
+from racer_tui.history import ChatSummary, HistoryError, title_for
+from racer_tui.screens.chat_dialogs import LineScreen, SearchScreen
+from racer_tui.widgets.prompt_input import PromptInput
+from racer_tui.widgets.turns import ReplyTurn, UserTurn
+
+if TYPE_CHECKING:
+    from textual.containers import VerticalScroll
+
+    from racer_core.events import Conversation, Engine
+    from racer_tui.host import Host
+    from racer_tui.step_log import StepLog
+
+BANG_HELP = "!!regen, !!remove, !!save [PATH], !!load PATH, !!copy, !!reset, !!exit"
+EDITING = "editing: Enter resends it, Esc keeps the old one"
+
+ACTION_COMMANDS: list[PaletteEntry] = [
+    ("Regenerate the last reply", "Generate the last reply again (F12, !!regen)", "screen.regenerate"),
+    ("Edit the last message", "Edit the last message and resend it (Up in an empty prompt)", "screen.edit_last"),
+    ("Remove the last exchange", "Delete the last message and its reply (!!remove)", "screen.remove_last"),
+    ("Copy the last reply", "Put the last reply on the clipboard (!!copy)", "screen.copy_reply"),
+    ("Rename chat", "Give the open chat a title (r in the chat list)", "screen.rename_chat"),
+    ("Search chats", "Find chats by title or content (Ctrl+F)", "screen.search_chats"),
+    ("Save chat as JSON", "Write the open chat in the original RACER chat's format (Ctrl+S, !!save)",
+     "screen.save_chat"),
+    ("Load chat from JSON", "Open a saved conversation as a new chat (!!load PATH)", "screen.load_chat"),
+]
+
+
+def trim_conversation(conv: Conversation, keep: int) -> None:
+    """Cut the engine's conversation to its first `keep` messages in place, so
+    its cache of the shared prefix stays in use."""
+    del conv.messages[keep:]
+    images = getattr(conv, "images", None)  # a vision engine keys attached images by message index
+    if isinstance(images, dict):
+        for index in [i for i in images if i >= keep]:
+            del images[index]
+
+
+class ChatActions:
+    if TYPE_CHECKING:  # what the mixin uses of ChatScreen (Textual's Screen gives the rest)
+        host: Host
+        chat_id: int | None
+        conv: Conversation | None
+        steps: StepLog
+        _editing: int | None  # the chat whose last message the prompt holds to resend
+
+        @property
+        def conversation_view(self) -> VerticalScroll: ...
+        def _busy(self) -> bool: ...
+        def _history_failed(self, exc: HistoryError) -> None: ...
+        def send(self, engine: Engine, text: str) -> bool: ...
+        def refresh_sidebar(self) -> None: ...
+        def show_stored_stats(self, stats: dict, reply_id: int | None) -> None: ...
+        async def open_chat(self, chat_id: int) -> None: ...
+        async def action_new_chat(self) -> None: ...
+
+    # -- the last exchange, in history, engine conversation and view at once ----
+
+    def _ready_engine(self) -> Engine | None:
+        """The engine, when a reply could start now; else None and a notice.
+        Checked before anything is taken back, so a refused reply loses nothing."""
+        engine = self.host.engine
+        if engine is None:
+            self.notify("No model is loaded yet.", severity="warning")
+            return None
+        if self._busy() or not self.host.claim_engine("chat"):  # each says why
+            return None
+        self.host.release_engine()  # send() claims it again at once
+        return engine
+
+    def _drop_last_exchange(self) -> str | None:
+        """Remove the last user message and the reply after it; return the
+        message's text (None, with a notice, when there is none)."""
+        if self.chat_id is None:
+            self.notify("There is no message to take back.", severity="warning")
+            return None
+        try:
+            messages = self.host.history.messages(self.chat_id)
+            last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=None)
+            if last_user is None:
+                self.notify("There is no message to take back.", severity="warning")
+                return None
+            self.host.history.drop_last_messages(self.chat_id, len(messages) - last_user)
+        except HistoryError as exc:
+            self._history_failed(exc)
+            return None
+        self._editing = None
+        kept = messages[:last_user]
+        if self.conv is not None:
+            system = sum(1 for m in self.conv.messages if m["role"] == "system")
+            trim_conversation(self.conv, system + len(kept))
+        turns = [w for w in self.conversation_view.children if isinstance(w, UserTurn | ReplyTurn)]
+        cut = max((i for i, w in enumerate(turns) if isinstance(w, UserTurn)), default=len(turns))
+        for widget in turns[cut:]:
+            if isinstance(widget, ReplyTurn) and widget.reply_id is not None:
+                self.steps.forget(widget.reply_id)  # its draft trees go with it
+            widget.remove()
+        # The chart and status line show the reply that is now the last one.
+        replies = [w for w in turns[:cut] if isinstance(w, ReplyTurn)]
+        stats = next((m.stats for m in reversed(kept) if m.role == "assistant"), {})
+        self.show_stored_stats(stats, replies[-1].reply_id if replies else None)
+        self.refresh_sidebar()
+        return messages[last_user].content
+
+    def action_regenerate(self) -> None:
+        engine = self._ready_engine()
+        if engine is None:
+            return
+        text = self._drop_last_exchange()
+        if text is not None and not self.send(engine, text) and not self._prompt().text.strip():
+            self._prompt().text = text  # the message stays, ready to send again
+
+    def action_edit_last(self) -> None:
+        """Put the last message in the prompt; it replaces the last exchange
+        only when sent, so nothing is lost if the edit is dropped."""
+        if self._busy():
+            return
+        prompt = self._prompt()
+        if prompt.text.strip():
+            self.notify("The prompt is not empty: send or clear it first.", severity="warning")
+            return
+        users = list(self.conversation_view.query(UserTurn))
+        if self.chat_id is None or not users:
+            self.notify("There is no message to edit.", severity="warning")
+            return
+        self._editing = self.chat_id
+        users[-1].border_subtitle = EDITING
+        prompt.text = users[-1].message
+        prompt.move_cursor(prompt.document.end)
+        prompt.focus()
+
+    def cancel_edit(self) -> bool:
+        """Escape while editing: the old exchange stays; the prompt's text too."""
+        if self._editing is None:
+            return False
+        self._editing = None
+        for turn in self.conversation_view.query(UserTurn):
+            turn.border_subtitle = ""
+        self.notify("The last message stays as it was; Enter now sends the prompt as a new message.")
+        return True
+
+    def resend_edited(self, text: str) -> bool:
+        """Submit while editing: replace the last exchange by `text` and its reply."""
+        engine = self._ready_engine()
+        if engine is None or self._drop_last_exchange() is None:
+            return False
+        return self.send(engine, text)
+
+    def action_remove_last(self) -> None:
+        if not self._busy() and self._drop_last_exchange() is not None:
+            self.notify("Removed the last exchange.")
+
+    def action_copy_reply(self) -> None:
+        replies = [t for t in self.conversation_view.query(ReplyTurn) if t.complete]
+        if not replies:
+            self.notify("There is no reply to copy yet.", severity="warning")
+            return
+        self.app.copy_to_clipboard(replies[-1].content)
+        self.notify(f"Copied the last reply ({len(replies[-1].content)} characters).")
+
+    def _prompt(self) -> PromptInput:
+        prompt = self.query_one(PromptInput)
+        assert isinstance(prompt, PromptInput)
+        return prompt
+
+    # -- chats --------------------------------------------------------------
+
+    def action_rename_chat(self) -> None:
+        if self.chat_id is None:
+            self.notify("This chat is not saved yet: send a message first.", severity="warning")
+            return
+        self.rename_chat(self.chat_id)
+
+    def rename_chat(self, chat_id: int) -> None:
+        def renamed(title: str | None) -> None:
+            if not title:
+                return
+            try:
+                self.host.history.rename_chat(chat_id, title_for(title, 80))
+            except HistoryError as exc:
+                self._history_failed(exc)
+            self.refresh_sidebar()
+
+        try:
+            current = self.host.history.title(chat_id)
+        except HistoryError as exc:
+            self._history_failed(exc)
+            return
+        self.app.push_screen(LineScreen("Rename the chat", current), renamed)
+
+    def action_search_chats(self) -> None:
+        def chosen(chat_id: int | None) -> None:
+            if chat_id is not None:
+                self.run_worker(self.open_chat(chat_id), exclusive=True, group="open")
+
+        def search(query: str) -> list[ChatSummary]:
+            try:
+                return self.host.history.search_chats(query)
+            except HistoryError as exc:
+                self._history_failed(exc)
+                return []
+
+        self.app.push_screen(SearchScreen(search), chosen)
+
+    # -- JSON files -----------------------------------------------------------
+
+    def _default_json(self) -> str:
+        return self.host.show_path(self.host.export_dir / f"chat-{self.chat_id}.json")
+
+    def action_save_chat(self) -> None:
+        if self.chat_id is None:
+            self.notify("Nothing to save yet.", severity="warning")
+            return
+
+        def chosen(name: str | None) -> None:
+            if name:
+                self.save_chat(name)
+
+        self.app.push_screen(LineScreen("Save the chat as JSON to", self._default_json()), chosen)
+
+    def save_chat(self, name: str | None = None) -> bool:
+        """Write the open chat to NAME (".json" added without an extension), by
+        default to the export folder; False, with a notice, when it could not."""
+        if self.chat_id is None:
+            self.notify("Nothing to save yet.", severity="warning")
+            return False
+        path = chat_file.json_path(name or self._default_json())
+        history = self.host.history
+        try:
+            chat = chat_file.ChatFile(history.system_prompt(self.chat_id), history.messages(self.chat_id))
+            chat_file.save(chat, path)
+        except HistoryError as exc:
+            self._history_failed(exc)
+            return False
+        except OSError as exc:
+            self.notify(f"Cannot write {path}: {exc.strerror or exc}", title="Save", severity="error", timeout=10)
+            return False
+        self.notify(f"Saved {len(chat.messages)} messages to {path}", title="Save", timeout=10)
+        return True
+
+    def action_load_chat(self) -> None:
+        def chosen(name: str | None) -> None:
+            if name:
+                self.run_worker(self.load_chat(name), exclusive=True, group="open")
+
+        self.app.push_screen(LineScreen("Load a conversation from JSON", placeholder="path/to/chat.json"), chosen)
+
+    async def load_chat(self, name: str) -> bool:
+        """Open the conversation in the file NAME as a new chat; the open chat
+        stays in the history. False, with a notice, when it could not."""
+        if self._busy():
+            return False
+        path = chat_file.find(name)
+        try:
+            loaded = chat_file.load(path)
+        except InputError as exc:
+            self.notify(str(exc), title="Load", severity="error", timeout=10)
+            return False
+        history = self.host.history
+        first = next((m.content for m in loaded.messages if m.role == "user"), path.stem)
+        try:
+            chat_id = history.create_chat(title_for(first), loaded.system_prompt)
+            for message in loaded.messages:
+                history.add_message(chat_id, message)
+        except HistoryError as exc:
+            self._history_failed(exc)
+            return False
+        await self.open_chat(chat_id)
+        self.notify(f"Loaded {len(loaded.messages)} messages from {path}", title="Load")
+        return True
+
+    # -- the original chat's commands ----------------------------------------------
+
+    async def run_bang(self, text: str) -> bool:
+        """One of the original chat's commands; False (with a notice) when it
+        did not run, so the prompt keeps the line to fix."""
+        command, _, argument = text.partition(" ")
+        argument = argument.strip()
+        if command == "!!save":
+            return self.save_chat(argument or None)
+        if command == "!!load":
+            if not argument:
+                self.notify("usage: !!load PATH (PATH.json is tried when PATH does not exist)", severity="warning")
+                return False
+            return await self.load_chat(argument)
+        if argument:
+            self.notify(f"{command} takes no argument.", severity="warning")
+            return False
+        if command == "!!regen":
+            self.action_regenerate()
+        elif command == "!!remove":
+            self.action_remove_last()
+        elif command == "!!copy":
+            self.action_copy_reply()
+        elif command == "!!reset":
+            await self.action_new_chat()
+        elif command == "!!exit":
+            self.app.exit()
+        else:
+            self.notify(f"Unknown command {command}; the commands are {BANG_HELP}.", severity="warning")
+            return False
+        return True

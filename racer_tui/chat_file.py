@@ -1,0 +1,127 @@
+"""A conversation as a JSON file: what `!!save` writes and `!!load` reads.
+
+The file is the original RACER chat's format, a list of {"role", "content"}
+messages (system first, if any), so either tool reads the other's files; a
+message's content may also be the original's list of parts, whose text parts
+are kept. Replies carry two extra keys the original ignores: "racer_runs" (the
+text by drafting source, for the colours) and "racer_stats" (the chart).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from racer_core.errors import InputError
+from racer_core.events import Source
+from racer_tui.history import StoredMessage, valid_stats
+
+ROLES = ("system", "user", "assistant")
+
+
+@dataclass
+class ChatFile:
+    system_prompt: str
+    messages: list[StoredMessage]
+
+
+def json_path(name: str) -> Path:
+    """Where `!!save NAME` writes: as the original, a name without an extension gets ".json"."""
+    path = Path(name).expanduser()
+    return path if path.suffix else path.with_name(path.name + ".json")
+
+
+def find(name: str) -> Path:
+    """What `!!load NAME` reads: NAME itself, else NAME.json (the original's rule)."""
+    path = Path(name).expanduser()
+    if path.exists() or path.suffix:
+        return path
+    return json_path(name)
+
+
+def to_json(chat: ChatFile) -> list[dict]:
+    out: list[dict] = []
+    if chat.system_prompt:
+        out.append({"role": "system", "content": chat.system_prompt})
+    for message in chat.messages:
+        item: dict = {"role": message.role, "content": message.content}
+        if message.runs:
+            item["racer_runs"] = [[int(source), text] for source, text in message.runs]
+        if message.stats:
+            item["racer_stats"] = message.stats
+        out.append(item)
+    return out
+
+
+def save(chat: ChatFile, path: Path) -> None:
+    """Write atomically: a failed write leaves an earlier file whole."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(json.dumps(to_json(chat), ensure_ascii=False, indent=1), encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _text(content: object, where: str) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # the original's multimodal form: keep the text parts
+        parts = [p.get("text") for p in content if isinstance(p, dict)]
+        if all(isinstance(p, str) or p is None for p in parts):
+            return "".join(p for p in parts if p)
+    raise InputError(f"{where}: the content is neither text nor a list of text parts")
+
+
+def _runs(value: object, content: str) -> list[tuple[Source, str]]:
+    """The colour runs, if they are well formed and add up to the content;
+    else the whole text as the model's (a reply from another tool)."""
+    plain = [(Source.MODEL, content)]
+    try:
+        runs = [(Source(int(s)), str(t)) for s, t in value]  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        return plain
+    return runs if runs and "".join(t for _, t in runs) == content else plain
+
+
+def from_json(data: object, name: str = "the file") -> ChatFile:
+    if not isinstance(data, list):
+        raise InputError(f"{name} is not a conversation: expected a JSON list of messages")
+    system = ""
+    messages: list[StoredMessage] = []
+    for i, item in enumerate(data, 1):
+        where = f"{name}, message {i}"
+        if not isinstance(item, dict) or item.get("role") not in ROLES or "content" not in item:
+            raise InputError(f"{where}: expected {{\"role\": system|user|assistant, \"content\": ...}}")
+        content = _text(item["content"], where)
+        if item["role"] == "system":
+            if messages:
+                raise InputError(f"{where}: a system message must come first")
+            system = content
+            continue
+        stats = item.get("racer_stats")
+        messages.append(StoredMessage(
+            item["role"], content,
+            _runs(item.get("racer_runs"), content) if item["role"] == "assistant" else [],
+            stats if item["role"] == "assistant" and stats and valid_stats(stats) else {},
+        ))
+    if not messages:
+        raise InputError(f"{name} holds no user or assistant message")
+    return ChatFile(system, messages)
+
+
+def load(path: Path) -> ChatFile:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"no such file: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {path}: {exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    return from_json(data, str(path))
