@@ -129,6 +129,14 @@ def configure(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="keep each method's automaton across questions instead of a fresh one",
     )
+    p.add_argument(
+        "--repeats",
+        type=at_least(1),
+        default=1,
+        metavar="N",
+        help="answer each question N times (every method once per round) and keep the try of median time; "
+        "the tables show the spread of per-question speedups and warn when it is wide (default: 1)",
+    )
 
 
 def _default_loader(**kwargs: Any) -> Engine:
@@ -224,7 +232,7 @@ def _run(args: argparse.Namespace, loader: EngineLoader) -> int:
         with ProgressDisplay(args.methods, len(questions), err) as display:
             result = run_benchmark(
                 engine, questions, args.methods, config, answer_dir=answer_dir, warm=args.warm,
-                on_progress=display, **run,
+                on_progress=display, repeats=args.repeats, **run,
             )
     else:
         answer_dir = _answer_dir(args, name, args.model_id or _model_name(args.model_path))
@@ -278,7 +286,8 @@ def _announce(args: argparse.Namespace, name: str, count: int, where: str, err: 
     print(
         f"{name}: {count} questions x {', '.join(args.methods)} on {where}; "
         f"{'warm automaton across questions' if args.warm else 'fresh automaton per question'}; "
-        "one untimed warm-up reply per method first",
+        + (f"{args.repeats} tries per question, the median kept; " if args.repeats > 1 else "")
+        + "one untimed warm-up reply per method first",
         file=err,
     )
 

@@ -114,6 +114,20 @@ def test_default_answer_dir_is_under_the_data_dir(qfile, tmp_path, monkeypatch, 
     assert f"answers: {expected}" in out and "--warm" in out
 
 
+def test_repeats_answer_each_question_n_times_and_keep_the_median(qfile, tmp_path, capsys):
+    engine = FakeEngine()
+    summary = tmp_path / "s.json"
+    args = ["bench", str(qfile), "--answer-dir", str(tmp_path / "a"), "--repeats", "3", "--question-end", "1",
+            "--summary-json", str(summary)]
+    assert run(args, engine) == 0
+    asked = [c for c in engine.calls if c[1] == "What is a fox?"]
+    assert asked == [("ar", "What is a fox?"), ("racer", "What is a fox?")] * 3
+    assert len(read_answers(tmp_path / "a" / "racer.jsonl")) == 1  # the median try only
+    doc = json.loads(summary.read_text())
+    assert doc["repeats"] == 3 and doc["methods"]["racer"]["speedup_min"] is not None
+    assert "3 tries per question, the median kept" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "extra",
     [
@@ -124,6 +138,7 @@ def test_default_answer_dir_is_under_the_data_dir(qfile, tmp_path, monkeypatch, 
         ["--temperature", "-1"],
         ["--top-p", "1.5"],  # 0 is allowed: the original's "no nucleus filter"
         ["--max-new-tokens", "0"],
+        ["--repeats", "0"],
     ],
 )
 def test_usage_errors_exit_2(qfile, extra, capsys):
@@ -299,3 +314,8 @@ def test_a_stop_signal_ends_a_run_like_ctrl_c_and_resume_completes_it(signame, q
     assert run(["--bench", str(qfile), "--answer-dir", str(out), "--resume"]) == 0
     for m in ("ar", "racer"):
         assert sorted(r.question_id for r in read_answers(out / f"{m}.jsonl")) == [1, 2, 3]
+
+
+def test_repeats_are_not_sharded(qfile, capsys):
+    assert run(["bench", str(qfile), "--repeats", "2", "--num-workers", "2"]) == 1
+    assert "--repeats interleaves the tries on one engine" in capsys.readouterr().err
