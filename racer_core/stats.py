@@ -17,8 +17,10 @@ UNSTEPPED_METHODS = frozenset({"hf", "pld"})
 
 @dataclass
 class Stats:
-    """Running sums. A step is a forward pass of the target model that emitted
-    tokens; MAT (mean accepted tokens) is accepted tokens per step."""
+    """Running sums. A step is a tree verification pass of the target model
+    that emitted tokens; MAT (mean accepted tokens) is accepted tokens per step.
+    The prefill, which yields one token from the prompt alone, is timed but is
+    not a step, as the original RACER counts it (and the bench's answer files)."""
 
     replies: int = 0  # finished replies (or answers) summed in
     tokens: int = 0
@@ -33,7 +35,7 @@ class Stats:
         """One StepEvent of a reply in progress; its own timings are the time."""
         self.tokens += event.accept_length
         self.seconds += event.draft_s + event.verify_s + event.update_s
-        if event.pieces:  # a closing event may carry no tokens: not a step
+        if is_verification_step(event):
             self._steps([event.accept_length])
 
     def add_reply(self, tokens: int, seconds: float, accept_lengths: list[int] | tuple[int, ...], method: str) -> None:
@@ -83,6 +85,12 @@ class Stats:
     def speedup_over(self, base: Stats) -> float | None:
         mine, theirs = self.tokens_per_s, base.tokens_per_s
         return mine / theirs if mine is not None and theirs is not None else None
+
+
+def is_verification_step(event: Any) -> bool:
+    """Whether a reply's StepEvent counts as a step: not the prefill (step 1),
+    and not a closing event that carries no tokens."""
+    return bool(event.pieces) and event.step > 1
 
 
 @dataclass(frozen=True)

@@ -74,10 +74,13 @@ class FakeClock:
 
 
 def _chunk_sizes(method: str, count: int) -> list[int]:
-    """How many tokens each step carries, by method."""
+    """How many tokens each step carries, by method. As in the real decoders,
+    the first event is the prefill: one token from the prompt alone."""
     if method in ONE_EVENT:
         return [count] if count else []
-    sizes, step, left = [], 0, count
+    if not count:
+        return []
+    sizes, step, left = [1], 0, count - 1
     while left > 0:
         n = min(left, RACER_PATTERN[step % len(RACER_PATTERN)] if method in DRAFTING else 1)
         sizes.append(n)
@@ -86,7 +89,7 @@ def _chunk_sizes(method: str, count: int) -> list[int]:
 
 
 def _source(method: str, step: int, k: int, last: bool) -> Source:
-    if last:
+    if last or (step == 0 and method not in ONE_EVENT):  # the bonus token; the prefill's token
         return Source.MODEL  # the bonus token
     if method == "logits" or (method == "racer" and (step + k) % 3 == 2):
         return Source.LOGITS
@@ -139,10 +142,12 @@ class FakeConversation:
             if engine.clock is not None:
                 engine.clock.advance(sum(STEP_TIMES))
             last = step == len(sizes) - 1
-            record = fake_record(method, step + 1, pieces, root, budget)
+            prefill = step == 0 and method not in ONE_EVENT
+            record = None if prefill else fake_record(method, step + 1, pieces, root, budget)
             root = pieces[-1].token_id
             yield StepEvent(
-                step + 1, pieces, budget if drafting else 1, budget, *STEP_TIMES, last, reason if last else None, record
+                step + 1, pieces, budget if drafting and not prefill else 1, budget, *STEP_TIMES, last,
+                reason if last else None, record,
             )
         if not sizes:
             yield StepEvent(1, (), 1, budget, *STEP_TIMES, True, reason)

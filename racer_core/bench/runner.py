@@ -36,7 +36,7 @@ from racer_core.events import (
     ShouldStop,
     StepEvent,
 )
-from racer_core.stats import UNSTEPPED_METHODS
+from racer_core.stats import UNSTEPPED_METHODS, is_verification_step
 
 __all__ = [
     "BenchProgress",
@@ -408,12 +408,12 @@ def answer_choice(
         last: StepEvent | None = None
         turn_steps = 0
         for ev in conv.send(turn, cfg, should_stop, **images):
-            prefill = last is None and stepped
             last = ev
             text.append(ev.text)
             turn_ids.extend(ev.token_ids)
             turn_margins.extend(ev.margins)
-            if ev.pieces and not prefill:  # a closing event may carry no tokens: not a step
+            # the anchors' events are batches of steps, each counted; the decoders' follow Stats' rule
+            if is_verification_step(ev) or (not stepped and ev.pieces):
                 accept.append(ev.accept_length)
                 turn_steps += 1
             progress(cfg.method, question_index, q, ev, False)

@@ -19,7 +19,7 @@ from textual.worker import get_current_worker
 
 from racer_core.errors import RacerError
 from racer_core.events import Conversation, Engine, GenerationConfig
-from racer_core.stats import Stats
+from racer_core.stats import Stats, is_verification_step
 from racer_tui.chat_actions import ACTION_COMMANDS, ChatActions
 from racer_tui.colors import LOGITS_GREEN, RETRIEVAL_GREEN
 from racer_tui.commands import CHAT_COMMANDS
@@ -316,7 +316,8 @@ class ChatScreen(ChatActions, Screen):
         event = message.event
         if event.pieces or not event.finished:  # a closing event may carry no step
             self.stats.add_step(event)
-            self.query_one(StepChart).add(event.accept_length)
+            if is_verification_step(event):  # the chart, like MAT, leaves out the prefill
+                self.query_one(StepChart).add(event.accept_length)
             self.budget = event.budget
             self.steps.add(message.reply_id, event)
         self._turn.add_pieces(event.pieces, f"screen.inspect_step({message.reply_id}, {event.step - 1})")
@@ -441,7 +442,7 @@ class ChatScreen(ChatActions, Screen):
         self._chart_reply = reply_id
         self.stats = Stats(
             tokens=stats.get("tokens", 0),
-            accepted=stats.get("tokens", 0),
+            accepted=sum(lengths),
             steps=stats.get("steps", 0),
             seconds=stats.get("seconds", 0.0),
             accept_lengths=lengths,
@@ -550,7 +551,7 @@ class ChatScreen(ChatActions, Screen):
             self.notify("Draft trees are kept only for replies made since this chat was opened.",
                         severity="warning")
             return
-        self.inspect_step(self._chart_reply, message.index)
+        self.inspect_step(self._chart_reply, message.index + self._uncharted(self._chart_reply))
 
     def action_inspect(self) -> None:
         """The chart's selected step, else the latest step."""
@@ -562,6 +563,12 @@ class ChatScreen(ChatActions, Screen):
 
     def action_inspect_step(self, reply_id: int, index: int) -> None:
         self.inspect_step(reply_id, index)
+
+    def _uncharted(self, reply_id: int) -> int:
+        """Logged steps before the chart's first bar: the prefill is logged
+        (the inspector explains it) but is not a step of the chart."""
+        steps = self.steps.steps(reply_id)
+        return 1 if steps and steps[0].step == 1 else 0
 
     def inspect_step(self, reply_id: int, index: int) -> None:
         steps = self.steps.steps(reply_id)
@@ -576,6 +583,6 @@ class ChatScreen(ChatActions, Screen):
 
         def closed(last: int | None) -> None:
             if last is not None and reply_id == self._chart_reply:
-                chart.select(last)
+                chart.select(max(0, last - self._uncharted(reply_id)))
 
         self.app.push_screen(InspectorScreen(list(steps), index, engine.token_text), closed)

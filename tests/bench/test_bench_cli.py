@@ -214,9 +214,10 @@ def test_progress_counts_the_question_in_flight():
     display = ProgressDisplay(["racer"], 2, io.StringIO(), tty=False)
     display(BenchProgress("racer", 0, 2, 1, "qa", None, False))
     pieces = (TokenPiece(1, "a", Source.RETRIEVAL), TokenPiece(2, "b", Source.MODEL))
-    display(BenchProgress("racer", 0, 2, 1, "qa", StepEvent(1, pieces, 4, 8, 0.5, 0.5, 0.0), False))
-    live = display.board.live("racer")
-    assert (live.tokens, live.steps, live.tokens_per_s, live.mat) == (2, 1, 2.0, 2.0)
+    display(BenchProgress("racer", 0, 2, 1, "qa", StepEvent(1, pieces[1:], 1, 8, 0.25, 0.25, 0.0), False))
+    display(BenchProgress("racer", 0, 2, 1, "qa", StepEvent(2, pieces, 4, 8, 0.5, 0.5, 0.0), False))
+    live = display.board.live("racer")  # the prefill (step 1) is timed but not a step
+    assert (live.tokens, live.steps, live.tokens_per_s, live.mat) == (3, 1, 2.0, 2.0)
     assert display.board.per_method["racer"].tokens == 0
 
 

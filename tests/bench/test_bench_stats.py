@@ -27,14 +27,15 @@ def _record(qid: str, method: str, category: str, lengths: tuple[int, ...], seco
     )
 
 
-def test_reply_stats_from_steps_skip_a_closing_event_without_tokens():
+def test_reply_stats_from_steps_skip_the_prefill_and_a_closing_event_without_tokens():
     stats = Stats()
     assert (stats.tokens_per_s, stats.mat, stats.ms_per_token) == (None, None, None)
-    stats.add_step(StepEvent(1, TWO, 5, 8, 0.1, 0.2, 0.1))
-    stats.add_step(StepEvent(2, (), 0, 8, 0.0, 0.1, 0.0, True, "cancelled"))
-    assert (stats.tokens, stats.steps, stats.accept_lengths) == (2, 1, [2])
-    assert stats.seconds == pytest.approx(0.5)
-    assert stats.tokens_per_s == pytest.approx(4.0) and stats.mat == 2.0
+    stats.add_step(StepEvent(1, TWO[1:], 1, 8, 0.0, 0.1, 0.0))  # the prefill: timed, not a step
+    stats.add_step(StepEvent(2, TWO, 5, 8, 0.1, 0.2, 0.1))
+    stats.add_step(StepEvent(3, (), 0, 8, 0.0, 0.1, 0.0, True, "cancelled"))
+    assert (stats.tokens, stats.steps, stats.accept_lengths) == (3, 1, [2])
+    assert stats.seconds == pytest.approx(0.6)
+    assert stats.tokens_per_s == pytest.approx(5.0) and stats.mat == 2.0
 
 
 def test_answers_of_an_anchor_have_no_mat_and_plus_adds_up():
@@ -51,7 +52,7 @@ def test_answers_of_an_anchor_have_no_mat_and_plus_adds_up():
 
 def test_bench_board_folds_progress() -> None:
     board = BenchBoard(methods=["ar", "racer"])
-    ev = StepEvent(1, TWO, 4, 8, 0, 0, 0)
+    ev = StepEvent(2, TWO, 4, 8, 0, 0, 0)
     board.update(BenchProgress("racer", 0, 2, "q1", "code", None, False))
     board.update(BenchProgress("racer", 0, 2, "q1", "code", ev, False))
     assert board.flight_method == "racer" and board.flight.accept_lengths == [2]

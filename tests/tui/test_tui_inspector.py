@@ -49,27 +49,30 @@ def test_inspector_opens_moves_and_closes(tmp_path: Path) -> None:
     async def scenario(pilot) -> None:
         chat = await _replied(pilot)
         steps = chat.steps.steps(chat.reply_id)
-        assert len(steps) == chat.stats.steps and all(s.record is not None for s in steps)
+        # the prefill is logged (no tree) but is not a step of the status line's count
+        assert len(steps) == chat.stats.steps + 1 and steps[0].record is None
+        assert all(s.record is not None for s in steps[1:])
         await pilot.press("ctrl+o")  # nothing selected: the latest step
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, InspectorScreen))
         inspector = pilot.app.screen
         assert inspector.index == len(steps) - 1
         await pilot.press("home")
         assert inspector.index == 0
-        body = _body(pilot)
-        first = steps[0]
         assert f"Step 1 of {len(steps)}" in str(inspector.query_one("#inspector-title", Static).render())
-        assert "'RACER '" in body and "bonus" in body and "automaton ctx" in body and "logits rank" in body
+        assert "prompt's forward pass" in _body(pilot)  # the prefill drafts nothing
+        await pilot.press("right")
+        body = _body(pilot)
+        assert "bonus" in body and "automaton ctx" in body and "logits rank" in body
         assert "tree policy verified" in body  # the budget and why
-        await pilot.press("right", "right")
+        await pilot.press("right")
         assert inspector.index == 2 and "Step 3" in str(inspector.query_one("#inspector-title", Static).render())
         await pilot.press("left")
         assert inspector.index == 1
         await pilot.press("left", "left")  # stays at the first step
-        assert inspector.index == 0 and first.record is not None
+        assert inspector.index == 0
         await pilot.press("right", "escape")
         await wait_for(pilot, lambda: pilot.app.screen is chat)
-        assert chat.query_one(StepChart).highlight == 1  # the chart keeps the step last shown
+        assert chat.query_one(StepChart).highlight == 0  # the chart keeps the step last shown (its bars skip the prefill)
 
     run_app(tmp_path, scenario)
 
@@ -78,15 +81,15 @@ def test_chart_click_and_keys_open_a_step(tmp_path: Path) -> None:
     async def scenario(pilot) -> None:
         chat = await _replied(pilot)
         chart = chat.query_one(StepChart)
-        await pilot.click(StepChart, offset=(3 + 2, chart.size.height - 2))  # the third step's column
+        await pilot.click(StepChart, offset=(3 + 2, chart.size.height - 2))  # the third bar
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, InspectorScreen))
-        assert pilot.app.screen.index == 2
+        assert pilot.app.screen.index == 3  # the prefill is logged first but has no bar
         await pilot.press("escape")
         await wait_for(pilot, lambda: pilot.app.screen is chat)
         chart.focus()
-        await pilot.press("left", "left", "enter")  # from the selected third step to the first
+        await pilot.press("left", "left", "enter")  # from the selected third bar to the first
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, InspectorScreen))
-        assert pilot.app.screen.index == 0
+        assert pilot.app.screen.index == 1
 
     run_app(tmp_path, scenario)
 

@@ -48,11 +48,12 @@ def test_title_for() -> None:
 def test_format_status() -> None:
     info = EngineInfo("m", "cpu", "float32")
     stats = Stats()
+    stats.add_step(StepEvent(1, (TokenPiece(0, "<", Source.MODEL),), 1, 8, 0.0, 0.0, 0.0))  # the prefill
     stats.add_step(
-        StepEvent(1, (TokenPiece(1, "a", Source.RETRIEVAL), TokenPiece(2, "b", Source.MODEL)), 5, 8, 0.1, 0.2, 0.1)
+        StepEvent(2, (TokenPiece(1, "a", Source.RETRIEVAL), TokenPiece(2, "b", Source.MODEL)), 5, 8, 0.1, 0.2, 0.1)
     )
     line = format_status(stats, 8, "racer", info)
-    assert line == "5.0 tok/s │ MAT 2.00 │ 1 steps │ budget 8 │ racer │ m │ cpu float32"
+    assert line == "7.5 tok/s │ MAT 2.00 │ 1 steps │ budget 8 │ racer │ m │ cpu float32"
     assert "no model" in format_status(None, "auto", "ar", None)
 
 
