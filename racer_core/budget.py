@@ -1,14 +1,18 @@
 """The verification cost curve (docs/design.md 1.8).
 
-t(T), the seconds to verify T tokens, is measured once per model, device and
-dtype and kept in the user cache; the tree policy (tree_policy.py) weighs it
-against the acceptance it learns from the run.
+t(T), the seconds to verify T tokens, is kept per model, device and dtype in
+the user cache; the tree policy (tree_policy.py) weighs it against the
+acceptance it learns from the run. On a CPU a first start measures only a few
+sizes, briefly (the grid between is interpolated), so chatting starts soon;
+CurveRefiner then corrects each grid size from the real steps' verification
+times as they happen, and the refined curve is kept for the next start.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -18,6 +22,9 @@ from racer_core.paths import cache_dir
 
 CPU_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 GPU_GRID = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128)
+CPU_QUICK = (1, 2, 4, 8, 16, 32, 64)
+"""The sizes a CPU's first start measures (timed in QUICK_ROUNDS rounds); the grid's others are interpolated."""
+QUICK_ROUNDS = 2
 
 
 @dataclass
@@ -41,10 +48,23 @@ class CostCurve:
     def to_json(self) -> dict[str, list[float] | list[int]]:
         return {"sizes": self.sizes, "seconds": self.seconds}
 
+    def on_grid(self, grid: Sequence[int]) -> CostCurve:
+        """This curve read at every size of `grid` (interpolated between its own sizes)."""
+        return CostCurve(list(grid), [self(s) for s in grid])
+
 
 def curve_cache_path(key_parts: Sequence[str]) -> Path:
     key = hashlib.sha256("|".join(key_parts).encode()).hexdigest()[:20]
     return cache_dir() / "cost" / f"{key}.json"
+
+
+def save_curve(key_parts: Sequence[str], curve: CostCurve) -> None:
+    """Keep the curve in the cache (atomically: a reader never sees half a file)."""
+    path = curve_cache_path(key_parts)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({**curve.to_json(), "key": list(key_parts)}))
+    tmp.replace(path)
 
 
 def load_or_measure(
@@ -52,9 +72,11 @@ def load_or_measure(
     grid: Sequence[int],
     measure: Callable[[Sequence[int]], list[float]],
     on_measure: Callable[[], None] | None = None,
+    quick: Sequence[int] | None = None,
 ) -> CostCurve:
     """The cached curve for this (model, device, dtype), measuring it once
-    (`on_measure` is told first, for a progress message)."""
+    (`on_measure` is told first, for a progress message); with `quick` only
+    those sizes are measured and the rest of `grid` is interpolated."""
     path = curve_cache_path(key_parts)
     try:
         data = json.loads(path.read_text())
@@ -66,10 +88,40 @@ def load_or_measure(
         on_measure()
     # Kept as measured: where a larger size is cheaper (fp32 on a CPU: 2 and 3
     # tokens cost more than 4), the tree policy pads up to it.
-    seconds = list(measure(grid))
-    curve = CostCurve(list(grid), seconds)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({**curve.to_json(), "key": list(key_parts)}))
-    tmp.replace(path)
+    sizes = list(quick or grid)
+    curve = CostCurve(sizes, list(measure(sizes))).on_grid(grid)
+    save_curve(key_parts, curve)
     return curve
+
+
+class CurveRefiner:
+    """Corrects a cost curve's grid sizes from real steps' verification times.
+
+    Each grid size keeps its last WINDOW times; once it has MIN_SAMPLES, its
+    cost becomes their lower quartile (a quiet moment's cost, as the start's
+    measurement keeps the fastest round, without trusting one lucky step).
+    Steps of sizes off the grid are not used: the curve interpolates there.
+    """
+
+    WINDOW = 16
+    MIN_SAMPLES = 4
+    CHANGE = 0.03  # smaller relative changes are not worth re-planning for
+
+    def __init__(self, curve: CostCurve) -> None:
+        self.curve = curve
+        self._index = {s: i for i, s in enumerate(curve.sizes)}
+        self._recent: dict[int, deque[float]] = {s: deque(maxlen=self.WINDOW) for s in curve.sizes}
+        self.changed = False
+
+    def observe(self, size: int, seconds: float) -> None:
+        recent = self._recent.get(size)
+        if recent is None or not seconds > 0:
+            return
+        recent.append(seconds)
+        if len(recent) < self.MIN_SAMPLES:
+            return
+        quartile = sorted(recent)[(len(recent) - 1) // 4]
+        i = self._index[size]
+        if abs(quartile - self.curve.seconds[i]) > self.CHANGE * self.curve.seconds[i]:
+            self.curve.seconds[i] = quartile
+            self.changed = True
