@@ -5,6 +5,7 @@ anything runs; read when the question's turn is sent."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,15 @@ def parse_turn_images(value: Any, turns: int, base: Path, where: str) -> TurnIma
 def takes_images(engine: Any) -> bool:
     """Whether the engine's model reads images (a VL model with its processor)."""
     return getattr(engine, "vision", None) is not None
+
+
+def without_image_questions(questions: Sequence[Any], reads_images: bool) -> tuple[list[Any], int]:
+    """The questions a model can answer, and how many were dropped for their
+    images (a text-only model skips them; the run counts and reports them)."""
+    if reads_images:
+        return list(questions), 0
+    kept = [q for q in questions if not q.images]
+    return kept, len(questions) - len(kept)
 
 
 def images_of_turn(images: TurnImages, turn: int) -> list[ChatImage]:

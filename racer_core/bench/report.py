@@ -18,6 +18,7 @@ from rich.text import Text
 from racer_core.bench.board import BenchBoard
 from racer_core.bench.results import BenchResult
 from racer_core.bench.runner import BenchProgress
+from racer_core.bench.score import MathScore, score_methods
 from racer_core.stats import Row, Stats
 
 LabelStyle = Callable[[str], str]  # method -> rich style (the dashboard colours methods)
@@ -53,12 +54,16 @@ def _groups(result: BenchResult, categories: bool) -> list[tuple[str, dict[str, 
 
 def bench_tables(result: BenchResult, *, categories: bool = True, style: LabelStyle | None = None) -> list[Table]:
     """One table per category, then all questions: tok/s, MAT, speedup and its
-    spread over questions, equality with ar."""
+    spread over questions, equality with ar; when the answers carry references
+    (math suites), the all-questions table adds each method's accuracy."""
     base = result.baseline if result.baseline in result.records else None
     headers = ["method", "questions", "tokens", "tok/s", "MAT", f"vs {base or 'ar'}", "per question", "same as ar"]
+    scores = score_methods(result.records)  # math suites: a speed-up that changed answers must show
     tables = []
-    for name, rows in _groups(result, categories):
-        table = _table(name, headers)
+    groups = _groups(result, categories)
+    for i, (name, rows) in enumerate(groups):
+        scored = bool(scores) and i == len(groups) - 1
+        table = _table(name, headers + ["accuracy"] if scored else headers)
         for label, row in rows.items():
             s, v = row.stats, row.versus
             table.add_row(
@@ -70,6 +75,7 @@ def bench_tables(result: BenchResult, *, categories: bool = True, style: LabelSt
                 fmt(v.speedup, ".2f") + ("x" if v.speedup is not None else ""),
                 v.spread_text,
                 v.same_text,
+                *([_accuracy(scores.get(label))] if scored else []),
             )
         tables.append(table)
     warnings = result.warnings()
@@ -77,6 +83,13 @@ def bench_tables(result: BenchResult, *, categories: bool = True, style: LabelSt
         tables[-1].caption = Text("\n".join(f"WARNING {w}" for w in warnings), style="bold red")
         tables[-1].caption_justify = "left"
     return tables
+
+
+def _accuracy(score: MathScore | None) -> str:
+    """Share of correct choices over the questions answered (accuracy with one choice, mean@k with k)."""
+    if score is None or not score.questions:
+        return DASH
+    return f"{100 * score.mean_at_k:.1f}%"
 
 
 def speed_tables(result: BenchResult) -> list[Table]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from racer_core.bench.answers import AnswerRecord, AnswerWriter, Choice, answer_path, read_answers
-from racer_core.bench.images import images_of_turn, takes_images
+from racer_core.bench.images import images_of_turn, takes_images, without_image_questions
 from racer_core.bench.results import BenchResult, load_results
 from racer_core.bench.suites import Question
 from racer_core.errors import InputError, RacerError
@@ -234,10 +234,7 @@ def run_benchmark(
     methods, paths = check_run(methods, num_choices, answer_dir, answer_file, resume)
     if repeats < 1:
         raise InputError(f"repeats must be at least 1, not {repeats}")
-    skipped = 0
-    if not takes_images(engine):
-        kept = [q for q in questions if not q.images]
-        skipped, questions = len(questions) - len(kept), kept
+    questions, skipped = without_image_questions(questions, takes_images(engine))
     start = start_run(
         engine.info, questions, methods, paths, config, answer_dir=answer_dir, warm=warm, resume=resume,
         suite=suite, num_choices=num_choices, system_prompt=system_prompt, model_id=model_id, repeats=repeats,

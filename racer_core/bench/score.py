@@ -14,6 +14,7 @@ counted apart; a question without an answer line counts as wrong too.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
@@ -60,6 +61,7 @@ def _number(text: str) -> Decimal | None:
     return value if value.is_finite() else None
 
 
+@functools.lru_cache(maxsize=8192)  # the dashboard re-scores a growing run after each answer
 def answers_agree(prediction: str, reference: str) -> bool:
     a, b = normalize(prediction), normalize(reference)
     if a == b:
@@ -171,6 +173,15 @@ def score_answers(records: Mapping[str, AnswerRecord], references: Mapping[str, 
         centre = sum(per_choice) / k
         std = math.sqrt(sum((x - centre) ** 2 for x in per_choice) / k)
     return MathScore(len(hits), sum(any(row) for row in hits), k, mean, std, missing, unanswered)
+
+
+def score_methods(records: Mapping[str, Mapping[str, AnswerRecord]]) -> dict[str, MathScore]:
+    """Per method, the accuracy of the questions it has answered, by the
+    references its answer lines carry; empty when none carries one."""
+    refs = references_of(r for recs in records.values() for r in recs.values())
+    if not refs:
+        return {}
+    return {m: score_answers(recs, {k: v for k, v in refs.items() if k in recs}) for m, recs in records.items()}
 
 
 def references_of(items: Iterable[Any]) -> dict[str, tuple[str, ...]]:

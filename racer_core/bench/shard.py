@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from racer_core.bench.answers import AnswerRecord, AnswerWriter
+from racer_core.bench.images import takes_images, without_image_questions
 from racer_core.bench.results import BenchResult
 from racer_core.bench.runner import (
     BenchProgress,
@@ -141,8 +142,9 @@ class ShardWorker:
         if warmup:
             _warm_up(self.engine, methods, config, None, system_prompt)
 
-    def info(self) -> EngineInfo:
-        return self.engine.info
+    def info(self) -> tuple[EngineInfo, bool]:
+        """The model's info, and whether it reads images."""
+        return self.engine.info, takes_images(self.engine)
 
     def answer(
         self,
@@ -193,12 +195,14 @@ def run_sharded(
     remote = ray.remote(num_cpus=plan.cpus_per_worker, num_gpus=plan.gpus_per_worker, max_restarts=0)(ShardWorker)
     actors = [remote.remote(loader, methods, config, system_prompt, warmup) for _ in range(plan.workers)]
     try:
-        info = _first_info(ray, actors)
+        info, reads_images = _first_info(ray, actors)
+        questions, skipped = without_image_questions(questions, reads_images)
         start = start_run(
             info, questions, methods, paths, config, answer_dir=answer_dir, warm=False, resume=resume,
             suite=suite, num_choices=num_choices, system_prompt=system_prompt, model_id=model_id,
         )
         result, configs, done = start.result, start.configs, start.done
+        result.skipped_for_images = skipped
         model = result.model or info.model
         index_of = {str(q.question_id): i for i, q in enumerate(questions)}
         for i, q in enumerate(questions):
@@ -221,8 +225,9 @@ def run_sharded(
             ray.kill(actor)
 
 
-def _first_info(ray: Any, actors: list[Any]) -> EngineInfo:
-    """The model's info from the first worker that loads it (all load the same)."""
+def _first_info(ray: Any, actors: list[Any]) -> tuple[EngineInfo, bool]:
+    """The model's info (and whether it reads images) from the first worker
+    that loads it (all load the same)."""
     pending = {actor.info.remote(): actor for actor in actors}
     errors = []
     while pending:

@@ -114,3 +114,33 @@ def test_score_command_bad_input_is_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["score", str(plain), "--bench-name", "gsm9k"])
     assert exc.value.code == 2
+
+
+def test_results_tables_show_accuracy_beside_speed_when_answers_carry_references():
+    """Headless and on the dashboard (the same table): a speed-up that changed answers shows."""
+    from rich.console import Console
+
+    from racer_core.bench.report import bench_tables
+    from racer_core.bench.results import BenchResult
+    from racer_tui.widgets.bench_tables import speedup_table
+
+    result = BenchResult(methods=["ar", "racer"])
+    for method, replies in (("ar", ["\\boxed{18}", "\\boxed{0.5}"]), ("racer", ["\\boxed{18}", "\\boxed{7}"])):
+        for qid, text in enumerate(replies, 1):
+            rec = _record(qid, [text], reference=["18"] if qid == 1 else ["\\frac{1}{2}"])
+            result.add(method, AnswerRecord(rec.question_id, rec.category, "m", method, rec.choices, reference=rec.reference))
+
+    def text(table) -> str:
+        console = Console(width=200, record=True)
+        console.print(table)
+        return console.export_text()
+
+    shown = text(bench_tables(result)[-1])
+    assert "accuracy" in shown
+    rows = {line.split("│")[1].strip(): line for line in shown.splitlines() if line.startswith("│")}
+    assert rows["ar"].rstrip(" │").endswith("100.0%") and rows["racer"].rstrip(" │").endswith("50.0%")
+    assert "accuracy" in text(speedup_table(result))
+    assert all("accuracy" not in text(t) for t in bench_tables(result)[:-1])  # per category: speed only
+    plain = BenchResult(methods=["ar"])
+    plain.add("ar", _record(1, ["\\boxed{1}"]))
+    assert "accuracy" not in text(bench_tables(plain)[-1])

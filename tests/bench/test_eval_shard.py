@@ -110,7 +110,11 @@ def test_resume_completes_a_run_whose_workers_all_died(ray_cluster, single_run, 
     kept = _by_question(tmp_path / "racer.jsonl")
     assert str(POISON) not in kept
     assert all(single_run[k] == v for k, v in kept.items())  # every line kept is whole and right
-    run_sharded(tiny_engine, QUESTIONS, ["racer"], CONFIG, ShardPlan(2), answer_dir=tmp_path, warmup=False, resume=True)
+    # a question with a picture: the text-only workers' model skips it, counted, as a single process does
+    pictured = Question(7, "qa", ("What is in the picture?",), ((str(tmp_path / "never-read.png"),),))
+    result = run_sharded(tiny_engine, [*QUESTIONS, pictured], ["racer"], CONFIG, ShardPlan(2), answer_dir=tmp_path,
+                         warmup=False, resume=True)
+    assert result.skipped_for_images == 1
     assert _by_question(tmp_path / "racer.jsonl") == single_run
     assert len(read_answers(tmp_path / "racer.jsonl")) == len(QUESTIONS)  # nothing answered twice
 
