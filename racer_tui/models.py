@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from racer_core.embedded import EMBEDDED_NAME
 from racer_core.events import Engine, Progress
-
-EMBEDDED_LABEL = "SmolLM2-135M-Instruct (embedded, Q4_1 GGUF)"
 
 
 def default_engine_factory(
@@ -22,4 +21,4 @@ def default_engine_factory(
 
 
 def describe(model_path: str | None) -> str:
-    return EMBEDDED_LABEL if not model_path else model_path
+    return EMBEDDED_NAME if not model_path else model_path

@@ -10,8 +10,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, RadioButton, RadioSet, Select, Static
 
+from racer_core.embedded import EMBEDDED_NAME
 from racer_core.errors import ModelLoadError
-from racer_tui.models import EMBEDDED_LABEL
 
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -37,7 +37,7 @@ class ModelPickerScreen(ModalScreen[ModelChoice | None]):
         with Vertical(classes="dialog wide-dialog", id="picker-box"):
             yield Static("Model", classes="box-title")
             with RadioSet(id="model-kind"):
-                yield RadioButton(EMBEDDED_LABEL, value=not self.model_path, id="embedded")
+                yield RadioButton(EMBEDDED_NAME, value=not self.model_path, id="embedded")
                 yield RadioButton("A checkpoint folder or a .gguf file", value=bool(self.model_path), id="custom")
             yield Input(
                 self.model_path or "",
