@@ -3,12 +3,8 @@ reply and by key; arrow keys move between steps; Escape closes."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
-from pathlib import Path
-
-import pytest
-from fake_engine import FakeEngine, make_app, ready_chat, wait_for
+from app_pilot import StartApp
+from fake_engine import ready_chat, wait_for
 from textual.geometry import Region
 from textual.widgets import Static
 
@@ -16,19 +12,6 @@ from racer_tui.screens.chat import ChatScreen
 from racer_tui.screens.inspector import InspectorScreen
 from racer_tui.step_log import StepLog
 from racer_tui.widgets.step_chart import StepChart
-
-SIZE = (120, 36)
-pytestmark = pytest.mark.usefixtures("tui_user_dirs")
-
-
-def run_app(tmp_path: Path, scenario: Callable[..., Awaitable[None]]) -> None:
-    """The real app on the scripted engine, driven by `scenario(pilot)`."""
-
-    async def main() -> None:
-        async with make_app(tmp_path, FakeEngine()).run_test(size=SIZE) as pilot:
-            await scenario(pilot)
-
-    asyncio.run(main())
 
 
 async def _replied(pilot, text: str = "How does RACER draft tokens?") -> ChatScreen:
@@ -45,80 +28,72 @@ def _body(pilot) -> str:
     return "\n".join(strip.text for strip in body.render_lines(Region(0, 0, *body.size)))
 
 
-def test_inspector_opens_moves_and_closes(tmp_path: Path) -> None:
-    async def scenario(pilot) -> None:
-        chat = await _replied(pilot)
-        steps = chat.steps.steps(chat.reply_id)
-        # the prefill is logged (no tree) but is not a step of the status line's count
-        assert len(steps) == chat.stats.steps + 1 and steps[0].record is None
-        assert all(s.record is not None for s in steps[1:])
-        await pilot.press("ctrl+o")  # nothing selected: the latest step
-        await wait_for(pilot, lambda: isinstance(pilot.app.screen, InspectorScreen))
-        inspector = pilot.app.screen
-        assert inspector.index == len(steps) - 1
-        await pilot.press("home")
-        assert inspector.index == 0
-        assert f"Step 1 of {len(steps)}" in str(inspector.query_one("#inspector-title", Static).render())
-        assert "prompt's forward pass" in _body(pilot)  # the prefill drafts nothing
-        await pilot.press("right")
-        body = _body(pilot)
-        assert "bonus" in body and "automaton ctx" in body and "logits rank" in body
-        assert "tree policy verified" in body  # the budget and why
-        await pilot.press("right")
-        assert inspector.index == 2 and "Step 3" in str(inspector.query_one("#inspector-title", Static).render())
-        await pilot.press("left")
-        assert inspector.index == 1
-        await pilot.press("left", "left")  # stays at the first step
-        assert inspector.index == 0
-        await pilot.press("right", "escape")
-        await wait_for(pilot, lambda: pilot.app.screen is chat)
-        assert chat.query_one(StepChart).highlight == 0  # the chart keeps the step last shown (its bars skip the prefill)
-
-    run_app(tmp_path, scenario)
+async def test_inspector_opens_moves_and_closes(start_app: StartApp) -> None:
+    pilot = await start_app()
+    chat = await _replied(pilot)
+    steps = chat.steps.steps(chat.reply_id)
+    # the prefill is logged (no tree) but is not a step of the status line's count
+    assert len(steps) == chat.stats.steps + 1 and steps[0].record is None
+    assert all(s.record is not None for s in steps[1:])
+    await pilot.press("ctrl+o")  # nothing selected: the latest step
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, InspectorScreen))
+    inspector = pilot.app.screen
+    assert inspector.index == len(steps) - 1
+    await pilot.press("home")
+    assert inspector.index == 0
+    assert f"Step 1 of {len(steps)}" in str(inspector.query_one("#inspector-title", Static).render())
+    assert "prompt's forward pass" in _body(pilot)  # the prefill drafts nothing
+    await pilot.press("right")
+    body = _body(pilot)
+    assert "bonus" in body and "automaton ctx" in body and "logits rank" in body
+    assert "tree policy verified" in body  # the budget and why
+    await pilot.press("right")
+    assert inspector.index == 2 and "Step 3" in str(inspector.query_one("#inspector-title", Static).render())
+    await pilot.press("left")
+    assert inspector.index == 1
+    await pilot.press("left", "left")  # stays at the first step
+    assert inspector.index == 0
+    await pilot.press("right", "escape")
+    await wait_for(pilot, lambda: pilot.app.screen is chat)
+    assert chat.query_one(StepChart).highlight == 0  # the chart keeps the step last shown (its bars skip the prefill)
 
 
-def test_chart_click_and_keys_open_a_step(tmp_path: Path) -> None:
-    async def scenario(pilot) -> None:
-        chat = await _replied(pilot)
-        chart = chat.query_one(StepChart)
-        await pilot.click(StepChart, offset=(3 + 2, chart.size.height - 2))  # the third bar
-        await wait_for(pilot, lambda: isinstance(pilot.app.screen, InspectorScreen))
-        assert pilot.app.screen.index == 3  # the prefill is logged first but has no bar
-        await pilot.press("escape")
-        await wait_for(pilot, lambda: pilot.app.screen is chat)
-        chart.focus()
-        await pilot.press("left", "left", "enter")  # from the selected third bar to the first
-        await wait_for(pilot, lambda: isinstance(pilot.app.screen, InspectorScreen))
-        assert pilot.app.screen.index == 1
-
-    run_app(tmp_path, scenario)
+async def test_chart_click_and_keys_open_a_step(start_app: StartApp) -> None:
+    pilot = await start_app()
+    chat = await _replied(pilot)
+    chart = chat.query_one(StepChart)
+    await pilot.click(StepChart, offset=(3 + 2, chart.size.height - 2))  # the third bar
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, InspectorScreen))
+    assert pilot.app.screen.index == 3  # the prefill is logged first but has no bar
+    await pilot.press("escape")
+    await wait_for(pilot, lambda: pilot.app.screen is chat)
+    chart.focus()
+    await pilot.press("left", "left", "enter")  # from the selected third bar to the first
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, InspectorScreen))
+    assert pilot.app.screen.index == 1
 
 
-def test_a_token_of_the_reply_opens_its_step(tmp_path: Path) -> None:
-    async def scenario(pilot) -> None:
-        chat = await _replied(pilot)
-        await pilot.click(".reply-text", offset=(0, 0))  # "RACER": the first step's first token
-        await wait_for(pilot, lambda: isinstance(pilot.app.screen, InspectorScreen))
-        assert pilot.app.screen.index == 0
-        assert chat.steps.steps(chat.reply_id)[0].pieces[0].text == "RACER "
-
-    run_app(tmp_path, scenario)
+async def test_a_token_of_the_reply_opens_its_step(start_app: StartApp) -> None:
+    pilot = await start_app()
+    chat = await _replied(pilot)
+    await pilot.click(".reply-text", offset=(0, 0))  # "RACER": the first step's first token
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, InspectorScreen))
+    assert pilot.app.screen.index == 0
+    assert chat.steps.steps(chat.reply_id)[0].pieces[0].text == "RACER "
 
 
-def test_stored_replies_have_no_trees_and_say_so(tmp_path: Path) -> None:
-    async def scenario(pilot) -> None:
-        chat = await _replied(pilot)
-        chat_id = chat.chat_id
-        await pilot.press("ctrl+n")
-        await pilot.pause()
-        await chat.open_chat(chat_id)
-        await pilot.pause()
-        await pilot.press("ctrl+o")
-        await pilot.pause()
-        assert pilot.app.screen is chat
-        assert any("kept only for replies" in n.message for n in pilot.app._notifications)
-
-    run_app(tmp_path, scenario)
+async def test_stored_replies_have_no_trees_and_say_so(start_app: StartApp) -> None:
+    pilot = await start_app()
+    chat = await _replied(pilot)
+    chat_id = chat.chat_id
+    await pilot.press("ctrl+n")
+    await pilot.pause()
+    await chat.open_chat(chat_id)
+    await pilot.pause()
+    await pilot.press("ctrl+o")
+    await pilot.pause()
+    assert pilot.app.screen is chat
+    assert any("kept only for replies" in n.message for n in pilot.app._notifications)
 
 
 def test_step_log_is_bounded_oldest_reply_first() -> None:
