@@ -6,10 +6,10 @@ module without importing torch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Protocol
+from typing import Any, Protocol
 
 # The generation parameters live in config; re-exported for the front ends.
 from racer_core.config import METHODS, ConfigError, GenerationConfig  # noqa: F401
@@ -91,8 +91,10 @@ class Conversation(Protocol):
 
     messages: list[dict[str, str]]
 
-    def send(self, user_text: str, config: GenerationConfig, should_stop: ShouldStop | None = None) -> Iterator[StepEvent]:
-        """Append the user turn, stream the reply one event per step.
+    def send(self, user_text: str, config: GenerationConfig, should_stop: ShouldStop | None = None,
+             images: Sequence[Any] = ()) -> Iterator[StepEvent]:
+        """Append the user turn (with its images: racer_core.chat_image.ChatImage;
+        a text-only model refuses them with an InputError), stream the reply one event per step.
 
         The last event has finished=True. `should_stop` is checked before every
         step; when it returns True the reply ends with finish_reason

@@ -32,6 +32,7 @@ from racer_tui.screens.model_error import ModelErrorScreen
 from racer_tui.screens.model_picker import ModelChoice, ModelPickerScreen
 from racer_tui.screens.settings import SettingsScreen
 from racer_tui.settings import Settings, SettingsStore
+from racer_tui.widgets.chat_image import detect_graphics
 
 
 class RacerApp(App):
@@ -59,6 +60,8 @@ class RacerApp(App):
     ) -> None:
         super().__init__()
         from racer_core import paths
+
+        detect_graphics()  # textual-image asks the terminal now, before Textual takes it
 
         self.engine_factory = engine_factory
         self.data_dir = data_dir or paths.data_dir()

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 
 from racer_core.errors import InputError
 from racer_tui import chat_file
+from racer_tui.attachments import intact_images
 from racer_tui.commands import PaletteEntry
-from racer_tui.history import ChatSummary, HistoryError, title_for
+from racer_tui.history import ChatSummary, HistoryError, StoredMessage, title_for
 from racer_tui.screens.chat_dialogs import LineScreen, SearchScreen
 from racer_tui.widgets.prompt_input import PromptInput
 from racer_tui.widgets.turns import ReplyTurn, UserTurn
@@ -23,6 +24,7 @@ from racer_tui.widgets.turns import ReplyTurn, UserTurn
 if TYPE_CHECKING:
     from textual.containers import VerticalScroll
 
+    from racer_core.chat_image import ChatImage
     from racer_core.events import Conversation, Engine
     from racer_tui.host import Host
     from racer_tui.step_log import StepLog
@@ -65,7 +67,7 @@ class ChatActions:
         def conversation_view(self) -> VerticalScroll: ...
         def _busy(self) -> bool: ...
         def _history_failed(self, exc: HistoryError) -> None: ...
-        def send(self, engine: Engine, text: str) -> bool: ...
+        def send(self, engine: Engine, text: str, images: list[ChatImage] | None = None) -> bool: ...
         def refresh_sidebar(self) -> None: ...
         def show_stored_stats(self, stats: dict, reply_id: int | None) -> None: ...
         async def open_chat(self, chat_id: int) -> None: ...
@@ -85,9 +87,9 @@ class ChatActions:
         self.host.release_engine()  # send() claims it again at once
         return engine
 
-    def _drop_last_exchange(self) -> str | None:
+    def _drop_last_exchange(self) -> StoredMessage | None:
         """Remove the last user message and the reply after it; return the
-        message's text (None, with a notice, when there is none)."""
+        message (None, with a notice, when there is none)."""
         if self.chat_id is None:
             self.notify("There is no message to take back.", severity="warning")
             return None
@@ -117,15 +119,26 @@ class ChatActions:
         stats = next((m.stats for m in reversed(kept) if m.role == "assistant"), {})
         self.show_stored_stats(stats, replies[-1].reply_id if replies else None)
         self.refresh_sidebar()
-        return messages[last_user].content
+        return messages[last_user]
+
+    def _images_again(self, message: StoredMessage) -> list[ChatImage]:
+        """A message's images read again to resend it; those gone or changed are
+        left out, with a notice."""
+        images = intact_images(message.images)
+        if len(images) < len(message.images):
+            self.notify(f"{len(message.images) - len(images)} of the message's images are missing or changed "
+                        "since sent: resent without them.", severity="warning")
+        return images
 
     def action_regenerate(self) -> None:
         engine = self._ready_engine()
         if engine is None:
             return
-        text = self._drop_last_exchange()
-        if text is not None and not self.send(engine, text) and not self._prompt().text.strip():
-            self._prompt().text = text  # the message stays, ready to send again
+        message = self._drop_last_exchange()
+        if message is None:
+            return
+        if not self.send(engine, message.content, self._images_again(message)) and not self._prompt().text.strip():
+            self._prompt().text = message.content  # the message stays, ready to send again
 
     def action_edit_last(self) -> None:
         """Put the last message in the prompt; it replaces the last exchange
@@ -159,9 +172,12 @@ class ChatActions:
     def resend_edited(self, text: str) -> bool:
         """Submit while editing: replace the last exchange by `text` and its reply."""
         engine = self._ready_engine()
-        if engine is None or self._drop_last_exchange() is None:
+        if engine is None:
             return False
-        return self.send(engine, text)
+        message = self._drop_last_exchange()
+        if message is None:
+            return False
+        return self.send(engine, text, self._images_again(message))  # an edit changes the words only
 
     def action_remove_last(self) -> None:
         if not self._busy() and self._drop_last_exchange() is not None:

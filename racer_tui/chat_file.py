@@ -3,8 +3,12 @@
 The file is the original RACER chat's format, a list of {"role", "content"}
 messages (system first, if any), so either tool reads the other's files; a
 message's content may also be the original's list of parts, whose text parts
-are kept. Replies carry two extra keys the original ignores: "racer_runs" (the
-text by drafting source, for the colours) and "racer_stats" (the chart).
+are kept. A message with attached images is written as the original writes
+one: a list of parts, {"type": "image", "image": "file://PATH"} for each image
+(before the text, where the model sees them) and {"type": "text", "text": ...};
+their content hashes go in an extra key, "racer_image_sha256". Replies carry
+two extra keys the original ignores: "racer_runs" (the text by drafting
+source, for the colours) and "racer_stats" (the chart).
 """
 
 from __future__ import annotations
@@ -13,11 +17,13 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from racer_core.chat_image import file_sha256
 from racer_core.errors import InputError
 from racer_core.events import Source
-from racer_tui.history import StoredMessage, valid_stats
+from racer_tui.history import StoredImage, StoredMessage, valid_stats
 
 ROLES = ("system", "user", "assistant")
+FILE_URL = "file://"
 
 
 @dataclass
@@ -46,6 +52,10 @@ def to_json(chat: ChatFile) -> list[dict]:
         out.append({"role": "system", "content": chat.system_prompt})
     for message in chat.messages:
         item: dict = {"role": message.role, "content": message.content}
+        if message.images:
+            item["content"] = [{"type": "image", "image": FILE_URL + i.path} for i in message.images]
+            item["content"].append({"type": "text", "text": message.content})
+            item["racer_image_sha256"] = [i.sha256 for i in message.images]
         if message.runs:
             item["racer_runs"] = [[int(source), text] for source, text in message.runs]
         if message.stats:
@@ -74,6 +84,30 @@ def _text(content: object, where: str) -> str:
         if all(isinstance(p, str) or p is None for p in parts):
             return "".join(p for p in parts if p)
     raise InputError(f"{where}: the content is neither text nor a list of text parts")
+
+
+def _image_paths(content: object) -> list[str]:
+    """The local files of the image parts, in order (a URL part is not kept)."""
+    if not isinstance(content, list):
+        return []
+    paths = [p.get("image") for p in content if isinstance(p, dict) and p.get("type") == "image"]
+    return [p.removeprefix(FILE_URL) for p in paths if isinstance(p, str) and p.startswith(FILE_URL)]
+
+
+def _images(item: dict) -> list[StoredImage]:
+    """The attached images with their hashes as saved; a file from the original
+    has none, so the file's hash now (empty when it is gone: shown as missing)."""
+    paths = _image_paths(item["content"])
+    hashes = item.get("racer_image_sha256")
+    if isinstance(hashes, list) and len(hashes) == len(paths) and all(isinstance(h, str) for h in hashes):
+        return [StoredImage(p, h) for p, h in zip(paths, hashes, strict=True)]
+    out = []
+    for path in paths:
+        try:
+            out.append(StoredImage(path, file_sha256(path)))
+        except OSError:
+            out.append(StoredImage(path, ""))
+    return out
 
 
 def _runs(value: object, content: str) -> list[tuple[Source, str]]:
@@ -107,6 +141,7 @@ def from_json(data: object, name: str = "the file") -> ChatFile:
             item["role"], content,
             _runs(item.get("racer_runs"), content) if item["role"] == "assistant" else [],
             stats if item["role"] == "assistant" and stats and valid_stats(stats) else {},
+            _images(item) if item["role"] == "user" else [],
         ))
     if not messages:
         raise InputError(f"{name} holds no user or assistant message")

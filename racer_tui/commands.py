@@ -24,6 +24,9 @@ CHAT_COMMANDS: list[PaletteEntry] = [
     ("Toggle sidebar", "Show or hide the list of chats", "screen.toggle_sidebar"),
     ("Export chat", "Write the open chat as Markdown", "screen.export_chat"),
     ("Delete chat", "Delete the open chat", "screen.delete_chat"),
+    ("Attach an image", "Attach an image file to the next message (F10; or <image>PATH</image> in the text)",
+     "screen.attach_image"),
+    ("Remove the attached images", "Send the next message without the images attached to it", "screen.detach_all"),
 ]
 BENCH_COMMANDS: list[PaletteEntry] = [
     ("Start benchmark", "Run the chosen suite and methods", "screen.start"),

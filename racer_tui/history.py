@@ -48,6 +48,8 @@ UPGRADES: tuple[str, ...] = (
     SCHEMA_V1,
     # 2: the chat list is read newest first on every change; index that order.
     "CREATE INDEX IF NOT EXISTS chats_updated ON chats(updated DESC, id DESC);",
+    # 3: a user message's attached images, as JSON [[path, sha256], ...] (NULL: none).
+    "ALTER TABLE messages ADD COLUMN images TEXT;",
 )
 SCHEMA_VERSION = len(UPGRADES)
 
@@ -64,12 +66,21 @@ class NewerSchemaError(HistoryError):
     """The file was written by a newer racer-tui: left as it is, never downgraded."""
 
 
+@dataclass(frozen=True)
+class StoredImage:
+    """An attached image as the history keeps it: where it was and what it held."""
+
+    path: str
+    sha256: str
+
+
 @dataclass
 class StoredMessage:
     role: str  # "user" or "assistant"
     content: str
     runs: list[Run] = field(default_factory=list)  # assistant only
     stats: dict = field(default_factory=dict)  # assistant only: tokens, steps, ...
+    images: list[StoredImage] = field(default_factory=list)  # user only: attached, in order
 
 
 @dataclass(frozen=True)
@@ -100,7 +111,8 @@ def upgrade(db: sqlite3.Connection) -> None:
         db.executescript(f"BEGIN;\n{UPGRADES[step]}\nPRAGMA user_version = {step + 1};\nCOMMIT;")
 
 
-def decode_message(role: object, content: object, runs: str | None, stats: str | None) -> StoredMessage:
+def decode_message(role: object, content: object, runs: str | None, stats: str | None,
+                   images: str | None = None) -> StoredMessage:
     """One stored row as a message; ValueError says what is wrong with it."""
     if role not in ROLES or not isinstance(content, str):
         raise ValueError(f"a turn with role {role!r} and {type(content).__name__} content")
@@ -111,7 +123,18 @@ def decode_message(role: object, content: object, runs: str | None, stats: str |
         raise ValueError(f"the drafting record of a reply is damaged ({exc})") from None
     if not valid_stats(decoded_stats):
         raise ValueError("the statistics of a reply are damaged")
-    return StoredMessage(str(role), content, decoded_runs, decoded_stats)
+    return StoredMessage(str(role), content, decoded_runs, decoded_stats, decode_images(images))
+
+
+def decode_images(images: str | None) -> list[StoredImage]:
+    try:
+        pairs = json.loads(images) if images else []
+        decoded = [StoredImage(path, sha) for path, sha in pairs]
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"the attached images of a message are damaged ({exc})") from None
+    if not all(isinstance(i.path, str) and isinstance(i.sha256, str) for i in decoded):
+        raise ValueError("the attached images of a message are damaged")
+    return decoded
 
 
 def valid_stats(stats: object) -> bool:
@@ -190,10 +213,11 @@ class HistoryStore:
     def add_message(self, chat_id: int, message: StoredMessage) -> int:
         runs = json.dumps([[int(s), t] for s, t in message.runs]) if message.runs else None
         stats = json.dumps(message.stats) if message.stats else None
+        images = json.dumps([[i.path, i.sha256] for i in message.images]) if message.images else None
         with self._guard(f"cannot save a turn of chat {chat_id}"), self._db:
             cur = self._db.execute(
-                "INSERT INTO messages (chat_id, role, content, runs, stats) VALUES (?, ?, ?, ?, ?)",
-                (chat_id, message.role, message.content, runs, stats),
+                "INSERT INTO messages (chat_id, role, content, runs, stats, images) VALUES (?, ?, ?, ?, ?, ?)",
+                (chat_id, message.role, message.content, runs, stats, images),
             )
             self._db.execute("UPDATE chats SET updated = ? WHERE id = ?", (time.time(), chat_id))
         return int(cur.lastrowid)
@@ -206,7 +230,7 @@ class HistoryStore:
         """The turns of a chat, oldest first; HistoryError when any of them cannot be read."""
         with self._guard(f"chat {chat_id} cannot be read"):
             rows = self._db.execute(
-                "SELECT role, content, runs, stats FROM messages WHERE chat_id = ? ORDER BY id", (chat_id,)
+                "SELECT role, content, runs, stats, images FROM messages WHERE chat_id = ? ORDER BY id", (chat_id,)
             ).fetchall()
         try:
             return [decode_message(*row) for row in rows]
@@ -246,7 +270,9 @@ class HistoryStore:
         if system:
             lines += ["**System:**", "", system, ""]
         for msg in self.messages(chat_id):
-            lines += ["**You:**" if msg.role == "user" else "**Assistant:**", "", msg.content, ""]
+            lines += ["**You:**" if msg.role == "user" else "**Assistant:**", ""]
+            lines += [f"![image]({image.path})" for image in msg.images]
+            lines += [msg.content, ""]
         return "\n".join(lines).rstrip() + "\n"
 
     def insert_salvaged(self, chat: tuple, messages: list[tuple]) -> None:

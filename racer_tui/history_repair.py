@@ -138,6 +138,8 @@ def _usable_turn(row: tuple) -> tuple | None:
     statistics are damaged; None when not even the words are there."""
     if not isinstance(row[1], int):
         return None
+    if isinstance(row[3], str) and "\x00" in row[3]:
+        return None  # SQLite reads the pages past a cut as zeros: these words are gone
     try:
         decode_message(*row[2:])
     except ValueError:

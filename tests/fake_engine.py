@@ -14,7 +14,9 @@ Test controls:
   a KeyboardInterrupt, or advance a clock);
 - `clock`: a FakeClock advanced by one step's time after each step;
 - `diverge`: methods whose token ids differ from the others' (equality checks);
-- `vary`: shorten the reply by a prompt-dependent amount (livelier charts).
+- `vary`: shorten the reply by a prompt-dependent amount (livelier charts);
+- `vision`: take images with a message (else refuse them in one line, as a
+  text-only model does); `images` records what each message carried.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 
 from fake_records import PROMPT_END, fake_record, fake_token_text
 
-from racer_core.errors import ModelLoadError
+from racer_core.errors import InputError, ModelLoadError
 from racer_core.events import (
     EngineInfo,
     GenerationConfig,
@@ -102,12 +104,18 @@ class FakeConversation:
     system_prompt: str | None = None
     warm_from: FakeConversation | None = None
     messages: list[dict[str, str]] = field(default_factory=list)
+    images: dict[int, tuple] = field(default_factory=dict)  # message index -> its images, as the real one
 
     def send(
-        self, user_text: str, config: GenerationConfig, should_stop: ShouldStop | None = None
+        self, user_text: str, config: GenerationConfig, should_stop: ShouldStop | None = None, images=()
     ) -> Iterator[StepEvent]:
         engine = self.engine
+        if images and not engine.vision:
+            raise InputError(f"{engine.info.model} reads text only: it cannot take an image")
         self.messages.append({"role": "user", "content": user_text})
+        engine.images.append([(i.path, i.sha256) for i in images])
+        if images:
+            self.images[len(self.messages) - 1] = tuple(images)
         engine.prompts.append((user_text, list(self.messages)))
         engine.configs.append(config)
         if engine.fail_with is not None:
@@ -164,6 +172,8 @@ class FakeEngine:
     step_hook: Callable[[str], None] | None = None
     clock: FakeClock | None = None
     diverge: frozenset[str] = frozenset()
+    vision: bool = False
+    images: list[list[tuple[str, str]]] = field(default_factory=list)  # (path, sha256) per message sent
     prompts: list[tuple[str, list[dict[str, str]]]] = field(default_factory=list)
     conversations: list[FakeConversation] = field(default_factory=list)
     configs: list[GenerationConfig] = field(default_factory=list)

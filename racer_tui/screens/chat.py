@@ -17,9 +17,11 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.worker import get_current_worker
 
-from racer_core.errors import RacerError
+from racer_core.chat_image import ChatImage, split_inline_images
+from racer_core.errors import InputError, RacerError
 from racer_core.events import Conversation, Engine, GenerationConfig
 from racer_core.stats import Stats, is_verification_step
+from racer_tui.attachments import intact_images, read_attachment, stored
 from racer_tui.chat_actions import ACTION_COMMANDS, ChatActions
 from racer_tui.colors import LOGITS_GREEN, RETRIEVAL_GREEN
 from racer_tui.commands import CHAT_COMMANDS
@@ -27,10 +29,12 @@ from racer_tui.history import HistoryError, StoredMessage, title_for
 from racer_tui.host import Host, host_of
 from racer_tui.layout import Folding, Panel
 from racer_tui.messages import ReplyFailed, ReplyStep
+from racer_tui.screens.attach_image import AttachImageScreen
 from racer_tui.screens.confirm import ConfirmScreen
 from racer_tui.screens.inspector import InspectorScreen
 from racer_tui.screens.system_prompt import SystemPromptScreen
 from racer_tui.step_log import StepLog
+from racer_tui.widgets.chat_image import AttachmentBar
 from racer_tui.widgets.chat_list import ChatList
 from racer_tui.widgets.prompt_input import PromptInput
 from racer_tui.widgets.status_line import StatusLine
@@ -75,6 +79,7 @@ class ChatScreen(ChatActions, Screen):
         Binding("f12", "regenerate", "Regenerate the last reply", show=False),
         Binding("ctrl+f", "search_chats", "Search chats", show=False),
         Binding("ctrl+s", "save_chat", "Save the chat as JSON", show=False),
+        Binding("f10", "attach_image", "Attach image", show=False),
     ]
 
     PALETTE = CHAT_COMMANDS + ACTION_COMMANDS
@@ -99,6 +104,8 @@ class ChatScreen(ChatActions, Screen):
         self.steps = StepLog()  # the open chat's draft trees, for the inspector
         self._chart_reply: int | None = None  # whose steps the chart shows (None: a stored reply)
         self._editing: int | None = None  # the chat whose last message the prompt holds to resend
+        self.attached: list[ChatImage] = []  # images the next message carries
+        self._sent_attached: list[ChatImage] = []  # put back if the reply fails
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="chat-body"):
@@ -107,6 +114,7 @@ class ChatScreen(ChatActions, Screen):
             yield chats
             with Vertical(id="chat-main"):
                 yield VerticalScroll(id="conversation")
+                yield AttachmentBar(id="attachments")
                 yield PromptInput(id="prompt")
             with Vertical(id="chat-side"):
                 yield StepChart("accepted per step", id="accept-chart")
@@ -226,8 +234,13 @@ class ChatScreen(ChatActions, Screen):
         if self.conv is None or self._conv_engine is not engine:
             system = self._system_prompt() or None
             conv = engine.new_conversation(system_prompt=system)
-            # Earlier turns of a reopened chat: the engine templates them into the prompt.
-            conv.messages.extend({"role": m.role, "content": m.content} for m in history)
+            # Earlier turns of a reopened chat: the engine templates them into the prompt,
+            # with the images whose files are still the ones sent.
+            images = getattr(conv, "images", None)
+            for message in history:
+                conv.messages.append({"role": message.role, "content": message.content})
+                if message.images and isinstance(images, dict):
+                    images[len(conv.messages) - 1] = tuple(intact_images(message.images))
             self.conv, self._conv_engine = conv, engine
         return self.conv
 
@@ -248,16 +261,62 @@ class ChatScreen(ChatActions, Screen):
         if engine is None:
             self.notify("No model is loaded yet.", severity="warning")
             return
-        if self.send(engine, text):
+        try:
+            words, images = self._message_images(text)
+        except InputError as exc:  # nothing was sent: the prompt and the attachments stay
+            self.notify(str(exc), title="Image", severity="error", timeout=10)
+            return
+        attached = self.attached
+        if self.send(engine, words, images, typed=text, attached=attached):
             message.prompt.clear()
+            self.attached = []
+            self.query_one(AttachmentBar).show([])
+
+    def _message_images(self, text: str) -> tuple[str, list[ChatImage]]:
+        """The message's words and its images: the attached ones, then those of
+        the original's inline `<image>PATH</image>` tags; InputError when one
+        cannot be read or no words are left."""
+        words, paths = split_inline_images(text) if "<image>" in text else (text, [])
+        images = [*self.attached, *(read_attachment(path) for path in paths)]
+        if images and not words:
+            raise InputError("the message has only images: ask something about them")
+        return words, images
+
+    # -- attachments -------------------------------------------------------
+
+    def action_attach_image(self) -> None:
+        def attached(image: ChatImage | None) -> None:
+            if image is not None:
+                self.attached.append(image)
+                self.query_one(AttachmentBar).show(self.attached)
+                self.notify(f"Attached {image.path}; it goes with the next message.", title="Image")
+            self.query_one(PromptInput).focus()
+
+        self.app.push_screen(AttachImageScreen(), attached)
+
+    def action_detach(self, index: int) -> None:
+        if 0 <= index < len(self.attached):
+            del self.attached[index]
+            self.query_one(AttachmentBar).show(self.attached)
+
+    def action_detach_all(self) -> None:
+        if not self.attached:
+            self.notify("No image is attached.", severity="warning")
+            return
+        self.attached = []
+        self.query_one(AttachmentBar).show([])
 
     @work(group="bang")
     async def run_bang_from(self, prompt: PromptInput, text: str) -> None:
         if await self.run_bang(text) and prompt.text.strip() == text:
             prompt.clear()  # done: a command that failed stays typed, to fix
 
-    def send(self, engine: Engine, text: str) -> bool:
-        """Start a reply to `text`; False when it could not start (the user was told why)."""
+    def send(self, engine: Engine, text: str, images: list[ChatImage] | None = None, *,
+             typed: str | None = None, attached: list[ChatImage] | None = None) -> bool:
+        """Start a reply to `text` with its `images`; False when it could not
+        start (the user was told why). Should the reply fail, the prompt gets
+        back `typed` (default: `text`) and the attachments `attached` (default: `images`)."""
+        images = list(images or [])
         if not self.host.claim_engine("chat"):
             return False
         history = self.host.history
@@ -268,12 +327,14 @@ class ChatScreen(ChatActions, Screen):
             else:
                 earlier = history.messages(self.chat_id)
             conv = self._ensure_conversation(engine, earlier)
-            self._user_message_id = history.add_message(self.chat_id, StoredMessage("user", text))
+            message = StoredMessage("user", text, images=[stored(i) for i in images])
+            self._user_message_id = history.add_message(self.chat_id, message)
         except RacerError as exc:  # HistoryError included: nothing was sent, the text stays typed
             self.host.release_engine()
             self.notify(str(exc), severity="error", timeout=10)
             return False
-        self._prompt_text = text
+        self._prompt_text = text if typed is None else typed
+        self._sent_attached = list(images if attached is None else attached)
         config = self.host.settings.generation
         self.reply_id += 1
         self.stats = Stats()
@@ -284,18 +345,19 @@ class ChatScreen(ChatActions, Screen):
         view = self.conversation_view
         self._turn = ReplyTurn()
         self._turn.reply_id = self.reply_id
-        view.mount(UserTurn(text))
+        view.mount(UserTurn(text, message.images))
         view.mount(self._turn)
         self.query_one(StepChart).reset()
         self._chart_reply = self.reply_id
         self.show_status()
         self.refresh_sidebar()
         self._scroll_to_end()
-        self.generate(conv, text, config, self.reply_id)
+        self.generate(conv, text, images, config, self.reply_id)
         return True
 
     @work(thread=True, exclusive=True, group="generate")
-    def generate(self, conv: Conversation, text: str, config: GenerationConfig, reply_id: int) -> None:
+    def generate(self, conv: Conversation, text: str, images: list[ChatImage], config: GenerationConfig,
+                 reply_id: int) -> None:
         worker = get_current_worker()
         stop = self._stop
 
@@ -303,7 +365,9 @@ class ChatScreen(ChatActions, Screen):
             return worker.is_cancelled or stop.is_set()
 
         try:
-            for event in conv.send(text, config, should_stop=should_stop):
+            # Only a message with images hands them over: every engine takes plain text.
+            pictures = {"images": images} if images else {}
+            for event in conv.send(text, config, should_stop=should_stop, **pictures):
                 self.post_message(ReplyStep(reply_id, event))
         except RacerError as exc:
             self.post_message(ReplyFailed(reply_id, str(exc)))
@@ -370,6 +434,8 @@ class ChatScreen(ChatActions, Screen):
             turn.remove()
         prompt = self.query_one(PromptInput)
         prompt.text = self._prompt_text
+        self.attached = [*self._sent_attached, *self.attached]  # any attached meanwhile stay too
+        self.query_one(AttachmentBar).show(self.attached)
         self.notify(message.error, title="Generation failed", severity="error", timeout=15)
 
     # -- actions ---------------------------------------------------------
@@ -424,7 +490,7 @@ class ChatScreen(ChatActions, Screen):
         markdown = self.host.settings.markdown
         for msg in messages:
             if msg.role == "user":
-                await view.mount(UserTurn(msg.content))
+                await view.mount(UserTurn(msg.content, msg.images))
             else:
                 turn = ReplyTurn(msg.runs or [], complete=True, note=reply_note(msg.stats))
                 await view.mount(turn)

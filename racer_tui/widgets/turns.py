@@ -10,7 +10,8 @@ from textual.widgets import Markdown, Static
 
 from racer_core.events import Source, TokenPiece
 from racer_tui.colors import SOURCE_STYLE
-from racer_tui.history import Run
+from racer_tui.history import Run, StoredImage
+from racer_tui.widgets.chat_image import ImageView
 
 FINISH_NOTES = {
     "cancelled": "stopped",
@@ -19,11 +20,23 @@ FINISH_NOTES = {
 }
 
 
-class UserTurn(Static):
-    def __init__(self, text: str) -> None:
-        super().__init__(Text(text), classes="turn user-turn")
+class UserTurn(Vertical):
+    """The user's message, below the images it carried."""
+
+    def __init__(self, text: str, images: list[StoredImage] | None = None) -> None:
+        super().__init__(classes="turn user-turn")
         self.border_title = "you"
         self.message = text
+        self.images = list(images or [])
+
+    def compose(self) -> ComposeResult:
+        for image in self.images:
+            yield ImageView(image)
+        yield Static(Text(self.message), classes="user-text")
+
+    def render_text(self) -> str:
+        """What the turn shows, as plain text (image stand-ins, then the message)."""
+        return "\n".join([*(v.label for v in self.query(ImageView)), self.message])
 
 
 class ReplyTurn(Vertical):

@@ -14,6 +14,7 @@ from racer_tui.history import (
     UPGRADES,
     HistoryError,
     HistoryStore,
+    StoredImage,
     StoredMessage,
     schema_version,
 )
@@ -239,4 +240,42 @@ def test_one_unreadable_chat_raises_a_history_error_and_the_rest_reads(tmp_path:
         store.export_markdown(2)
     store.delete_chat(2)  # and it can still be deleted
     assert [c.id for c in store.list_chats()] == [3, 1]
+    store.close()
+
+
+# -- attached images (schema 3) ---------------------------------------------------
+
+
+def test_a_version_2_history_gains_attached_images_and_keeps_its_turns(tmp_path: Path) -> None:
+    path = tmp_path / "h.sqlite3"
+    db = sqlite3.connect(path)
+    for step in range(2):
+        db.executescript(UPGRADES[step])
+    db.execute("PRAGMA user_version = 2")
+    db.execute("INSERT INTO chats VALUES (1, 'before images', '', 1.0, 1.0)")
+    db.execute("INSERT INTO messages VALUES (1, 1, 'user', 'hi', NULL, NULL)")
+    db.commit()
+    db.close()
+
+    store = HistoryStore(path)
+    assert schema_version(store._db) == SCHEMA_VERSION >= 3
+    assert store.messages(1) == [StoredMessage("user", "hi")]
+    pictures = [StoredImage("/pics/cat.png", "ab" * 32), StoredImage("/pics/dog.jpg", "cd" * 32)]
+    store.add_message(1, StoredMessage("user", "and these?", images=pictures))
+    store.close()
+    store = HistoryStore(path)  # read back from the file
+    assert store.messages(1)[1].images == pictures
+    assert "![image](/pics/cat.png)" in store.export_markdown(1)
+    store.close()
+
+
+def test_damaged_image_records_make_that_chat_unreadable_not_the_app(tmp_path: Path) -> None:
+    path = tmp_path / "h.sqlite3"
+    store = HistoryStore(path)
+    chat = store.create_chat("pictures")
+    store.add_message(chat, StoredMessage("user", "look", images=[StoredImage("/a.png", "00")]))
+    store._db.execute("UPDATE messages SET images = '[[1]]'")
+    store._db.commit()
+    with pytest.raises(HistoryError, match="attached images"):
+        store.messages(chat)
     store.close()

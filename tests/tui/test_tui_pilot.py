@@ -431,7 +431,7 @@ async def test_an_unreadable_chat_shows_an_error_in_its_place(start_app: StartAp
     chat.export_chat(bad)  # a notice, not a crash
     await chat.open_chat(good)
     await pilot.pause()
-    assert not chat.query(".error-turn") and [str(t.render()) for t in chat.query(UserTurn)] == ["fine"]
+    assert not chat.query(".error-turn") and [t.render_text() for t in chat.query(UserTurn)] == ["fine"]
 
 
 # -- any terminal ------------------------------------------------------------------

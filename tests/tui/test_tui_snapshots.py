@@ -54,6 +54,29 @@ def test_chat_after_completion(snap_compare, tmp_path: Path) -> None:
     assert snap_compare(make_app(tmp_path, FakeEngine()), terminal_size=SIZE, run_before=finish_reply)
 
 
+def test_chat_with_an_image(snap_compare, tmp_path: Path) -> None:
+    """A sent image in the user's turn and one attached to the next message,
+    both as their text stand-ins (headless: never drawn, so the frame is fixed)."""
+    from PIL import Image
+
+    from racer_tui.attachments import read_attachment
+    from racer_tui.widgets.chat_image import AttachmentBar
+
+    for name, size in (("cat.png", (24, 16)), ("dog.jpg", (8, 8))):
+        Image.new("RGB", size, "orange").save(tmp_path / name)
+
+    async def run_before(pilot) -> None:
+        chat = await ready_chat(pilot)
+        chat.attached.append(read_attachment(str(tmp_path / "cat.png")))
+        await pilot.press(*"What is in this picture?", "enter")
+        await wait_for(pilot, lambda: chat.stats.steps and not chat.generating)
+        chat.attached.append(read_attachment(str(tmp_path / "dog.jpg")))
+        chat.query_one(AttachmentBar).show(chat.attached)
+        await pilot.pause()
+
+    assert snap_compare(make_app(tmp_path, FakeEngine(vision=True)), terminal_size=SIZE, run_before=run_before)
+
+
 def test_chat_small_terminal(snap_compare, tmp_path: Path) -> None:
     """80x24: no sidebar, the chart as a sparkline in the status line."""
     assert snap_compare(make_app(tmp_path, FakeEngine()), terminal_size=SMALL, run_before=finish_reply)
