@@ -15,8 +15,8 @@ from PIL import Image
 from textual.command import CommandPalette
 
 from racer_core.chat_image import file_sha256
-from racer_core.events import Source
 from racer_core.errors import InputError
+from racer_core.events import Source
 from racer_tui import chat_file
 from racer_tui.attachments import CHANGED, MISSING, complete_path, image_label, image_state, read_attachment
 from racer_tui.history import StoredImage, StoredMessage
