@@ -282,5 +282,6 @@ class HistoryStore:
                 "INSERT INTO chats (id, title, system_prompt, created, updated) VALUES (?, ?, ?, ?, ?)", chat
             )
             self._db.executemany(
-                "INSERT INTO messages (id, chat_id, role, content, runs, stats) VALUES (?, ?, ?, ?, ?, ?)", messages
+                "INSERT INTO messages (id, chat_id, role, content, runs, stats, images) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                messages,
             )

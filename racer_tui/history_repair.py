@@ -112,7 +112,9 @@ def salvage(source: Path, store: HistoryStore) -> Salvage:
             return found
         chats = {row[0]: row for row in scan(db, "chats", "id, title, system_prompt, created, updated")}
         turns: dict[int, list[tuple]] = {}
-        for row in scan(db, "messages", "id, chat_id, role, content, runs, stats"):
+        # Attached images came with schema 3; an older file has no such column.
+        images = ", images" if _has_column(db, "messages", "images") else ""
+        for row in scan(db, "messages", f"id, chat_id, role, content, runs, stats{images}"):
             turn = _usable_turn(row)
             if turn is None:
                 found.skipped.append(f"turn {row[0]}")
@@ -134,8 +136,9 @@ def salvage(source: Path, store: HistoryStore) -> Salvage:
 
 
 def _usable_turn(row: tuple) -> tuple | None:
-    """A stored turn as it can be kept: the words even when the colours or the
-    statistics are damaged; None when not even the words are there."""
+    """A stored turn as it can be kept, as (id, chat_id, role, content, runs,
+    stats, images): the words even when the colours, the statistics or the
+    images are damaged; None when not even the words are there."""
     if not isinstance(row[1], int):
         return None
     if isinstance(row[3], str) and "\x00" in row[3]:
@@ -144,9 +147,16 @@ def _usable_turn(row: tuple) -> tuple | None:
         decode_message(*row[2:])
     except ValueError:
         if row[2] in ("user", "assistant") and isinstance(row[3], str):
-            return (*row[:4], None, None)
+            return (*row[:4], None, None, None)
         return None
-    return row
+    return (*row, None) if len(row) == 6 else row
+
+
+def _has_column(db: sqlite3.Connection, table: str, column: str) -> bool:
+    try:
+        return any(info[1] == column for info in db.execute(f"PRAGMA table_info({table})"))
+    except sqlite3.DatabaseError:
+        return False
 
 
 def _clean_chat(row: tuple) -> tuple:

@@ -39,6 +39,11 @@ def detect_graphics() -> Any:
     return _graphics[0]
 
 
+def picture_class(app: Any) -> Any:
+    """The widget that draws pictures in this app, None for the text stand-in."""
+    return None if app.is_headless else detect_graphics()
+
+
 class ImageView(Vertical):
     """One attached image of a user's turn: the picture and its label, or the
     label alone (text-only terminals; a file gone or changed since it was sent)."""
@@ -56,7 +61,7 @@ class ImageView(Vertical):
         self.label = image_label(image, self.state)
 
     def compose(self) -> ComposeResult:
-        picture = None if self.app.is_headless else detect_graphics()
+        picture = picture_class(self.app)
         if picture is not None and not self.state:
             yield picture(self.image.path, classes="picture")
         yield Static(Text(self.label), classes="image-label")

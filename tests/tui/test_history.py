@@ -279,3 +279,17 @@ def test_damaged_image_records_make_that_chat_unreadable_not_the_app(tmp_path: P
     with pytest.raises(HistoryError, match="attached images"):
         store.messages(chat)
     store.close()
+
+
+def test_salvage_keeps_the_attached_images(tmp_path: Path) -> None:
+    path = tmp_path / "h.sqlite3"
+    store = HistoryStore(path)
+    chat = store.create_chat("pictures")
+    turn = StoredMessage("user", "look", images=[StoredImage("/pics/cat.png", "ab" * 32)])
+    store.add_message(chat, turn)
+    store.close()
+    path.write_bytes(b"\xde\xad" * 50 + path.read_bytes()[100:])
+
+    store, notice = open_history(path)
+    assert notice is not None and store.messages(chat) == [turn]
+    store.close()

@@ -241,3 +241,45 @@ def test_attachments_are_checked_before_they_are_taken(tmp_path: Path) -> None:
     relative = read_attachment(str(picture(tmp_path)).replace(str(Path.cwd()) + "/", ""))
     assert Path(relative.path).is_absolute()
 
+
+
+async def test_a_terminal_with_graphics_gets_the_picture_drawn(
+        start_app: StartApp, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Headless runs always show the stand-in; here textual-image's own widget
+    (its half-cell renderer, which needs no terminal reply) draws the picture,
+    except for a file that is gone since it was sent."""
+    from textual_image.widget import HalfcellImage
+
+    from racer_tui.widgets import chat_image
+
+    monkeypatch.setattr(chat_image, "picture_class", lambda app: HalfcellImage)
+    path = picture(tmp_path)
+    pilot = await start_app(FakeEngine(vision=True))
+    chat = await ready_chat(pilot)
+    chat.attached.append(read_attachment(str(path)))
+    await send(pilot, chat, "What is it?")
+    (drawn,) = chat.query(HalfcellImage)
+    assert drawn.image == str(path) and drawn.size.height == chat_image.PICTURE_ROWS and drawn.size.width > 0
+    assert chat.query_one(UserTurn).render_text() == "[image cat.png 24×16]\nWhat is it?"  # the label stays
+    path.unlink()
+    chat_id = chat.chat_id
+    await chat.action_new_chat()
+    await chat.open_chat(chat_id)
+    await pilot.pause()
+    assert not chat.query(HalfcellImage) and chat.query_one(UserTurn).render_text().startswith("[image missing: ")
+
+
+async def test_regenerate_resends_the_messages_images(start_app: StartApp, tmp_path: Path) -> None:
+    path = picture(tmp_path)
+    engine = FakeEngine(vision=True)
+    pilot = await start_app(engine)
+    chat = await ready_chat(pilot)
+    chat.attached.append(read_attachment(str(path)))
+    await send(pilot, chat, "What is it?")
+    before = chat.reply_id
+    await pilot.press("f12")
+    await wait_for(pilot, lambda: chat.reply_id > before and not chat.generating)
+    sent = [(str(path), file_sha256(path))]
+    assert engine.images == [sent, sent] and engine.prompts[-1][0] == "What is it?"
+    (stored,) = [m for m in chat.host.history.messages(chat.chat_id) if m.role == "user"]
+    assert [(i.path, i.sha256) for i in stored.images] == sent
