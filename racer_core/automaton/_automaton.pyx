@@ -37,28 +37,31 @@ cdef extern from "automaton.hpp" namespace "racer":
         int64_t* candidates
 
     cdef cppclass CoreAutomaton "racer::Automaton":
-        CoreAutomaton(int32_t, int32_t, int32_t, cbool) except +
+        CoreAutomaton(int32_t, int32_t, int32_t, cbool, cbool) except +
         int32_t max_nodes()
         int32_t min_depth()
         int32_t ngram()
         cbool late_halving()
+        cbool pair_rows()
+        int32_t pair_count()
         int32_t vocab_size()
         int32_t top_k()
         int32_t node_count()
         void init_logits(int32_t, int32_t) except +
-        void update(const int64_t*, int64_t, const int64_t*) except +
+        void update(const int64_t*, int64_t, const int64_t*, const int64_t*) except +
         void insert(const int64_t*, int64_t, int64_t) except +
         void add_tokens(const int64_t*, int64_t) except +
         void trans_tokens(const int64_t*, int64_t) except +
         void reset()
         void build() except +
-        int32_t retrieve(int32_t, int32_t, cbool) except +
+        int32_t retrieve(int32_t, int32_t, cbool, int32_t) except +
         int32_t draft_leaves()
         int32_t draft_width()
         void fill_draft(const DraftOut&)
         void export_nodes(vector[int32_t]&, vector[int32_t]&, vector[int32_t]&,
                           vector[int32_t]&, vector[int64_t]&) except +
         void state_path(vector[int32_t]&) except +
+        void export_pairs(vector[int32_t]&, vector[int32_t]&, vector[int32_t]&) except +
         string check_internal() except +
         void set_redirect_mode(int)
 
@@ -88,17 +91,19 @@ cdef class Automaton:
     cdef CoreAutomaton* core
     cdef vector[int64_t] buf
     cdef vector[int64_t] rows
+    cdef vector[int64_t] prev
     # Set while a method runs: converting arguments can run Python code (a
     # custom __index__, the garbage collector) that must not call back in and
     # overwrite the buffers or the draft being copied out.
     cdef bint busy
 
-    def __cinit__(self, max_nodes=10000, min_depth=2, ngram=10, *, late_halving=False):
+    def __cinit__(self, max_nodes=10000, min_depth=2, ngram=10, *, late_halving=False, pair_rows=True):
         cdef int32_t m = _checks.check_param("max_nodes", max_nodes, 2)
         cdef int32_t d = _checks.check_param("min_depth", min_depth, 1)
         cdef int32_t g = _checks.check_param("ngram", ngram, 1)
         cdef cbool late = _checks.check_flag("late_halving", late_halving)
-        self.core = new CoreAutomaton(m, d, g, late)
+        cdef cbool pairs = _checks.check_flag("pair_rows", pair_rows)
+        self.core = new CoreAutomaton(m, d, g, late, pairs)
 
     def __dealloc__(self):
         del self.core
@@ -121,6 +126,16 @@ cdef class Automaton:
     def late_halving(self) -> bool:
         """True for the logits tree's older breadth rule (docs/automaton.md)."""
         return self.core.late_halving()
+
+    @property
+    def pair_rows(self) -> bool:
+        """True when the table keeps rows keyed by (previous token, token) too."""
+        return self.core.pair_rows()
+
+    @property
+    def pair_count(self) -> int:
+        """How many (previous token, token) rows the table holds."""
+        return self.core.pair_count()
 
     @property
     def vocab_size(self):
@@ -205,6 +220,34 @@ cdef class Automaton:
                 return n
         return self._load_slow(tokens, name, bound)
 
+    cdef int _load_prev(self, object prev_ids, Py_ssize_t n) except -1:
+        """Validated previous tokens (-1: none) into self.prev."""
+        cdef int64_t bound = self.core.vocab_size()
+        cdef Py_ssize_t i, stride
+        cdef int64_t v
+        cdef cnp.ndarray arr
+        cdef char* data
+        cdef int itemsize
+        if isinstance(prev_ids, cnp.ndarray):
+            arr = <cnp.ndarray>prev_ids
+            if cnp.PyArray_NDIM(arr) == 1 and _native_int_array(arr) and cnp.PyArray_DIM(arr, 0) == n:
+                stride = cnp.PyArray_STRIDE(arr, 0)
+                itemsize = cnp.PyArray_ITEMSIZE(arr)
+                data = cnp.PyArray_BYTES(arr)
+                self.prev.resize(n)
+                for i in range(n):
+                    v = _read(data + i * stride, itemsize)
+                    if v < -1 or v >= bound:
+                        break
+                    self.prev[i] = v
+                else:
+                    return 0
+        values = _checks.check_prev("prev_ids", prev_ids, n, bound)
+        self.prev.resize(n)
+        for i in range(n):
+            self.prev[i] = values[i]
+        return 0
+
     cdef int _load_rows(self, object topk_ids, Py_ssize_t n) except -1:
         """Validated (n, top_k) rows into self.rows. A row may name tokens at or
         above vocab_size: they have no row of their own (docs/automaton.md)."""
@@ -252,8 +295,9 @@ cdef class Automaton:
         finally:
             self.busy = False
 
-    def update(self, token_ids, topk_ids) -> None:
-        """Row token_ids[i] of the logits table becomes topk_ids[i]."""
+    def update(self, token_ids, topk_ids, prev_ids=None) -> None:
+        """Row token_ids[i] of the logits table becomes topk_ids[i]; so does the
+        row of the pair (prev_ids[i], token_ids[i]) where prev_ids[i] >= 0."""
         cdef Py_ssize_t n
         self._enter()
         try:
@@ -261,7 +305,11 @@ cdef class Automaton:
                 raise RuntimeError("update called before init_logits")
             n = self._load(token_ids, "token_ids")
             self._load_rows(topk_ids, n)
-            self.core.update(self.buf.data(), n, self.rows.data())
+            if prev_ids is None:
+                self.core.update(self.buf.data(), n, self.rows.data(), NULL)
+            else:
+                self._load_prev(prev_ids, n)
+                self.core.update(self.buf.data(), n, self.rows.data(), self.prev.data())
         finally:
             self.busy = False
 
@@ -327,19 +375,20 @@ cdef class Automaton:
 
     # -------------------------------------------------------------- retrieve
 
-    def retrieve(self, next_token, max_num_draft=64, is_chain=False):
-        """Draft tree below next_token: retrieval paths first, then the logits tree."""
+    def retrieve(self, next_token, max_num_draft=64, is_chain=False, prev_token=-1):
+        """Draft tree below next_token (whose previous token is prev_token, -1
+        if unknown): retrieval paths first, then the logits tree."""
         self._enter()
         try:
-            return self._retrieve(next_token, max_num_draft, is_chain)
+            return self._retrieve(next_token, max_num_draft, is_chain, prev_token)
         finally:
             self.busy = False
 
-    cdef object _retrieve(self, object next_token, object max_num_draft, object is_chain):
+    cdef object _retrieve(self, object next_token, object max_num_draft, object is_chain, object prev_token):
         # The root may be any token a row can hold; one without a row drafts
         # from retrieval alone.
         cdef int64_t bound = TOKEN_LIMIT
-        cdef long long t = -1, b = -1
+        cdef long long t = -1, b = -1, p = -2
         cdef int overflow = 0
         if type(next_token) is int:
             t = PyLong_AsLongLongAndOverflow(next_token, &overflow)
@@ -349,12 +398,18 @@ cdef class Automaton:
             b = PyLong_AsLongLongAndOverflow(max_num_draft, &overflow)
             if overflow:
                 b = -1
-        if t < 0 or t >= bound or b < 1 or b > MAX_DRAFT or type(is_chain) is not bool:
+        if type(prev_token) is int:
+            p = PyLong_AsLongLongAndOverflow(prev_token, &overflow)
+            if overflow:
+                p = -2
+        if (t < 0 or t >= bound or b < 1 or b > MAX_DRAFT or type(is_chain) is not bool
+                or p < -1 or p >= bound):
             t = _checks.check_token("next_token", next_token, bound)
             b = _checks.check_budget(max_num_draft)
             is_chain = _checks.check_flag("is_chain", is_chain)
+            p = _checks.check_token("prev_token", prev_token, bound, -1)
         cdef cbool chain = is_chain
-        cdef cnp.npy_intp size = self.core.retrieve(<int32_t>t, <int32_t>b, chain)
+        cdef cnp.npy_intp size = self.core.retrieve(<int32_t>t, <int32_t>b, chain, <int32_t>p)
         cdef cnp.npy_intp dims[2]
         dims[0] = size
         tokens = cnp.PyArray_EMPTY(1, dims, cnp.NPY_INT64, 0)
@@ -402,6 +457,13 @@ cdef class Automaton:
         cdef vector[int32_t] out
         self.core.state_path(out)
         return tuple(out)
+
+    def pair_snapshot(self) -> list:
+        """[((prev, token), row)] for every pair row, least recently written first."""
+        cdef vector[int32_t] prev, tokens, rows
+        self.core.export_pairs(prev, tokens, rows)
+        cdef size_t i, k = self.core.top_k()
+        return [((prev[i], tokens[i]), tuple(rows[i * k + j] for j in range(k))) for i in range(prev.size())]
 
     def _set_redirect_mode(self, int mode) -> None:
         """Test hook: 0 hybrid (default), 1 failure-subtree walk only, 2 failure-chain scan

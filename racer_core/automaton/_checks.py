@@ -42,12 +42,12 @@ def check_param(name: str, value: Any, smallest: int) -> int:
     return max(v, smallest)
 
 
-def _bad_token(name: str, index: int, token: int, bound: int) -> ValueError:
-    return ValueError(f"{name}[{index}] = {token} is out of range: tokens must satisfy 0 <= token < {bound}")
+def _bad_token(name: str, index: int, token: int, bound: int, lowest: int = 0) -> ValueError:
+    return ValueError(f"{name}[{index}] = {token} is out of range: tokens must satisfy {lowest} <= token < {bound}")
 
 
-def check_tokens(name: str, tokens: Any, bound: int) -> list[int]:
-    """A 1-D sequence of tokens in [0, bound): list/tuple of ints or 1-D integer array."""
+def check_tokens(name: str, tokens: Any, bound: int, lowest: int = 0) -> list[int]:
+    """A 1-D sequence of tokens in [lowest, bound): list/tuple of ints or 1-D integer array."""
     if isinstance(tokens, np.ndarray):
         if tokens.ndim != 1:
             raise TypeError(f"{name} must be one-dimensional, got an array of shape {tokens.shape}")
@@ -63,16 +63,24 @@ def check_tokens(name: str, tokens: Any, bound: int) -> list[int]:
     else:
         raise TypeError(f"{name} must be a list, tuple or 1-D numpy integer array, got {type(tokens).__name__}")
     for i, v in enumerate(values):
-        if v < 0 or v >= bound:
-            raise _bad_token(name, i, v, bound)
+        if v < lowest or v >= bound:
+            raise _bad_token(name, i, v, bound, lowest)
     return values
 
 
-def check_token(name: str, token: Any, bound: int) -> int:
-    """One token in [0, bound)."""
+def check_prev(name: str, prev: Any, n: int, bound: int) -> list[int]:
+    """update's prev_ids: n previous tokens, each in [0, bound) or -1 (none)."""
+    values = check_tokens(name, prev, bound, lowest=-1)
+    if len(values) != n:
+        raise ValueError(f"{name} must have one entry per token ({n}), got {len(values)}")
+    return values
+
+
+def check_token(name: str, token: Any, bound: int, lowest: int = 0) -> int:
+    """One token in [lowest, bound)."""
     v = check_int(name, token)
-    if v < 0 or v >= bound:
-        raise ValueError(f"{name} = {v} is out of range: tokens must satisfy 0 <= token < {bound}")
+    if v < lowest or v >= bound:
+        raise ValueError(f"{name} = {v} is out of range: tokens must satisfy {lowest} <= token < {bound}")
     return v
 
 

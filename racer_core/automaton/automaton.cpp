@@ -95,11 +95,13 @@ void IdMap::grow() {
 
 // --------------------------------------------------------------- Automaton
 
-Automaton::Automaton(int32_t max_nodes, int32_t min_depth, int32_t ngram, bool late_halving)
+Automaton::Automaton(int32_t max_nodes, int32_t min_depth, int32_t ngram, bool late_halving,
+                     bool pair_rows)
     : max_nodes_(std::max(max_nodes, 2)),
       min_depth_(std::max(min_depth, 1)),
       ngram_(std::max(ngram, 1)),
-      keep_depth_(late_halving ? 1 : 0) {
+      keep_depth_(late_halving ? 1 : 0),
+      pair_rows_(pair_rows) {
   Node root{};
   root.token = -1;
   root.depth = 0;
@@ -120,16 +122,69 @@ void Automaton::init_logits(int32_t vocab_size, int32_t top_k) {
   written_.swap(written);
   vocab_size_ = vocab_size;
   top_k_ = top_k;
+  pair_index_.clear();
+  std::vector<int32_t>().swap(pair_table_);
+  std::vector<uint64_t>().swap(pair_key_);
+  std::vector<int32_t>().swap(pair_older_);
+  std::vector<int32_t>().swap(pair_newer_);
+  pair_oldest_ = pair_newest_ = -1;
 }
 
-void Automaton::update(const int64_t* token_ids, int64_t n, const int64_t* rows) {
+void Automaton::update(const int64_t* token_ids, int64_t n, const int64_t* rows,
+                       const int64_t* prev) {
   const size_t k = static_cast<size_t>(top_k_);
   for (int64_t i = 0; i < n; ++i) {
     const size_t t = static_cast<size_t>(token_ids[i]);
+    const int64_t* src = &rows[static_cast<size_t>(i) * k];
     int32_t* row = &table_[t * k];
-    for (size_t j = 0; j < k; ++j) row[j] = static_cast<int32_t>(rows[static_cast<size_t>(i) * k + j]);
+    for (size_t j = 0; j < k; ++j) row[j] = static_cast<int32_t>(src[j]);
     written_[t] = 1;
+    if (prev != nullptr && prev[i] >= 0 && pair_rows_)
+      write_pair(static_cast<int32_t>(prev[i]), static_cast<int32_t>(t), src);
   }
+}
+
+void Automaton::write_pair(int32_t prev, int32_t token, const int64_t* row) {
+  const uint64_t key = child_key(prev, token);
+  int32_t s = pair_index_.find(key);
+  if (s >= 0) {  // unlink: it becomes the newest below
+    const int32_t o = pair_older_[s], w = pair_newer_[s];
+    (o >= 0 ? pair_newer_[o] : pair_oldest_) = w;
+    (w >= 0 ? pair_older_[w] : pair_newest_) = o;
+  } else if (static_cast<int32_t>(pair_key_.size()) < vocab_size_) {
+    s = static_cast<int32_t>(pair_key_.size());
+    pair_key_.push_back(key);
+    pair_older_.push_back(-1);
+    pair_newer_.push_back(-1);
+    pair_table_.resize(pair_table_.size() + static_cast<size_t>(top_k_));
+    pair_index_.put(key, s);
+  } else {  // full: the least recently written pair gives up its slot
+    s = pair_oldest_;
+    pair_oldest_ = pair_newer_[s];
+    if (pair_oldest_ >= 0)
+      pair_older_[pair_oldest_] = -1;
+    else
+      pair_newest_ = -1;
+    pair_index_.erase(pair_key_[s]);
+    pair_key_[s] = key;
+    pair_index_.put(key, s);
+  }
+  pair_older_[s] = pair_newest_;
+  pair_newer_[s] = -1;
+  (pair_newest_ >= 0 ? pair_newer_[pair_newest_] : pair_oldest_) = s;
+  pair_newest_ = s;
+  int32_t* dst = &pair_table_[static_cast<size_t>(s) * top_k_];
+  for (int32_t j = 0; j < top_k_; ++j) dst[j] = static_cast<int32_t>(row[j]);
+}
+
+const int32_t* Automaton::row_of(int32_t prev, int32_t token) const {
+  if (prev >= 0 && prev < vocab_size_ && token < vocab_size_) {
+    const int32_t s = pair_index_.find(child_key(prev, token));
+    if (s >= 0) return &pair_table_[static_cast<size_t>(s) * top_k_];
+  }
+  // A token at or above vocab_size (a row may hold one) has no row.
+  if (token >= vocab_size_ || !written_[token]) return nullptr;
+  return &table_[static_cast<size_t>(token) * top_k_];
 }
 
 // ---- reverse failure lists: every non-root node sits in exactly one list,
@@ -516,7 +571,7 @@ void Automaton::expand(int32_t n, int32_t cbegin, int32_t ccount) {
   }
 }
 
-int32_t Automaton::retrieve(int32_t next_token, int32_t budget, bool chain) {
+int32_t Automaton::retrieve(int32_t next_token, int32_t budget, bool chain, int32_t prev_token) {
   t_token_.clear();
   t_parent_.clear();
   t_depth_.clear();
@@ -559,10 +614,10 @@ int32_t Automaton::retrieve(int32_t next_token, int32_t budget, bool chain) {
     for (size_t head = 0; head < fifo_.size() && static_cast<int32_t>(t_token_.size()) < budget;
          ++head) {
       const LogitItem item = fifo_[head];
-      const int32_t tok = t_token_[item.node];
-      // A token at or above vocab_size (a row may hold one) has no row.
-      if (tok >= vocab_size_ || !written_[tok]) continue;  // empty row: drafts nothing
-      const int32_t* row = &table_[static_cast<size_t>(tok) * top_k_];
+      const int32_t parent = t_parent_[item.node];
+      const int32_t* row =
+          row_of(parent >= 0 ? t_token_[parent] : prev_token, t_token_[item.node]);
+      if (row == nullptr) continue;  // empty row: drafts nothing
       const int32_t b2 = item.depth == keep_depth_ ? item.breadth : item.breadth >> 1;
       const int32_t ranks = std::min(item.breadth, top_k_);
       for (int32_t i = 0; i < ranks && static_cast<int32_t>(t_token_.size()) < budget; ++i) {
@@ -670,6 +725,16 @@ void Automaton::state_path(std::vector<int32_t>& out) const {
   std::reverse(out.begin(), out.end());
 }
 
+void Automaton::export_pairs(std::vector<int32_t>& prev, std::vector<int32_t>& tokens,
+                             std::vector<int32_t>& rows) const {
+  for (int32_t s = pair_oldest_; s >= 0; s = pair_newer_[s]) {
+    prev.push_back(static_cast<int32_t>(pair_key_[s] >> 32));
+    tokens.push_back(static_cast<int32_t>(pair_key_[s] & 0xFFFFFFFFu));
+    const int32_t* row = &pair_table_[static_cast<size_t>(s) * top_k_];
+    rows.insert(rows.end(), row, row + top_k_);
+  }
+}
+
 std::string Automaton::check_internal() const {
   // Tree shape: sibling lists, child map, counts.
   size_t live = 1;
@@ -750,6 +815,19 @@ std::string Automaton::check_internal() const {
     const int32_t id = static_cast<int32_t>(i);
     if (alive(id) && is_leaf(id) && !has_entry[id]) return "leaf missing from the heap";
   }
+  // Pair rows: the recency list visits every slot once, each slot's key maps back to it.
+  const size_t slots = pair_key_.size();
+  if (slots != pair_index_.size() || slots > static_cast<size_t>(vocab_size_) ||
+      pair_table_.size() != slots * static_cast<size_t>(top_k_))
+    return "pair table size wrong";
+  size_t pairs_listed = 0;
+  for (int32_t s = pair_oldest_, o = -1; s >= 0; o = s, s = pair_newer_[s], ++pairs_listed) {
+    if (static_cast<size_t>(s) >= slots || pairs_listed >= slots || pair_older_[s] != o)
+      return "pair recency list broken";
+    if (pair_index_.find(pair_key_[s]) != s) return "pair key not indexed";
+    if (pair_newer_[s] < 0 && pair_newest_ != s) return "pair newest wrong";
+  }
+  if (pairs_listed != slots) return "pair recency list misses slots";
   return "";
 }
 

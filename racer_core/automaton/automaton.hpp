@@ -57,19 +57,23 @@ class Automaton {
  public:
   // late_halving: the logits tree's older rule (docs/automaton.md, Logits),
   // kept as an option for comparison; the default is the paper's rule.
-  Automaton(int32_t max_nodes, int32_t min_depth, int32_t ngram, bool late_halving = false);
+  // pair_rows: keep rows keyed by (previous token, token) too (docs/automaton.md).
+  Automaton(int32_t max_nodes, int32_t min_depth, int32_t ngram, bool late_halving = false,
+            bool pair_rows = true);
 
   int32_t max_nodes() const { return max_nodes_; }
   int32_t min_depth() const { return min_depth_; }
   int32_t ngram() const { return ngram_; }
   bool late_halving() const { return keep_depth_ == 1; }
+  bool pair_rows() const { return pair_rows_; }
+  int32_t pair_count() const { return static_cast<int32_t>(pair_index_.size()); }
   int32_t vocab_size() const { return vocab_size_; }  // 0 before init_logits
   int32_t top_k() const { return top_k_; }            // 0 before init_logits
   int32_t node_count() const { return count_; }
 
   void init_logits(int32_t vocab_size, int32_t top_k);
-  // rows: n x top_k, row-major.
-  void update(const int64_t* token_ids, int64_t n, const int64_t* rows);
+  // rows: n x top_k, row-major. prev: n previous tokens (-1: none), or null.
+  void update(const int64_t* token_ids, int64_t n, const int64_t* rows, const int64_t* prev);
   void insert(const int64_t* pattern, int64_t n, int64_t freq);
   void add_tokens(const int64_t* tokens, int64_t n);
   void trans_tokens(const int64_t* tokens, int64_t n);
@@ -79,7 +83,8 @@ class Automaton {
   // Builds the draft tree; returns its size T. Then draft_leaves() and
   // draft_width() give the shape of retrieve_indices, and fill_draft writes
   // the arrays into caller-owned buffers of those sizes.
-  int32_t retrieve(int32_t next_token, int32_t budget, bool chain);
+  // prev_token: the token before next_token, -1 if unknown.
+  int32_t retrieve(int32_t next_token, int32_t budget, bool chain, int32_t prev_token = -1);
   int32_t draft_leaves() const { return static_cast<int32_t>(leaves_.size()); }
   int32_t draft_width() const { return width_; }
   void fill_draft(const DraftOut& out) const;
@@ -89,6 +94,9 @@ class Automaton {
                     std::vector<int32_t>& tokens, std::vector<int32_t>& fails,
                     std::vector<int64_t>& freqs) const;
   void state_path(std::vector<int32_t>& out) const;
+  // Pair rows, least recently written first: keys as (prev, token), rows top_k wide.
+  void export_pairs(std::vector<int32_t>& prev, std::vector<int32_t>& tokens,
+                    std::vector<int32_t>& rows) const;
   // Checks the unobservable structures (child map, sibling lists, reverse
   // failure lists, leaf heap); returns "" or a description of the first fault.
   std::string check_internal() const;
@@ -149,6 +157,9 @@ class Automaton {
   void redirect_by_chain(int32_t u, int32_t a, int32_t p, int32_t depth, int32_t target);
   bool ends_with(int32_t q, int32_t u, int32_t a) const;
 
+  const int32_t* row_of(int32_t prev, int32_t token) const;  // the pair's, else the token's, else null
+  void write_pair(int32_t prev, int32_t token, const int64_t* row);
+
   int32_t tree_add(int32_t parent, int32_t token, uint8_t source, int32_t ctx, int32_t rank);
   void expand(int32_t n, int32_t cbegin, int32_t ccount);
   void flatten();
@@ -175,6 +186,15 @@ class Automaton {
 
   std::vector<int32_t> table_;     // vocab_size x top_k
   std::vector<uint8_t> written_;   // row written?
+  // Pair rows: at most vocab_size, the least recently written one replaced
+  // when full. Slot s holds pair_table_[s * top_k ...] for key pair_key_[s]
+  // and sits on a recency list (pair_older_/pair_newer_, oldest first).
+  bool pair_rows_;
+  IdMap pair_index_;  // (prev, token) -> slot
+  std::vector<int32_t> pair_table_;
+  std::vector<uint64_t> pair_key_;
+  std::vector<int32_t> pair_older_, pair_newer_;
+  int32_t pair_oldest_ = -1, pair_newest_ = -1;
 
   // Draft tree, internal order (order of addition).
   std::vector<int32_t> t_token_, t_parent_, t_depth_, t_first_, t_last_, t_next_;

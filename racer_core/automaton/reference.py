@@ -9,7 +9,7 @@ one follows the page literally so that the comparison checks two algorithms.
 from __future__ import annotations
 
 import heapq
-from collections import deque
+from collections import OrderedDict, deque
 from typing import Any
 
 import numpy as np
@@ -24,15 +24,25 @@ class ReferenceAutomaton:
     """Aho-Corasick n-gram trie with LRU leaf eviction, plus the copy-logit table."""
 
     def __init__(
-        self, max_nodes: int = 10000, min_depth: int = 2, ngram: int = 10, *, late_halving: bool = False
+        self,
+        max_nodes: int = 10000,
+        min_depth: int = 2,
+        ngram: int = 10,
+        *,
+        late_halving: bool = False,
+        pair_rows: bool = True,
     ) -> None:
         self._max_nodes = C.check_param("max_nodes", max_nodes, 2)
         self._min_depth = C.check_param("min_depth", min_depth, 1)
         self._ngram = C.check_param("ngram", ngram, 1)
         self._late_halving = C.check_flag("late_halving", late_halving)
+        self._pair_rows = C.check_flag("pair_rows", pair_rows)
         self._vocab_size: int | None = None
         self._top_k: int | None = None
         self._rows: list[tuple[int, ...] | None] = []
+        # (previous token, token) -> row, least recently written first; at most
+        # vocab_size of them, like the token rows.
+        self._pairs: OrderedDict[tuple[int, int], tuple[int, ...]] = OrderedDict()
         self._history: list[int] = []
         self._clear_trie()
 
@@ -70,6 +80,15 @@ class ReferenceAutomaton:
     @property
     def late_halving(self) -> bool:
         return self._late_halving
+
+    @property
+    def pair_rows(self) -> bool:
+        return self._pair_rows
+
+    @property
+    def pair_count(self) -> int:
+        """How many (previous token, token) rows the table holds."""
+        return len(self._pairs)
 
     @property
     def vocab_size(self) -> int | None:
@@ -283,22 +302,42 @@ class ReferenceAutomaton:
         v, k = C.check_table(vocab_size, top_k)
         self._vocab_size, self._top_k = v, k
         self._rows = [None] * v
+        self._pairs = OrderedDict()
 
-    def update(self, token_ids: Any, topk_ids: Any) -> None:
-        """Row token_ids[i] becomes topk_ids[i]."""
+    def update(self, token_ids: Any, topk_ids: Any, prev_ids: Any = None) -> None:
+        """Row token_ids[i] becomes topk_ids[i]; so does the row of the pair
+        (prev_ids[i], token_ids[i]) where prev_ids[i] >= 0 (and pair_rows)."""
         if self._vocab_size is None or self._top_k is None:
             raise RuntimeError("update called before init_logits")
         ids = C.check_tokens("token_ids", token_ids, self._vocab_size)
         # Row entries may reach past the vocabulary: such tokens have no row.
         rows = C.check_rows("topk_ids", topk_ids, len(ids), self._top_k, C.TOKEN_LIMIT)
-        for t, row in zip(ids, rows, strict=True):
+        prev = [-1] * len(ids) if prev_ids is None else C.check_prev("prev_ids", prev_ids, len(ids), self._vocab_size)
+        for t, row, p in zip(ids, rows, prev, strict=True):
             self._rows[t] = tuple(row)
+            if p >= 0 and self._pair_rows:
+                key = (p, t)
+                self._pairs.pop(key, None)
+                if len(self._pairs) >= self._vocab_size:
+                    self._pairs.popitem(last=False)  # the least recently written pair
+                self._pairs[key] = tuple(row)
 
-    def retrieve(self, next_token: int, max_num_draft: int = 64, is_chain: bool = False) -> DraftTree:
-        """Draft tree below next_token: retrieval paths first, then the logits tree."""
+    def _row(self, prev: int, token: int) -> tuple[int, ...] | None:
+        """The pair's row if there is one, else the token's."""
+        row = self._pairs.get((prev, token)) if prev >= 0 else None
+        if row is None and token < len(self._rows):
+            row = self._rows[token]
+        return row
+
+    def retrieve(
+        self, next_token: int, max_num_draft: int = 64, is_chain: bool = False, prev_token: int = -1
+    ) -> DraftTree:
+        """Draft tree below next_token (whose previous token is prev_token, -1
+        if unknown): retrieval paths first, then the logits tree."""
         root_token = C.check_token("next_token", next_token, C.TOKEN_LIMIT)
         budget = C.check_budget(max_num_draft)
         chain = C.check_flag("is_chain", is_chain)
+        root_prev = C.check_token("prev_token", prev_token, C.TOKEN_LIMIT, lowest=-1)
         tok = [root_token]
         par = [-1]
         dep = [0]
@@ -357,7 +396,7 @@ class ReferenceAutomaton:
             fifo = deque([(0, 1 if chain else k, 0)])
             while fifo and len(tok) < budget:
                 n, b, d = fifo.popleft()
-                row = self._rows[tok[n]] if tok[n] < len(self._rows) else None
+                row = self._row(tok[par[n]] if n else root_prev, tok[n])
                 if row is None:
                     continue
                 b2 = b if d == keep_depth else b >> 1
@@ -398,6 +437,10 @@ class ReferenceAutomaton:
             out[self._path(n)] = (self._freq[n], self._path(self._fail[n]))
             order.extend(self._children[n].values())
         return out
+
+    def pair_snapshot(self) -> list[tuple[tuple[int, int], tuple[int, ...]]]:
+        """[((prev, token), row)] for every pair row, least recently written first."""
+        return list(self._pairs.items())
 
     def state_path(self) -> tuple[int, ...]:
         """Tokens of the matcher state's path."""

@@ -59,14 +59,20 @@ _REPEAT = st.tuples(
 )
 # next_token None: pick, when run, a token that continues the matcher state
 # (a border exists), so retrieval has something to draft.
-# A root at or past the vocabulary (VOCAB + 1) has no row of its own.
+# A root at or past the vocabulary (VOCAB + 1) has no row of its own. The
+# root's previous token: -1 (unknown), a token, one past the vocabulary (no
+# pair row can name it), or -2 (an error).
 _RETRIEVE = st.tuples(
     st.just("retrieve"),
     st.one_of(st.none(), st.integers(0, VOCAB - 1), st.just(VOCAB + 1)),
     st.integers(1, 40),
     st.booleans(),
+    st.one_of(st.integers(-1, VOCAB - 1), st.integers(-1, VOCAB - 1), st.sampled_from([VOCAB + 1, -2])),
 )
-_UPDATE = st.tuples(st.just("update"), st.integers(0, 6), st.integers(0, 2**16), FORMS)
+# How update gets previous tokens: none, random ones (-1 included), the text's
+# own (prev[i] = ids[i - 1]), or a bad list (out of range or the wrong length).
+PREV = st.sampled_from(["none", "random", "random", "text", "text", "bad"])
+_UPDATE = st.tuples(st.just("update"), st.integers(0, 6), st.integers(0, 2**16), FORMS, PREV)
 # one_of picks branches about evenly: repeat the ones that should dominate.
 OPS = st.one_of(
     _FEED,
@@ -128,6 +134,14 @@ def apply(
             args = (convert(ids, op[3]), np.array(rows, dtype=op[3]).reshape(len(ids), k))
         else:
             args = (convert(ids, op[3]), rows)
+        prev_mode = op[4] if len(op) > 4 else "none"
+        if prev_mode == "random":
+            args += (convert([rnd.randrange(-1, v) for _ in ids], op[3]),)
+        elif prev_mode == "text":
+            args += (convert([rnd.randrange(-1, v), *ids[:-1]][: len(ids)], op[3]),)
+        elif prev_mode == "bad":
+            bad = [rnd.randrange(v) for _ in ids] + [rnd.choice([v, -2])]
+            args += (convert(bad if rnd.random() < 0.5 else bad[:-1] + bad[:-1], op[3]),)
     elif name == "retrieve":
         token = op[1]
         if token is None:
@@ -143,7 +157,7 @@ def apply(
                 }
             )
             token = follow[op[2] % len(follow)] if follow else 0
-        args = (token, op[2], op[3])
+        args = (token, op[2], op[3], op[4] if len(op) > 4 else -1)
     else:
         args = ()
     return call(ref, name, *args), call(comp, name, *args), args
@@ -156,26 +170,29 @@ def check_same(ref: ReferenceAutomaton, comp: Automaton) -> None:
     assert ref.node_count == comp.node_count
     assert ref.state_path() == comp.state_path()
     assert (ref.vocab_size, ref.top_k) == (comp.vocab_size, comp.top_k)
+    assert ref.pair_snapshot() == comp.pair_snapshot()
+    assert ref.pair_count == comp.pair_count == len(ref.pair_snapshot()) <= (ref.vocab_size or 0)
 
 
 def run(config: tuple[int, ...], ops: list[tuple[Any, ...]]) -> None:
-    max_nodes, min_depth, ngram, mode, top_k, late = config
-    ref = ReferenceAutomaton(max_nodes, min_depth, ngram, late_halving=bool(late))
-    comp = Automaton(max_nodes, min_depth, ngram, late_halving=bool(late))
+    max_nodes, min_depth, ngram, mode, top_k, late, *rest = config
+    pairs = bool(rest[0]) if rest else True
+    ref = ReferenceAutomaton(max_nodes, min_depth, ngram, late_halving=bool(late), pair_rows=pairs)
+    comp = Automaton(max_nodes, min_depth, ngram, late_halving=bool(late), pair_rows=pairs)
     comp._set_redirect_mode(mode)
     if top_k:
         ref.init_logits(VOCAB, top_k)
         comp.init_logits(VOCAB, top_k)
     for op in ops:
-        before = ref.snapshot(), ref.state_path(), ref.node_count
+        before = ref.snapshot(), ref.state_path(), ref.node_count, ref.pair_snapshot()
         (kind_r, out_r), (kind_c, out_c), args = apply(ref, comp, op)
         assert kind_r == kind_c, (op, out_r, out_c)
         if kind_r == "error":
             assert out_r == out_c, (op, out_r, out_c)
             # A method that raises changes nothing.
-            assert (ref.snapshot(), ref.state_path(), ref.node_count) == before
+            assert (ref.snapshot(), ref.state_path(), ref.node_count, ref.pair_snapshot()) == before
         elif op[0] == "retrieve":
-            next_token, budget, chain = args
+            next_token, budget, chain, _ = args
             assert out_r.same_as(out_c), (op, out_r, out_c)
             check_draft(out_c, next_token, budget, chain)
             snap = ref.snapshot()
@@ -200,6 +217,7 @@ CONFIGS = st.tuples(
     st.integers(0, 3),  # redirect walk: hybrid, failure subtree, failure chain, cut subtree
     st.integers(0, 4),  # top_k of a logits table set up front (0: none)
     st.booleans(),  # late_halving: the logits tree's older breadth rule
+    st.booleans(),  # pair_rows: rows keyed by (previous token, token) too
 )
 
 
@@ -227,9 +245,10 @@ def test_compiled_matches_reference(config: tuple[int, ...], ops: list[Any]) -> 
                 st.one_of(st.none(), st.integers(0, 3)),
                 st.integers(1, 64),
                 st.booleans(),
+                st.integers(-1, 3),
             ),
             st.tuples(st.just("init_logits"), st.just(VOCAB), st.integers(1, 6)),
-            st.tuples(st.just("update"), st.integers(0, 6), st.integers(0, 2**16), FORMS),
+            st.tuples(st.just("update"), st.integers(0, 6), st.integers(0, 2**16), FORMS, PREV),
         ),
         min_size=5,
         max_size=25,
