@@ -158,7 +158,8 @@ class SequenceDecoder:
                 rows = [i for i, t in enumerate(chunk) if t not in self.rt.placeholder_ids]
                 if rows:
                     top = torch.topk(logits[rows], self.automaton.top_k, dim=-1).indices
-                    self.automaton.update(np.asarray([chunk[i] for i in rows], dtype=np.int64), top.cpu().numpy())
+                    prev = [self.cached[base + i - 1] if base + i else -1 for i in rows]
+                    self.automaton.update(np.asarray([chunk[i] for i in rows], dtype=np.int64), top.cpu().numpy(), prev)
             last = logits[-1]
         if vision is not None:
             self.images = list(vision.spans)
@@ -201,7 +202,8 @@ class SequenceDecoder:
         and the sources. Returns the Step and the next root (the bonus)."""
         t0 = time.perf_counter()
         base = len(self.cached)
-        draft = _draft(root, reply.automaton, reply.policy, reply.budget)
+        prev = self.cached[-1] if self.cached else -1  # the token before the root
+        draft = _draft(root, reply.automaton, reply.policy, reply.budget, prev)
         if reply.policy is not None and draft.full is not None:
             reply.policy.record(draft.full, len(reply.generated) - 1)
         mask = self.rt.masks.build(base, draft.ancestors, draft.depths)
@@ -218,7 +220,7 @@ class SequenceDecoder:
         margins = self._margins(logits[path[: len(tokens)]], reply) if tokens else []
         self.cache.commit(base, path)
         self.cached.extend(int(draft.tokens[i]) for i in path)
-        self._learn(reply, draft, logits, [root, *tokens[:-1]])
+        self._learn(reply, draft, logits, [root, *tokens[:-1]], prev)
         record = _record(draft, path, bonus, reply.policy is not None)
         t3 = time.perf_counter()
         return Step(tokens, sources, draft.size, draft.fed, t1 - t0, t2 - t1, t3 - t2, reason, record, margins), bonus
@@ -271,15 +273,17 @@ class SequenceDecoder:
         return Step([root], [Source.MODEL], len(fresh), 1, 0.0, time.perf_counter() - start, 0.0, reason,
                     margins=margins)
 
-    def _learn(self, reply: _Reply, draft: _Draft, logits: torch.Tensor, emitted: list[int]) -> None:
+    def _learn(self, reply: _Reply, draft: _Draft, logits: torch.Tensor, emitted: list[int], prev: int) -> None:
         """Teach the sources what this step saw: the logits table every tree
-        node's top choices, the automaton the emitted text, the policy the
-        acceptance."""
+        node's top choices (keyed by the node's token and by (its parent's
+        token, its token); `prev` is the root's previous token), the automaton
+        the emitted text, the policy the acceptance."""
         automaton = reply.automaton
         if automaton is not None:
             if reply.use_table:
                 top = torch.topk(logits, automaton.top_k, dim=-1).indices
-                automaton.update(draft.tokens, top.cpu().numpy())
+                before = np.where(draft.parents >= 0, draft.tokens[np.maximum(draft.parents, 0)], prev)
+                automaton.update(draft.tokens, top.cpu().numpy(), before)
             if reply.use_trie:
                 fed = [t for t in emitted if t not in self.rt.placeholder_ids]
                 automaton.feed(fed)
@@ -346,16 +350,18 @@ class _Draft:
         return len(self.fed_tokens)
 
 
-def _draft(root: int, automaton: Automaton | None, policy: TreePolicy | None, budget: int | None) -> _Draft:
+def _draft(
+    root: int, automaton: Automaton | None, policy: TreePolicy | None, budget: int | None, prev: int = -1
+) -> _Draft:
     if automaton is None:  # plain decoding: the root alone
         one = np.array([root], dtype=np.int64)
         return _Draft(one, np.array([-1]), np.zeros(1, dtype=np.int64), np.ones((1, 1), dtype=bool),
                       np.zeros(1, dtype=np.uint8), one, None)
     if policy is None:
-        tree = automaton.retrieve(root, budget or 1)
+        tree = automaton.retrieve(root, budget or 1, prev_token=prev)
         return _Draft(tree.tokens, tree.parents, tree.position_ids, tree.attn_mask, tree.sources, tree.tokens, None,
                       tree.context, tree.rank, tree.size)
-    tree = automaton.retrieve(root, policy.largest)
+    tree = automaton.retrieve(root, policy.largest, prev_token=prev)
     selection = policy.choose(tree)
     chosen, fed = selection.chosen, selection.fed
     remap = np.full(tree.size, -1, dtype=np.int64)
