@@ -10,6 +10,12 @@ nodes.)
 
     python scripts/draft_replay.py record --suite builtin --out traces.json
     python scripts/draft_replay.py replay traces.json --budgets 4,8,16,32
+    python scripts/draft_replay.py replay traces.json --table token   # rows keyed by the token alone
+
+`--table pair` (the default) keys the logits table by (previous token, token)
+and falls back to the token's row; `replay` also prints the table's top-1 hit
+rate: how often the row looked up for a position (learned from the positions
+before it) names the model's next token first.
 """
 
 from __future__ import annotations
@@ -48,19 +54,25 @@ def record(args: argparse.Namespace) -> None:
         json.dump({"model": engine.info.model, "traces": traces}, f)
 
 
-def simulate(
-    trace: dict, budget: int, method: str, breadth: int = 8, policy=None
-) -> tuple[int, int, list[int]]:
-    from racer_core.automaton import Automaton
+def make_automaton(impl: str, table: str):
+    from racer_core.automaton import Automaton, ReferenceAutomaton
 
+    cls = Automaton if impl == "compiled" else ReferenceAutomaton
+    return cls(max_nodes=10000, min_depth=2, ngram=10, pair_rows=table == "pair")
+
+
+def simulate(
+    trace: dict, budget: int, method: str, breadth: int = 8, policy=None, impl: str = "compiled", table: str = "pair"
+) -> tuple[int, int, list[int]]:
     seq = trace["prompt"] + trace["output"]
     top = np.asarray(trace["topk"], dtype=np.int64)
     n_prompt = len(trace["prompt"])
-    automaton = Automaton(max_nodes=10000, min_depth=2, ngram=10)
+    automaton = make_automaton(impl, table)
     automaton.init_logits(max(seq) + 50000, breadth)
     top = top[:, :breadth]
+    prev = np.asarray([-1, *seq[:-1]], dtype=np.int64)  # prev[i]: the token before seq[i]
     if method in ("racer", "logits"):
-        automaton.update(np.asarray(seq[:n_prompt], dtype=np.int64), top[:n_prompt])
+        automaton.update(np.asarray(seq[:n_prompt], dtype=np.int64), top[:n_prompt], prev[:n_prompt])
     if method in ("racer", "retrieval"):
         automaton.feed(seq[:n_prompt])
     pos = n_prompt  # seq[pos] is the root: emitted by the previous step
@@ -69,10 +81,10 @@ def simulate(
     while pos < len(seq) - 1:
         root = seq[pos]
         if policy is not None:
-            tree = automaton.retrieve(root, policy.largest)
+            tree = automaton.retrieve(root, policy.largest, prev_token=int(prev[pos]))
             chosen, padded, _ = policy.select(tree)
         else:
-            tree = automaton.retrieve(root, budget)
+            tree = automaton.retrieve(root, budget, prev_token=int(prev[pos]))
             chosen, padded = np.arange(tree.size), tree.size
         keep = set(chosen.tolist())
         children = {
@@ -91,13 +103,36 @@ def simulate(
             policy.learn(seq[: pos + accepted + 2])
         path = seq[pos : pos + accepted + 1]
         if method in ("racer", "logits"):
-            automaton.update(np.asarray(path, dtype=np.int64), top[pos : pos + accepted + 1])
+            automaton.update(
+                np.asarray(path, dtype=np.int64), top[pos : pos + accepted + 1], prev[pos : pos + accepted + 1]
+            )
         if method in ("racer", "retrieval"):
             automaton.feed(path)
         pos += accepted + 1
     if policy is not None:
         policy.learn(seq, final=True)
     return len(seq) - 1 - n_prompt, steps, sizes
+
+
+def top1_hits(trace: dict, table: str) -> tuple[int, int]:
+    """(hits, positions) over the output: the row for position p, learned from
+    the positions before p, names seq[p + 1] first. Rows as the automaton's:
+    the pair's row where one was written, else the token's."""
+    seq = trace["prompt"] + trace["output"]
+    n_prompt = len(trace["prompt"])
+    rows: dict[int, int] = {}
+    pairs: dict[tuple[int, int], int] = {}
+    hits = 0
+    for p in range(len(seq) - 1):
+        key = (seq[p - 1], seq[p]) if p else None
+        if p >= n_prompt:
+            first = pairs.get(key) if table == "pair" else None
+            hits += (first if first is not None else rows.get(seq[p])) == seq[p + 1]
+        nxt = trace["topk"][p][0]  # the model's first choice after seq[: p + 1]
+        rows[seq[p]] = nxt
+        if key is not None:
+            pairs[key] = nxt
+    return hits, len(seq) - 1 - n_prompt
 
 
 def replay(args: argparse.Namespace) -> None:
@@ -122,7 +157,7 @@ def replay(args: argparse.Namespace) -> None:
         for c in cats:
             tokens = steps = 0
             for t in (t for t in traces if t["category"] == c):
-                n, s, sizes = simulate(t, budget, args.method, args.breadth, policy)
+                n, s, sizes = simulate(t, budget, args.method, args.breadth, policy, args.impl, args.table)
                 tokens += n
                 steps += s
                 est_time += sum(np.interp(sizes, sorted(cost), [cost[k] for k in sorted(cost)]))
@@ -132,6 +167,8 @@ def replay(args: argparse.Namespace) -> None:
         speed = (total_tokens * cost[1]) / est_time
         label = "auto" if budget == 0 else budget
         print(f"{label:>6} " + " ".join(f"{m:8.2f}" for m in row) + f" {total_tokens / total_steps:8.2f} {speed:8.2f}x")
+    hits = [top1_hits(t, args.table) for t in traces]
+    print(f"top-1 hit rate ({args.table} rows): {sum(h for h, _ in hits) / max(1, sum(n for _, n in hits)):.1%}")
     print(f"({time.perf_counter() - start:.1f} s)", file=sys.stderr)
 
 
@@ -151,6 +188,8 @@ def main() -> None:
     rep.add_argument("--method", default="racer", choices=["racer", "retrieval", "logits"])
     rep.add_argument("--breadth", type=int, default=8, help="logits tree breadth (top-k kept per row)")
     rep.add_argument("--cost", default="", help="cost curve as T:ms pairs, e.g. 1:60,8:75")
+    rep.add_argument("--table", default="pair", choices=["pair", "token"], help="logits rows keyed by (previous, token) or token")
+    rep.add_argument("--impl", default="compiled", choices=["compiled", "reference"], help="automaton implementation")
     args = parser.parse_args()
     record(args) if args.command == "record" else replay(args)
 
