@@ -162,17 +162,20 @@ cdef class Automaton:
     cdef inline int64_t _bound(self):
         return self.core.vocab_size() if self.core.vocab_size() > 0 else TOKEN_LIMIT
 
-    cdef Py_ssize_t _load_slow(self, object tokens, str name, int64_t bound) except -1:
-        values = _checks.check_tokens(name, tokens, bound)
+    cdef Py_ssize_t _load_slow(self, object tokens, str name, int64_t bound, int64_t lowest,
+                               vector[int64_t]* out) except -1:
+        values = _checks.check_tokens(name, tokens, bound, lowest)
         cdef Py_ssize_t i, n = len(values)
-        self.buf.resize(n)
+        out.resize(n)
         for i in range(n):
-            self.buf[i] = values[i]
+            out[0][i] = values[i]
         return n
 
-    cdef Py_ssize_t _load(self, object tokens, str name) except -1:
-        """Validated tokens into self.buf; returns how many."""
+    cdef Py_ssize_t _load(self, object tokens, str name, int64_t lowest=0, bint into_prev=False) except -1:
+        """Validated tokens in [lowest, bound) into self.buf (self.prev if
+        into_prev); returns how many."""
         cdef int64_t bound = self._bound()
+        cdef vector[int64_t]* out = &self.prev if into_prev else &self.buf
         cdef Py_ssize_t i, n, stride
         cdef long long v
         cdef int overflow = 0
@@ -182,27 +185,27 @@ cdef class Automaton:
         cdef int itemsize
         if type(tokens) is list:
             n = PyList_GET_SIZE(tokens)
-            self.buf.resize(n)
+            out.resize(n)
             for i in range(n):
                 item = <object>PyList_GET_ITEM(tokens, i)
                 if type(item) is not int:
-                    return self._load_slow(tokens, name, bound)
+                    return self._load_slow(tokens, name, bound, lowest, out)
                 v = PyLong_AsLongLongAndOverflow(item, &overflow)
-                if overflow or v < 0 or v >= bound:
-                    return self._load_slow(tokens, name, bound)
-                self.buf[i] = v
+                if overflow or v < lowest or v >= bound:
+                    return self._load_slow(tokens, name, bound, lowest, out)
+                out[0][i] = v
             return n
         if type(tokens) is tuple:
             n = PyTuple_GET_SIZE(tokens)
-            self.buf.resize(n)
+            out.resize(n)
             for i in range(n):
                 item = <object>PyTuple_GET_ITEM(tokens, i)
                 if type(item) is not int:
-                    return self._load_slow(tokens, name, bound)
+                    return self._load_slow(tokens, name, bound, lowest, out)
                 v = PyLong_AsLongLongAndOverflow(item, &overflow)
-                if overflow or v < 0 or v >= bound:
-                    return self._load_slow(tokens, name, bound)
-                self.buf[i] = v
+                if overflow or v < lowest or v >= bound:
+                    return self._load_slow(tokens, name, bound, lowest, out)
+                out[0][i] = v
             return n
         if isinstance(tokens, cnp.ndarray):
             arr = <cnp.ndarray>tokens
@@ -211,41 +214,19 @@ cdef class Automaton:
                 stride = cnp.PyArray_STRIDE(arr, 0)
                 itemsize = cnp.PyArray_ITEMSIZE(arr)
                 data = cnp.PyArray_BYTES(arr)
-                self.buf.resize(n)
+                out.resize(n)
                 for i in range(n):
                     v = _read(data + i * stride, itemsize)
-                    if v < 0 or v >= bound:
-                        return self._load_slow(tokens, name, bound)
-                    self.buf[i] = v
+                    if v < lowest or v >= bound:
+                        return self._load_slow(tokens, name, bound, lowest, out)
+                    out[0][i] = v
                 return n
-        return self._load_slow(tokens, name, bound)
+        return self._load_slow(tokens, name, bound, lowest, out)
 
     cdef int _load_prev(self, object prev_ids, Py_ssize_t n) except -1:
-        """Validated previous tokens (-1: none) into self.prev."""
-        cdef int64_t bound = self.core.vocab_size()
-        cdef Py_ssize_t i, stride
-        cdef int64_t v
-        cdef cnp.ndarray arr
-        cdef char* data
-        cdef int itemsize
-        if isinstance(prev_ids, cnp.ndarray):
-            arr = <cnp.ndarray>prev_ids
-            if cnp.PyArray_NDIM(arr) == 1 and _native_int_array(arr) and cnp.PyArray_DIM(arr, 0) == n:
-                stride = cnp.PyArray_STRIDE(arr, 0)
-                itemsize = cnp.PyArray_ITEMSIZE(arr)
-                data = cnp.PyArray_BYTES(arr)
-                self.prev.resize(n)
-                for i in range(n):
-                    v = _read(data + i * stride, itemsize)
-                    if v < -1 or v >= bound:
-                        break
-                    self.prev[i] = v
-                else:
-                    return 0
-        values = _checks.check_prev("prev_ids", prev_ids, n, bound)
-        self.prev.resize(n)
-        for i in range(n):
-            self.prev[i] = values[i]
+        """Validated previous tokens (-1: none), one per token, into self.prev."""
+        if self._load(prev_ids, "prev_ids", -1, True) != n:
+            _checks.check_prev("prev_ids", prev_ids, n, self._bound())  # raises: the wrong length
         return 0
 
     cdef int _load_rows(self, object topk_ids, Py_ssize_t n) except -1:

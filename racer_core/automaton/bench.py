@@ -82,7 +82,8 @@ def replay(factory: Callable[[], object], steps: int, seed: int) -> dict[str, ob
     auto = factory()
     auto.init_logits(VOCAB, TOP_K)  # type: ignore[attr-defined]
     prompt = text[:prompt_len]
-    auto.update(prompt, topk_rows(rng, text, np.arange(prompt_len)))  # type: ignore[attr-defined]
+    prev = np.concatenate([[-1], prompt[:-1]])
+    auto.update(prompt, topk_rows(rng, text, np.arange(prompt_len)), prev)  # type: ignore[attr-defined]
     auto.feed(prompt)  # type: ignore[attr-defined]
     row_pool = topk_rows(rng, text, rng.integers(0, len(text), size=4096))
     t_retrieve: list[float] = []
@@ -93,14 +94,16 @@ def replay(factory: Callable[[], object], steps: int, seed: int) -> dict[str, ob
     for step in range(steps):
         root = int(text[pos])
         t0 = time.perf_counter_ns()
-        draft = auto.retrieve(root, BUDGET)  # type: ignore[attr-defined]
+        draft = auto.retrieve(root, BUDGET, prev_token=int(text[pos - 1]))  # type: ignore[attr-defined]
         t1 = time.perf_counter_ns()
         n = min(accept(draft, text, pos), 6)
         new_tokens = text[pos : pos + n + 1]  # root + accepted draft tokens
         start = (step * BUDGET) % (len(row_pool) - BUDGET)
         rows = row_pool[start : start + draft.size]
         t2 = time.perf_counter_ns()
-        auto.update(draft.tokens, rows)  # type: ignore[attr-defined]
+        # As the engine: each node's previous token is its parent's, the root's the text's.
+        before = np.where(draft.parents >= 0, draft.tokens[np.maximum(draft.parents, 0)], text[pos - 1])
+        auto.update(draft.tokens, rows, before)  # type: ignore[attr-defined]
         auto.feed(new_tokens)  # type: ignore[attr-defined]
         t3 = time.perf_counter_ns()
         t_retrieve.append((t1 - t0) / 1000)
@@ -140,6 +143,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     compiled = replay(lambda: Automaton(MAX_NODES, 2, NGRAM), args.steps, args.seed)
     print(summary(f"compiled ({args.steps} steps)", compiled))
+    tokens_only = replay(lambda: Automaton(MAX_NODES, 2, NGRAM, pair_rows=False), args.steps, args.seed)
+    print(summary("compiled, token rows only", tokens_only))
     if args.reference_steps > 0:
         reference = replay(lambda: ReferenceAutomaton(MAX_NODES, 2, NGRAM), args.reference_steps, args.seed)
         print(summary(f"reference ({args.reference_steps} steps)", reference))

@@ -83,29 +83,3 @@ def test_bad_previous_tokens_raise_and_change_nothing(cls: type) -> None:
         auto.retrieve(1, 4, prev_token="3")
     assert auto.pair_snapshot() == before
     assert children(auto.retrieve(1, 4, prev_token=7), 0) == [2, 3]  # no row can name 7: the token's
-
-
-@pytest.mark.parametrize("pair_rows", [True, False])
-def test_greedy_racer_equals_plain_with_and_without_pair_rows(pair_rows: bool, monkeypatch) -> None:
-    """The engine writes pair rows (parent's token, node's token) for every
-    verified node; drafts change, greedy output does not."""
-    import functools
-
-    from engine_helpers import PROMPT, engine_for
-
-    from racer_core import decoder
-    from racer_core.events import GenerationConfig
-
-    monkeypatch.setattr(decoder, "Automaton", functools.partial(Automaton, pair_rows=pair_rows))
-    engine = engine_for("llama")
-    outputs = {}
-    for method, budget in (("ar", 1), ("racer", 16), ("logits", 16), ("racer", "auto")):
-        dec = engine.decoder()
-        config = GenerationConfig(method=method, max_new_tokens=64, max_num_draft=budget)
-        outputs[method, budget] = [t for s in dec.generate(list(PROMPT), config) for t in s.tokens]
-        if method != "ar":
-            assert dec.automaton is not None and dec.automaton.pair_rows is pair_rows
-            assert (dec.automaton.pair_count > 0) is pair_rows
-    plain = outputs["ar", 1]
-    assert len(plain) == 64
-    assert all(tokens == plain for tokens in outputs.values()), outputs
