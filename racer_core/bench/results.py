@@ -183,7 +183,7 @@ class BenchResult:
         return summary
 
 
-WIDE_SPREAD = 2.0
+WIDE_SPREAD = 3.0
 """Per-question speedups whose largest is this many times the smallest are called a wide spread."""
 NOISY_REPEATS = 1.25
 """One question's speedup changing this much between tries means the machine was busy."""

@@ -1,0 +1,82 @@
+"""fp32 and a lower precision side by side in one run, on one machine moment.
+
+One engine per dtype (the embedded model, CPU); every question is answered by
+every (dtype, method) before the next question, with --repeats tries each
+(interleaved, the median kept), as the bench runner does for methods. Prints
+the bench tables per dtype (racer against ar of the same dtype, with the
+near-tie accounting) and a cross table: each setup's tokens/s against fp32 ar
+and fp32 racer (today's default).
+
+    python scripts/dtype_e2e.py --suite builtin --question-begin 14 --max-new-tokens 128
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from racer_core.bench.report import bench_tables, plain_console, print_tables
+from racer_core.bench.results import BenchResult, tally
+from racer_core.bench.runner import run_benchmark
+from racer_core.bench.suites import load_suite
+from racer_core.engine import load_engine
+from racer_core.events import GenerationConfig
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--suite", default="builtin")
+    parser.add_argument("--question-begin", type=int, default=0)
+    parser.add_argument("--question-end", type=int, default=None)
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--dtypes", default="float32,bfloat16")
+    parser.add_argument("--methods", default="ar,racer")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--summary-json", type=Path, default=None)
+    args = parser.parse_args()
+    questions = load_suite(args.suite)[args.question_begin : args.question_end]
+    methods = args.methods.split(",")
+    dtypes = args.dtypes.split(",")
+    config = GenerationConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p)
+    print("load before:", os.getloadavg(), flush=True)
+    engines = {d: load_engine(device="cpu", dtype=d) for d in dtypes}
+    results = {d: BenchResult(methods=list(methods), greedy=config.greedy, dtype=d) for d in dtypes}
+    for d in dtypes:
+        results[d].repeats = args.repeats
+    for index, q in enumerate(questions):
+        for d in dtypes:
+            one = run_benchmark(engines[d], [q], methods, config, warmup=index == 0, repeats=args.repeats)
+            for m in methods:
+                results[d].add(m, one.records[m][str(q.question_id)])
+                speeds = one.repeat_speeds.get(m, {})
+                results[d].repeat_speeds.setdefault(m, {}).update(speeds)
+        print(f"question {index + 1}/{len(questions)} ({q.category}) done; load {os.getloadavg()[0]:.2f}", flush=True)
+    console = plain_console()
+    for d in dtypes:
+        results[d].question_count = len(questions)
+        console.print(f"\n== {d} ==")
+        print_tables(bench_tables(results[d]), console)
+    base = {m: tally(results[dtypes[0]].records[m].values()) for m in methods}
+    console.print(f"\n== tokens/s against {dtypes[0]} ==")
+    cross = {}
+    for d in dtypes:
+        for m in methods:
+            stats = tally(results[d].records[m].values())
+            row = {"tokens_per_s": stats.tokens_per_s, "mat": stats.mat}
+            row.update({f"vs_{dtypes[0]}_{b}": stats.speedup_over(base[b]) for b in methods})
+            cross[f"{m}@{d}"] = row
+            ratios = "  ".join(f"vs {b}@{dtypes[0]} {row[f'vs_{dtypes[0]}_{b}']:.2f}x" for b in methods)
+            console.print(f"{m}@{d}: {stats.tokens_per_s:.1f} tok/s, MAT {stats.mat or 0:.2f}, {ratios}")
+    print("load after:", os.getloadavg(), flush=True)
+    if args.summary_json:
+        doc = {d: results[d].to_summary() for d in dtypes}
+        doc["cross"] = cross
+        args.summary_json.write_text(json.dumps(doc, indent=2))
+
+
+if __name__ == "__main__":
+    main()
