@@ -2,7 +2,9 @@
 
 One engine per dtype (the embedded model, CPU); every question is answered by
 every (dtype, method) before the next question, with --repeats tries each
-(interleaved, the median kept), as the bench runner does for methods. Prints
+(interleaved, the median kept), as the bench runner does for methods. Answers
+go to ANSWER_DIR/DTYPE/METHOD.jsonl as each question ends, so a cut-short run
+keeps its questions, a rerun resumes it and `--report` prints what is there. Prints
 the bench tables per dtype (racer against ar of the same dtype, with the
 near-tie accounting) and a cross table: each setup's tokens/s against fp32 ar
 and fp32 racer (today's default).
@@ -18,7 +20,7 @@ import os
 from pathlib import Path
 
 from racer_core.bench.report import bench_tables, plain_console, print_tables
-from racer_core.bench.results import BenchResult, tally
+from racer_core.bench.results import BenchResult, load_results, tally
 from racer_core.bench.runner import run_benchmark
 from racer_core.bench.suites import load_suite
 from racer_core.engine import load_engine
@@ -37,27 +39,35 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--top-p", type=float, default=1.0)
     parser.add_argument("--summary-json", type=Path, default=None)
+    parser.add_argument("--answer-dir", type=Path, required=True)
+    parser.add_argument("--report", action="store_true", help="only print the tables of the answers there")
     args = parser.parse_args()
     questions = load_suite(args.suite)[args.question_begin : args.question_end]
     methods = args.methods.split(",")
     dtypes = args.dtypes.split(",")
     config = GenerationConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p)
     print("load before:", os.getloadavg(), flush=True)
-    engines = {d: load_engine(device="cpu", dtype=d) for d in dtypes}
     results = {d: BenchResult(methods=list(methods), greedy=config.greedy, dtype=d) for d in dtypes}
-    for d in dtypes:
-        results[d].repeats = args.repeats
-    for index, q in enumerate(questions):
-        for d in dtypes:
-            one = run_benchmark(engines[d], [q], methods, config, warmup=index == 0, repeats=args.repeats)
-            for m in methods:
-                results[d].add(m, one.records[m][str(q.question_id)])
-                speeds = one.repeat_speeds.get(m, {})
-                results[d].repeat_speeds.setdefault(m, {}).update(speeds)
-        print(f"question {index + 1}/{len(questions)} ({q.category}) done; load {os.getloadavg()[0]:.2f}", flush=True)
+    if not args.report:
+        engines = {d: load_engine(device="cpu", dtype=d) for d in dtypes}
+        for index, q in enumerate(questions):
+            for d in dtypes:
+                one = run_benchmark(engines[d], [q], methods, config, warmup=index == 0, repeats=args.repeats,
+                                    answer_dir=args.answer_dir / d, resume=True)
+                for m in methods:
+                    results[d].repeat_speeds.setdefault(m, {}).update(one.repeat_speeds.get(m, {}))
+            print(f"question {index + 1}/{len(questions)} ({q.category}) done; load {os.getloadavg()[0]:.2f}",
+                  flush=True)
+    wanted = {str(q.question_id) for q in questions}
     console = plain_console()
     for d in dtypes:
-        results[d].question_count = len(questions)
+        loaded = load_results([args.answer_dir / d / f"{m}.jsonl" for m in methods])
+        for m in methods:
+            for key, rec in loaded.records.get(m, {}).items():
+                if key in wanted and all(key in loaded.records.get(b, {}) for b in methods):
+                    results[d].add(m, rec)  # questions every method answered
+        results[d].repeats = args.repeats
+        results[d].question_count = len(results[d].question_order)
         console.print(f"\n== {d} ==")
         print_tables(bench_tables(results[d]), console)
     base = {m: tally(results[dtypes[0]].records[m].values()) for m in methods}

@@ -1,8 +1,8 @@
 """The GPU checks of docs/design.md section 5, as one script.
 
 Prints: the verification cost curve t(T) for T = 1..128; greedy agreement of
-RACER with plain decoding; tokens/s of ar, racer and pld on the built-in
-suite. Runs on any device (`--device cpu` for a smoke test). Where the
+RACER with plain decoding (identical / near-tie / other divergences; exit 1 on
+any other one); tokens/s of ar, racer and pld on the built-in suite. Runs on any device (`--device cpu` for a smoke test). Where the
 embedded model is not installed (the device machine gets only part of the
 tree), `--random-model` measures the cost curve and the engine's overhead on
 a random-weight model of SmolLM2-135M's shape instead; acceptance then comes
@@ -156,7 +156,13 @@ def main() -> None:
         print(
             f"  {method:6s} {row['tokens_per_s'] or 0:8.1f} tokens/s  speedup {row['speedup_vs_ar'] or 0:5.2f}x  "
             f"MAT {row['mat'] or 0:5.2f}  identical to ar: {row.get('identical_questions')}/{row.get('compared_questions')}"
+            f"  near-tie: {row.get('near_tie_questions')}  other: {row.get('other_divergence_questions')}"
         )
+    # In bf16 a divergence from ar must begin at a near-tie (racer_core.near_tie); any other is a bug.
+    for warning in summary["warnings"]:
+        print(f"WARNING {warning}")
+    if any(row.get("other_divergence_questions") for row in summary["methods"].values()):
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":
