@@ -3,16 +3,17 @@
 t(T), the seconds to verify T tokens, is kept per model, device and dtype in
 the user cache; the tree policy (tree_policy.py) weighs it against the
 acceptance it learns from the run. On a CPU a first start measures only a few
-sizes, briefly (the grid between is interpolated), so chatting starts soon;
-CurveRefiner then corrects each grid size from the real steps' verification
-times as they happen, and the refined curve is kept for the next start.
+sizes, briefly (the grid between is interpolated), so chatting starts soon.
+(Refining the curve from real steps' times was tried and dropped: on a CPU
+shared with other busy processes, multi-token forwards stall on their threads
+and the refined costs of 2-64 tokens went up to 15x one token's, so the policy
+stopped drafting.)
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -93,35 +94,3 @@ def load_or_measure(
     save_curve(key_parts, curve)
     return curve
 
-
-class CurveRefiner:
-    """Corrects a cost curve's grid sizes from real steps' verification times.
-
-    Each grid size keeps its last WINDOW times; once it has MIN_SAMPLES, its
-    cost becomes their lower quartile (a quiet moment's cost, as the start's
-    measurement keeps the fastest round, without trusting one lucky step).
-    Steps of sizes off the grid are not used: the curve interpolates there.
-    """
-
-    WINDOW = 16
-    MIN_SAMPLES = 4
-    CHANGE = 0.03  # smaller relative changes are not worth re-planning for
-
-    def __init__(self, curve: CostCurve) -> None:
-        self.curve = curve
-        self._index = {s: i for i, s in enumerate(curve.sizes)}
-        self._recent: dict[int, deque[float]] = {s: deque(maxlen=self.WINDOW) for s in curve.sizes}
-        self.changed = False
-
-    def observe(self, size: int, seconds: float) -> None:
-        recent = self._recent.get(size)
-        if recent is None or not seconds > 0:
-            return
-        recent.append(seconds)
-        if len(recent) < self.MIN_SAMPLES:
-            return
-        quartile = sorted(recent)[(len(recent) - 1) // 4]
-        i = self._index[size]
-        if abs(quartile - self.curve.seconds[i]) > self.CHANGE * self.curve.seconds[i]:
-            self.curve.seconds[i] = quartile
-            self.changed = True

@@ -24,9 +24,7 @@ from racer_core.budget import (
     GPU_GRID,
     QUICK_ROUNDS,
     CostCurve,
-    CurveRefiner,
     load_or_measure,
-    save_curve,
 )
 from racer_core.decoder import ModelRuntime, SequenceDecoder
 from racer_core.detokenize import IncrementalDecoder
@@ -87,8 +85,6 @@ class RacerEngine:
         self.info = EngineInfo(model=name, device=str(device), dtype=str(dtype).removeprefix("torch."))
         self._grid = GPU_GRID if device.type == "cuda" else CPU_GRID
         self._curve: CostCurve | None = None
-        self._curve_key: tuple[str, ...] = ()
-        self._refiner: CurveRefiner | None = None
         self._policies: dict[str, TreePolicy] = {}
         self.runtime = ModelRuntime(
             model=model,
@@ -115,31 +111,11 @@ class RacerEngine:
                 if progress:
                     progress("Measuring the verification cost of a few tree sizes (once per model and device)...", None)
 
-            # A CPU measures a few sizes briefly; real steps refine the curve (observe_step).
+            # A CPU measures a few sizes briefly (the grid between is interpolated).
             quick = CPU_QUICK if self.runtime.device.type == "cpu" else None
             measure = functools.partial(self.time_forward, rounds=QUICK_ROUNDS) if quick else self.time_forward
             self._curve = load_or_measure(key, self._grid, measure, told, quick)
-            self._curve_key = key
-            self._refiner = CurveRefiner(self._curve)
         return self._curve
-
-    def observe_step(self, fed: int, verify_s: float) -> None:
-        """A real step's verification time for `fed` tokens: it refines the cost curve."""
-        if self._refiner is not None:
-            self._refiner.observe(fed, verify_s)
-
-    def refresh_curve(self) -> None:
-        """After a reply: re-plan the tree policies on the refined curve and keep it in the cache."""
-        refiner = self._refiner
-        if refiner is None or not refiner.changed:
-            return
-        refiner.changed = False
-        for policy in self._policies.values():
-            policy.replan()
-        try:
-            save_curve(self._curve_key, refiner.curve)
-        except OSError:
-            pass  # a read-only cache: the refined curve serves this run only
 
     def time_forward(self, sizes: Sequence[int], context: int = 256, rounds: int = 5) -> list[float]:
         """Seconds to verify each of `sizes` tree tokens after `context` cached ones.
@@ -255,11 +231,8 @@ class ChatConversation:
             steps = self.decoder.generate(prompt, config, should_stop, vision)
         count = 0
         try:
-            decoding = config.method not in ("hf", "pld")
             for step in steps:
                 count += 1
-                if decoding and count > 1 and step.tree_size:  # a verification step, not the prefill
-                    self.engine.observe_step(step.budget, step.verify_s)
                 texts = [detok.push(t) for t in step.tokens]
                 if step.finish_reason is not None and texts:
                     texts[-1] += detok.flush()
@@ -275,7 +248,6 @@ class ChatConversation:
             self._drop_last_user_message()
             raise
         self.messages.append({"role": "assistant", "content": detok.text()})
-        self.engine.refresh_curve()
 
     def _drop_last_user_message(self) -> None:
         self.images.pop(len(self.messages) - 1, None)

@@ -84,10 +84,6 @@ class TreePolicy:
         self._trials = np.full(_SHAPE, self.prior_weight)
         self.sizes = EfficientSizes.from_curve(self.curve, self.largest)
 
-    def replan(self) -> None:
-        """Re-read the cost curve (after CurveRefiner changed it)."""
-        self.sizes = EfficientSizes.from_curve(self.curve, self.largest)
-
     def _buckets(self, tree: DraftTree) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         ctx = np.searchsorted(_CTX_EDGES, tree.context, side="right")
         rank = np.where(tree.rank < 0, 0, np.searchsorted(_RANK_EDGES, tree.rank, side="right"))

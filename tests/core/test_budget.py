@@ -7,7 +7,7 @@ import json
 import numpy as np
 
 from racer_core.automaton import Automaton
-from racer_core.budget import CostCurve, CurveRefiner, curve_cache_path, load_or_measure
+from racer_core.budget import CostCurve, curve_cache_path, load_or_measure
 from racer_core.tree_policy import EfficientSizes, TreePolicy
 
 
@@ -43,22 +43,6 @@ def test_a_quick_measure_times_a_few_sizes_and_interpolates_the_grid(tmp_path, m
     assert calls == [1, 4, 8] and curve.sizes == [1, 2, 3, 4, 8] and curve.seconds == [1.0, 2.0, 3.0, 4.0, 8.0]
     kept = json.loads(curve_cache_path(("m", "cpu")).read_text())
     assert kept["sizes"] == [1, 2, 3, 4, 8] and kept["seconds"] == curve.seconds
-
-
-def test_refiner_takes_the_lower_quartile_of_real_steps_per_grid_size() -> None:
-    curve = CostCurve([1, 4, 8], [1.0, 2.0, 3.0])
-    refiner = CurveRefiner(curve)
-    for t in (0.5, 0.6, 0.7):
-        refiner.observe(1, t)
-    assert curve.seconds[0] == 1.0 and not refiner.changed  # too few steps yet
-    refiner.observe(1, 0.9)
-    assert curve.seconds[0] == 0.5 and refiner.changed  # the lower quartile of 0.5, 0.6, 0.7, 0.9
-    refiner.changed = False
-    for _ in range(20):
-        refiner.observe(5, 0.1)  # off the grid: the curve interpolates there
-        refiner.observe(8, 3.05)  # within 3% of the curve: not worth re-planning for
-    refiner.observe(4, 0.0)
-    assert curve.seconds == [0.5, 2.0, 3.0] and not refiner.changed
 
 
 def test_sizes_costlier_than_a_larger_one_are_padded_up() -> None:
@@ -109,19 +93,3 @@ def test_policy_learns_from_hindsight_labels() -> None:
     on_path = [i for i in range(1, tree.size) if tree.context[i] > 0]
     assert np.all(after[on_path] >= before[on_path]) and after[on_path].max() > 0.8
 
-
-def test_engine_refines_its_curve_from_real_steps_and_keeps_it(tmp_path, monkeypatch) -> None:
-    from racer_core.events import GenerationConfig
-    from racer_core.testing import tiny_engine
-
-    monkeypatch.setenv("RACER_TUI_CACHE_DIR", str(tmp_path))
-    engine = tiny_engine("llama", seed=5)
-    curve = engine.cost_curve()
-    policy = engine._policy("racer")
-    curve.seconds[:] = [10.0] * len(curve.seconds)  # far off: real one-token steps take milliseconds
-    policy.replan()
-    chat = engine.new_conversation()
-    list(chat.send("Numbers: 1 2 3 4 5 6 7 8 9 10.", GenerationConfig(method="ar", max_new_tokens=24)))
-    assert curve.seconds[0] < 1.0 and policy.sizes.seconds[0] == curve.seconds[0]
-    kept = json.loads(next((tmp_path / "cost").glob("*.json")).read_text())
-    assert kept["seconds"][0] == curve.seconds[0] and kept["seconds"][1:] == curve.seconds[1:]
