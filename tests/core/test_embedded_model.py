@@ -23,7 +23,7 @@ PROMPT = (
 def engine():
     from racer_core.engine import load_engine
 
-    return load_engine()
+    return load_engine(dtype="float32")  # fp32: racer equals ar token for token
 
 
 def test_embedded_model_loads_with_chat_template(engine) -> None:

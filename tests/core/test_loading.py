@@ -58,6 +58,23 @@ def test_bad_device_and_dtype() -> None:
         loading.resolve_dtype("int3", "cpu")
 
 
+def test_auto_dtype_is_bf16_on_cuda_and_on_cpus_with_native_bf16(tmp_path, monkeypatch) -> None:
+    import torch
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("flags\t: fpu sse2 avx2 avx512f avx512_bf16 amx_tile\n")
+    assert loading.cpu_has_native_bf16(info)
+    info.write_text("flags\t: fpu sse2 avx2 avx512f avx512_vnni\n")
+    assert not loading.cpu_has_native_bf16(info)
+    assert not loading.cpu_has_native_bf16(tmp_path / "missing")  # not Linux: fp32
+    monkeypatch.setattr(loading, "cpu_has_native_bf16", lambda: False)
+    assert loading.resolve_dtype("auto", "cpu") == torch.float32
+    assert loading.resolve_dtype("auto", "cuda") == torch.bfloat16
+    monkeypatch.setattr(loading, "cpu_has_native_bf16", lambda: True)
+    assert loading.resolve_dtype("auto", "cpu") == torch.bfloat16
+    assert loading.resolve_dtype("float32", "cpu") == torch.float32  # always available
+
+
 def test_hybrid_sliding_window_is_refused() -> None:
     from transformers import Qwen2Config
 
@@ -79,7 +96,7 @@ def test_checkpoint_folder_roundtrip(tmp_path) -> None:
 
     tiny_model("llama").save_pretrained(tmp_path)
     tiny_tokenizer().save_pretrained(tmp_path)
-    model, tokenizer, name, processor = loading.load_model(tmp_path)
+    model, tokenizer, name, processor = loading.load_model(tmp_path, dtype="float32")
     assert processor is None
     engine = RacerEngine(model, tokenizer, name)
     assert engine.info.device == "cpu" and engine.info.dtype == "float32" and name == tmp_path.name
