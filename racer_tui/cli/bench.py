@@ -253,7 +253,7 @@ def _run(args: argparse.Namespace, loader: EngineLoader) -> int:
         notes.append(
             "greedy: every method's tokens equal ar's"
             if same
-            else "greedy: some outputs differ from ar's, each from a near-tie on (rounding)"
+            else "greedy: some outputs differ from ar's, each first at a near-tie (rounding, not a bug)"
             if not other
             else "greedy: some outputs differ from ar's NOT at a near-tie (see the warning)"
         )
