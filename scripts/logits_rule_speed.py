@@ -1,4 +1,4 @@
-"""Speed of the logits tree's two breadth rules, side by side in one run.
+"""Speed of two logits-tree variants, side by side in one run.
 
 Loads the engine once and answers each question with plain greedy decoding
 (`ar`), RACER with the paper's rule (the default) and RACER with the older
@@ -8,9 +8,13 @@ question). Prints tokens per second as a ratio to `ar`, the mean accepted
 tokens per step (MAT), and whether each variant's output equals `ar`'s.
 
     python scripts/logits_rule_speed.py --question-begin 14 --max-new-tokens 128
+    python scripts/logits_rule_speed.py --compare pair_rows ...   # pair rows on (default) vs off
 
-The older rule is built here, by handing the decoder an automaton class with
-the option set; the engine itself always uses the default.
+`--compare late_halving` (the default) sets the second variant's automaton to
+the older breadth rule; `--compare pair_rows` turns its (previous token,
+token) rows off instead. The variant is built here, by handing the decoder an
+automaton class with the option set; the engine itself always uses the default.
+MAT counts verification steps only (the prefill is not one).
 """
 
 from __future__ import annotations
@@ -27,8 +31,14 @@ from racer_core.automaton import Automaton
 from racer_core.bench.suites import Question, load_suite
 from racer_core.engine import load_engine
 from racer_core.events import Engine, GenerationConfig
+from racer_core.stats import is_verification_step
 
 VARIANTS = ("ar", "racer paper", "racer late")
+# The second variant's automaton option, per --compare.
+ALTERNATIVES = {"late_halving": {"late_halving": True}, "pair_rows": {"pair_rows": False}}
+alternative: dict[str, bool] = ALTERNATIVES["late_halving"]
+LABELS = {"late_halving": "racer late", "pair_rows": "racer no-pair"}  # how 'racer late' is printed
+shown = {v: v for v in VARIANTS}
 
 
 @dataclass
@@ -41,9 +51,9 @@ class Tally:
 
 @contextmanager
 def logits_rule(late: bool) -> Iterator[None]:
-    """The decoder builds its automata with late_halving=`late` inside the block."""
+    """The decoder builds its automata with the --compare option inside the block when `late`."""
     original = decoder.Automaton
-    decoder.Automaton = functools.partial(Automaton, late_halving=True) if late else Automaton  # type: ignore[misc]
+    decoder.Automaton = functools.partial(Automaton, **alternative) if late else Automaton  # type: ignore[misc]
     try:
         yield
     finally:
@@ -61,7 +71,7 @@ def answer(engine: Engine, q: Question, config: GenerationConfig) -> tuple[list[
         turn_ids: list[int] = []
         for ev in conv.send(turn, config):
             turn_ids.extend(ev.token_ids)
-            if ev.pieces:
+            if is_verification_step(ev):
                 accepts.append(ev.accept_length)
         seconds += time.perf_counter() - t0
         ids.append(tuple(turn_ids))
@@ -83,11 +93,17 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--max-num-draft", default="auto", help='a budget, or "auto" (the tree policy)')
     parser.add_argument("--model-path", default=None, help="default: the embedded model")
+    parser.add_argument("--dtype", default="auto", help="auto (bf16 on CPUs with native bf16), float32, ...")
+    parser.add_argument("--compare", choices=sorted(ALTERNATIVES), default="late_halving",
+                        help="what 'racer late' changes: the older breadth rule, or no pair rows")
     args = parser.parse_args()
+    global alternative
+    alternative = ALTERNATIVES[args.compare]
+    shown["racer late"] = LABELS[args.compare]
 
     budget = args.max_num_draft if args.max_num_draft == "auto" else int(args.max_num_draft)
     config = GenerationConfig(max_new_tokens=args.max_new_tokens, temperature=0.0, max_num_draft=budget)
-    engine = load_engine(args.model_path)
+    engine = load_engine(args.model_path, dtype=args.dtype)
     questions = load_suite(args.suite)[args.question_begin : args.question_end]
     tallies = {v: Tally() for v in VARIANTS}
     warmup = Question(question_id="warm-up", category="warm-up", turns=("Name three colours of the rainbow.",))
@@ -117,12 +133,12 @@ def report(tallies: dict[str, Tally], questions: int) -> None:
     """Totals so far (printed after every question, so a cut-short run still says something)."""
     ar_speed = tallies["ar"].tokens / tallies["ar"].seconds
     print(f"after {questions} question(s):")
-    print(f"  {'variant':<12} {'tokens':>7} {'seconds':>8} {'tok/s':>7} {'vs ar':>6} {'MAT':>5}  same as ar")
+    print(f"  {'variant':<13} {'tokens':>7} {'seconds':>8} {'tok/s':>7} {'vs ar':>6} {'MAT':>5}  same as ar")
     for v in VARIANTS:
         t = tallies[v]
         speed = t.tokens / t.seconds
         mat = sum(t.accepts) / len(t.accepts)
-        print(f"  {v:<12} {t.tokens:>7} {t.seconds:>8.1f} {speed:>7.2f} {speed / ar_speed:>5.2f}x {mat:>5.2f}  "
+        print(f"  {shown[v]:<13} {t.tokens:>7} {t.seconds:>8.1f} {speed:>7.2f} {speed / ar_speed:>5.2f}x {mat:>5.2f}  "
               f"{t.same}/{questions}", flush=True)
 
 
