@@ -6,7 +6,6 @@ called in a worker thread, and the app only consumes its event stream.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from racer_tui.commands import racer_commands
 from racer_tui.history_repair import open_history
 from racer_tui.host import EngineUser
 from racer_tui.messages import EngineFailed, EngineReady, LoadProgress
-from racer_tui.models import default_engine_factory, describe
+from racer_tui.models import default_engine_factory, describe, quiet_loading_bars
 from racer_tui.screens.bench import BenchScreen
 from racer_tui.screens.chat import ChatScreen
 from racer_tui.screens.help import HelpScreen, Section
@@ -151,8 +150,7 @@ class RacerApp(App):
             self.post_message(LoadProgress(text, fraction))
 
         # Loader progress goes to the loading view, not as tqdm bars under the UI.
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        quiet_loading_bars()
         try:
             engine = self.engine_factory(model_path, device=device, dtype=dtype, progress=progress)
         except RacerError as exc:

@@ -4,10 +4,23 @@ worker thread)."""
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 from racer_core.embedded import EMBEDDED_NAME
 from racer_core.events import Engine, Progress
+
+
+def quiet_loading_bars() -> None:
+    """racer-tui shows its own loading progress: keep the hub's and transformers'
+    tqdm bars ("Loading weights") off the screen. transformers reads the
+    variable when it is first imported; if it already is, switch its bars off."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    logging = sys.modules.get("transformers.utils.logging")
+    if logging is not None:
+        logging.disable_progress_bar()
 
 
 def default_engine_factory(

@@ -34,10 +34,10 @@ from racer_core.checkpoints import add_load_arguments, load_arguments
 from racer_core.config import DEFAULTS, MAX_DRAFT, MAX_TEMPERATURE
 from racer_core.errors import RacerError
 from racer_core.events import METHODS, Engine, GenerationConfig
-from racer_tui.cli.chat import quiet_loading_bars
 from racer_tui.cli.errors import DEBUG_ENV, print_error
 from racer_tui.cli.eval_flags import add_original_arguments, add_suite_arguments, check_suite, questions_of, shard_plan
 from racer_tui.cli.params import TOP_P_HELP, at_least, methods, param, str2bool, top_p
+from racer_tui.models import quiet_loading_bars
 
 EngineLoader = Callable[..., Engine]
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # end a run like Ctrl-C does

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
-import sys
 from typing import Any
 
 from racer_core.checkpoints import add_load_arguments, load_argument_words, load_arguments
@@ -69,19 +67,7 @@ def app_args(args: argparse.Namespace) -> list[str]:
     return out + load_argument_words(args)
 
 
-def quiet_loading_bars() -> None:
-    """racer-tui shows its own loading progress: keep the hub's and transformers'
-    tqdm bars ("Loading weights") off the screen. transformers reads the
-    variable when it is first imported; if it already is, switch its bars off."""
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    logging = sys.modules.get("transformers.utils.logging")
-    if logging is not None:
-        logging.disable_progress_bar()
-
-
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser, **hooks: Any) -> int:
-    quiet_loading_bars()
     from racer_tui.app import RacerApp
     from racer_tui.models import default_engine_factory
 
