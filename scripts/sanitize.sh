@@ -44,7 +44,9 @@ echo "== building the sanitized extension in $work"
     exit 1
 }
 so="$(ls "$work"/racer_core/automaton/_automaton*.so)"
-if ! ldd "$so" | grep -q libasan; then
+# grep reads all of ldd's output: with -q it could exit at the first match, and
+# under pipefail ldd's SIGPIPE would then fail the check at random.
+if ! ldd "$so" | grep libasan >/dev/null; then
     echo "sanitize.sh: $so is not linked against libasan" >&2
     exit 1
 fi
