@@ -171,6 +171,12 @@ def add_load_arguments(parser: Any) -> None:
     bits = parser.add_mutually_exclusive_group()
     bits.add_argument("--load-in-8bit", action="store_true", help="8-bit weights through bitsandbytes (CUDA only)")
     bits.add_argument("--load-in-4bit", action="store_true", help="4-bit weights through bitsandbytes (CUDA only)")
+    parser.add_argument(
+        "--forward", choices=("auto", "lean", "stock"), default="auto",
+        help="the verification forward: lean (racer_core/lean_forward.py: fused projections, the same math, "
+             "for dense Llama/Mistral/Qwen2/Qwen3 decoders), stock (transformers' own), or auto: lean where "
+             "the model has one (default: auto)",
+    )
 
 
 def load_arguments(args: Any) -> dict[str, Any]:
@@ -180,6 +186,8 @@ def load_arguments(args: Any) -> dict[str, Any]:
         out["trust_remote_code"] = True
     if getattr(args, "load_in_8bit", False) or getattr(args, "load_in_4bit", False):
         out["quantize"] = "8bit" if args.load_in_8bit else "4bit"
+    if getattr(args, "forward", "auto") != "auto":
+        out["forward"] = args.forward
     return out
 
 
@@ -189,4 +197,6 @@ def load_argument_words(args: Any) -> list[str]:
     words = ["--trust-remote-code"] if kwargs.get("trust_remote_code") else []
     if "quantize" in kwargs:
         words.append(f"--load-in-{kwargs['quantize']}")
+    if "forward" in kwargs:
+        words += ["--forward", kwargs["forward"]]
     return words

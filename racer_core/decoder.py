@@ -62,6 +62,7 @@ class ModelRuntime:
     policy_for: Callable[[str], TreePolicy]
     placeholder_ids: frozenset[int] = frozenset()  # image tokens: never drafted from, never learned
     eps: float = 2.0**-23  # the model dtype's machine epsilon: the resolution of its logits
+    lean: Callable[..., torch.Tensor] | None = None  # the lean text forward (lean_forward.py), where the model has one
 
 
 def _automaton_key(config: GenerationConfig) -> tuple[int, int, int, int]:
@@ -123,6 +124,8 @@ class SequenceDecoder:
         return prompt[common:]
 
     def _forward(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, **extra: Any) -> torch.Tensor:
+        if self.rt.lean is not None and not extra and positions.ndim == 1:
+            return self.rt.lean(tokens, positions, mask, self.cache)
         # 1D positions are the text ones; (3, T) ones are multimodal rotary positions.
         out = self.rt.model(
             input_ids=tokens[None, :],

@@ -31,6 +31,7 @@ from racer_core.detokenize import IncrementalDecoder
 from racer_core.errors import InputError
 from racer_core.events import EngineInfo, GenerationConfig, Progress, ShouldStop, StepEvent, TokenPiece
 from racer_core.kv_cache import TreeCache
+from racer_core.lean_forward import LeanForward, lean_forward_for
 from racer_core.loading import load_model
 from racer_core.multimodal import (
     ChatImage,
@@ -72,7 +73,7 @@ class RacerEngine:
     """A loaded model plus what its decoders share (cost curve, budget stats)."""
 
     def __init__(self, model: Any, tokenizer: Any, name: str, eos_ids: frozenset[int] | None = None,
-                 processor: Any = None) -> None:
+                 processor: Any = None, forward: str = "auto") -> None:
         self.model = model
         self.tokenizer = tokenizer
         # A vision-language model with its processor takes images in its prompts.
@@ -82,10 +83,12 @@ class RacerEngine:
         dtype = next(model.parameters()).dtype
         window = sliding_window_of(model.config)
         vocab = int(config.vocab_size)
-        self.info = EngineInfo(model=name, device=str(device), dtype=str(dtype).removeprefix("torch."))
         self._grid = GPU_GRID if device.type == "cuda" else CPU_GRID
         self._curve: CostCurve | None = None
         self._policies: dict[str, TreePolicy] = {}
+        self.lean = _choose_forward(model, forward)
+        self.info = EngineInfo(model=name, device=str(device), dtype=str(dtype).removeprefix("torch."),
+                               forward="stock" if self.lean is None else "lean")
         self.runtime = ModelRuntime(
             model=model,
             cache_arg=cache_argument_name(model),
@@ -98,7 +101,13 @@ class RacerEngine:
             policy_for=self._policy,
             placeholder_ids=self.vision.placeholder_ids if self.vision else frozenset(),
             eps=float(torch.finfo(dtype).eps),
+            lean=self.lean,
         )
+
+    @property
+    def forward_kind(self) -> str:
+        """'lean' or 'stock': which verification forward this engine runs."""
+        return self.info.forward
 
     # -- the hardware-aware budget ------------------------------------------
 
@@ -107,6 +116,8 @@ class RacerEngine:
             key = ("v2", self.info.model, repr(self.model.config.to_dict().get("architectures")),
                    str(sum(p.numel() for p in self.model.parameters())), self.info.device, self.info.dtype,
                    str(torch.get_num_threads()), torch.__version__)
+            if self.lean is not None:  # the two forwards cost differently; a stock engine keeps its curves
+                key = (*key, "lean")
             def told() -> None:
                 if progress:
                     progress("Measuring the verification cost of a few tree sizes (once per model and device)...", None)
@@ -254,6 +265,21 @@ class ChatConversation:
         self.messages.pop()
 
 
+FORWARDS = ("auto", "lean", "stock")
+
+
+def _choose_forward(model: Any, forward: str) -> LeanForward | None:
+    """The lean forward where the model has one ('auto'), or transformers' own ('stock')."""
+    if forward not in FORWARDS:
+        raise InputError(f"unknown forward {forward!r}; choose one of {', '.join(FORWARDS)}")
+    if forward == "stock":
+        return None
+    lean = lean_forward_for(model)
+    if lean is None and forward == "lean":
+        raise InputError(f"{model.config.model_type} models have no lean forward; use forward 'auto' or 'stock'")
+    return lean
+
+
 def load_engine(
     model_path: str | os.PathLike[str] | None = None,
     device: str = "auto",
@@ -261,11 +287,16 @@ def load_engine(
     progress: Progress | None = None,
     quantize: str | None = None,
     trust_remote_code: bool = False,
+    forward: str = "auto",
 ) -> RacerEngine:
     """Load a model (the embedded default when `model_path` is None); `quantize`
-    is None, "8bit" or "4bit"; remote code runs only with `trust_remote_code`."""
+    is None, "8bit" or "4bit"; remote code runs only with `trust_remote_code`;
+    `forward` is 'auto' (lean_forward.py where the model has one, else
+    transformers' forward), 'lean' or 'stock'."""
+    if forward not in FORWARDS:
+        raise InputError(f"unknown forward {forward!r}; choose one of {', '.join(FORWARDS)}")
     model, tokenizer, name, processor = load_model(model_path, device, dtype, progress, quantize, trust_remote_code)
-    engine = RacerEngine(model, tokenizer, name, processor=processor)
+    engine = RacerEngine(model, tokenizer, name, processor=processor, forward=forward)
     engine.cost_curve(progress)  # measured once per model, device and dtype, then read from the cache
     if progress:
         progress("Ready", 1.0)

@@ -80,6 +80,7 @@ class EngineInfo:
     model: str  # a short name for display
     device: str  # "cpu", "cuda:0"
     dtype: str  # "float32", "bfloat16"
+    forward: str = "stock"  # the verification forward: "lean" (lean_forward.py) or "stock" (transformers')
 
 
 ShouldStop = Callable[[], bool]

@@ -1,15 +1,19 @@
-"""fp32 and a lower precision side by side in one run, on one machine moment.
+"""Engine setups (dtype and verification forward) side by side in one run, on
+one machine moment: by default the issue's old default (fp32, transformers'
+forward) beside today's (`auto`: bf16 where the CPU has it natively, and the
+lean forward).
 
-One engine per dtype (the embedded model, CPU); every question is answered by
-every (dtype, method) before the next question, with --repeats tries each
+One engine per setup (the embedded model, CPU); every question is answered by
+every (setup, method) before the next question, with --repeats tries each
 (interleaved, the median kept), as the bench runner does for methods. Answers
-go to ANSWER_DIR/DTYPE/METHOD.jsonl as each question ends, so a cut-short run
+go to ANSWER_DIR/SETUP/METHOD.jsonl as each question ends, so a cut-short run
 keeps its questions, a rerun resumes it and `--report` prints what is there. Prints
-the bench tables per dtype (racer against ar of the same dtype, with the
-near-tie accounting) and a cross table: each setup's tokens/s against fp32 ar
-and fp32 racer (today's default).
+the bench tables per setup (racer against ar of the same setup, with the
+near-tie accounting) and a cross table: each setup's tokens/s against the
+first setup's ar and racer.
 
-    python scripts/dtype_e2e.py --suite builtin --question-begin 14 --max-new-tokens 128
+    python scripts/dtype_e2e.py --suite builtin --question-begin 14 --max-new-tokens 128 --answer-dir DIR
+    python scripts/dtype_e2e.py --setups float32:stock,float32:lean --answer-dir DIR   # the forward alone
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ def main() -> None:
     parser.add_argument("--question-begin", type=int, default=0)
     parser.add_argument("--question-end", type=int, default=None)
     parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--dtypes", default="float32,bfloat16")
+    parser.add_argument("--setups", default="float32:stock,auto:auto",
+                        help="comma list of DTYPE:FORWARD (forward: auto, lean, stock); the first is the baseline")
     parser.add_argument("--methods", default="ar,racer")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--temperature", type=float, default=0.0)
@@ -44,12 +49,19 @@ def main() -> None:
     args = parser.parse_args()
     questions = load_suite(args.suite)[args.question_begin : args.question_end]
     methods = args.methods.split(",")
-    dtypes = args.dtypes.split(",")
+    setups = {}
+    for item in args.setups.split(","):
+        dtype, _, forward = item.partition(":")
+        setups[item.replace(":", "-")] = (dtype, forward or "auto")
+    dtypes = list(setups)  # labels
     config = GenerationConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p)
     print("load before:", os.getloadavg(), flush=True)
-    results = {d: BenchResult(methods=list(methods), greedy=config.greedy, dtype=d) for d in dtypes}
+    results = {d: BenchResult(methods=list(methods), greedy=config.greedy, dtype=dt) for d, (dt, _) in setups.items()}
     if not args.report:
-        engines = {d: load_engine(device="cpu", dtype=d) for d in dtypes}
+        engines = {d: load_engine(device="cpu", dtype=dt, forward=fw) for d, (dt, fw) in setups.items()}
+        for d, engine in engines.items():
+            results[d].dtype = engine.info.dtype
+            print(f"{d}: {engine.info.dtype}, {engine.forward_kind} forward", flush=True)
         for index, q in enumerate(questions):
             for d in dtypes:
                 one = run_benchmark(engines[d], [q], methods, config, warmup=index == 0, repeats=args.repeats,

@@ -229,7 +229,8 @@ def _run(args: argparse.Namespace, loader: EngineLoader) -> int:
     if plan is None:
         engine = load(device=args.device)
         answer_dir = _answer_dir(args, name, args.model_id or engine.info.model)
-        _announce(args, name, len(questions), f"{engine.info.model} ({engine.info.device}, {engine.info.dtype})", err)
+        info = engine.info
+        _announce(args, name, len(questions), f"{info.model} ({info.device}, {info.dtype}, {info.forward} forward)", err)
         with ProgressDisplay(args.methods, len(questions), err) as display:
             result = run_benchmark(
                 engine, questions, args.methods, config, answer_dir=answer_dir, warm=args.warm,

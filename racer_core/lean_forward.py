@@ -1,0 +1,169 @@
+"""A lean verification forward for Llama-shaped decoders (Llama, Mistral,
+Qwen2 and Qwen3 with dense MLPs).
+
+On a small model and a CPU, most of a transformers forward is Python and
+small-op bookkeeping (mask preparation, rope module calls, cache plumbing,
+output dataclasses), not matrix multiplies. This runs the same math on the
+model's own weight tensors with a few fused projections (q|k|v and
+gate|up in one matmul each) and a rope table built once, and writes keys and
+values into the same TreeCache the stock path uses. Models of other shapes
+(mixtures of experts, unusual norms or activations) keep the stock forward:
+`lean_forward_for` returns None for them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+# Families whose decoder layer is exactly: rmsnorm, attention (optional q/k
+# rmsnorm, optional q/k/v bias), residual, rmsnorm, SiLU-gated MLP, residual.
+_FAMILIES = {"llama", "mistral", "qwen2", "qwen3"}
+
+
+@dataclass
+class _Layer:
+    input_norm: torch.Tensor
+    qkv: torch.Tensor
+    qkv_bias: torch.Tensor | None
+    q_norm: torch.Tensor | None
+    k_norm: torch.Tensor | None
+    o: torch.Tensor
+    post_norm: torch.Tensor
+    gate_up: torch.Tensor
+    down: torch.Tensor
+
+
+def _fuse(*linears: Any, name: str) -> torch.Tensor:
+    """One tensor holding the linears' `name` tensors stacked on dim 0; each
+    linear then holds a view into it, so fusing costs no extra memory and the
+    stock forward (used by the transformers anchors) sees the same values."""
+    parts = [getattr(linear, name) for linear in linears]
+    with torch.no_grad():
+        fused = torch.cat([p.detach() for p in parts])
+        start = 0
+        for part in parts:
+            part.data = fused[start : start + part.shape[0]]
+            start += part.shape[0]
+    return fused
+
+
+def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    # The same order of operations as transformers' RMSNorm: in fp32, then cast back.
+    dtype = x.dtype
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * h.to(dtype)
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rotated * sin
+
+
+class LeanForward:
+    """logits = forward(ids, positions, mask, cache): one call per verification."""
+
+    def __init__(self, model: Any) -> None:
+        config = model.config
+        inner = model.model
+        self.eps = float(config.rms_norm_eps)
+        self.heads = int(config.num_attention_heads)
+        self.kv_heads = int(config.num_key_value_heads)
+        self.head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // self.heads)
+        self.scale = self.head_dim**-0.5
+        self.embed = inner.embed_tokens.weight
+        self.final_norm = inner.norm.weight
+        self.lm_head = model.lm_head.weight
+        self.layers = [self._layer(layer) for layer in inner.layers]
+        rotary = inner.rotary_emb
+        self.inv_freq = rotary.inv_freq.float()
+        self.rope_scale = float(getattr(rotary, "attention_scaling", 1.0))
+        self.dtype = self.embed.dtype
+        self._cos = self._sin = torch.empty(0)
+        self._grow_rope(1024)
+
+    @staticmethod
+    def _layer(layer: Any) -> _Layer:
+        attn, mlp = layer.self_attn, layer.mlp
+        q_norm = getattr(attn, "q_norm", None)
+        k_norm = getattr(attn, "k_norm", None)
+        return _Layer(
+            input_norm=layer.input_layernorm.weight,
+            qkv=_fuse(attn.q_proj, attn.k_proj, attn.v_proj, name="weight"),
+            qkv_bias=_fuse(attn.q_proj, attn.k_proj, attn.v_proj, name="bias") if attn.q_proj.bias is not None else None,
+            q_norm=q_norm.weight if q_norm is not None else None, k_norm=k_norm.weight if k_norm is not None else None,
+            o=attn.o_proj.weight, post_norm=layer.post_attention_layernorm.weight,
+            gate_up=_fuse(mlp.gate_proj, mlp.up_proj, name="weight"), down=mlp.down_proj.weight,
+        )
+
+    def _grow_rope(self, needed: int) -> None:
+        size = max(needed, 2 * self._cos.shape[0])
+        positions = torch.arange(size, dtype=torch.float32, device=self.inv_freq.device)
+        freqs = positions[:, None] * self.inv_freq[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        self._cos = (emb.cos() * self.rope_scale).to(self.dtype)
+        self._sin = (emb.sin() * self.rope_scale).to(self.dtype)
+
+    def __call__(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: Any,
+                 logit_rows: int | None = None) -> torch.Tensor:
+        """Logits (T, vocab) for the T fed tokens; only the first `logit_rows` rows if given."""
+        if int(positions.max()) >= self._cos.shape[0]:
+            self._grow_rope(int(positions.max()) + 1)
+        t = ids.shape[0]
+        cos = self._cos[positions][None, None]  # (1, 1, T, D)
+        sin = self._sin[positions][None, None]
+        h = F.embedding(ids, self.embed)[None]  # (1, T, H)
+        nq, nkv, d = self.heads * self.head_dim, self.kv_heads * self.head_dim, self.head_dim
+        gqa = self.heads != self.kv_heads
+        for layer, cache_layer in zip(self.layers, cache.layers, strict=True):
+            x = _rms(h, layer.input_norm, self.eps)
+            qkv = F.linear(x, layer.qkv, layer.qkv_bias)
+            q = qkv[..., :nq].view(1, t, self.heads, d)
+            k = qkv[..., nq : nq + nkv].view(1, t, self.kv_heads, d)
+            v = qkv[..., nq + nkv :].view(1, t, self.kv_heads, d)
+            if layer.q_norm is not None:
+                q = _rms(q, layer.q_norm, self.eps)
+                k = _rms(k, layer.k_norm, self.eps)
+            q = _rotate(q.transpose(1, 2), cos, sin)
+            k = _rotate(k.transpose(1, 2), cos, sin)
+            keys, values = cache_layer.update(k, v.transpose(1, 2))
+            a = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scale, enable_gqa=gqa)
+            h = h + F.linear(a.transpose(1, 2).reshape(1, t, nq), layer.o)
+            x = _rms(h, layer.post_norm, self.eps)
+            gate, up = F.linear(x, layer.gate_up).chunk(2, dim=-1)
+            h = h + F.linear(F.silu(gate) * up, layer.down)
+        rows = h[0] if logit_rows is None else h[0, :logit_rows]
+        return F.linear(_rms(rows, self.final_norm, self.eps), self.lm_head)
+
+
+def lean_forward_for(model: Any) -> LeanForward | None:
+    """A LeanForward for a supported dense decoder, else None (keep the stock forward)."""
+    config = getattr(model, "config", None)
+    if config is None or getattr(config, "model_type", None) not in _FAMILIES:
+        return None
+    if not type(model).__module__.startswith("transformers.models."):
+        return None  # remote code may differ from the stock class it names
+    if getattr(model, "hf_quantizer", None) is not None or getattr(model, "is_quantized", False):
+        return None  # quantized linears are not plain weight matrices
+    if len({p.device for p in model.parameters()}) > 1:
+        return None  # spread over devices (device_map): the stock forward moves activations between them
+    if getattr(config, "hidden_act", "silu") != "silu" or getattr(config, "mlp_bias", False):
+        return None
+    if getattr(config, "pretraining_tp", 1) not in (1, None):
+        return None
+    rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
+    if isinstance(rope, dict) and rope.get("rope_type", "default") not in ("default", "linear", "dynamic", "llama3"):
+        return None
+    if isinstance(rope, dict) and rope.get("rope_type", "default") == "dynamic":
+        return None  # its frequencies change with the sequence length
+    if getattr(config, "attention_bias", False) and config.model_type not in ("qwen2",):
+        return None  # biased o_proj in llama-style configs; not worth a special case here
+    try:
+        return LeanForward(model)
+    except AttributeError:
+        return None
