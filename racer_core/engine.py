@@ -111,7 +111,14 @@ class RacerEngine:
 
     # -- the hardware-aware budget ------------------------------------------
 
-    def cost_curve(self, progress: Progress | None = None) -> CostCurve:
+    def refresh_cost_curve(self) -> CostCurve:
+        """Measure the cost curve again (each size keeps its fastest time over
+        this and the stored measurements); the tree policies start afresh on it."""
+        self._curve = None
+        self._policies.clear()
+        return self.cost_curve(refresh=True)
+
+    def cost_curve(self, progress: Progress | None = None, refresh: bool = False) -> CostCurve:
         if self._curve is None:
             key = ("v2", self.info.model, repr(self.model.config.to_dict().get("architectures")),
                    str(sum(p.numel() for p in self.model.parameters())), self.info.device, self.info.dtype,
@@ -125,7 +132,7 @@ class RacerEngine:
             # A CPU measures a few sizes briefly (the grid between is interpolated).
             quick = CPU_QUICK if self.runtime.device.type == "cpu" else None
             measure = functools.partial(self.time_forward, rounds=QUICK_ROUNDS) if quick else self.time_forward
-            self._curve = load_or_measure(key, self._grid, measure, told, quick)
+            self._curve = load_or_measure(key, self._grid, measure, told, quick, refresh)
         return self._curve
 
     def time_forward(self, sizes: Sequence[int], context: int = 256, rounds: int = 5) -> list[float]:

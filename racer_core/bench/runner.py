@@ -442,6 +442,9 @@ def answer_choice(
     )
 
 
+_DRAFTING_METHODS = frozenset({"racer", "retrieval", "logits"})  # their tree size follows the cost curve
+
+
 def _warm_up(
     engine: Engine,
     methods: list[str],
@@ -449,7 +452,13 @@ def _warm_up(
     should_stop: ShouldStop | None,
     system_prompt: str | None = None,
 ) -> None:
-    """One short untimed reply per method: first-call costs stay out of the timings."""
+    """One short untimed reply per method: first-call costs stay out of the timings.
+
+    The engine's cost curve is measured again first (where it can be), so a
+    curve stored from a busy moment does not shape this run's trees."""
+    refresh = getattr(engine, "refresh_cost_curve", None)
+    if refresh is not None and any(m in _DRAFTING_METHODS for m in methods):
+        refresh()
     for m in methods:
         cfg = replace(config, method=m, max_new_tokens=min(WARMUP_TOKENS, config.max_new_tokens))
         conv = engine.new_conversation(system_prompt=system_prompt)

@@ -7,7 +7,7 @@ import json
 import numpy as np
 
 from racer_core.automaton import Automaton
-from racer_core.budget import CostCurve, curve_cache_path, load_or_measure
+from racer_core.budget import MAX_MEASUREMENTS, CostCurve, curve_cache_path, load_or_measure
 from racer_core.tree_policy import EfficientSizes, TreePolicy
 
 
@@ -25,7 +25,7 @@ def test_curve_is_measured_once_and_kept_as_measured(tmp_path, monkeypatch) -> N
         calls.extend(sizes)
         return [{1: 1.0, 2: 3.0, 4: 2.0}[s] for s in sizes]
 
-    first = load_or_measure(("m", "cpu"), (1, 2, 4), measure)
+    first = load_or_measure(("m", "cpu"), (1, 2, 4), measure, busy=lambda: False)
     assert first.seconds == [1.0, 3.0, 2.0]
     again = load_or_measure(("m", "cpu"), (1, 2, 4), measure)
     assert again.seconds == first.seconds and calls == [1, 2, 4]
@@ -93,3 +93,53 @@ def test_policy_learns_from_hindsight_labels() -> None:
     on_path = [i for i in range(1, tree.size) if tree.context[i] > 0]
     assert np.all(after[on_path] >= before[on_path]) and after[on_path].max() > 0.8
 
+
+
+def test_a_curve_measured_on_a_busy_machine_is_measured_again_and_keeps_the_fastest(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("RACER_TUI_CACHE_DIR", str(tmp_path))
+    timings = iter([[4.0, 9.0, 8.0], [1.0, 12.0, 2.0], [0.5, 0.5, 0.5]])
+    calls = []
+
+    def measure(sizes) -> list[float]:
+        calls.append(list(sizes))
+        return next(timings)
+
+    busy = iter([True, False])
+    first = load_or_measure(("m", "cpu"), (1, 2, 4), measure, busy=lambda: next(busy))
+    assert first.seconds == [4.0, 9.0, 8.0]
+    second = load_or_measure(("m", "cpu"), (1, 2, 4), measure, busy=lambda: next(busy))
+    assert second.seconds == [1.0, 9.0, 2.0]  # per size, the faster of the two
+    third = load_or_measure(("m", "cpu"), (1, 2, 4), measure)  # settled by the quiet measurement
+    assert third.seconds == second.seconds and len(calls) == 2
+    kept = json.loads(curve_cache_path(("m", "cpu")).read_text())
+    assert kept["busy"] is False and kept["measurements"] == 2
+
+
+def test_a_busy_curve_stops_being_measured_after_a_few_starts(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("RACER_TUI_CACHE_DIR", str(tmp_path))
+    calls = []
+
+    def measure(sizes) -> list[float]:
+        calls.append(1)
+        return [1.0] * len(sizes)
+
+    for _ in range(5):
+        load_or_measure(("m", "cpu"), (1, 2), measure, busy=lambda: True)
+    assert len(calls) == MAX_MEASUREMENTS
+
+
+def test_a_refresh_measures_again_and_never_raises_a_stored_cost(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("RACER_TUI_CACHE_DIR", str(tmp_path))
+    timings = iter([[1.0, 2.0], [3.0, 1.5]])
+    load_or_measure(("m", "cpu"), (1, 2), lambda sizes: next(timings), busy=lambda: False)
+    again = load_or_measure(("m", "cpu"), (1, 2), lambda sizes: next(timings), refresh=True, busy=lambda: False)
+    assert again.seconds == [1.0, 1.5]
+
+
+def test_a_damaged_stored_curve_is_measured_again(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("RACER_TUI_CACHE_DIR", str(tmp_path))
+    path = curve_cache_path(("m", "cpu"))
+    path.parent.mkdir(parents=True)
+    path.write_text('{"sizes": [1, 2], "seconds": [1.0, -2.0]}')
+    curve = load_or_measure(("m", "cpu"), (1, 2), lambda sizes: [1.0, 2.0], busy=lambda: False)
+    assert curve.seconds == [1.0, 2.0]
