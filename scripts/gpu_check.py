@@ -10,6 +10,7 @@ from CPU runs.
 
     python scripts/gpu_check.py                       # embedded model, auto device (bf16 on CUDA)
     python scripts/gpu_check.py --random-model --dtype bfloat16
+    python scripts/gpu_check.py --random-model --forward stock   # transformers' forward, to compare
     python scripts/gpu_check.py --families            # a VL model with an image; device_map="auto"
 
 `--families` (no downloads): a random-weight Qwen2.5-VL (text tower of
@@ -28,7 +29,7 @@ import time
 SIZES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128)
 
 
-def random_engine(device: str, dtype: str):  # noqa: ANN201 - RacerEngine
+def random_engine(device: str, dtype: str, forward: str = "auto"):  # noqa: ANN201 - RacerEngine
     import torch
     from transformers import AutoModelForCausalLM, LlamaConfig
 
@@ -42,7 +43,7 @@ def random_engine(device: str, dtype: str):  # noqa: ANN201 - RacerEngine
     )
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config, dtype=resolve_dtype(dtype, dev)).to(dev).eval()
-    return RacerEngine(model, None, "random SmolLM2-135M shape", eos_ids=frozenset())
+    return RacerEngine(model, None, "random SmolLM2-135M shape", eos_ids=frozenset(), forward=forward)
 
 
 def _reply(engine, images, method: str, max_new_tokens: int) -> tuple[list[int], float]:  # noqa: ANN001
@@ -109,6 +110,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--forward", default="auto", choices=("auto", "lean", "stock"),
+                        help="the verification forward (auto: lean_forward.py where the model has one)")
     parser.add_argument("--random-model", action="store_true")
     parser.add_argument("--families", action="store_true", help="a VL model with an image, and device_map='auto'")
     parser.add_argument("--questions", type=int, default=14)
@@ -123,8 +126,12 @@ def main() -> None:
 
     if args.families:
         raise SystemExit(0 if family_checks(args.device, args.max_new_tokens) else 1)
-    engine = random_engine(args.device, args.dtype) if args.random_model else load_engine(None, args.device, args.dtype)
-    print(f"model: {engine.info.model}  device: {engine.info.device}  dtype: {engine.info.dtype}")
+    if args.random_model:
+        engine = random_engine(args.device, args.dtype, args.forward)
+    else:
+        engine = load_engine(None, args.device, args.dtype, forward=args.forward)
+    info = engine.info
+    print(f"model: {info.model}  device: {info.device}  dtype: {info.dtype}  forward: {info.forward}")
 
     print(f"\nverification cost t(T), {args.context} cached tokens, best of 5 interleaved rounds")
     curve = engine.time_forward(SIZES, context=args.context)
