@@ -42,6 +42,7 @@ __all__ = [
     "BenchProgress",
     "BenchResult",
     "load_results",
+    "check_repeats",
     "run_benchmark",
     "run_config",
     "answer_choice",
@@ -56,6 +57,19 @@ WARMUP_PROMPT = "Name three colours of the rainbow in one short sentence."
 WARMUP_TOKENS = 16
 
 
+def check_repeats(value: int | str) -> int:
+    """Tries per question, read by the one rule that --repeats, the dashboard's
+    field and run_benchmark share: a whole number, at least 1."""
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise InputError(f"repeats must be a whole number, at least 1, not {value.strip()!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"repeats must be at least 1, not {value}")
+    return value
+
+
 @dataclass(frozen=True)
 class BenchProgress:
     """What the runner is doing; one per step, plus one at each question's start and end.
@@ -63,6 +77,8 @@ class BenchProgress:
     question_index is 0-based within the run's questions. At a question's end
     (question_done=True) `record` holds its answer; a question skipped by
     `resume` reports only an end, with the answer read back from the file.
+    With repeats, `repeat` is the 0-based try of `repeats`; the end comes once,
+    after the last try, with the kept (median) answer.
     """
 
     method: str
@@ -73,6 +89,8 @@ class BenchProgress:
     event: StepEvent | None
     question_done: bool
     record: AnswerRecord | None = None
+    repeat: int = 0
+    repeats: int = 1
 
 
 OnProgress = Callable[[BenchProgress], None]
@@ -232,8 +250,7 @@ def run_benchmark(
     returns True; the question in flight is then dropped.
     """
     methods, paths = check_run(methods, num_choices, answer_dir, answer_file, resume)
-    if repeats < 1:
-        raise InputError(f"repeats must be at least 1, not {repeats}")
+    repeats = check_repeats(repeats)
     questions, skipped = without_image_questions(questions, takes_images(engine))
     start = start_run(
         engine.info, questions, methods, paths, config, answer_dir=answer_dir, warm=warm, resume=resume,
@@ -251,13 +268,14 @@ def run_benchmark(
         # opened after the warm-up: a run that fails that early keeps the old answers
         for m, path in paths.items():
             writers[m] = AnswerWriter(path, append=resume)
-        progress = _Reporter(on_progress, len(questions))
+        progress = _Reporter(on_progress, len(questions), repeats)
         previous: dict[str, Conversation | None] = {m: None for m in methods}
         for index, q in enumerate(questions):
             key = str(q.question_id)
             tries: dict[str, list[tuple[AnswerRecord, Conversation | None]]] = {m: [] for m in methods}
             for repeat in range(repeats):
                 last = repeat == repeats - 1
+                progress.repeat = repeat
                 for m in methods:
                     if key in done[m]:
                         if last:
@@ -360,9 +378,11 @@ def _first_difference(rec: AnswerRecord, config: dict[str, Any], model: str) -> 
 class _Reporter:
     """Calls on_progress and keeps the time it took, so timing can leave it out."""
 
-    def __init__(self, on_progress: OnProgress | None, count: int) -> None:
+    def __init__(self, on_progress: OnProgress | None, count: int, repeats: int = 1) -> None:
         self.on_progress = on_progress
         self.count = count
+        self.repeats = repeats
+        self.repeat = 0  # the try in progress, set by the run's loop
         self.spent = 0.0
 
     def __call__(
@@ -377,7 +397,9 @@ class _Reporter:
         if self.on_progress is None:
             return
         t0 = _clock()
-        self.on_progress(BenchProgress(method, index, self.count, q.question_id, q.category, event, done, record))
+        self.on_progress(BenchProgress(
+            method, index, self.count, q.question_id, q.category, event, done, record, self.repeat, self.repeats
+        ))
         self.spent += _clock() - t0
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from racer_core.bench.answers import DATA_DIR_ENV, default_answer_dir
 from racer_core.bench.report import ProgressDisplay, bench_tables, plain_console, print_tables
 from racer_core.bench.results import BenchResult
-from racer_core.bench.runner import run_benchmark
+from racer_core.bench.runner import check_repeats, run_benchmark
 from racer_core.bench.score import MathScore, references_of, score_answers
 from racer_core.bench.shard import ShardPlan, run_sharded
 from racer_core.bench.suites import Question
@@ -36,7 +36,7 @@ from racer_core.errors import RacerError
 from racer_core.events import METHODS, Engine, GenerationConfig
 from racer_tui.cli.errors import DEBUG_ENV, print_error
 from racer_tui.cli.eval_flags import add_original_arguments, add_suite_arguments, check_suite, questions_of, shard_plan
-from racer_tui.cli.params import TOP_P_HELP, at_least, methods, param, str2bool, top_p
+from racer_tui.cli.params import TOP_P_HELP, at_least, methods, param, rule, str2bool, top_p
 from racer_tui.models import quiet_loading_bars
 
 EngineLoader = Callable[..., Engine]
@@ -132,7 +132,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--repeats",
-        type=at_least(1),
+        type=rule(check_repeats, "repeats"),
         default=1,
         metavar="N",
         help="answer each question N times (every method once per round) and keep the try of median time; "

@@ -7,23 +7,32 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
-from racer_core.config import ConfigError, GenerationConfig
+from racer_core.config import GenerationConfig
+from racer_core.errors import RacerError
 from racer_core.events import METHODS
+
+T = TypeVar("T")
+
+
+def rule(check: Callable[[str], T], name: str) -> Callable[[str], T]:
+    """An argparse type that reads a value by a rule of racer_core (the one
+    the screens use too): its one-line RacerError becomes a usage error."""
+
+    def parse(text: str) -> T:
+        try:
+            return check(text)
+        except RacerError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = name  # argparse names the type in some messages
+    return parse
 
 
 def param(name: str) -> Callable[[str], Any]:
     """Reads one generation parameter by GenerationConfig's own rules."""
-
-    def parse(text: str) -> Any:
-        try:
-            return GenerationConfig.parse_field(name, text)
-        except ConfigError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    parse.__name__ = name
-    return parse
+    return rule(lambda text: GenerationConfig.parse_field(name, text), name)
 
 
 def top_p(text: str) -> float:

@@ -139,6 +139,7 @@ def test_repeats_answer_each_question_n_times_and_keep_the_median(qfile, tmp_pat
         ["--top-p", "1.5"],  # 0 is allowed: the original's "no nucleus filter"
         ["--max-new-tokens", "0"],
         ["--repeats", "0"],
+        ["--repeats", "two"],
     ],
 )
 def test_usage_errors_exit_2(qfile, extra, capsys):

@@ -9,7 +9,7 @@ from fake_engine import FakeEngine
 
 from racer_core.bench import runner
 from racer_core.bench.answers import answer_path, read_answers
-from racer_core.bench.runner import WARMUP_PROMPT, BenchProgress, load_results, run_benchmark
+from racer_core.bench.runner import WARMUP_PROMPT, BenchProgress, check_repeats, load_results, run_benchmark
 from racer_core.bench.suites import Question
 from racer_core.errors import InputError, RacerError
 from racer_core.events import EngineInfo, GenerationConfig, StepEvent
@@ -278,6 +278,27 @@ def test_repeats_are_part_of_the_settings_and_must_be_positive(tmp_path):
         run_benchmark(FakeEngine(), QUESTIONS, ["ar"], GREEDY, answer_dir=tmp_path, resume=True)
     with pytest.raises(InputError, match="repeats must be at least 1"):
         run_benchmark(FakeEngine(), QUESTIONS, ["ar"], GREEDY, repeats=0)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("0", "at least 1, not 0"), ("-2", "at least 1, not -2"), ("", "whole number, at least 1, not ''"),
+     ("two", "whole number, at least 1, not 'two'"), ("1.5", "not '1.5'")],
+)
+def test_the_repeats_rule_reads_text_for_the_command_line_and_the_dashboard(text, message):
+    assert check_repeats(" 3 ") == 3 and check_repeats(1) == 1
+    with pytest.raises(InputError, match=message):
+        check_repeats(text)
+
+
+def test_progress_says_which_try_is_running():
+    seen: list[BenchProgress] = []
+    run_benchmark(FakeEngine(), QUESTIONS[:2], ["ar"], GREEDY, repeats=3, warmup=False, on_progress=seen.append)
+    starts = [(p.question_index, p.repeat, p.repeats) for p in seen if p.event is None and not p.question_done]
+    # question 2 has two turns in one conversation: one start per try
+    assert starts == [(0, 0, 3), (0, 1, 3), (0, 2, 3), (1, 0, 3), (1, 1, 3), (1, 2, 3)]
+    ends = [(p.question_index, p.repeat) for p in seen if p.question_done]
+    assert ends == [(0, 2), (1, 2)]  # one end per question, after its last try
 
 
 def test_warm_repeats_go_on_from_the_previous_questions_kept_try():
