@@ -242,6 +242,7 @@ def load_results(paths: str | Path | list[str | Path], *, base: str | Path | Non
         result.device = _common(c.get("device") for c in known)
         result.dtype = _common(c.get("dtype") for c in known)
         result.warm = _common(c.get("warm") for c in known)
+        result.repeats = _common(c.get("repeats", 1) for c in known) or 1  # the files keep the median tries only
     result.question_count = len(result.question_order)
     return result
 

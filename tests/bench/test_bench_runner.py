@@ -274,6 +274,7 @@ def test_repeats_interleave_tries_and_keep_the_median_one(monkeypatch):
 def test_repeats_are_part_of_the_settings_and_must_be_positive(tmp_path):
     run_benchmark(FakeEngine(), QUESTIONS[:1], ["ar"], GREEDY, answer_dir=tmp_path, repeats=2, warmup=False)
     assert read_answers(answer_path(tmp_path, "ar"))[0].config["repeats"] == 2
+    assert load_results(tmp_path).repeats == 2  # an opened run's warnings know it was repeated
     with pytest.raises(InputError, match="repeats 2, now None"):
         run_benchmark(FakeEngine(), QUESTIONS, ["ar"], GREEDY, answer_dir=tmp_path, resume=True)
     with pytest.raises(InputError, match="repeats must be at least 1"):
