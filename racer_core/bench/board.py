@@ -24,6 +24,9 @@ class BenchBoard:
     flight_method: str | None = None
     flight_question: str | None = None
     flight_category: str | None = None
+    flight_index: int = 0  # the question's place in the run, 0-based
+    flight_repeat: int = 0  # its try in progress, 0-based, of `repeats`
+    repeats: int = 1
     flight: Stats = field(default_factory=Stats)  # the latest question's step events
     in_flight: bool = False  # that question is still being answered
 
@@ -39,6 +42,7 @@ class BenchBoard:
         if not p.question_done:
             self.flight_method, self.flight_question = p.method, str(p.question_id)
             self.flight_category = p.category
+            self.flight_index, self.flight_repeat, self.repeats = p.question_index, p.repeat, p.repeats
             self.flight = Stats()
             self.in_flight = True
             return
@@ -59,6 +63,11 @@ class BenchBoard:
         """A method's finished answers plus its question in flight."""
         done = self.per_method[method]
         return done.plus(self.flight) if self.in_flight and method == self.flight_method else done
+
+    def flight_place(self) -> str:
+        """Which question (and try, with repeats) is in flight: 'question 3/14, try 2/3'."""
+        place = f"question {self.flight_index + 1}/{self.question_count or '?'}"
+        return place if self.repeats == 1 else f"{place}, try {self.flight_repeat + 1}/{self.repeats}"
 
     def category_mat(self, category: str, method: str) -> float | None:
         stats = self.per_category.get((category, method))

@@ -23,7 +23,7 @@ from textual.worker import get_current_worker
 from racer_core.bench.answers import default_answer_dir
 from racer_core.bench.board import BenchBoard
 from racer_core.bench.results import BenchResult, load_results
-from racer_core.bench.runner import BenchProgress, run_benchmark
+from racer_core.bench.runner import BenchProgress, check_repeats, run_benchmark
 from racer_core.bench.suites import Question, load_suite, suite_name
 from racer_core.errors import RacerError
 from racer_core.events import METHODS, Engine, GenerationConfig
@@ -100,8 +100,11 @@ class BenchScreen(Screen):
                     yield Input(placeholder="from 0", id="q-begin", type="integer")
                     yield Input(placeholder="to end", id="q-end", type="integer")
                 yield Static("0 to 10 runs the first ten", classes="field-hint")
-                yield Label("Max new tokens")
-                yield Input(id="max-new-tokens", type="integer")
+                yield Label("Max new tokens · repeats")
+                with Horizontal(classes="form-row"):
+                    yield Input(id="max-new-tokens", type="integer")
+                    yield Input("1", id="repeats", type="integer")
+                yield Static("repeats: median of N tries", classes="field-hint")
                 with Horizontal(classes="buttons"):
                     yield Button("Start", id="start", variant="success")
                     yield Button("Stop", id="stop", variant="error", disabled=True)
@@ -193,6 +196,10 @@ class BenchScreen(Screen):
         """The dashboard's field, checked by the one rule for it (ConfigError, a RacerError)."""
         return GenerationConfig.parse_field("max_new_tokens", self.query_one("#max-new-tokens", Input).value)
 
+    def _repeats(self) -> int:
+        """Tries per question, read by the runner's rule (as --repeats is)."""
+        return check_repeats(self.query_one("#repeats", Input).value)
+
     def _methods(self) -> list[str]:
         chosen = set(self.query_one("#methods", SelectionList).selected)
         return [m for m in METHODS if m in chosen]  # the runner's fixed order
@@ -219,6 +226,7 @@ class BenchScreen(Screen):
                 suite, self.query_one("#q-begin", Input).value, self.query_one("#q-end", Input).value
             )
             max_new_tokens = self._max_new_tokens()
+            repeats = self._repeats()
         except RacerError as exc:
             self.notify(str(exc), title="Cannot start", severity="error", timeout=10)
             return
@@ -230,8 +238,9 @@ class BenchScreen(Screen):
         self.result = None
         self.board = BenchBoard(methods=methods, question_count=len(questions))
         self.query_one("#bench-table", Static).update("")
+        tries = f" · {repeats} tries each, the median kept" if repeats > 1 else ""
         self.query_one("#bench-info", Static).update(
-            f"{name}: {len(questions)} questions × {', '.join(methods)} on {engine.info.model} "
+            f"{name}: {len(questions)} questions × {', '.join(methods)} on {engine.info.model}{tries} "
             f"· answers in {self.host.show_path(answer_dir)}"
         )
         if max_new_tokens != self.host.settings.generation.max_new_tokens:
@@ -241,7 +250,7 @@ class BenchScreen(Screen):
         self._set_running(True)
         self._close_floating_controls()  # make way for the charts
         config = self.host.settings.generation
-        self.run_bench(engine, questions, methods, config, answer_dir, name, self.run_id)
+        self.run_bench(engine, questions, methods, config, answer_dir, name, repeats, self.run_id)
 
     @work(thread=True, exclusive=True, group="bench")
     def run_bench(
@@ -252,6 +261,7 @@ class BenchScreen(Screen):
         config: GenerationConfig,
         answer_dir: Path,
         suite: str,
+        repeats: int,
         run_id: int,
     ) -> None:
         worker = get_current_worker()
@@ -270,6 +280,7 @@ class BenchScreen(Screen):
                 should_stop=should_stop,
                 on_progress=lambda p: self.post_message(BenchStep(run_id, p)),
                 suite=suite,
+                repeats=repeats,
             )
         except RacerError as exc:
             self.post_message(BenchDone(run_id, None, str(exc)))

@@ -96,7 +96,5 @@ class FlightChart(StepBars):
         if not b.flight_method:
             title = "in flight: none"
         else:
-            title = (
-                f"{'in flight' if self.running else 'last question'}: {b.flight_method} · question {b.flight_question}"
-            )
+            title = f"{'in flight' if self.running else 'last question'}: {b.flight_method} · {b.flight_place()}"
         self.reset(b.flight.accept_lengths, title)
