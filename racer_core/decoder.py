@@ -81,6 +81,10 @@ class SequenceDecoder:
         self.offset = 0  # text position = index + offset (the rope delta after images)
         self.automaton: Automaton | None = None
         self._automaton_key: tuple[int, int, int, int] | None = None
+        # A chat corpus (racer_core/corpus.py) seeds every new automaton, and
+        # learns each cached position's top-k: `rows` runs beside `cached`.
+        self.seed: Callable[[Automaton], None] | None = None
+        self.rows: list[np.ndarray | None] | None = None
 
     # -- the drafting sources -------------------------------------------------
 
@@ -90,6 +94,8 @@ class SequenceDecoder:
             top_k = min(config.max_breadth, self.rt.vocab_size)
             automaton = Automaton(max_nodes=config.max_nodes, min_depth=config.min_depth, ngram=config.ngram)
             automaton.init_logits(self.rt.vocab_size, max(1, top_k))
+            if self.seed is not None:
+                self.seed(automaton)
             if self.seen:
                 # New settings: rebuild the retrieval corpus from the history.
                 automaton.feed(self.seen)
@@ -120,6 +126,8 @@ class SequenceDecoder:
         if common < len(self.cached):
             self.cache.truncate(common)
             del self.cached[common:]
+            if self.rows is not None:
+                del self.rows[common:]
         self.images = [span for span in images if span.end <= common]
         return prompt[common:]
 
@@ -157,12 +165,17 @@ class SequenceDecoder:
                 extra = {k: v.to(self.rt.device) for k, v in vision.pixel_inputs(base, base + len(chunk)).items()}
             logits = self._forward(ids, positions, self.rt.masks.causal(base, len(chunk)), **extra)
             self.cached.extend(chunk)
+            learned: list[np.ndarray | None] = [None] * len(chunk)
             if update_table and self.automaton is not None:
                 rows = [i for i, t in enumerate(chunk) if t not in self.rt.placeholder_ids]
                 if rows:
-                    top = torch.topk(logits[rows], self.automaton.top_k, dim=-1).indices
+                    top = torch.topk(logits[rows], self.automaton.top_k, dim=-1).indices.cpu().numpy()
                     prev = [self.cached[base + i - 1] if base + i else -1 for i in rows]
-                    self.automaton.update(np.asarray([chunk[i] for i in rows], dtype=np.int64), top.cpu().numpy(), prev)
+                    self.automaton.update(np.asarray([chunk[i] for i in rows], dtype=np.int64), top, prev)
+                    for i, row in zip(rows, top, strict=True):
+                        learned[i] = row
+            if self.rows is not None:
+                self.rows.extend(learned)
             last = logits[-1]
         if vision is not None:
             self.images = list(vision.spans)
@@ -223,7 +236,9 @@ class SequenceDecoder:
         margins = self._margins(logits[path[: len(tokens)]], reply) if tokens else []
         self.cache.commit(base, path)
         self.cached.extend(int(draft.tokens[i]) for i in path)
-        self._learn(reply, draft, logits, [root, *tokens[:-1]], prev)
+        top = self._learn(reply, draft, logits, [root, *tokens[:-1]], prev)
+        if self.rows is not None:
+            self.rows.extend(top[path] if top is not None else [None] * len(path))
         record = _record(draft, path, bonus, reply.policy is not None)
         t3 = time.perf_counter()
         return Step(tokens, sources, draft.size, draft.fed, t1 - t0, t2 - t1, t3 - t2, reason, record, margins), bonus
@@ -276,23 +291,28 @@ class SequenceDecoder:
         return Step([root], [Source.MODEL], len(fresh), 1, 0.0, time.perf_counter() - start, 0.0, reason,
                     margins=margins)
 
-    def _learn(self, reply: _Reply, draft: _Draft, logits: torch.Tensor, emitted: list[int], prev: int) -> None:
+    def _learn(
+        self, reply: _Reply, draft: _Draft, logits: torch.Tensor, emitted: list[int], prev: int
+    ) -> np.ndarray | None:
         """Teach the sources what this step saw: the logits table every tree
         node's top choices (keyed by the node's token and by (its parent's
         token, its token); `prev` is the root's previous token), the automaton
-        the emitted text, the policy the acceptance."""
+        the emitted text, the policy the acceptance. Returns the nodes' top-k
+        (None when the table is not used)."""
         automaton = reply.automaton
+        top = None
         if automaton is not None:
             if reply.use_table:
-                top = torch.topk(logits, automaton.top_k, dim=-1).indices
+                top = torch.topk(logits, automaton.top_k, dim=-1).indices.cpu().numpy()
                 before = np.where(draft.parents >= 0, draft.tokens[np.maximum(draft.parents, 0)], prev)
-                automaton.update(draft.tokens, top.cpu().numpy(), before)
+                automaton.update(draft.tokens, top, before)
             if reply.use_trie:
                 fed = [t for t in emitted if t not in self.rt.placeholder_ids]
                 automaton.feed(fed)
                 self.seen.extend(fed)
         if reply.policy is not None:
             reply.policy.learn(reply.generated)
+        return top
 
 
 @dataclass

@@ -26,6 +26,7 @@ from racer_core.budget import (
     CostCurve,
     load_or_measure,
 )
+from racer_core.corpus import Corpus, corpus_path
 from racer_core.decoder import ModelRuntime, SequenceDecoder
 from racer_core.detokenize import IncrementalDecoder
 from racer_core.errors import InputError
@@ -172,11 +173,26 @@ class RacerEngine:
 
     # -- conversations ---------------------------------------------------------
 
-    def new_conversation(self, system_prompt: str | None = None, warm_from: ChatConversation | None = None) -> ChatConversation:
-        conversation = ChatConversation(self, system_prompt)
+    def new_conversation(self, system_prompt: str | None = None, warm_from: ChatConversation | None = None,
+                         learn: bool = False) -> ChatConversation:
+        conversation = ChatConversation(self, system_prompt, self.corpus if learn else None)
         if warm_from is not None:
             conversation.decoder.take_sources_from(warm_from.decoder)
         return conversation
+
+    # -- what chats taught the drafts (docs/design.md 1.9) -----------------------
+
+    @functools.cached_property
+    def corpus(self) -> Corpus:
+        """This model's chat corpus, read from the user cache on first use.
+        Keyed by the model alone: drafts are text, whatever the device or dtype."""
+        key = ("corpus-v1", self.info.model, repr(self.model.config.to_dict().get("architectures")),
+               str(sum(p.numel() for p in self.model.parameters())), str(self.runtime.vocab_size))
+        return Corpus(corpus_path(key), self.runtime.vocab_size)
+
+    def forget_chats(self) -> None:
+        """Clear this model's chat corpus, in memory and on disk."""
+        self.corpus.clear()
 
     def decoder(self) -> SequenceDecoder:
         return SequenceDecoder(self.runtime)
@@ -191,13 +207,33 @@ class ChatConversation:
     """Messages rendered through the tokenizer's chat template; one decoder
     (cache, automaton, logits table) for the whole conversation."""
 
-    def __init__(self, engine: RacerEngine, system_prompt: str | None = None) -> None:
+    def __init__(self, engine: RacerEngine, system_prompt: str | None = None, corpus: Corpus | None = None) -> None:
         self.engine = engine
         self.messages: list[dict[str, str]] = []
         self.images: dict[int, tuple[ChatImage, ...]] = {}  # message index -> its attached images
         if system_prompt:
             self.messages.append({"role": "system", "content": system_prompt})
         self.decoder = engine.decoder()
+        # With a corpus: drafts start from earlier chats, and this chat is
+        # added to it after every reply while `learn` holds.
+        self.corpus = corpus
+        self.learn = corpus is not None
+        if corpus is not None:
+            self._epoch = corpus.epoch
+            self.decoder.seed = self._seed
+            self.decoder.rows = []
+
+    def _seed(self, automaton: Any) -> None:
+        if self.learn and self.corpus is not None:
+            self.corpus.seed(automaton)
+
+    def _teach_corpus(self) -> None:
+        if self.learn and self.corpus is not None and self.decoder.rows is not None:
+            self.corpus.record(self, self.decoder.cached, self.decoder.rows, self._epoch)
+            try:
+                self.corpus.save()
+            except OSError:  # a full or read-only cache loses the corpus, never the reply
+                pass
 
     def vision_prompt(self, enable_thinking: bool | None = False) -> VisionPrompt:
         """The chat through a VL model's processor: each message's images as image parts before its text."""
@@ -266,6 +302,7 @@ class ChatConversation:
             self._drop_last_user_message()
             raise
         self.messages.append({"role": "assistant", "content": detok.text()})
+        self._teach_corpus()
 
     def _drop_last_user_message(self) -> None:
         self.images.pop(len(self.messages) - 1, None)

@@ -91,6 +91,7 @@ class Conversation(Protocol):
     """A chat whose automaton and logits table persist across turns."""
 
     messages: list[dict[str, str]]
+    learn: bool  # add this chat to the model's chat corpus after each reply (only if opened with learn=True)
 
     def send(self, user_text: str, config: GenerationConfig, should_stop: ShouldStop | None = None,
              images: Sequence[Any] = ()) -> Iterator[StepEvent]:
@@ -112,10 +113,16 @@ class Engine(Protocol):
         ...
 
     def new_conversation(
-        self, system_prompt: str | None = None, warm_from: Conversation | None = None
+        self, system_prompt: str | None = None, warm_from: Conversation | None = None, learn: bool = False
     ) -> Conversation:
         """A fresh chat; `warm_from` hands over that chat's automaton and logits
-        table instead of starting them empty (the benchmark's --warm)."""
+        table instead of starting them empty (the benchmark's --warm); `learn`
+        seeds the drafts from earlier chats and adds this one to them
+        (racer_core/corpus.py)."""
+        ...
+
+    def forget_chats(self) -> None:
+        """Clear what chats taught this model's drafts (its chat corpus)."""
         ...
 
 

@@ -11,6 +11,13 @@ nodes.)
     python scripts/draft_replay.py record --suite builtin --out traces.json
     python scripts/draft_replay.py replay traces.json --budgets 4,8,16,32
     python scripts/draft_replay.py replay traces.json --table token   # rows keyed by the token alone
+    python scripts/draft_replay.py replay traces.json --corpus other.json --seed table   # earlier chats
+
+`--corpus` seeds each question's automaton from a chat corpus (racer_core/corpus.py)
+built from the traces of another file, as a chat is seeded from earlier chats;
+the same file as `traces` means every other question of it (leave one out).
+`--seed table` writes only the logits table, `both` feeds the trie as well;
+the cold figures (no corpus) are printed first for comparison.
 
 `--table pair` (the default) keys the logits table by (previous token, token)
 and falls back to the token's row; `replay` also prints the table's top-1 hit
@@ -24,6 +31,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -54,6 +62,23 @@ def record(args: argparse.Namespace) -> None:
         json.dump({"model": engine.info.model, "traces": traces}, f)
 
 
+VOCAB = 1 << 17  # above every id of the traces' models; only bounds the table
+
+
+def build_corpus(path: str, exclude: dict | None = None):
+    """A corpus of these traces' sequences and top-k rows, oldest first;
+    `exclude`: a trace to leave out (the question being replayed)."""
+    from racer_core.corpus import Corpus
+
+    corpus = Corpus(Path("/nonexistent/corpus.npz"), VOCAB)
+    for t in json.load(open(path))["traces"]:
+        if exclude is not None and t["prompt"] == exclude["prompt"]:
+            continue
+        seq = t["prompt"] + t["output"]
+        corpus.record(object(), seq, list(np.asarray(t["topk"], dtype=np.int32)), corpus.epoch)
+    return corpus
+
+
 def make_automaton(impl: str, table: str):
     from racer_core.automaton import Automaton, ReferenceAutomaton
 
@@ -62,13 +87,16 @@ def make_automaton(impl: str, table: str):
 
 
 def simulate(
-    trace: dict, budget: int, method: str, breadth: int = 8, policy=None, impl: str = "compiled", table: str = "pair"
+    trace: dict, budget: int, method: str, breadth: int = 8, policy=None, impl: str = "compiled", table: str = "pair",
+    corpus=None, seed: str = "table",
 ) -> tuple[int, int, list[int]]:
     seq = trace["prompt"] + trace["output"]
     top = np.asarray(trace["topk"], dtype=np.int64)
     n_prompt = len(trace["prompt"])
     automaton = make_automaton(impl, table)
-    automaton.init_logits(max(seq) + 50000, breadth)
+    automaton.init_logits(VOCAB, breadth)
+    if corpus is not None:
+        corpus.seed(automaton, trie=seed == "both")
     top = top[:, :breadth]
     prev = np.asarray([-1, *seq[:-1]], dtype=np.int64)  # prev[i]: the token before seq[i]
     if method in ("racer", "logits"):
@@ -149,7 +177,10 @@ def replay(args: argparse.Namespace) -> None:
     from racer_core.tree_policy import TreePolicy
 
     curve = CostCurve(sorted(cost), [cost[k] / 1000 for k in sorted(cost)])
-    for budget in budgets:
+    same = args.corpus and Path(args.corpus).resolve() == Path(args.traces).resolve()
+    shared = build_corpus(args.corpus) if args.corpus and not same else None
+    runs = [(budget, False) for budget in budgets] + [(budget, True) for budget in budgets if args.corpus]
+    for budget, seeded in runs:
         row = []
         policy = TreePolicy(curve) if budget == 0 else None  # shared across questions, as in the engine
         total_tokens = total_steps = 0
@@ -157,7 +188,8 @@ def replay(args: argparse.Namespace) -> None:
         for c in cats:
             tokens = steps = 0
             for t in (t for t in traces if t["category"] == c):
-                n, s, sizes = simulate(t, budget, args.method, args.breadth, policy, args.impl, args.table)
+                corpus = (build_corpus(args.corpus, t) if same else shared) if seeded else None
+                n, s, sizes = simulate(t, budget, args.method, args.breadth, policy, args.impl, args.table, corpus, args.seed)
                 tokens += n
                 steps += s
                 est_time += sum(np.interp(sizes, sorted(cost), [cost[k] for k in sorted(cost)]))
@@ -165,8 +197,10 @@ def replay(args: argparse.Namespace) -> None:
             total_tokens += tokens
             total_steps += steps
         speed = (total_tokens * cost[1]) / est_time
-        label = "auto" if budget == 0 else budget
+        label = ("auto" if budget == 0 else str(budget)) + ("+c" if seeded else "")
         print(f"{label:>6} " + " ".join(f"{m:8.2f}" for m in row) + f" {total_tokens / total_steps:8.2f} {speed:8.2f}x")
+    if args.corpus:
+        print(f"+c: each question seeded from {args.corpus} ({args.seed})")
     hits = [top1_hits(t, args.table) for t in traces]
     print(f"top-1 hit rate ({args.table} rows): {sum(h for h, _ in hits) / max(1, sum(n for _, n in hits)):.1%}")
     print(f"({time.perf_counter() - start:.1f} s)", file=sys.stderr)
@@ -190,6 +224,8 @@ def main() -> None:
     rep.add_argument("--cost", default="", help="cost curve as T:ms pairs, e.g. 1:60,8:75")
     rep.add_argument("--table", default="pair", choices=["pair", "token"], help="logits rows keyed by (previous, token) or token")
     rep.add_argument("--impl", default="compiled", choices=["compiled", "reference"], help="automaton implementation")
+    rep.add_argument("--corpus", default="", help="traces to seed every question from (the same file: leave one out)")
+    rep.add_argument("--seed", default="table", choices=["table", "both"], help="seed the logits table, or the trie too")
     args = parser.parse_args()
     record(args) if args.command == "record" else replay(args)
 
