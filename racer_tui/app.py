@@ -232,6 +232,18 @@ class RacerApp(App):
 
         self.push_screen(SettingsScreen(self.settings), saved)
 
+    def clear_learned_drafts(self) -> None:
+        from racer_core.corpus import clear_corpora
+
+        if self.engine is not None:
+            self.engine.forget_chats()  # the loaded model's corpus in memory too
+        try:
+            clear_corpora()
+        except OSError as exc:
+            self.notify(f"Could not clear the learned drafts: {exc}", severity="error")
+            return
+        self.notify("Cleared what earlier chats taught the drafts.")
+
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):
             return

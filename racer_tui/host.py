@@ -66,6 +66,10 @@ class Host(Protocol):
         """A path for display: the real one, the home folder written as ~."""
         ...
 
+    def clear_learned_drafts(self) -> None:
+        """Forget what chats taught the drafts (every model's chat corpus), with a notice."""
+        ...
+
     def load_model(self) -> None:
         """(Re)load the chosen model, showing the loading view."""
         ...

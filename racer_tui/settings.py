@@ -30,6 +30,7 @@ class Settings:
     dtype: str = "auto"
     system_prompt: str = ""
     markdown: bool = False  # show finished replies as Markdown
+    learn_from_chats: bool = True  # drafts start from earlier chats (racer_core/corpus.py)
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with `changes`; generation parameters among them go through
@@ -50,6 +51,7 @@ APP_FIELDS: dict[str, tuple[type, ...]] = {
     "dtype": (str,),
     "system_prompt": (str,),
     "markdown": (bool,),
+    "learn_from_chats": (bool,),
 }
 _JSON_TYPE = {str: "text", bool: "true or false", type(None): "null"}
 

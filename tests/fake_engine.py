@@ -103,6 +103,7 @@ class FakeConversation:
     engine: FakeEngine
     system_prompt: str | None = None
     warm_from: FakeConversation | None = None
+    learn: bool = False
     messages: list[dict[str, str]] = field(default_factory=list)
     images: dict[int, tuple] = field(default_factory=dict)  # message index -> its images, as the real one
 
@@ -118,6 +119,7 @@ class FakeConversation:
             self.images[len(self.messages) - 1] = tuple(images)
         engine.prompts.append((user_text, list(self.messages)))
         engine.configs.append(config)
+        engine.learned.append(self.learn)
         if engine.fail_with is not None:
             raise engine.fail_with
         method = config.method
@@ -177,6 +179,8 @@ class FakeEngine:
     prompts: list[tuple[str, list[dict[str, str]]]] = field(default_factory=list)
     conversations: list[FakeConversation] = field(default_factory=list)
     configs: list[GenerationConfig] = field(default_factory=list)
+    learned: list[bool] = field(default_factory=list)  # per send: did the chat learn (racer_core/corpus.py)
+    forgotten: int = 0  # forget_chats calls
     paused: threading.Event = field(default_factory=threading.Event)
     total_steps: int = 0
     _release: threading.Event = field(default_factory=threading.Event)
@@ -209,13 +213,17 @@ class FakeEngine:
                 return
 
     def new_conversation(
-        self, system_prompt: str | None = None, warm_from: FakeConversation | None = None
+        self, system_prompt: str | None = None, warm_from: FakeConversation | None = None, learn: bool = False
     ) -> FakeConversation:
-        conv = FakeConversation(self, system_prompt, warm_from)
+        conv = FakeConversation(self, system_prompt, warm_from, learn)
         if system_prompt:
             conv.messages.append({"role": "system", "content": system_prompt})
         self.conversations.append(conv)
         return conv
+
+
+    def forget_chats(self) -> None:
+        self.forgotten += 1
 
 
 def factory_for(engine: FakeEngine):

@@ -233,7 +233,7 @@ class ChatScreen(ChatActions, Screen):
     def _ensure_conversation(self, engine: Engine, history: list[StoredMessage]) -> Conversation:
         if self.conv is None or self._conv_engine is not engine:
             system = self._system_prompt() or None
-            conv = engine.new_conversation(system_prompt=system)
+            conv = engine.new_conversation(system_prompt=system, learn=self.host.settings.learn_from_chats)
             # Earlier turns of a reopened chat: the engine templates them into the prompt,
             # with the images whose files are still the ones sent.
             images = getattr(conv, "images", None)
@@ -336,6 +336,7 @@ class ChatScreen(ChatActions, Screen):
         self._prompt_text = text if typed is None else typed
         self._sent_attached = list(images if attached is None else attached)
         config = self.host.settings.generation
+        conv.learn = conv.learn and self.host.settings.learn_from_chats  # turned off: stops at once
         self.reply_id += 1
         self.stats = Stats()
         self.budget = None

@@ -9,6 +9,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static, Switch
 
 from racer_core.config import METHODS, ConfigError, GenerationConfig
+from racer_tui.host import host_of
 from racer_tui.settings import Settings
 
 METHOD_HELP = {
@@ -56,10 +57,13 @@ class SettingsScreen(ModalScreen[Settings | None]):
                     yield Input(str(getattr(g, name)), id=name)
                 yield Label("Thinking")
                 yield Switch(g.enable_thinking, id="enable_thinking")
+                yield Label("Learn from chats")
+                yield Switch(self.settings.learn_from_chats, id="learn_from_chats")
             yield Static("", id="settings-errors")
             with Horizontal(classes="buttons"):
                 yield Button("Save", id="save", variant="primary")
                 yield Button("Cancel", id="cancel")
+                yield Button("Clear learned drafts", id="clear-corpus")
 
     def read_form(self) -> tuple[Settings | None, list[str]]:
         """The form's settings, or the problems (GenerationConfig's sentences)."""
@@ -74,6 +78,7 @@ class SettingsScreen(ModalScreen[Settings | None]):
             return None, problems
         values["method"] = self.query_one("#method", Select).value
         values["enable_thinking"] = self.query_one("#enable_thinking", Switch).value
+        values["learn_from_chats"] = self.query_one("#learn_from_chats", Switch).value
         return self.settings.replace(**values), []
 
     def action_save(self) -> None:
@@ -86,5 +91,7 @@ class SettingsScreen(ModalScreen[Settings | None]):
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "save":
             self.action_save()
+        elif event.button.id == "clear-corpus":
+            host_of(self).clear_learned_drafts()
         else:
             self.dismiss(None)
