@@ -14,8 +14,8 @@ nodes.)
     python scripts/draft_replay.py replay traces.json --corpus other.json --seed table   # earlier chats
 
 `--corpus` seeds each question's automaton from a chat corpus (racer_core/corpus.py)
-built from the traces of another file, as a chat is seeded from earlier chats;
-the same file as `traces` means every other question of it (leave one out).
+built from the traces of a file, as a chat is seeded from earlier chats; the
+question replayed is always left out of it (the same file: every other question).
 `--seed table` writes only the logits table, `both` feeds the trie as well;
 the cold figures (no corpus) are printed first for comparison.
 
@@ -66,8 +66,8 @@ VOCAB = 1 << 17  # above every id of the traces' models; only bounds the table
 
 
 def build_corpus(path: str, exclude: dict | None = None):
-    """A corpus of these traces' sequences and top-k rows, oldest first;
-    `exclude`: a trace to leave out (the question being replayed)."""
+    """A corpus of these traces' sequences and top-k rows, oldest first,
+    without `exclude` (the question being replayed: no answer seeds itself)."""
     from racer_core.corpus import Corpus
 
     corpus = Corpus(Path("/nonexistent/corpus.npz"), VOCAB)
@@ -177,8 +177,6 @@ def replay(args: argparse.Namespace) -> None:
     from racer_core.tree_policy import TreePolicy
 
     curve = CostCurve(sorted(cost), [cost[k] / 1000 for k in sorted(cost)])
-    same = args.corpus and Path(args.corpus).resolve() == Path(args.traces).resolve()
-    shared = build_corpus(args.corpus) if args.corpus and not same else None
     runs = [(budget, False) for budget in budgets] + [(budget, True) for budget in budgets if args.corpus]
     for budget, seeded in runs:
         row = []
@@ -188,7 +186,7 @@ def replay(args: argparse.Namespace) -> None:
         for c in cats:
             tokens = steps = 0
             for t in (t for t in traces if t["category"] == c):
-                corpus = (build_corpus(args.corpus, t) if same else shared) if seeded else None
+                corpus = build_corpus(args.corpus, t) if seeded else None
                 n, s, sizes = simulate(t, budget, args.method, args.breadth, policy, args.impl, args.table, corpus, args.seed)
                 tokens += n
                 steps += s
@@ -224,7 +222,7 @@ def main() -> None:
     rep.add_argument("--cost", default="", help="cost curve as T:ms pairs, e.g. 1:60,8:75")
     rep.add_argument("--table", default="pair", choices=["pair", "token"], help="logits rows keyed by (previous, token) or token")
     rep.add_argument("--impl", default="compiled", choices=["compiled", "reference"], help="automaton implementation")
-    rep.add_argument("--corpus", default="", help="traces to seed every question from (the same file: leave one out)")
+    rep.add_argument("--corpus", default="", help="traces to seed every question from (never the question itself)")
     rep.add_argument("--seed", default="table", choices=["table", "both"], help="seed the logits table, or the trie too")
     args = parser.parse_args()
     record(args) if args.command == "record" else replay(args)
