@@ -69,6 +69,12 @@ class Corpus:
         self._lock = threading.Lock()
         self._load()
 
+    def take_notice(self) -> str | None:
+        """The damage notice, once (the first chat that opens the corpus shows it)."""
+        with self._lock:
+            notice, self.notice = self.notice, None
+        return notice
+
     @property
     def positions(self) -> int:
         return sum(len(t) for _, t, _ in self._segments)

@@ -218,6 +218,7 @@ class ChatConversation:
         # added to it after every reply while `learn` holds.
         self.corpus = corpus
         self.learn = corpus is not None
+        self.notice = corpus.take_notice() if corpus is not None else None
         if corpus is not None:
             self._epoch = corpus.epoch
             self.decoder.seed = self._seed

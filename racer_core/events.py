@@ -92,6 +92,7 @@ class Conversation(Protocol):
 
     messages: list[dict[str, str]]
     learn: bool  # add this chat to the model's chat corpus after each reply (only if opened with learn=True)
+    notice: str | None  # one line for the user from opening the chat (a damaged corpus moved aside)
 
     def send(self, user_text: str, config: GenerationConfig, should_stop: ShouldStop | None = None,
              images: Sequence[Any] = ()) -> Iterator[StepEvent]:

@@ -104,6 +104,7 @@ class FakeConversation:
     system_prompt: str | None = None
     warm_from: FakeConversation | None = None
     learn: bool = False
+    notice: str | None = None
     messages: list[dict[str, str]] = field(default_factory=list)
     images: dict[int, tuple] = field(default_factory=dict)  # message index -> its images, as the real one
 
@@ -181,6 +182,7 @@ class FakeEngine:
     configs: list[GenerationConfig] = field(default_factory=list)
     learned: list[bool] = field(default_factory=list)  # per send: did the chat learn (racer_core/corpus.py)
     forgotten: int = 0  # forget_chats calls
+    notice: str | None = None  # what a learning conversation reports when opened (a damaged corpus)
     paused: threading.Event = field(default_factory=threading.Event)
     total_steps: int = 0
     _release: threading.Event = field(default_factory=threading.Event)
@@ -215,7 +217,7 @@ class FakeEngine:
     def new_conversation(
         self, system_prompt: str | None = None, warm_from: FakeConversation | None = None, learn: bool = False
     ) -> FakeConversation:
-        conv = FakeConversation(self, system_prompt, warm_from, learn)
+        conv = FakeConversation(self, system_prompt, warm_from, learn, self.notice if learn else None)
         if system_prompt:
             conv.messages.append({"role": "system", "content": system_prompt})
         self.conversations.append(conv)

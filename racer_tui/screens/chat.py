@@ -234,6 +234,8 @@ class ChatScreen(ChatActions, Screen):
         if self.conv is None or self._conv_engine is not engine:
             system = self._system_prompt() or None
             conv = engine.new_conversation(system_prompt=system, learn=self.host.settings.learn_from_chats)
+            if conv.notice:
+                self.notify(conv.notice, title="Your data", severity="warning", timeout=30)
             # Earlier turns of a reopened chat: the engine templates them into the prompt,
             # with the images whose files are still the ones sent.
             images = getattr(conv, "images", None)

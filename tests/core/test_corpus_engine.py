@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from racer_core.corpus import Corpus
 from racer_core.events import GenerationConfig, Source
 from racer_core.testing import tiny_engine
 
@@ -74,8 +73,31 @@ def test_learning_off_neither_seeds_nor_records(engine) -> None:
     assert engine.corpus.positions == count
 
 
-def test_the_bench_path_never_reads_the_corpus(engine) -> None:
-    reply(engine.new_conversation(learn=True), "racer")
-    chat = engine.new_conversation()
-    assert chat.corpus is None and chat.decoder.seed is None and chat.decoder.rows is None
-    assert isinstance(engine.corpus, Corpus)
+def test_the_bench_neither_reads_nor_writes_the_corpus(engine) -> None:
+    from racer_core.bench.runner import run_benchmark
+    from racer_core.bench.suites import Question
+
+    questions = [Question(1, "a", (QUESTION,))]
+    config = GenerationConfig(max_new_tokens=48, max_num_draft=16)
+
+    def bench_steps() -> tuple[int, ...]:
+        result = run_benchmark(engine, questions, ["racer"], config, warmup=False)
+        return result.records["racer"]["1"].accept_lengths
+
+    cold = bench_steps()
+    reply(engine.new_conversation(learn=True), "racer")  # a corpus that would change the drafts
+    count = engine.corpus.positions
+    assert bench_steps() == cold and len(cold) > 1
+    assert engine.corpus.positions == count
+
+
+def test_a_damaged_corpus_file_is_moved_aside_and_told_to_the_first_chat(engine) -> None:
+    path = engine.corpus.path
+    del engine.corpus  # read again, from a damaged file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"half a file")
+    first, second = engine.new_conversation(learn=True), engine.new_conversation(learn=True)
+    assert first.notice is not None and "moved it to" in first.notice
+    assert second.notice is None
+    tokens, _, _ = reply(first, "racer")  # and the chat goes on, learning afresh
+    assert len(tokens) > 8 and engine.corpus.positions > 0

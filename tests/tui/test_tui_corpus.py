@@ -63,3 +63,11 @@ async def test_the_settings_screen_clears_what_chats_taught(start_app: StartApp)
     assert not list(folder.glob("*.npz"))  # every model's file
     assert any("Cleared what earlier chats taught" in n.message for n in app._notifications)
     assert isinstance(app.screen, SettingsScreen)  # the form stays open, unsaved
+
+
+async def test_a_damaged_corpus_is_told_once(start_app: StartApp) -> None:
+    engine = FakeEngine(notice="The chat corpus x.npz is not readable; moved it to x.npz.damaged-1 and started empty.")
+    pilot = await start_app(engine)
+    chat = await ready_chat(pilot)
+    await send(pilot, chat, engine, "hi")
+    assert [n.message for n in pilot.app._notifications if "chat corpus" in n.message] == [engine.notice]
