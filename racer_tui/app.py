@@ -244,6 +244,9 @@ class RacerApp(App):
             return
         self.notify("Cleared what earlier chats taught the drafts.")
 
+    def action_clear_learned_drafts(self) -> None:
+        self.clear_learned_drafts()
+
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):
             return

@@ -15,6 +15,7 @@ APP_COMMANDS: list[PaletteEntry] = [
     ("Settings", "Method, temperature, budget, automaton…", "app.settings_screen"),
     ("Model", "Embedded model, a checkpoint folder or a GGUF file", "app.pick_model"),
     ("Help: all keys", "Every key of the app, by screen", "app.help"),
+    ("Clear learned drafts", "Forget what earlier chats taught the drafts (every model)", "app.clear_learned_drafts"),
 ]
 CHAT_COMMANDS: list[PaletteEntry] = [
     ("New chat", "Start an empty chat", "screen.new_chat"),

@@ -71,3 +71,13 @@ async def test_a_damaged_corpus_is_told_once(start_app: StartApp) -> None:
     chat = await ready_chat(pilot)
     await send(pilot, chat, engine, "hi")
     assert [n.message for n in pilot.app._notifications if "chat corpus" in n.message] == [engine.notice]
+
+
+async def test_the_palette_clears_them_too(start_app: StartApp) -> None:
+    engine = FakeEngine()
+    pilot = await start_app(engine)
+    await ready_chat(pilot)
+    await pilot.app.run_action("clear_learned_drafts")
+    assert engine.forgotten == 1
+    titles = {c.title for c in pilot.app.get_system_commands(pilot.app.screen)}
+    assert "Clear learned drafts" in titles
