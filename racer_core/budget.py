@@ -18,7 +18,6 @@ measurement at every run and keeps the faster of it and the stored one per size.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -26,7 +25,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
-from racer_core.paths import cache_dir
+from racer_core.paths import cache_dir, cache_key
 
 CPU_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 GPU_GRID = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128)
@@ -73,8 +72,7 @@ class CostCurve:
 
 
 def curve_cache_path(key_parts: Sequence[str]) -> Path:
-    key = hashlib.sha256("|".join(key_parts).encode()).hexdigest()[:20]
-    return cache_dir() / "cost" / f"{key}.json"
+    return cache_dir() / "cost" / f"{cache_key(key_parts)}.json"
 
 
 def save_curve(key_parts: Sequence[str], curve: CostCurve, busy: bool = False, measurements: int = 1) -> None:

@@ -13,7 +13,6 @@ Numpy only: the app may clear it without importing torch.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import shutil
 import threading
@@ -23,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from racer_core.paths import cache_dir, move_aside
+from racer_core.paths import cache_dir, cache_key, move_aside
 
 LIMIT = 32_768
 """Positions kept (about 1 MiB on disk at top-8). Seeding rewrites at most this
@@ -39,8 +38,7 @@ def corpus_dir() -> Path:
 
 
 def corpus_path(key_parts: Sequence[str]) -> Path:
-    key = hashlib.sha256("|".join(key_parts).encode()).hexdigest()[:20]
-    return corpus_dir() / f"{key}.npz"
+    return corpus_dir() / f"{cache_key(key_parts)}.npz"
 
 
 def clear_corpora() -> int:

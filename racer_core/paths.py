@@ -3,7 +3,9 @@ environment variable so tests and CI never touch the real home directory."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import platformdirs
@@ -30,6 +32,11 @@ def data_dir() -> Path:
 def config_dir() -> Path:
     """Settings."""
     return _dir("RACER_TUI_CONFIG_DIR", platformdirs.user_config_dir(APP_NAME))
+
+
+def cache_key(parts: Sequence[str]) -> str:
+    """A short file name for what `parts` identify (a model, device, dtype...)."""
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
 
 
 def move_aside(path: Path) -> Path:
