@@ -80,11 +80,17 @@ class TreePolicy:
     _pending: list = field(init=False, default_factory=list)
 
     def __post_init__(self) -> None:
-        self._hits = _prior() * self.prior_weight
-        self._trials = np.full(_SHAPE, self.prior_weight)
+        prior = self._prior()
+        self._hits = prior * self.prior_weight
+        self._trials = np.full(prior.shape, self.prior_weight)
         self.sizes = EfficientSizes.from_curve(self.curve, self.largest)
 
-    def _buckets(self, tree: DraftTree) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _prior(self) -> np.ndarray:
+        """Starting acceptance per bucket, shaped like the buckets' index space."""
+        return _prior()
+
+    def _buckets(self, tree: DraftTree) -> tuple[np.ndarray, ...]:
+        """Each node's bucket, one index array per dimension of `_prior()`."""
         ctx = np.searchsorted(_CTX_EDGES, tree.context, side="right")
         rank = np.where(tree.rank < 0, 0, np.searchsorted(_RANK_EDGES, tree.rank, side="right"))
         depth = np.searchsorted(_DEPTH_EDGES, tree.position_ids, side="right")
@@ -92,8 +98,7 @@ class TreePolicy:
 
     def path_probabilities(self, tree: DraftTree) -> np.ndarray:
         """Estimated P(node accepted) for every node; 1 for the root."""
-        ctx, rank, depth = self._buckets(tree)
-        edge = (self._hits / self._trials)[ctx, rank, depth]
+        edge = (self._hits / self._trials)[self._buckets(tree)]
         edge[0] = 1.0
         parents = tree.parents
         # Siblings exclude each other: their chances cannot add up past 1.
@@ -143,14 +148,13 @@ class TreePolicy:
         can be labelled, verified or not: learning from verified nodes alone
         would never revisit the kinds of node it once judged poor.
         """
-        ctx, rank, depth = self._buckets(tree)
-        self._pending.append((position, tree.tokens, tree.parents, tree.position_ids, ctx, rank, depth))
+        self._pending.append((position, tree.tokens, tree.parents, tree.position_ids, self._buckets(tree)))
 
     def learn(self, sequence: list[int], final: bool = False) -> None:
         """Label the recorded trees whose continuation `sequence` now holds."""
         keep = []
         for item in self._pending:
-            position, tokens, parents, depths, ctx, rank, depth = item
+            position, tokens, parents, depths, buckets = item
             known = len(sequence) - 1 - position  # tokens known after the root
             if known < int(depths.max()) and not final:
                 keep.append(item)
@@ -169,7 +173,7 @@ class TreePolicy:
             if tested.any():
                 self._hits *= self.decay
                 self._trials *= self.decay
-                np.add.at(self._trials, (ctx[tested], rank[tested], depth[tested]), 1.0)
+                np.add.at(self._trials, tuple(b[tested] for b in buckets), 1.0)
                 passed = tested & on_path
-                np.add.at(self._hits, (ctx[passed], rank[passed], depth[passed]), 1.0)
+                np.add.at(self._hits, tuple(b[passed] for b in buckets), 1.0)
         self._pending = keep

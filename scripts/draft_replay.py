@@ -54,9 +54,12 @@ def record(args: argparse.Namespace) -> None:
         prompt = chat.prompt_ids()
         with torch.inference_mode():
             ids = torch.tensor([prompt + output])
-            logits = engine.model(input_ids=ids).logits[0]
-            top = torch.topk(logits, 8, dim=-1).indices.tolist()
-        traces.append({"question_id": q.question_id, "category": q.category, "prompt": prompt, "output": output, "topk": top})
+            logits = engine.model(input_ids=ids).logits[0].float()
+            best = torch.topk(torch.softmax(logits, dim=-1), 8, dim=-1)
+            top = best.indices.tolist()
+            probs = [[round(p, 5) for p in row] for row in best.values.tolist()]  # softmax of the full row
+        traces.append({"question_id": q.question_id, "category": q.category, "prompt": prompt, "output": output,
+                       "topk": top, "topk_probs": probs})
         print(f"{q.question_id} {q.category}: {len(output)} tokens", file=sys.stderr)
     with open(args.out, "w") as f:
         json.dump({"model": engine.info.model, "traces": traces}, f)
