@@ -1,13 +1,19 @@
-"""Time the first start on a fresh cache, and a later start, of the embedded model.
+"""Time racer-tui's start to a usable chat: a first start on a fresh cache and
+later starts, each the real app in a fresh Python (headless, so no terminal is
+needed; the imports count, as in a user's start).
 
-Each start runs in a fresh Python (imports count, as a user's start does) with
-RACER_TUI_CACHE_DIR pointed at a new empty folder. The dequantized model
-(`models/`) is linked from an existing cache unless --dequantize is given, so
-the cost curve's share is seen apart; with --dequantize the dequantize is
-timed on its own first.
+"Usable" is the moment the chat screen is shown with the model loaded and its
+cost curve known, ready to answer (the app's EngineReady handled and the frame
+drawn). Each start prints its milestones in seconds from the process's spawn:
+first frame (the loading view drawn), the loader's steps as the loading view
+shows them, and ready.
 
-    python scripts/first_start.py --models-from /work/cache            # first and later start
-    python scripts/first_start.py --models-from /work/cache --dequantize
+    python scripts/first_start.py                      # a fresh cache: dequantize, cost curve; then later starts
+    python scripts/first_start.py --models-from /work/cache --later 5   # reuse a dequantized model
+
+Settings, history and the cache go to temporary folders (deleted afterwards),
+so the user's own are neither read nor changed. Python may write bytecode in
+the children (as a pip install has it compiled): the figures are a user's.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,59 +30,89 @@ from pathlib import Path
 
 CHILD = r"""
 import json, sys, time
-t0 = time.perf_counter()
-from racer_core.loading import load_model
-from racer_core.engine import RacerEngine
-t1 = time.perf_counter()
-model, tokenizer, name, processor = load_model(None, "cpu", sys.argv[1])
-t2 = time.perf_counter()
-engine = RacerEngine(model, tokenizer, name, processor=processor)
-engine.cost_curve()
-t3 = time.perf_counter()
-figures = {"imports_s": t1 - t0, "load_s": t2 - t1, "cost_curve_s": t3 - t2, "total_s": t3 - t0}
-if sys.argv[2] == "1":  # the whole grid in 5 rounds, as every first start measured it before the quick curve
-    from racer_core.budget import CPU_GRID
-    t4 = time.perf_counter()
-    engine.time_forward(CPU_GRID)
-    figures["full_grid_curve_s"] = time.perf_counter() - t4
-print(json.dumps(figures))
+from pathlib import Path
+spawned = float(sys.argv[1])
+def now():
+    return round(time.monotonic() - spawned, 2)
+marks = {}
+from racer_tui.app import RacerApp
+from racer_tui.models import default_engine_factory
+marks["ui imports"] = now()
+
+def factory(*args, progress=None, **kwargs):
+    marks["loader starts"] = now()
+    import racer_core.engine  # what default_engine_factory imports first
+    marks["engine imported"] = now()
+    def told(text, fraction):
+        marks.setdefault(text.split("(")[0].split("...")[0].strip(), now())
+        if progress:
+            progress(text, fraction)
+    return default_engine_factory(*args, progress=told, **kwargs)
+
+class Timed(RacerApp):
+    CSS_PATH = str(Path(sys.modules[RacerApp.__module__].__file__).with_name(RacerApp.CSS_PATH))
+
+    def on_ready(self):
+        marks["first frame"] = now()
+    def on_engine_ready(self, message):
+        super().on_engine_ready(message)
+        def shown():
+            marks["ready"] = now()
+            marks["cpu"] = round(time.process_time(), 2)  # all threads: near the wall time on an idle machine
+            self.exit()
+        self.call_after_refresh(shown)
+    def on_engine_failed(self, message):
+        marks["failed"] = message.error
+        self.exit(return_code=1)
+
+app = Timed(factory, dtype=sys.argv[2])
+app.run(headless=True, size=(100, 30))
+print(json.dumps(marks))
 """
 
 
-def start(cache: Path, dtype: str, full: bool = False) -> dict[str, float]:
-    env = {**os.environ, "RACER_TUI_CACHE_DIR": str(cache)}
-    began = time.perf_counter()
-    argv = [sys.executable, "-c", CHILD, dtype, "1" if full else "0"]
-    out = subprocess.run(argv, env=env, check=True, capture_output=True, text=True)
-    figures = json.loads(out.stdout.strip().splitlines()[-1])
-    figures["process_s"] = time.perf_counter() - began
-    return figures
+def start(child: Path, env: dict[str, str], dtype: str) -> dict[str, float]:
+    """One app start in a fresh Python; its milestones in seconds from the spawn."""
+    spawned = time.monotonic()
+    argv = [sys.executable, str(child), repr(spawned), dtype]
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    lines = out.stdout.strip().splitlines()
+    if out.returncode or not lines:
+        sys.exit(f"the app did not start: {(lines or out.stderr.strip().splitlines() or ['?'])[-1]}")
+    return json.loads(lines[-1])
+
+
+def show(label: str, marks: dict[str, float]) -> None:
+    steps = ", ".join(f"{k} {v:.1f}" for k, v in marks.items() if k not in ("ready", "cpu"))
+    print(f"{label}: ready {marks['ready']:.1f} s, CPU {marks['cpu']:.1f} s  ({steps})", flush=True)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--models-from", type=Path, required=True, help="a cache whose models/ folder is linked")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models-from", type=Path, help="link this cache's models/ folder (no dequantize)")
     parser.add_argument("--dtype", default="auto")
-    parser.add_argument("--dequantize", action="store_true", help="time a dequantize into the fresh cache first")
-    parser.add_argument("--full", action="store_true",
-                        help="after the first start, also time the whole-grid measurement the start used to make")
+    parser.add_argument("--later", type=int, default=3, metavar="N", help="later starts to time (default 3)")
     args = parser.parse_args()
-    print("load:", os.getloadavg(), flush=True)
+    print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
     with tempfile.TemporaryDirectory(prefix="racer-first-start-") as tmp:
-        if args.dequantize:
-            fresh = Path(tmp) / "dequantize"
-            fresh.mkdir()
-            t0 = time.perf_counter()
-            start(fresh, args.dtype)
-            print(f"dequantize + first start (cost curve included): {time.perf_counter() - t0:.1f} s", flush=True)
-        cache = Path(tmp) / "cache"
-        cache.mkdir()
-        (cache / "models").symlink_to((args.models_from / "models").resolve())
-        for label, full in (("first start (fresh cache, models linked)", args.full), ("later start", False)):
-            figures = start(cache, args.dtype, full)
-            parts = ", ".join(f"{k.removesuffix('_s')} {v:.1f} s" for k, v in figures.items())
-            print(f"{label}: {parts}", flush=True)
-    print("load:", os.getloadavg(), flush=True)
+        root = Path(tmp)
+        child = root / "timed_app.py"  # a file: Textual reads its classes' source
+        child.write_text(CHILD)
+        env = {**os.environ, **{f"RACER_TUI_{d.upper()}_DIR": str(root / d) for d in ("cache", "data", "config")}}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        if args.models_from is not None:
+            (root / "cache").mkdir()
+            (root / "cache" / "models").symlink_to((args.models_from / "models").resolve())
+        show("first start" + (" (models linked)" if args.models_from else ""), start(child, env, args.dtype))
+        later = [start(child, env, args.dtype) for _ in range(args.later)]
+        for i, marks in enumerate(later):
+            show(f"later start {i + 1}", marks)
+        for what in ("ready", "cpu"):
+            if later:
+                values = [m[what] for m in later]
+                print(f"later starts, {what}: min {min(values):.1f} s, median {statistics.median(values):.1f} s",
+                      flush=True)
+    print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
 
 
 if __name__ == "__main__":
