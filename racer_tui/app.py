@@ -142,7 +142,9 @@ class RacerApp(App):
         else:
             self.push_screen(self._loading)
         choice = self.model_choice
-        self._load_engine(choice.model_path, choice.device, choice.dtype)
+        # Once the loading view is drawn: the loader's imports would hold the
+        # interpreter while the first frame is being made.
+        self.call_after_refresh(self._load_engine, choice.model_path, choice.device, choice.dtype)
 
     @work(thread=True, exclusive=True, group="load")
     def _load_engine(self, model_path: str | None, device: str, dtype: str) -> None:
