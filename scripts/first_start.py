@@ -93,7 +93,8 @@ def main() -> None:
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--later", type=int, default=3, metavar="N", help="later starts to time (default 3)")
     args = parser.parse_args()
-    print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
+    print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()),
+          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}", flush=True)
     with tempfile.TemporaryDirectory(prefix="racer-first-start-") as tmp:
         root = Path(tmp)
         child = root / "timed_app.py"  # a file: Textual reads its classes' source

@@ -20,8 +20,8 @@ class LoadingScreen(Screen):
             yield ProgressBar(total=None, show_eta=False, id="loading-bar")
             yield Static("starting…", id="loading-message")
             yield Static(
-                "The first load of the embedded model dequantizes it (about 20 s); "
-                "later loads read the cached weights.",
+                "The first start dequantizes the embedded model and times this machine "
+                "(about 20 s); later starts read both from the cache.",
                 classes="hint",
             )
         yield Footer()
