@@ -97,6 +97,29 @@ def ensure_dequantized(gguf: Path, progress: Progress | None = None) -> Path:
     return folder
 
 
+STAGING = ".staging-"
+
+
+def remove_abandoned_staging(models: Path) -> None:
+    """Delete the half-written folders of dequantizes whose process is gone (a
+    killed first start leaves one, as large as the model); a running one's
+    (another app's first start) is left alone."""
+    for folder in models.glob(f"{STAGING}*"):
+        pid = folder.name.removeprefix(STAGING).partition("-")[0]
+        if pid.isdigit() and not _running(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by another user
+        return True
+    return True
+
+
 @contextlib.contextmanager
 def _gguf_read_once() -> Iterator[None]:
     """transformers parses the GGUF three times (config, tokenizer, weights) and
@@ -144,7 +167,8 @@ def dequantize(gguf: Path, target: Path, progress: Progress | None) -> None:
     if progress:
         progress("Saving the dequantized weights to the cache...", 0.8)
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=target.parent))
+    remove_abandoned_staging(target.parent)
+    staging = Path(tempfile.mkdtemp(prefix=f"{STAGING}{os.getpid()}-", dir=target.parent))
     try:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)

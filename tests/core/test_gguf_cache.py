@@ -5,6 +5,7 @@ GGUF per dequantize."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import random
 import shutil
 
@@ -125,3 +126,16 @@ def test_transformers_parses_the_embedded_gguf_once_inside_the_block(monkeypatch
         for _ in range(2):  # config, then the tokenizer's and the weights' reads, each call a parse before
             AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
     assert len(built) == 1
+
+
+def test_a_killed_dequantize_leaves_no_lasting_staging_folder(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = tmp_path / f"{gguf_cache.STAGING}{int(gone.stdout)}-abc"
+    alive = tmp_path / f"{gguf_cache.STAGING}{os.getpid()}-def"
+    for folder in (dead, alive):
+        whole_checkpoint(folder)
+    gguf_cache.remove_abandoned_staging(tmp_path)
+    assert not dead.exists() and alive.exists()
