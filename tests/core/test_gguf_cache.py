@@ -123,7 +123,7 @@ def test_transformers_parses_the_embedded_gguf_once_inside_the_block(monkeypatch
     monkeypatch.setattr(gguf, "GGUFReader", lambda *a, **k: built.append(a) or real(*a, **k))
     path = embedded_gguf()
     with gguf_cache._gguf_read_once():
-        for _ in range(2):  # config, then the tokenizer's and the weights' reads, each call a parse before
+        for _ in range(2):  # as the config, tokenizer and weights loads each read the file: parsed once
             AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
     assert len(built) == 1
 
