@@ -1,0 +1,56 @@
+"""What the output layer costs for T rows, against the decoder layers' linears
+(issue 10's lm_head lever), on random weights of the embedded model's shape.
+
+    python scripts/lm_head_cost.py [--dtype bfloat16] [--sizes 1,8,16,32]
+
+The output layer of SmolLM2-135M reads a 49,152 x 576 matrix (56 MB in bf16):
+on a CPU that read dominates, so extra rows cost little, and computing fewer
+rows (only the accepted path's) would save less than a step's noise while
+needing one call per node walked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+import torch.nn.functional as F
+
+
+def best_of(rounds: int, fn) -> float:  # noqa: ANN001
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"))
+    parser.add_argument("--sizes", default="1,8,16,32")
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    dtype = getattr(torch, args.dtype)
+    hidden, inner, kv, layers, vocab = 576, 1536, 192, 30, 49152
+    gen = torch.Generator().manual_seed(0)
+    weights = [
+        (torch.randn(hidden + 2 * kv, hidden, generator=gen, dtype=dtype), hidden),  # q|k|v
+        (torch.randn(hidden, hidden, generator=gen, dtype=dtype), hidden),  # o
+        (torch.randn(2 * inner, hidden, generator=gen, dtype=dtype), hidden),  # gate|up
+        (torch.randn(hidden, inner, generator=gen, dtype=dtype), inner),  # down
+    ] * layers
+    head = torch.randn(vocab, hidden, generator=gen, dtype=dtype)
+    print(f"{args.dtype}: ms, fastest of {args.rounds}")
+    print("T    decoder linears   lm_head   lm_head share")
+    for t in (int(s) for s in args.sizes.split(",")):
+        inputs = {width: torch.randn(t, width, generator=gen, dtype=dtype) for width in (hidden, inner)}
+        linears = best_of(args.rounds, lambda x=inputs: [F.linear(x[w_in], w) for w, w_in in weights])
+        lm = best_of(args.rounds, lambda x=inputs: F.linear(x[hidden], head))
+        print(f"{t:<4} {1000 * linears:15.1f} {1000 * lm:9.1f} {100 * lm / (lm + linears):14.0f}%")
+
+
+if __name__ == "__main__":
+    main()
