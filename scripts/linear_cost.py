@@ -1,12 +1,15 @@
-"""What the output layer costs for T rows, against the decoder layers' linears
-(issue 10's lm_head lever), on random weights of the embedded model's shape.
+"""The linear layers of a step for T rows, on random weights of the embedded
+model's shape: the decoder layers' linears, the output layer (issue 10's
+lm_head lever) and, in bf16, the same linears with int8 weights (the int8
+lever; torch's weight-only int8 kernel, activations in bf16).
 
-    python scripts/lm_head_cost.py [--dtype bfloat16] [--sizes 1,8,16,32]
+    python scripts/linear_cost.py [--dtype bfloat16] [--sizes 1,8,16,32]
 
 The output layer of SmolLM2-135M reads a 49,152 x 576 matrix (56 MB in bf16):
 on a CPU that read dominates, so extra rows cost little, and computing fewer
 rows (only the accepted path's) would save less than a step's noise while
-needing one call per node walked.
+needing one call per node walked. Int8 weights halve what is read, which wins
+for one row, but the kernel is a matrix-vector one and loses from a few rows on.
 """
 
 from __future__ import annotations
@@ -43,13 +46,21 @@ def main() -> None:
         (torch.randn(hidden, inner, generator=gen, dtype=dtype), inner),  # down
     ] * layers
     head = torch.randn(vocab, hidden, generator=gen, dtype=dtype)
+    int8 = dtype == torch.bfloat16 and hasattr(torch.ops.aten, "_weight_int8pack_mm")
+    packed = [(torch.randint(-127, 128, w.shape, generator=gen, dtype=torch.int8), torch.rand(w.shape[0], dtype=dtype), w_in)
+              for w, w_in in [*weights, (head, hidden)]] if int8 else []
     print(f"{args.dtype}: ms, fastest of {args.rounds}")
-    print("T    decoder linears   lm_head   lm_head share")
+    print("T    decoder linears   lm_head   lm_head share" + ("   all linears, int8 weights" if int8 else ""))
     for t in (int(s) for s in args.sizes.split(",")):
         inputs = {width: torch.randn(t, width, generator=gen, dtype=dtype) for width in (hidden, inner)}
         linears = best_of(args.rounds, lambda x=inputs: [F.linear(x[w_in], w) for w, w_in in weights])
         lm = best_of(args.rounds, lambda x=inputs: F.linear(x[hidden], head))
-        print(f"{t:<4} {1000 * linears:15.1f} {1000 * lm:9.1f} {100 * lm / (lm + linears):14.0f}%")
+        line = f"{t:<4} {1000 * linears:15.1f} {1000 * lm:9.1f} {100 * lm / (lm + linears):14.0f}%"
+        if int8:
+            q = best_of(args.rounds, lambda x=inputs: [torch.ops.aten._weight_int8pack_mm(x[w_in], w, sc)
+                                                       for w, sc, w_in in packed])
+            line += f" {1000 * q:28.1f}"
+        print(line)
 
 
 if __name__ == "__main__":
