@@ -5,6 +5,7 @@ deterministic. The attachment bar lists what the next message will carry."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from rich.style import Style
@@ -27,6 +28,12 @@ def detect_graphics() -> Any:
     else None. textual-image asks the terminal when first imported, which works
     only before Textual takes the terminal: the app calls this before it runs."""
     if not _graphics:
+        # A terminal that does not answer textual-image's size query gets its
+        # fallback; its warning (with a traceback) must not reach the screen.
+        quiet = logging.getLogger("textual_image")
+        if not quiet.handlers:
+            quiet.addHandler(logging.NullHandler())
+            quiet.propagate = False
         try:
             from textual_image.renderable import Image as Renderable
             from textual_image.renderable.sixel import Image as Sixel

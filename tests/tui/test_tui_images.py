@@ -283,3 +283,25 @@ async def test_regenerate_resends_the_messages_images(start_app: StartApp, tmp_p
     assert engine.images == [sent, sent] and engine.prompts[-1][0] == "What is it?"
     (stored,) = [m for m in chat.host.history.messages(chat.chat_id) if m.role == "user"]
     assert [(i.path, i.sha256) for i in stored.images] == sent
+
+
+def test_a_terminal_that_does_not_answer_the_size_query_sees_no_traceback() -> None:
+    """textual-image logs a warning with a traceback when the terminal does not
+    answer its cell-size query; with no logging set up (as in the app), Python
+    would print it on the terminal just before the app starts."""
+    import subprocess
+    import sys
+
+    script = (
+        "import logging\n"
+        "from racer_tui.widgets.chat_image import detect_graphics\n"
+        "detect_graphics()\n"
+        "try:\n"
+        "    raise TimeoutError('Timeout waiting for data')\n"
+        "except TimeoutError as exc:\n"
+        "    logging.getLogger('textual_image._terminal').warning('Failed to get cell size', exc_info=exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "Failed to get cell size" not in done.stderr
