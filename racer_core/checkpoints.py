@@ -161,6 +161,10 @@ def check_tree_support(model: Any, name: str) -> None:
         raise ModelLoadError(refusal)
 
 
+FORWARDS = ("auto", "lean", "stock")
+"""The verification forwards: lean_forward.py where the model has one (auto), it alone, or transformers' own."""
+
+
 def add_load_arguments(parser: Any) -> None:
     """The command-line options that change how a model loads (chat and bench alike)."""
     parser.add_argument(
@@ -172,7 +176,7 @@ def add_load_arguments(parser: Any) -> None:
     bits.add_argument("--load-in-8bit", action="store_true", help="8-bit weights through bitsandbytes (CUDA only)")
     bits.add_argument("--load-in-4bit", action="store_true", help="4-bit weights through bitsandbytes (CUDA only)")
     parser.add_argument(
-        "--forward", choices=("auto", "lean", "stock"), default="auto",
+        "--forward", choices=FORWARDS, default="auto",
         help="the verification forward: lean (racer_core/lean_forward.py: fused projections, the same math, "
              "for dense Llama/Mistral/Qwen2/Qwen3 decoders), stock (transformers' own), or auto: lean where "
              "the model has one (default: auto)",

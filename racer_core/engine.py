@@ -26,6 +26,7 @@ from racer_core.budget import (
     CostCurve,
     load_or_measure,
 )
+from racer_core.checkpoints import FORWARDS
 from racer_core.corpus import Corpus, corpus_path
 from racer_core.decoder import ModelRuntime, SequenceDecoder
 from racer_core.detokenize import IncrementalDecoder
@@ -105,10 +106,10 @@ class RacerEngine:
             lean=self.lean,
         )
 
-    @property
-    def forward_kind(self) -> str:
-        """'lean' or 'stock': which verification forward this engine runs."""
-        return self.info.forward
+    def _identity(self) -> tuple[str, str, str]:
+        """The model's part of the cache keys: name, architectures, parameter count."""
+        return (self.info.model, repr(self.model.config.to_dict().get("architectures")),
+                str(sum(p.numel() for p in self.model.parameters())))
 
     # -- the hardware-aware budget ------------------------------------------
 
@@ -121,8 +122,7 @@ class RacerEngine:
 
     def cost_curve(self, progress: Progress | None = None, refresh: bool = False) -> CostCurve:
         if self._curve is None:
-            key = ("v2", self.info.model, repr(self.model.config.to_dict().get("architectures")),
-                   str(sum(p.numel() for p in self.model.parameters())), self.info.device, self.info.dtype,
+            key = ("v2", *self._identity(), self.info.device, self.info.dtype,
                    str(torch.get_num_threads()), torch.__version__)
             if self.lean is not None:  # the two forwards cost differently; a stock engine keeps its curves
                 key = (*key, "lean")
@@ -186,8 +186,7 @@ class RacerEngine:
     def corpus(self) -> Corpus:
         """This model's chat corpus, read from the user cache on first use.
         Keyed by the model alone: drafts are text, whatever the device or dtype."""
-        key = ("corpus-v1", self.info.model, repr(self.model.config.to_dict().get("architectures")),
-               str(sum(p.numel() for p in self.model.parameters())), str(self.runtime.vocab_size))
+        key = ("corpus-v1", *self._identity(), str(self.runtime.vocab_size))
         return Corpus(corpus_path(key), self.runtime.vocab_size)
 
     def forget_chats(self) -> None:
@@ -310,13 +309,15 @@ class ChatConversation:
         self.messages.pop()
 
 
-FORWARDS = ("auto", "lean", "stock")
+def check_forward(forward: str) -> None:
+    """Refuse an unknown forward name (before any model loads)."""
+    if forward not in FORWARDS:
+        raise InputError(f"unknown forward {forward!r}; choose one of {', '.join(FORWARDS)}")
 
 
 def _choose_forward(model: Any, forward: str) -> LeanForward | None:
     """The lean forward where the model has one ('auto'), or transformers' own ('stock')."""
-    if forward not in FORWARDS:
-        raise InputError(f"unknown forward {forward!r}; choose one of {', '.join(FORWARDS)}")
+    check_forward(forward)
     if forward == "stock":
         return None
     lean = lean_forward_for(model)
@@ -338,8 +339,7 @@ def load_engine(
     is None, "8bit" or "4bit"; remote code runs only with `trust_remote_code`;
     `forward` is 'auto' (lean_forward.py where the model has one, else
     transformers' forward), 'lean' or 'stock'."""
-    if forward not in FORWARDS:
-        raise InputError(f"unknown forward {forward!r}; choose one of {', '.join(FORWARDS)}")
+    check_forward(forward)
     model, tokenizer, name, processor = load_model(model_path, device, dtype, progress, quantize, trust_remote_code)
     engine = RacerEngine(model, tokenizer, name, processor=processor, forward=forward)
     engine.cost_curve(progress)  # measured once per model, device and dtype, then read from the cache

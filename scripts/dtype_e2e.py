@@ -61,7 +61,7 @@ def main() -> None:
         engines = {d: load_engine(device="cpu", dtype=dt, forward=fw) for d, (dt, fw) in setups.items()}
         for d, engine in engines.items():
             results[d].dtype = engine.info.dtype
-            print(f"{d}: {engine.info.dtype}, {engine.forward_kind} forward", flush=True)
+            print(f"{d}: {engine.info.dtype}, {engine.info.forward} forward", flush=True)
         for index, q in enumerate(questions):
             for d in dtypes:
                 one = run_benchmark(engines[d], [q], methods, config, warmup=index == 0, repeats=args.repeats,

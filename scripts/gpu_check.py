@@ -26,6 +26,8 @@ from __future__ import annotations
 import argparse
 import time
 
+from racer_core.checkpoints import FORWARDS
+
 SIZES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128)
 
 
@@ -110,7 +112,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--dtype", default="auto")
-    parser.add_argument("--forward", default="auto", choices=("auto", "lean", "stock"),
+    parser.add_argument("--forward", default="auto", choices=FORWARDS,
                         help="the verification forward (auto: lean_forward.py where the model has one)")
     parser.add_argument("--random-model", action="store_true")
     parser.add_argument("--families", action="store_true", help="a VL model with an image, and device_map='auto'")

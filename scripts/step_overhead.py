@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from racer_core.checkpoints import FORWARDS
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -23,7 +25,7 @@ def main() -> None:
     parser.add_argument("--question-end", type=int, default=20)
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--dtype", default="auto")
-    parser.add_argument("--forward", default="auto", choices=("auto", "lean", "stock"))
+    parser.add_argument("--forward", default="auto", choices=FORWARDS)
     parser.add_argument("--method", default="racer")
     args = parser.parse_args()
 

@@ -70,7 +70,7 @@ def test_lean_logits_match_stock_on_a_tree_after_a_prefix(family: str) -> None:
 @pytest.mark.parametrize("family", DENSE)
 def test_racer_equals_plain_greedy_on_the_lean_forward(family: str) -> None:
     engine = RacerEngine(tiny_model(family), None, f"tiny-{family}-lean", eos_ids=frozenset(), forward="lean")
-    assert engine.forward_kind == "lean"
+    assert engine.info.forward == "lean"
     plain, _, _ = run(engine, PROMPT, method="ar", max_new_tokens=64)
     for budget in (4, 16, "auto"):
         tokens, accepted, _ = run(engine, PROMPT, method="racer", max_new_tokens=64, max_num_draft=budget)
@@ -93,7 +93,7 @@ def test_auto_picks_the_lean_forward_where_the_model_has_one() -> None:
 @pytest.mark.parametrize("family", ("llama", "qwen2"))
 def test_racer_equals_plain_greedy_on_the_stock_forward(family: str) -> None:
     engine = RacerEngine(tiny_model(family), None, f"tiny-{family}-stock", eos_ids=frozenset(), forward="stock")
-    assert engine.forward_kind == "stock"
+    assert engine.info.forward == "stock"
     plain, _, _ = run(engine, PROMPT, method="ar", max_new_tokens=64)
     tokens, accepted, _ = run(engine, PROMPT, method="racer", max_new_tokens=64, max_num_draft=16)
     assert tokens == plain
