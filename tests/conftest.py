@@ -19,6 +19,9 @@ os.environ["RACER_TUI_DATA_DIR"] = os.path.join(_root, "data")
 os.environ["RACER_TUI_CONFIG_DIR"] = os.path.join(_root, "config")
 os.environ.setdefault("RACER_TUI_CACHE_DIR", os.path.join(_root, "cache"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Importing transformers' model code makes torch's inductor cache folder in the
+# temp directory (empty, never removed): keep it inside the run's own folder.
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(_root, "torchinductor"))
 
 
 @pytest.fixture

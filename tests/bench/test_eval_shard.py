@@ -10,7 +10,9 @@ from __future__ import annotations
 import faulthandler
 import functools
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -76,9 +78,13 @@ def ray_cluster():
     ray = pytest.importorskip("ray", reason="Ray is an optional extra (pip install -e '.[ray]')")
     faulthandler.dump_traceback_later(600, exit=True)  # bounded: a hung cluster fails the run, never stalls CI
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import test modules
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    # The cluster's session folder (logs, sockets) goes in a short folder of our
+    # own, removed after: Ray would leave it in the temp directory for good.
+    session = tempfile.mkdtemp(prefix="ray-")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False, _temp_dir=session)
     yield ray
     ray.shutdown()
+    shutil.rmtree(session, ignore_errors=True)
     faulthandler.cancel_dump_traceback_later()
 
 
