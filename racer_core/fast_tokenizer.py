@@ -193,42 +193,17 @@ class FastTokenizer:
 
     # -- special tokens and vocabulary -------------------------------------------------------------
 
-    def _id_of(self, key: str) -> int | None:
-        token = self._special.get(key)
-        return None if token is None else self.convert_tokens_to_ids(str(token))
-
-    @property
-    def bos_token(self) -> str | None:
-        return self.special_tokens_map.get("bos_token")
-
-    @property
-    def eos_token(self) -> str | None:
-        return self.special_tokens_map.get("eos_token")
-
-    @property
-    def pad_token(self) -> str | None:
-        return self.special_tokens_map.get("pad_token")
-
-    @property
-    def unk_token(self) -> str | None:
-        return self.special_tokens_map.get("unk_token")
-
-    @property
-    def bos_token_id(self) -> int | None:
-        return self._id_of("bos_token")
-
-    @property
-    def eos_token_id(self) -> int | None:
-        return self._id_of("eos_token")
-
-    @property
-    def pad_token_id(self) -> int | None:
-        return self._id_of("pad_token")
-
-    @property
-    def unk_token_id(self) -> int | None:
-        unk = self._special.get("unk_token")
-        return None if unk is None else self._backend.token_to_id(str(unk))
+    def __getattr__(self, name: str) -> Any:
+        """bos_token, eos_token_id, image_token, ...: a named special token
+        (None when unset) or its id, as transformers answers them."""
+        key = name.removesuffix("_id")
+        special = self.__dict__.get("_special", {})
+        if key not in NAMED_SPECIALS and key not in special:
+            raise AttributeError(name)
+        token = special.get(key)
+        if token is None:
+            return None
+        return str(token) if key == name else self.convert_tokens_to_ids(str(token))
 
     @property
     def special_tokens_map(self) -> dict[str, str]:
@@ -256,7 +231,8 @@ class FastTokenizer:
     def convert_tokens_to_ids(self, tokens: str | list[str]) -> int | None | list[int | None]:
         if isinstance(tokens, str):
             index = self._backend.token_to_id(tokens)
-            return index if index is not None else self.unk_token_id
+            unk = self._special.get("unk_token")
+            return index if index is not None or unk is None else self._backend.token_to_id(str(unk))
         return [self.convert_tokens_to_ids(token) for token in tokens]
 
     def convert_ids_to_tokens(self, ids: int | list[int], skip_special_tokens: bool = False) -> str | None | list[str]:

@@ -244,6 +244,8 @@ def test_declared_special_tokens_missing_from_the_vocabulary_are_added_as_in_tra
     fast, auto = _pair(tiny)
     assert fast.get_vocab() == auto.get_vocab() and "<sep>" in fast.get_vocab()
     assert fast.special_tokens_map == auto.special_tokens_map and fast.all_special_ids == auto.all_special_ids
+    for name in ("sep_token", "mask_token", "image_token", "cls_token"):
+        assert (getattr(fast, name), getattr(fast, name + "_id")) == (getattr(auto, name), getattr(auto, name + "_id"))
     text = "a <sep>b  <mask> c<img><extra><|im_end|>"
     assert fast(text)["input_ids"] == auto(text)["input_ids"]
     ids = fast(text)["input_ids"]
