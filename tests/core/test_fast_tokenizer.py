@@ -366,3 +366,21 @@ def test_a_missing_folder_gives_none(tmp_path) -> None:
     assert load_fast_tokenizer(tmp_path / "nowhere") is None
     shutil.rmtree(tmp_path)
     assert load_fast_tokenizer(tmp_path) is None
+
+
+def test_an_engine_on_the_fast_tokenizer_replies_exactly_as_on_transformers_one(tmp_path) -> None:
+    """The surface the engine uses (template, ids, end-of-turn ids,
+    incremental decoding) gives the same conversation token for token."""
+    from racer_core.engine import RacerEngine
+    from racer_core.events import GenerationConfig
+    from racer_core.testing import tiny_model
+
+    fast, auto = _pair(_tiny_folder(tmp_path))
+    model = tiny_model("llama")
+    replies = []
+    for tokenizer in (fast, auto):
+        engine = RacerEngine(model, tokenizer, "tiny-llama")
+        chat = engine.new_conversation("Be brief. <|im_end|> 😀")
+        events = list(chat.send("The cat sat on the mat, and the cat sat", GenerationConfig(method="racer", max_new_tokens=30)))
+        replies.append((engine.runtime.eos_ids, chat.prompt_ids(), [(p.token_id, p.text) for e in events for p in e.pieces]))
+    assert replies[0] == replies[1] and replies[0][2]
