@@ -362,6 +362,10 @@ def _environment() -> Any:
         from jinja2.ext import loopcontrols
         from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+        release = tuple(int(part) for part in re.findall(r"\d+", jinja2.__version__)[:3])
+        if release < (3, 1, 6):  # older sandboxes have known escapes; transformers refuses them too
+            raise Unsupported(f"jinja2 {jinja2.__version__}")
+
         class SafeNamespace(jinja2.utils.Namespace):
             """namespace() without underscore-prefixed names (no way into interpreter internals)."""
 
