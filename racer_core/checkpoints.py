@@ -136,7 +136,7 @@ def check_tree_support(model: Any, name: str) -> None:
     the logits a plain forward gives: one probe, three tokens."""
     import torch
 
-    from racer_core.kv_cache import TreeCache
+    from racer_core.kv_cache import stock_tree_cache
     from racer_core.tree_attention import TreeMaskBuilder, cache_argument_name
 
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
@@ -149,7 +149,7 @@ def check_tree_support(model: Any, name: str) -> None:
     try:
         with torch.inference_mode():
             full = model(input_ids=ids, attention_mask=masks.causal(0, 3), use_cache=False).logits[0, -1]
-            cache = TreeCache(int(config.num_hidden_layers))
+            cache = stock_tree_cache(int(config.num_hidden_layers))
             arg = {cache_argument_name(model): cache}
             model(input_ids=ids[:, :2], position_ids=torch.arange(2, device=device)[None],
                   attention_mask=masks.causal(0, 2), use_cache=True, **arg)

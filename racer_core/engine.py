@@ -17,7 +17,6 @@ from typing import Any
 
 import torch
 
-from racer_core.anchors import generate_with_transformers
 from racer_core.budget import (
     CPU_GRID,
     CPU_QUICK,
@@ -32,8 +31,9 @@ from racer_core.decoder import ModelRuntime, SequenceDecoder
 from racer_core.detokenize import IncrementalDecoder
 from racer_core.errors import InputError
 from racer_core.events import EngineInfo, GenerationConfig, Progress, ShouldStop, StepEvent, TokenPiece
-from racer_core.kv_cache import TreeCache
+from racer_core.kv_cache import TreeCache, stock_tree_cache
 from racer_core.lean_forward import LeanForward, lean_forward_for
+from racer_core.lean_model import LeanModel
 from racer_core.loading import load_model
 from racer_core.multimodal import (
     ChatImage,
@@ -72,11 +72,15 @@ def thinking_switch(enable_thinking: bool | None) -> dict[str, bool]:
     return {} if enable_thinking is None else {"enable_thinking": enable_thinking}
 
 class RacerEngine:
-    """A loaded model plus what its decoders share (cost curve, budget stats)."""
+    """A loaded model plus what its decoders share (cost curve, budget stats).
+
+    `model` is a transformers model, or a lean_model.LeanModel read straight
+    from the checkpoint (the transformers model is then built only if asked
+    for, through `engine.model`)."""
 
     def __init__(self, model: Any, tokenizer: Any, name: str, eos_ids: frozenset[int] | None = None,
                  processor: Any = None, forward: str = "auto") -> None:
-        self.model = model
+        self._model = model
         self.tokenizer = tokenizer
         # A vision-language model with its processor takes images in its prompts.
         self.vision = VisionAdapter(model, processor) if processor is not None and is_vision_config(model.config) else None
@@ -91,25 +95,34 @@ class RacerEngine:
         self.lean = _choose_forward(model, forward)
         self.info = EngineInfo(model=name, device=str(device), dtype=str(dtype).removeprefix("torch."),
                                forward="stock" if self.lean is None else "lean")
+        num_layers = int(config.num_hidden_layers)
         self.runtime = ModelRuntime(
-            model=model,
-            cache_arg=cache_argument_name(model),
+            model=model,  # called only by the stock forward, never with a LeanModel
+            cache_arg="cache" if isinstance(model, LeanModel) else cache_argument_name(model),
             vocab_size=vocab,
             eos_ids=eos_ids if eos_ids is not None else end_of_turn_ids(model, tokenizer),
             max_length=int(getattr(config, "max_position_embeddings", 0) or 1 << 30),
             masks=TreeMaskBuilder(dtype, device, window),
             device=device,
-            new_cache=lambda: TreeCache(int(config.num_hidden_layers)),
+            new_cache=(lambda: TreeCache(num_layers)) if self.lean is not None else lambda: stock_tree_cache(num_layers),
             policy_for=self._policy,
             placeholder_ids=self.vision.placeholder_ids if self.vision else frozenset(),
             eps=float(torch.finfo(dtype).eps),
             lean=self.lean,
         )
 
+    @property
+    def model(self) -> Any:
+        """The transformers model (built now from a LeanModel's checkpoint if
+        it was not yet: the `hf` and `pld` anchors and scripts ask for it)."""
+        if isinstance(self._model, LeanModel):
+            return self._model.transformers_model()
+        return self._model
+
     def _identity(self) -> tuple[str, str, str]:
         """The model's part of the cache keys: name, architectures, parameter count."""
-        return (self.info.model, repr(self.model.config.to_dict().get("architectures")),
-                str(sum(p.numel() for p in self.model.parameters())))
+        return (self.info.model, repr(self._model.config.to_dict().get("architectures")),
+                str(sum(p.numel() for p in self._model.parameters())))
 
     # -- the hardware-aware budget ------------------------------------------
 
@@ -279,6 +292,8 @@ class ChatConversation:
             raise
         detok = IncrementalDecoder(self.engine.tokenizer)
         if config.method in ("hf", "pld"):
+            from racer_core.anchors import generate_with_transformers  # transformers is imported only here
+
             pixels = vision.generate_inputs() if vision is not None else {}
             steps = generate_with_transformers(self.engine, prompt, config, should_stop, pixels)
         else:
@@ -318,6 +333,10 @@ def check_forward(forward: str) -> None:
 def _choose_forward(model: Any, forward: str) -> LeanForward | None:
     """The lean forward where the model has one ('auto'), or transformers' own ('stock')."""
     check_forward(forward)
+    if isinstance(model, LeanModel):
+        if forward == "stock":
+            raise InputError("a model read without transformers has only the lean forward; load it with forward 'stock'")
+        return model.lean
     if forward == "stock":
         return None
     lean = lean_forward_for(model)
@@ -340,7 +359,8 @@ def load_engine(
     `forward` is 'auto' (lean_forward.py where the model has one, else
     transformers' forward), 'lean' or 'stock'."""
     check_forward(forward)
-    model, tokenizer, name, processor = load_model(model_path, device, dtype, progress, quantize, trust_remote_code)
+    model, tokenizer, name, processor = load_model(model_path, device, dtype, progress, quantize, trust_remote_code,
+                                                   lean=forward != "stock")
     engine = RacerEngine(model, tokenizer, name, processor=processor, forward=forward)
     engine.cost_curve(progress)  # measured once per model, device and dtype, then read from the cache
     if progress:

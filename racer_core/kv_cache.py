@@ -4,24 +4,32 @@ Each layer keeps preallocated buffers that grow by doubling, so appending a
 tree is an in-place copy instead of the `torch.cat` of the whole cache that
 transformers' DynamicCache does every step. After verification `commit`
 keeps the cached prefix plus the accepted tree rows, in path order.
+
+The classes here do not import transformers: the lean forward (lean_forward.py)
+uses them as they are, so a start that never needs transformers' forward never
+imports it. `stock_tree_cache` gives the same cache as a transformers `Cache`
+for the stock forward.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
-from transformers.cache_utils import Cache, CacheLayerMixin
 
 _MIN_CAPACITY = 256
 
 
-class TreeCacheLayer(CacheLayerMixin):
+class TreeCacheLayer:
     is_sliding = False
     is_croppable = True
 
     def __init__(self) -> None:
         super().__init__()
+        self.keys: torch.Tensor | None = None
+        self.values: torch.Tensor | None = None
+        self.is_initialized = False
         self.length = 0
         self._k: torch.Tensor | None = None
         self._v: torch.Tensor | None = None
@@ -94,15 +102,15 @@ class TreeCacheLayer(CacheLayerMixin):
         self.is_initialized = False
 
 
-class TreeCache(Cache):
-    """The cache handed to the model's forward; one TreeCacheLayer per layer."""
+class TreeCache:
+    """The cache handed to the forward; one TreeCacheLayer per layer."""
 
     def __init__(self, num_layers: int) -> None:
-        super().__init__(layers=[TreeCacheLayer() for _ in range(num_layers)])
+        self.layers: list[TreeCacheLayer] = [TreeCacheLayer() for _ in range(num_layers)]
 
     @property
     def length(self) -> int:
-        return self.layers[0].length  # type: ignore[attr-defined]
+        return self.layers[0].length
 
     def commit(self, base: int, accepted: list[int]) -> None:
         """After verifying a tree appended at `base`, keep only the accepted
@@ -113,11 +121,32 @@ class TreeCache(Cache):
         in_place = accepted == list(range(count))
         rows = None
         if not in_place:
-            device = self.layers[0].device  # type: ignore[attr-defined]
+            device = self.layers[0].device
             rows = torch.tensor(accepted, dtype=torch.long, device=device)
         for layer in self.layers:
-            layer.keep(base, rows, count)  # type: ignore[attr-defined]
+            layer.keep(base, rows, count)
 
     def truncate(self, length: int) -> None:
         for layer in self.layers:
-            layer.keep(min(length, layer.length), None, 0)  # type: ignore[attr-defined]
+            layer.keep(min(length, layer.length), None, 0)
+
+
+@functools.cache
+def _stock_classes() -> tuple[type, type]:
+    """TreeCache and its layer as transformers' Cache classes, built on first use."""
+    from transformers.cache_utils import Cache, CacheLayerMixin
+
+    class StockTreeCacheLayer(TreeCacheLayer, CacheLayerMixin):
+        pass
+
+    class StockTreeCache(TreeCache, Cache):
+        def __init__(self, num_layers: int) -> None:
+            Cache.__init__(self, layers=[StockTreeCacheLayer() for _ in range(num_layers)])
+
+    return StockTreeCache, StockTreeCacheLayer
+
+
+def stock_tree_cache(num_layers: int) -> TreeCache:
+    """A TreeCache that transformers' own forward accepts as its cache."""
+    cache_class, _ = _stock_classes()
+    return cache_class(num_layers)

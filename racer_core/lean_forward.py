@@ -65,41 +65,84 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
     return x * cos + rotated * sin
 
 
+@dataclass
+class LeanWeights:
+    """What the lean forward needs: the weight tensors (fused where it pays)
+    and the few numbers of the config; from a transformers model
+    (`weights_from_model`) or straight from a checkpoint (lean_model.py)."""
+
+    embed: torch.Tensor
+    final_norm: torch.Tensor
+    lm_head: torch.Tensor
+    layers: list[_Layer]
+    eps: float
+    heads: int
+    kv_heads: int
+    head_dim: int
+    inv_freq: torch.Tensor
+    rope_scale: float = 1.0
+
+    def tensors(self) -> list[torch.Tensor]:
+        """Each distinct tensor once (a tied lm_head is the embedding)."""
+        found: dict[int, torch.Tensor] = {}
+        for layer in self.layers:
+            for value in vars(layer).values():
+                if value is not None:
+                    found.setdefault(id(value), value)
+        for value in (self.embed, self.final_norm, self.lm_head):
+            found.setdefault(id(value), value)
+        return list(found.values())
+
+
+def weights_from_model(model: Any) -> LeanWeights:
+    """The weights of a transformers Llama-shaped model; its q/k/v and
+    gate/up linears become views into the fused tensors."""
+    config = model.config
+    inner = model.model
+    heads = int(config.num_attention_heads)
+    rotary = inner.rotary_emb
+    return LeanWeights(
+        embed=inner.embed_tokens.weight, final_norm=inner.norm.weight, lm_head=model.lm_head.weight,
+        layers=[_layer(layer) for layer in inner.layers], eps=float(config.rms_norm_eps), heads=heads,
+        kv_heads=int(config.num_key_value_heads),
+        head_dim=int(getattr(config, "head_dim", None) or config.hidden_size // heads),
+        inv_freq=rotary.inv_freq.float(), rope_scale=float(getattr(rotary, "attention_scaling", 1.0)),
+    )
+
+
+def _layer(layer: Any) -> _Layer:
+    attn, mlp = layer.self_attn, layer.mlp
+    q_norm = getattr(attn, "q_norm", None)
+    k_norm = getattr(attn, "k_norm", None)
+    return _Layer(
+        input_norm=layer.input_layernorm.weight,
+        qkv=_fuse(attn.q_proj, attn.k_proj, attn.v_proj, name="weight"),
+        qkv_bias=_fuse(attn.q_proj, attn.k_proj, attn.v_proj, name="bias") if attn.q_proj.bias is not None else None,
+        q_norm=q_norm.weight if q_norm is not None else None, k_norm=k_norm.weight if k_norm is not None else None,
+        o=attn.o_proj.weight, post_norm=layer.post_attention_layernorm.weight,
+        gate_up=_fuse(mlp.gate_proj, mlp.up_proj, name="weight"), down=mlp.down_proj.weight,
+    )
+
+
 class LeanForward:
     """logits = forward(ids, positions, mask, cache): one call per verification."""
 
-    def __init__(self, model: Any) -> None:
-        config = model.config
-        inner = model.model
-        self.eps = float(config.rms_norm_eps)
-        self.heads = int(config.num_attention_heads)
-        self.kv_heads = int(config.num_key_value_heads)
-        self.head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // self.heads)
+    def __init__(self, weights: LeanWeights) -> None:
+        self.weights = weights
+        self.eps = weights.eps
+        self.heads = weights.heads
+        self.kv_heads = weights.kv_heads
+        self.head_dim = weights.head_dim
         self.scale = self.head_dim**-0.5
-        self.embed = inner.embed_tokens.weight
-        self.final_norm = inner.norm.weight
-        self.lm_head = model.lm_head.weight
-        self.layers = [self._layer(layer) for layer in inner.layers]
-        rotary = inner.rotary_emb
-        self.inv_freq = rotary.inv_freq.float()
-        self.rope_scale = float(getattr(rotary, "attention_scaling", 1.0))
+        self.embed = weights.embed
+        self.final_norm = weights.final_norm
+        self.lm_head = weights.lm_head
+        self.layers = weights.layers
+        self.inv_freq = weights.inv_freq
+        self.rope_scale = weights.rope_scale
         self.dtype = self.embed.dtype
         self._cos = self._sin = torch.empty(0)
         self._grow_rope(1024)
-
-    @staticmethod
-    def _layer(layer: Any) -> _Layer:
-        attn, mlp = layer.self_attn, layer.mlp
-        q_norm = getattr(attn, "q_norm", None)
-        k_norm = getattr(attn, "k_norm", None)
-        return _Layer(
-            input_norm=layer.input_layernorm.weight,
-            qkv=_fuse(attn.q_proj, attn.k_proj, attn.v_proj, name="weight"),
-            qkv_bias=_fuse(attn.q_proj, attn.k_proj, attn.v_proj, name="bias") if attn.q_proj.bias is not None else None,
-            q_norm=q_norm.weight if q_norm is not None else None, k_norm=k_norm.weight if k_norm is not None else None,
-            o=attn.o_proj.weight, post_norm=layer.post_attention_layernorm.weight,
-            gate_up=_fuse(mlp.gate_proj, mlp.up_proj, name="weight"), down=mlp.down_proj.weight,
-        )
 
     def _grow_rope(self, needed: int) -> None:
         size = max(needed, 2 * self._cos.shape[0])
@@ -141,10 +184,29 @@ class LeanForward:
         return F.linear(_rms(rows, self.final_norm, self.eps), self.lm_head)
 
 
+def config_supported(config: Any) -> bool:
+    """Whether a config (transformers' or lean_model.CheckpointConfig) names a
+    decoder the lean forward computes exactly."""
+    if config is None or getattr(config, "model_type", None) not in _FAMILIES:
+        return False
+    if getattr(config, "hidden_act", "silu") != "silu" or getattr(config, "mlp_bias", False):
+        return False
+    if getattr(config, "pretraining_tp", 1) not in (1, None):
+        return False
+    rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
+    if isinstance(rope, dict) and rope.get("rope_type", rope.get("type", "default")) not in ROPE_TYPES:
+        return False  # e.g. dynamic: its frequencies change with the sequence length
+    if getattr(config, "attention_bias", False) and config.model_type not in ("qwen2",):
+        return False  # biased o_proj in llama-style configs; not worth a special case here
+    return True
+
+
+ROPE_TYPES = ("default", "linear", "llama3")
+
+
 def lean_forward_for(model: Any) -> LeanForward | None:
     """A LeanForward for a supported dense decoder, else None (keep the stock forward)."""
-    config = getattr(model, "config", None)
-    if config is None or getattr(config, "model_type", None) not in _FAMILIES:
+    if not config_supported(getattr(model, "config", None)):
         return None
     if not type(model).__module__.startswith("transformers.models."):
         return None  # remote code may differ from the stock class it names
@@ -152,18 +214,7 @@ def lean_forward_for(model: Any) -> LeanForward | None:
         return None  # quantized linears are not plain weight matrices
     if len({p.device for p in model.parameters()}) > 1:
         return None  # spread over devices (device_map): the stock forward moves activations between them
-    if getattr(config, "hidden_act", "silu") != "silu" or getattr(config, "mlp_bias", False):
-        return None
-    if getattr(config, "pretraining_tp", 1) not in (1, None):
-        return None
-    rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
-    if isinstance(rope, dict) and rope.get("rope_type", "default") not in ("default", "linear", "dynamic", "llama3"):
-        return None
-    if isinstance(rope, dict) and rope.get("rope_type", "default") == "dynamic":
-        return None  # its frequencies change with the sequence length
-    if getattr(config, "attention_bias", False) and config.model_type not in ("qwen2",):
-        return None  # biased o_proj in llama-style configs; not worth a special case here
     try:
-        return LeanForward(model)
+        return LeanForward(weights_from_model(model))
     except AttributeError:
         return None

@@ -127,28 +127,75 @@ def load_model(
     progress: Progress | None = None,
     quantize: str | None = None,
     trust_remote_code: bool = False,
+    lean: bool = False,
 ) -> tuple[Any, Any, str, Any]:
     """Load (model, tokenizer, display name, processor) in eval mode; the
-    processor is None except for a vision-language model."""
+    processor is None except for a vision-language model.
+
+    With `lean`, a Llama-shaped checkpoint on one device comes back as a
+    lean_model.LeanModel read without transformers (a faster start) when
+    lean_model can read it exactly; anything else loads through transformers.
+    """
     options = LoadOptions(device, dtype, quantize, trust_remote_code)
     source = resolve(model_path)
-    from transformers import AutoTokenizer
-
     dev = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, dev)
     place = placement(options, dev, torch_dtype)
     folder = source.folder if source.folder is not None else hub.download(str(source.hub_id), progress)
     if source.gguf_file is not None:
         folder = ensure_dequantized(source.folder / source.gguf_file, progress)
-    config = read_config(folder, source.name, trust_remote_code)
-    auto_class = model_class(config, source.name, trust_remote_code)
     if progress:
         where = "the visible GPUs" if place.get("device_map") == "auto" else dev
         progress(f"Loading {source.name} on {where} ({str(torch_dtype).removeprefix('torch.')})...", 0.9)
+
+    def with_transformers() -> tuple[Any, Any, Any]:
+        return _load_transformers(folder, source.name, options, dev, place)
+
+    if lean and quantize is None and "device_map" not in place:
+        from racer_core.lean_model import load_lean_model
+
+        try:
+            model = load_lean_model(folder, dev, torch_dtype, lambda: with_transformers()[0])
+        except Exception:  # a damaged weights file: transformers' load below says what is wrong in its words
+            model = None
+        if model is not None:
+            if progress:
+                progress("Model loaded", 1.0)
+            return model, load_tokenizer(folder, source.name, trust_remote_code), source.name, None
+    model, tokenizer, processor = with_transformers()
+    if progress:
+        progress("Model loaded", 1.0)
+    return model, tokenizer, source.name, processor
+
+
+def load_tokenizer(folder: Path, name: str, trust_remote_code: bool) -> Any:
+    """The checkpoint's tokenizer: fast_tokenizer.py's when it reproduces
+    transformers' exactly (no transformers import), else AutoTokenizer."""
+    from racer_core.fast_tokenizer import load_fast_tokenizer
+
+    tokenizer = load_fast_tokenizer(folder)
+    if tokenizer is not None:
+        return tokenizer
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
+    except Exception as error:
+        raise ModelLoadError(f"cannot load {name}'s tokenizer: {first_line(error)}") from error
+
+
+def _load_transformers(folder: Path, name: str, options: LoadOptions, dev: str,
+                       place: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """(model, tokenizer, processor) through transformers' Auto classes."""
+    from transformers import AutoTokenizer
+
+    trust_remote_code = options.trust_remote_code
+    config = read_config(folder, name, trust_remote_code)
+    auto_class = model_class(config, name, trust_remote_code)
     processor = None
     try:
         if is_vision_config(config):
-            processor = load_processor(folder, config, source.name, trust_remote_code)
+            processor = load_processor(folder, config, name, trust_remote_code)
             tokenizer = processor.tokenizer
         else:
             tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
@@ -156,12 +203,10 @@ def load_model(
     except ModelLoadError:
         raise
     except Exception as error:
-        raise ModelLoadError(f"cannot load {source.name}: {first_line(error)}") from error
+        raise ModelLoadError(f"cannot load {name}: {first_line(error)}") from error
     if "device_map" not in place:
         model.to(dev)
     model.eval()
     if is_remote_code(model):
-        check_tree_support(model, source.name)
-    if progress:
-        progress("Model loaded", 1.0)
-    return model, tokenizer, source.name, processor
+        check_tree_support(model, name)
+    return model, tokenizer, processor

@@ -3,15 +3,19 @@ distribution after transformers' temperature and top-p processors."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
-from transformers.generation.logits_process import LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
 
 
 class TokenSampler:
     def __init__(self, temperature: float, top_p: float, seed: int | None, device: torch.device | str) -> None:
         self.greedy = temperature <= 0.0
-        processors = LogitsProcessorList()
+        processors: list[Any] = []
         if not self.greedy:
+            # Imported here: a greedy engine never needs transformers (a faster start).
+            from transformers.generation.logits_process import TemperatureLogitsWarper, TopPLogitsWarper
+
             if temperature != 1.0:
                 processors.append(TemperatureLogitsWarper(temperature))
             if top_p < 1.0:
@@ -26,7 +30,9 @@ class TokenSampler:
 
     def probabilities(self, logits: torch.Tensor) -> torch.Tensor:
         """The processed target distribution for one row of logits."""
-        scores = self.processors(self._no_ids, logits.float()[None, :])
+        scores = logits.float()[None, :]
+        for processor in self.processors:
+            scores = processor(self._no_ids, scores)
         return torch.softmax(scores, dim=-1)[0]
 
     def sample(self, logits: torch.Tensor) -> int:
