@@ -18,7 +18,7 @@ from collections.abc import Callable
 import torch
 
 from racer_core.engine import RacerEngine
-from racer_core.kv_cache import TreeCache
+from racer_core.kv_cache import TreeCache, stock_tree_cache
 from racer_core.lean_forward import lean_forward_for
 from racer_core.loading import load_model
 
@@ -77,7 +77,8 @@ def main() -> None:
     caches = {}
     with torch.inference_mode():
         for v, fwd in forwards.items():
-            cache = rt.new_cache()
+            layers = int(engine.model.config.num_hidden_layers)
+            cache = stock_tree_cache(layers) if v == "stock" else TreeCache(layers)  # transformers takes its Cache kind
             start = time.perf_counter()
             fwd(prompt, torch.arange(args.context), rt.masks.causal(0, args.context), cache)
             print(f"{v}: prefill {args.context} in {time.perf_counter() - start:.2f}s")
