@@ -10,7 +10,7 @@ from engine_helpers import PROMPT, run
 
 from racer_core.engine import RacerEngine
 from racer_core.errors import InputError
-from racer_core.kv_cache import TreeCache
+from racer_core.kv_cache import TreeCache, stock_tree_cache
 from racer_core.lean_forward import lean_forward_for
 from racer_core.testing import FAMILIES, tiny_model
 from racer_core.tree_attention import TreeMaskBuilder, cache_argument_name
@@ -57,7 +57,8 @@ def test_lean_logits_match_stock_on_a_tree_after_a_prefix(family: str) -> None:
 
     outputs = []
     for step in (stock, lean):
-        cache = TreeCache(model.config.num_hidden_layers)
+        layers = model.config.num_hidden_layers
+        cache = stock_tree_cache(layers) if step is stock else TreeCache(layers)  # transformers takes its own kind
         n = len(prefix)
         with torch.inference_mode():
             first = step(prefix, torch.arange(n), masks.causal(0, n), cache)
