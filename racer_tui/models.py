@@ -28,6 +28,8 @@ def default_engine_factory(
     **load: Any,
 ) -> Engine:
     """`load`: quantize / trust_remote_code, as the command line asked."""
+    if progress:
+        progress("Importing torch...", 0.05)
     from racer_core.engine import load_engine  # imports torch: worker thread only
 
     return load_engine(model_path, device=device, dtype=dtype, progress=progress, **load)

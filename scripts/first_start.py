@@ -41,8 +41,6 @@ marks["ui imports"] = now()
 
 def factory(*args, progress=None, **kwargs):
     marks["loader starts"] = now()
-    import racer_core.engine  # what default_engine_factory imports first
-    marks["engine imported"] = now()
     def told(text, fraction):
         marks.setdefault(text.split("(")[0].split("...")[0].strip(), now())
         if progress:

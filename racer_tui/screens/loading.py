@@ -17,7 +17,10 @@ class LoadingScreen(Screen):
         with Vertical(id="loading-box", classes="center-box"):
             yield Static("Loading model", classes="box-title")
             yield Static(self.model_label, id="loading-model")
-            yield ProgressBar(total=None, show_eta=False, id="loading-bar")
+            # Determinate until a step cannot say how far it is: the
+            # indeterminate bar redraws 15 times a second, and on a small CPU
+            # that slowed the loader thread's imports by a few tenths of a second.
+            yield ProgressBar(total=1.0, show_eta=False, id="loading-bar")
             yield Static("starting…", id="loading-message")
             yield Static(
                 "The first start dequantizes the embedded model and times this machine "

@@ -55,3 +55,24 @@ def test_racer_equals_plain_greedy_on_the_embedded_model(engine) -> None:
     drafted = sum(1 for e in events for p in e.pieces if p.source != Source.MODEL)
     assert drafted > 10 and len(events) < 50
     assert any(p.source == Source.RETRIEVAL for e in events for p in e.pieces)
+
+
+def test_a_greedy_reply_on_the_embedded_model_never_imports_transformers() -> None:
+    """The later-start path (docs/design.md 1.4): the dequantized checkpoint and
+    its tokenizer are read without transformers, and a greedy racer reply
+    needs nothing from it."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from racer_core.engine import load_engine\n"
+        "from racer_core.events import GenerationConfig\n"
+        "engine = load_engine()\n"
+        "chat = engine.new_conversation('You are terse.')\n"
+        "text = ''.join(e.text for e in chat.send('Name three fruits.', GenerationConfig(method='racer', max_new_tokens=12)))\n"
+        "print('transformers' in sys.modules, type(engine._model).__name__, type(engine.tokenizer).__name__, bool(text))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False", "LeanModel", "FastTokenizer", "True"]
