@@ -39,3 +39,25 @@ def run(engine: RacerEngine, prompt: list[int], **config: Any) -> tuple[list[int
     tokens = [t for s in steps for t in s.tokens]
     counts = {src: sum(s.sources.count(src) for s in steps[1:]) for src in Source}
     return tokens, counts, len(steps)
+
+
+def reply_in_a_fresh_process(load_args: str) -> list[str]:
+    """In a fresh Python, `load_engine(<load_args>)` and one greedy racer reply;
+    returns [transformers imported?, the model's class, the tokenizer's class,
+    text came?] as printed words (a start that must not import transformers)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from racer_core.engine import load_engine\n"
+        "from racer_core.events import GenerationConfig\n"
+        f"engine = load_engine({load_args})\n"
+        "chat = engine.new_conversation('You are terse.')\n"
+        "config = GenerationConfig(method='racer', max_new_tokens=12)\n"
+        "text = ''.join(e.text for e in chat.send('Name three fruits.', config))\n"
+        "print('transformers' in sys.modules, type(engine._model).__name__, type(engine.tokenizer).__name__, bool(text))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.split()

@@ -61,18 +61,6 @@ def test_a_greedy_reply_on_the_embedded_model_never_imports_transformers() -> No
     """The later-start path (docs/design.md 1.4): the dequantized checkpoint and
     its tokenizer are read without transformers, and a greedy racer reply
     needs nothing from it."""
-    import subprocess
-    import sys
+    from engine_helpers import reply_in_a_fresh_process
 
-    script = (
-        "import sys\n"
-        "from racer_core.engine import load_engine\n"
-        "from racer_core.events import GenerationConfig\n"
-        "engine = load_engine()\n"
-        "chat = engine.new_conversation('You are terse.')\n"
-        "text = ''.join(e.text for e in chat.send('Name three fruits.', GenerationConfig(method='racer', max_new_tokens=12)))\n"
-        "print('transformers' in sys.modules, type(engine._model).__name__, type(engine.tokenizer).__name__, bool(text))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["False", "LeanModel", "FastTokenizer", "True"]
+    assert reply_in_a_fresh_process("") == ["False", "LeanModel", "FastTokenizer", "True"]

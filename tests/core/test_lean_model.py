@@ -6,13 +6,11 @@ read exactly."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-from engine_helpers import PROMPT, run
+from engine_helpers import PROMPT, reply_in_a_fresh_process, run
 
 from racer_core.anchors import generate_with_transformers
 from racer_core.engine import RacerEngine
@@ -182,16 +180,5 @@ def test_load_engine_reads_a_llama_folder_without_importing_transformers(tmp_pat
 
     folder = _save("llama", tmp_path / "m", seed=0)
     tiny_tokenizer().save_pretrained(folder)
-    script = (
-        "import sys\n"
-        "from racer_core.engine import load_engine\n"
-        "from racer_core.events import GenerationConfig\n"
-        f"engine = load_engine({str(folder)!r}, dtype='float32')\n"
-        "chat = engine.new_conversation()\n"
-        "text = ''.join(e.text for e in chat.send('hello there', GenerationConfig(method='racer', max_new_tokens=16)))\n"
-        "assert engine.info.forward == 'lean', engine.info\n"
-        "print('transformers' in sys.modules, type(engine._model).__name__, len(text) > 0)\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["False", "LeanModel", "True"]
+    words = reply_in_a_fresh_process(f"{str(folder)!r}, dtype='float32'")
+    assert words == ["False", "LeanModel", "FastTokenizer", "True"]
