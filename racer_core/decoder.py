@@ -22,7 +22,7 @@ from racer_core.errors import InputError
 from racer_core.events import GenerationConfig, Source
 from racer_core.multimodal import ImageSpan, VisionPrompt
 from racer_core.near_tie import tie_margins
-from racer_core.sampling import TokenSampler
+from racer_core.sampling import TokenSampler, greedy_choices
 from racer_core.step_record import StepRecord
 from racer_core.tree_attention import TreeMaskBuilder
 from racer_core.tree_policy import Selection, TreePolicy
@@ -463,7 +463,7 @@ def _accept(logits: torch.Tensor, tokens: np.ndarray, parents: np.ndarray, sampl
         children[(int(parents[index]), int(tokens[index]))] = index
     path = [0]
     if sampler.greedy:
-        choice = logits.argmax(dim=-1).tolist() if len(tokens) > 1 else [int(logits[0].argmax())]
+        choice = greedy_choices(logits)
         node = 0
         while (node, choice[node]) in children:
             node = children[(node, choice[node])]

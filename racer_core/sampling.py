@@ -8,6 +8,15 @@ from typing import Any
 import torch
 
 
+def greedy_choices(logits: torch.Tensor) -> list[int]:
+    """The argmax of each row (the first index of the maximum, as torch.argmax).
+
+    Taken in fp32: the conversion is exact, and torch's argmax over bf16 rows
+    of a 49k vocabulary is about 4x slower on the CPU than over fp32 ones
+    (1.4 ms against 0.4 for 16 rows), a few percent of a verification step."""
+    return logits.float().argmax(dim=-1).tolist()
+
+
 class TokenSampler:
     def __init__(self, temperature: float, top_p: float, seed: int | None, device: torch.device | str) -> None:
         self.greedy = temperature <= 0.0
@@ -37,5 +46,5 @@ class TokenSampler:
 
     def sample(self, logits: torch.Tensor) -> int:
         if self.greedy:
-            return int(torch.argmax(logits))
+            return greedy_choices(logits[None, :])[0]
         return int(torch.multinomial(self.probabilities(logits), 1, generator=self.generator))

@@ -10,10 +10,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 from engine_helpers import PROMPT, engine_for
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from racer_core.decoder import _accept
 from racer_core.events import GenerationConfig
-from racer_core.sampling import TokenSampler
+from racer_core.sampling import TokenSampler, greedy_choices
 
 
 def _chi_square_p(counts_a: np.ndarray, counts_b: np.ndarray) -> float:
@@ -130,3 +132,13 @@ def test_sampled_replies_accept_drafts_and_follow_the_seed() -> None:
     tokens = [t for s in first for t in s.tokens]
     assert tokens == [t for s in again for t in s.tokens]
     assert len(tokens) == 60 and len(first) < 60  # drafts were accepted
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 6), st.integers(0, 2**31 - 1), st.sampled_from([torch.bfloat16, torch.float16, torch.float32]))
+def test_greedy_choices_are_torch_argmax_ties_included(rows: int, seed: int, dtype: torch.dtype) -> None:
+    """The fp32 detour of greedy_choices picks what argmax in the logits' own
+    dtype picks, the first of tied maxima too (coarse dtypes tie often)."""
+    gen = torch.Generator().manual_seed(seed)
+    logits = torch.randint(-4, 4, (rows, 300), generator=gen).to(dtype) / 4  # few values: many ties
+    assert greedy_choices(logits) == logits.argmax(dim=-1).tolist()
