@@ -335,7 +335,8 @@ def _choose_forward(model: Any, forward: str) -> LeanForward | None:
     check_forward(forward)
     if isinstance(model, LeanModel):
         if forward == "stock":
-            raise InputError("a model read without transformers has only the lean forward; load it with forward 'stock'")
+            raise InputError("this model was read without transformers and has only the lean forward; "
+                             "for transformers' forward load it with forward 'stock'")
         return model.lean
     if forward == "stock":
         return None
