@@ -44,11 +44,19 @@ def _fuse(*linears: Any, name: str) -> torch.Tensor:
     parts = [getattr(linear, name) for linear in linears]
     with torch.no_grad():
         fused = torch.cat([p.detach() for p in parts])
-        start = 0
-        for part in parts:
-            part.data = fused[start : start + part.shape[0]]
-            start += part.shape[0]
+        point_into(fused, *parts)
     return fused
+
+
+def point_into(fused: torch.Tensor, *parts: torch.Tensor) -> None:
+    """Make each part hold its consecutive rows of `fused` (a view, no copy)."""
+    start = 0
+    for part in parts:
+        size = part.shape[0]
+        if part.shape != fused[start : start + size].shape:
+            raise ValueError("the transformers model's shapes differ from the fused weights'")
+        part.data = fused[start : start + size]
+        start += size
 
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -129,59 +137,51 @@ class LeanForward:
 
     def __init__(self, weights: LeanWeights) -> None:
         self.weights = weights
-        self.eps = weights.eps
-        self.heads = weights.heads
-        self.kv_heads = weights.kv_heads
-        self.head_dim = weights.head_dim
-        self.scale = self.head_dim**-0.5
-        self.embed = weights.embed
-        self.final_norm = weights.final_norm
-        self.lm_head = weights.lm_head
-        self.layers = weights.layers
-        self.inv_freq = weights.inv_freq
-        self.rope_scale = weights.rope_scale
-        self.dtype = self.embed.dtype
+        self.scale = weights.head_dim**-0.5
+        self.dtype = weights.embed.dtype
         self._cos = self._sin = torch.empty(0)
         self._grow_rope(1024)
 
     def _grow_rope(self, needed: int) -> None:
+        w = self.weights
         size = max(needed, 2 * self._cos.shape[0])
-        positions = torch.arange(size, dtype=torch.float32, device=self.inv_freq.device)
-        freqs = positions[:, None] * self.inv_freq[None, :]
+        positions = torch.arange(size, dtype=torch.float32, device=w.inv_freq.device)
+        freqs = positions[:, None] * w.inv_freq[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
-        self._cos = (emb.cos() * self.rope_scale).to(self.dtype)
-        self._sin = (emb.sin() * self.rope_scale).to(self.dtype)
+        self._cos = (emb.cos() * w.rope_scale).to(self.dtype)
+        self._sin = (emb.sin() * w.rope_scale).to(self.dtype)
 
     def __call__(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: Any,
                  logit_rows: int | None = None) -> torch.Tensor:
         """Logits (T, vocab) for the T fed tokens; only the first `logit_rows` rows if given."""
+        w = self.weights
         if int(positions.max()) >= self._cos.shape[0]:
             self._grow_rope(int(positions.max()) + 1)
         t = ids.shape[0]
         cos = self._cos[positions][None, None]  # (1, 1, T, D)
         sin = self._sin[positions][None, None]
-        h = F.embedding(ids, self.embed)[None]  # (1, T, H)
-        nq, nkv, d = self.heads * self.head_dim, self.kv_heads * self.head_dim, self.head_dim
-        gqa = self.heads != self.kv_heads
-        for layer, cache_layer in zip(self.layers, cache.layers, strict=True):
-            x = _rms(h, layer.input_norm, self.eps)
+        h = F.embedding(ids, w.embed)[None]  # (1, T, H)
+        nq, nkv, d = w.heads * w.head_dim, w.kv_heads * w.head_dim, w.head_dim
+        gqa = w.heads != w.kv_heads
+        for layer, cache_layer in zip(w.layers, cache.layers, strict=True):
+            x = _rms(h, layer.input_norm, w.eps)
             qkv = F.linear(x, layer.qkv, layer.qkv_bias)
-            q = qkv[..., :nq].view(1, t, self.heads, d)
-            k = qkv[..., nq : nq + nkv].view(1, t, self.kv_heads, d)
-            v = qkv[..., nq + nkv :].view(1, t, self.kv_heads, d)
+            q = qkv[..., :nq].view(1, t, w.heads, d)
+            k = qkv[..., nq : nq + nkv].view(1, t, w.kv_heads, d)
+            v = qkv[..., nq + nkv :].view(1, t, w.kv_heads, d)
             if layer.q_norm is not None:
-                q = _rms(q, layer.q_norm, self.eps)
-                k = _rms(k, layer.k_norm, self.eps)
+                q = _rms(q, layer.q_norm, w.eps)
+                k = _rms(k, layer.k_norm, w.eps)
             q = _rotate(q.transpose(1, 2), cos, sin)
             k = _rotate(k.transpose(1, 2), cos, sin)
             keys, values = cache_layer.update(k, v.transpose(1, 2))
             a = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scale, enable_gqa=gqa)
             h = h + F.linear(a.transpose(1, 2).reshape(1, t, nq), layer.o)
-            x = _rms(h, layer.post_norm, self.eps)
+            x = _rms(h, layer.post_norm, w.eps)
             gate, up = F.linear(x, layer.gate_up).chunk(2, dim=-1)
             h = h + F.linear(F.silu(gate) * up, layer.down)
         rows = h[0] if logit_rows is None else h[0, :logit_rows]
-        return F.linear(_rms(rows, self.final_norm, self.eps), self.lm_head)
+        return F.linear(_rms(rows, w.final_norm, w.eps), w.lm_head)
 
 
 def config_supported(config: Any) -> bool:
@@ -193,8 +193,8 @@ def config_supported(config: Any) -> bool:
         return False
     if getattr(config, "pretraining_tp", 1) not in (1, None):
         return False
-    rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
-    if isinstance(rope, dict) and rope.get("rope_type", rope.get("type", "default")) not in ROPE_TYPES:
+    kind = rope_of(config)[1]
+    if kind is not None and kind not in ROPE_TYPES:
         return False  # e.g. dynamic: its frequencies change with the sequence length
     if getattr(config, "attention_bias", False) and config.model_type not in ("qwen2",):
         return False  # biased o_proj in llama-style configs; not worth a special case here
@@ -202,6 +202,16 @@ def config_supported(config: Any) -> bool:
 
 
 ROPE_TYPES = ("default", "linear", "llama3")
+
+
+def rope_of(config: Any) -> tuple[dict[str, Any], str | None]:
+    """The config's rope parameters (transformers 5's rope_parameters or the
+    older rope_scaling) and its rope type; the type is None when the
+    parameters are not a dict (then transformers' rotary module is the authority)."""
+    params = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
+    if not isinstance(params, dict):
+        return {}, None
+    return params, params.get("rope_type", params.get("type", "default"))
 
 
 def lean_forward_for(model: Any) -> LeanForward | None:

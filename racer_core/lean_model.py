@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from racer_core.lean_forward import LeanForward, LeanWeights, _Layer, config_supported
+from racer_core.lean_forward import LeanForward, LeanWeights, _Layer, config_supported, point_into, rope_of
 
 _SINGLE = "model.safetensors"
 _INDEX = "model.safetensors.index.json"
@@ -71,11 +71,10 @@ def _weight_files(folder: Path) -> list[Path] | None:
 
 def rope_inv_freq(config: CheckpointConfig, head_dim: int) -> torch.Tensor | None:
     """The rotary inverse frequencies of a default, linear or llama3 rope, None for others."""
-    params = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
-    if not isinstance(params, dict):
+    params, kind = rope_of(config)
+    if kind is None:
         return None
     theta = params.get("rope_theta", getattr(config, "rope_theta", None))
-    kind = params.get("rope_type", params.get("type", "default"))
     if not isinstance(theta, (int, float)) or getattr(config, "partial_rotary_factor", 1.0) != 1.0:
         return None
     inv_freq = 1.0 / (float(theta) ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
@@ -140,10 +139,10 @@ def share_weights(model: Any, weights: LeanWeights) -> None:
         model.lm_head.weight.data = weights.lm_head
         for layer, lean in zip(inner.layers, weights.layers, strict=True):
             attn, mlp = layer.self_attn, layer.mlp
-            _point(lean.qkv, attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight)
+            point_into(lean.qkv, attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight)
             if lean.qkv_bias is not None:
-                _point(lean.qkv_bias, attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias)
-            _point(lean.gate_up, mlp.gate_proj.weight, mlp.up_proj.weight)
+                point_into(lean.qkv_bias, attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias)
+            point_into(lean.gate_up, mlp.gate_proj.weight, mlp.up_proj.weight)
             attn.o_proj.weight.data = lean.o
             mlp.down_proj.weight.data = lean.down
             layer.input_layernorm.weight.data = lean.input_norm
@@ -151,16 +150,6 @@ def share_weights(model: Any, weights: LeanWeights) -> None:
             if lean.q_norm is not None:
                 attn.q_norm.weight.data = lean.q_norm
                 attn.k_norm.weight.data = lean.k_norm
-
-
-def _point(fused: torch.Tensor, *parts: torch.Tensor) -> None:
-    start = 0
-    for part in parts:
-        size = part.shape[0]
-        if part.shape != fused[start : start + size].shape:
-            raise ValueError("the transformers model's shapes differ from the checkpoint's")
-        part.data = fused[start : start + size]
-        start += size
 
 
 class _Tensors:
