@@ -24,6 +24,8 @@ from racer_core.errors import InputError
 METHODS = ("ar", "racer", "retrieval", "logits", "hf", "pld")
 """Decoding methods. `ar`, `racer`, `retrieval`, `logits` share one code path;
 `hf` (transformers' generate) and `pld` (its prompt lookup) are anchors."""
+DRAFTING_METHODS = ("racer", "retrieval", "logits")
+"""The methods that draft trees (their tree size follows the cost curve)."""
 
 MAX_DRAFT = 4096
 """Largest draft tree: its attention mask is T x T, 16 MiB at 4096."""

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from racer_core.automaton import Automaton, DraftTree
+from racer_core.config import DRAFTING_METHODS
 from racer_core.errors import InputError
 from racer_core.events import GenerationConfig, Source
 from racer_core.multimodal import ImageSpan, VisionPrompt
@@ -27,7 +28,6 @@ from racer_core.step_record import StepRecord
 from racer_core.tree_attention import TreeMaskBuilder
 from racer_core.tree_policy import Selection, TreePolicy
 
-DRAFTING_METHODS = ("racer", "retrieval", "logits")
 PREFILL_CHUNK = 256
 
 

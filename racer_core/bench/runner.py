@@ -26,6 +26,7 @@ from racer_core.bench.answers import AnswerRecord, AnswerWriter, Choice, answer_
 from racer_core.bench.images import images_of_turn, takes_images, without_image_questions
 from racer_core.bench.results import BenchResult, load_results
 from racer_core.bench.suites import Question
+from racer_core.config import DRAFTING_METHODS
 from racer_core.errors import InputError, RacerError
 from racer_core.events import (
     METHODS,
@@ -464,9 +465,6 @@ def answer_choice(
     )
 
 
-_DRAFTING_METHODS = frozenset({"racer", "retrieval", "logits"})  # their tree size follows the cost curve
-
-
 def _warm_up(
     engine: Engine,
     methods: list[str],
@@ -479,7 +477,7 @@ def _warm_up(
     The engine's cost curve is measured again first (where it can be), so a
     curve stored from a busy moment does not shape this run's trees."""
     refresh = getattr(engine, "refresh_cost_curve", None)
-    if refresh is not None and any(m in _DRAFTING_METHODS for m in methods):
+    if refresh is not None and any(m in DRAFTING_METHODS for m in methods):
         refresh()
     for m in methods:
         cfg = replace(config, method=m, max_new_tokens=min(WARMUP_TOKENS, config.max_new_tokens))
