@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from racer_core.checkpoints import FORWARDS
+from racer_core.models.checkpoints import FORWARDS
 
 
 def main() -> None:

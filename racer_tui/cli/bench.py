@@ -30,10 +30,10 @@ from racer_core.bench.runner import check_repeats, run_benchmark
 from racer_core.bench.score import MathScore, references_of, score_answers
 from racer_core.bench.shard import ShardPlan, run_sharded
 from racer_core.bench.suites import Question
-from racer_core.checkpoints import add_load_arguments, load_arguments
 from racer_core.config import DEFAULTS, MAX_DRAFT, MAX_TEMPERATURE
 from racer_core.errors import RacerError
 from racer_core.events import METHODS, Engine, GenerationConfig
+from racer_core.models.checkpoints import add_load_arguments, load_arguments
 from racer_tui.cli.errors import DEBUG_ENV, print_error
 from racer_tui.cli.eval_flags import add_original_arguments, add_suite_arguments, check_suite, questions_of, shard_plan
 from racer_tui.cli.params import TOP_P_HELP, at_least, methods, param, rule, str2bool, top_p

@@ -11,8 +11,8 @@ import argparse
 import functools
 from typing import Any
 
-from racer_core.checkpoints import add_load_arguments, load_argument_words, load_arguments
 from racer_core.events import METHODS
+from racer_core.models.checkpoints import add_load_arguments, load_argument_words, load_arguments
 from racer_tui.cli.params import TOP_P_HELP, param, top_p
 
 DESCRIPTION = "Chat with RACER speculative decoding and benchmark it, in the terminal or a browser."
