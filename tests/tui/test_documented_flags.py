@@ -3,8 +3,9 @@ and every command's --help lists the options the README gives it.
 
 A `racer-tui ...` command line in the README (a code span or a line of a
 bash block) must parse its flags by the command it runs; a flag named in
-prose belongs to the command whose section it is in (a heading with
-`racer-tui COMMAND` in a code span), or else to some command. Flags of other programs
+prose belongs to the command of its table row (a first cell with `racer-tui
+COMMAND`) or of its section (a heading with `racer-tui COMMAND` in a code
+span), or else to some command. Flags of other programs
 (`pip install --no-deps`, `python scripts/x.py --tiny`) are theirs.
 """
 
@@ -63,6 +64,8 @@ def readme_mentions(text: str) -> Iterator[tuple[str | None, str, str]]:
     tokens = MarkdownIt("commonmark").enable("table").parse(text)
     section: str | None = None
     depth = 0  # the heading level of the command's section
+    row: str | None = None  # the command of the table row, from its first cell
+    cell = 0  # the cell of the row, from 1; 0 outside tables
     for i, token in enumerate(tokens):
         if token.type == "heading_open":
             level = int(token.tag[1])
@@ -76,12 +79,18 @@ def readme_mentions(text: str) -> Iterator[tuple[str | None, str, str]]:
             if token.info.strip() in ("bash", "sh", "shell", ""):
                 for line in token.content.splitlines():
                     yield section, "run", line
+        elif token.type in ("tr_open", "tr_close"):
+            row, cell = None, 0
+        elif token.type in ("th_open", "td_open"):
+            cell += 1
         elif token.type == "inline":
             for child in token.children or []:
                 if child.type == "code_inline":
-                    yield section, "run", child.content
+                    if cell == 1 and row is None and child.content.startswith("racer-tui"):
+                        row = command_of(shlex.split(child.content)[1:])[0]  # the row is that command's
+                    yield row or section, "run", child.content
                 elif child.type == "text":
-                    yield section, "prose", child.content
+                    yield row or section, "prose", child.content
 
 
 def readme_flags(text: str) -> tuple[dict[str, set[str]], dict[str | None, set[str]]]:
@@ -108,12 +117,17 @@ def readme() -> str:
 
 @pytest.fixture
 def flags_of(capsys: pytest.CaptureFixture[str]) -> dict[str, set[str]]:
-    return {name: help_flags(name, capsys) for name in (CHAT, *SUBCOMMANDS)}
+    """Each command's --help options, and the original's spellings that stand for it
+    (`--serve`; `racer-tui --help` names them)."""
+    flags = {name: help_flags(name, capsys) for name in (CHAT, *SUBCOMMANDS)}
+    for flag, (name, _) in LEGACY_FLAGS.items():
+        flags[name].add(flag)
+    return flags
 
 
 def test_every_flag_the_readme_names_exists(readme: str, flags_of: dict[str, set[str]]) -> None:
     runs, prose = readme_flags(readme)
-    known = set().union(*flags_of.values(), LEGACY_FLAGS)  # --serve: the original's spelling of `serve`
+    known = set().union(*flags_of.values())
     named = set().union(*runs.values(), *prose.values())
     assert len(named) > 20  # the walk sees the README's flags
     assert sorted(named - known) == []
@@ -128,7 +142,20 @@ def test_each_command_has_the_options_the_readme_gives_it(readme: str, flags_of:
 
 
 def test_the_check_sees_a_flag_that_does_not_exist(flags_of: dict[str, set[str]]) -> None:
-    text = "## Use\n\n`racer-tui bench builtin --no-such-flag`\n\n### `racer-tui speed`\n\nSee `--methods`.\n"
+    text = (
+        "## Use\n\n`racer-tui bench builtin --no-such-flag`\n\n| command | what |\n|---|---|\n"
+        "| `racer-tui score F` | with --resume |\n\n### `racer-tui speed`\n\nSee `--methods`.\n"
+    )
     runs, prose = readme_flags(text)
-    assert runs["bench"] == {"--no-such-flag"} and prose["speed"] == {"--methods"}
+    assert runs["bench"] == {"--no-such-flag"} and prose["speed"] == {"--methods"} and prose["score"] == {"--resume"}
     assert "--methods" not in flags_of["speed"] and "--no-such-flag" not in set().union(*flags_of.values())
+
+
+def test_the_shared_options_are_in_every_command_that_loads_a_model(flags_of: dict[str, set[str]]) -> None:
+    from racer_tui.cli import options as o
+
+    shared = {flag for option in (o.MODEL, o.DEVICE, o.DTYPE, *o.LOADING, *o.TUNING, o.SYSTEM_PROMPT)
+              for flag in option.flags}
+    assert "--model" in shared and "--max-nodes" in shared
+    for command in (CHAT, "serve", "bench"):
+        assert sorted(shared - flags_of[command]) == [], f"racer-tui {command}"
