@@ -37,7 +37,7 @@ class Option:
     type: Callable[[str], Any] | None = None
     metavar: str | None = None
     shown: str | None = None  # the default in words, where its value does not say it
-    more: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # other add_argument keywords (action, const, choices, nargs)
+    more: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # action, const, choices, nargs
 
     @property
     def switch(self) -> bool:
@@ -107,18 +107,18 @@ TRUST_REMOTE_CODE = Option(
     ("--trust-remote-code",), "trust_remote_code",
     "run the code shipped in the model's folder; it must accept a transformers cache and a 4D attention mask, "
     "else the model is refused",
-    default=_load_default("trust_remote_code"), more=dict({"action": "store_true"}),
+    default=_load_default("trust_remote_code"), more={"action": "store_true"},
 )
 QUANTIZE = tuple(
     Option((f"--load-in-{bits}",), "quantize", f"{bits[:-3]}-bit weights through bitsandbytes (CUDA only)",
-           default=_load_default("quantize"), more=dict({"action": "store_const", "const": bits}))
+           default=_load_default("quantize"), more={"action": "store_const", "const": bits})
     for bits in ("8bit", "4bit")
 )
 FORWARD = Option(
     ("--forward",), "forward",
     "the verification forward: lean (fused projections, the same math, for dense Llama, Mistral, Qwen2 and "
     "Qwen3 decoders), stock (transformers' own), or auto: lean where the model has one",
-    default=FORWARDS[0], more=dict({"choices": FORWARDS}),
+    default=FORWARDS[0], more={"choices": FORWARDS},
 )
 LOADING = (TRUST_REMOTE_CODE, *QUANTIZE, FORWARD)
 """The load_engine keywords besides the model, device and dtype."""
@@ -144,7 +144,7 @@ SYSTEM_PROMPT = Option(("--system-prompt",), "system_prompt", "the system messag
 # The original RACER's benchmark folders.
 BENCH_NAME = Option(("--bench-name",), "bench_name",
                     f"one of the original's benchmarks ({', '.join(BENCH_NAMES)}): DATA_ROOT/NAME/question.jsonl",
-                    metavar="NAME", shown="", more=dict({"choices": BENCH_NAMES}))
+                    metavar="NAME", shown="", more={"choices": BENCH_NAMES})
 DATA_ROOT = Option(("--data-root",), "data_root", "with --bench-name: the folder holding NAME/question.jsonl",
                    default=DEFAULT_DATA_ROOT, type=Path, metavar="DIR", shown="./data, the original's layout")
 

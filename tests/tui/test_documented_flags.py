@@ -50,7 +50,7 @@ def segments(code: str) -> Iterator[list[str]]:
     """The simple commands of a line of shell, without leading VAR=value words."""
     for part in re.split(r"&&|\|\||[|;]", code):
         try:
-            words = shlex.split(part)
+            words = shlex.split(part, comments=True)
         except ValueError:  # an unbalanced quote in a prose span
             words = part.split()
         while words and ENV.match(words[0]):
