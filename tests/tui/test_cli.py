@@ -184,3 +184,23 @@ def test_bad_port_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
         main(["serve", "--port", "70000"])
     assert exc.value.code == 2
     assert "--port must be between 1 and 65535" in capsys.readouterr().err
+
+
+def test_command_line_parsing_lives_in_racer_tui() -> None:
+    """racer_core imports argparse only in `python -m` entry points (a module run as a script)."""
+    import ast
+    from pathlib import Path
+
+    import racer_core
+
+    parsing = []
+    for path in Path(racer_core.__file__).parent.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imports = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        imports |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        if "argparse" in imports:
+            main_guard = any(isinstance(node, ast.Compare) and ast.unparse(node) == "__name__ == '__main__'"
+                             for node in ast.walk(tree))
+            parsing.append((path.name, main_guard))
+    assert ("bench.py", True) in parsing  # the automaton's microbenchmark: the walk sees real modules
+    assert [name for name, entry_point in parsing if not entry_point] == []
