@@ -100,17 +100,3 @@ def test_racer_equals_plain_greedy_on_the_stock_forward(family: str) -> None:
     assert tokens == plain
     assert sum(accepted.values()) > 0
 
-
-def test_the_forward_option_reaches_load_engine_and_served_processes() -> None:
-    import argparse
-
-    from racer_core.models.checkpoints import add_load_arguments, load_argument_words, load_arguments
-
-    parser = argparse.ArgumentParser()
-    add_load_arguments(parser)
-    assert load_arguments(parser.parse_args([])) == {}
-    args = parser.parse_args(["--forward", "stock"])
-    assert load_arguments(args) == {"forward": "stock"}
-    assert load_argument_words(args) == ["--forward", "stock"]
-    with pytest.raises(SystemExit):
-        parser.parse_args(["--forward", "fast"])
