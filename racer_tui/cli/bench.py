@@ -54,6 +54,7 @@ EPILOG = (
     "(rerun with --resume to continue)."
 )
 
+DEFAULT_METHODS = ("ar", "racer")
 # Parameters this command sets besides the method list.
 TUNED = ("max_new_tokens", "temperature", "top_p", "max_num_draft", "ngram", "max_nodes", "max_breadth")
 
@@ -63,8 +64,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--methods",
         type=methods,
-        default=["ar", "racer"],
-        help=f"comma list from {','.join(METHODS)} (default: ar,racer)",
+        default=None,
+        help=f"comma list from {','.join(METHODS)} (default: ar,racer; racer alone with --answer-file, "
+        "as the original's inference_racer)",
     )
     p.add_argument(
         "--question-begin",
@@ -178,6 +180,8 @@ def _stop_on_signals() -> Iterator[None]:
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser, *, engine_loader: EngineLoader | None = None) -> int:
     check_suite(args, parser)
+    if args.methods is None:  # an answer file holds one method's answers: the original's racer run
+        args.methods = ["racer"] if args.answer_file is not None else list(DEFAULT_METHODS)
     if args.question_end is not None and args.question_end <= (args.question_begin or 0):
         parser.error("--question-end must be greater than --question-begin")
     # Each value was checked alone; the whole config is built (and checked) before any model loads.
