@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from racer_core.bench.answers import AnswerRecord, read_answers
+from racer_core.bench.answers import AnswerRecord, read_answers, scan_answers
 from racer_core.bench.suites import report_categories
 from racer_core.errors import InputError
 from racer_core.near_tie import Verdict, classify_turns, worst
@@ -61,6 +61,7 @@ class BenchResult:
     skipped_for_images: int = 0  # questions with images left out: the model reads text only
     repeats: int = 1  # tries per question (the median one is in records)
     repeat_speeds: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # label -> key -> tok/s per try
+    unreadable: list[str] = field(default_factory=list)  # answer lines load_results skipped, one message each
 
     def add(self, label: str, record: AnswerRecord) -> None:
         if label not in self.methods:
@@ -197,12 +198,18 @@ def tally(records: Iterable[AnswerRecord]) -> Stats:
     return stats
 
 
-def load_results(paths: str | Path | list[str | Path], *, base: str | Path | None = None) -> BenchResult:
+def load_results(
+    paths: str | Path | list[str | Path], *, base: str | Path | None = None, skip_bad: bool = False
+) -> BenchResult:
     """Answer files (or a folder of `*.jsonl`) as a BenchResult.
 
     Each file is one label: its method name, or the file's stem when two files
     hold the same method. `base` (a file, also loaded) is the baseline for
     speedups; without it a file of method `ar` is, if there is one.
+
+    A line that is not an answer raises InputError; with `skip_bad` it is
+    skipped and noted in `unreadable` (as the original's speed script goes on
+    past such lines), and only a file with lines but no usable one raises.
     """
     files: list[Path] = []
     for p in [paths] if isinstance(paths, str | Path) else paths:
@@ -218,13 +225,14 @@ def load_results(paths: str | Path | list[str | Path], *, base: str | Path | Non
     if not files:
         raise InputError(f"no answer files (*.jsonl) in {paths}")
 
-    loaded = [(f, read_answers(f)) for f in files]
+    unreadable: list[str] = []
+    loaded = [(f, _read_skipping(f, unreadable) if skip_bad else read_answers(f)) for f in files]
     methods = [_file_method(f, recs) for f, recs in loaded]
     labels = [m if methods.count(m) == 1 else f.stem for f, m in zip(files, methods, strict=True)]
     if len(set(labels)) != len(labels):
         labels = [str(f) for f in files]
 
-    result = BenchResult(methods=[])
+    result = BenchResult(methods=[], unreadable=unreadable)
     result.baseline = labels[0] if base_path is not None else ("ar" if "ar" in labels else None)
     configs: list[dict[str, Any] | None] = []
     for label, (_, recs) in zip(labels, loaded, strict=True):
@@ -245,6 +253,14 @@ def load_results(paths: str | Path | list[str | Path], *, base: str | Path | Non
         result.repeats = _common(c.get("repeats", 1) for c in known) or 1  # the files keep the median tries only
     result.question_count = len(result.question_order)
     return result
+
+
+def _read_skipping(path: Path, unreadable: list[str]) -> list[AnswerRecord]:
+    records, problems = scan_answers(path)
+    if problems and not records:
+        raise InputError(f"{path}: no usable answer line ({problems[0].removeprefix(f'{path}, ')})")
+    unreadable.extend(problems)
+    return records
 
 
 def _file_method(path: Path, recs: list[AnswerRecord]) -> str:
