@@ -14,7 +14,10 @@ settings that produced it, so `--resume` never mixes runs made with different
 settings); each choice also carries `token_ids` (per turn, so runs can be
 compared token for token) and, in greedy runs, `tie_margins` (per turn, each
 token's top-2 logit gap in ulps, so a divergence can be told from rounding:
-racer_core.near_tie). Readers accept lines without them.
+racer_core.near_tie). Readers accept lines without them. A question the
+engine failed on has an `error` field with the reason, and only the choices
+finished before the failure (no text stands in for a reply); `--resume`
+answers it again.
 
 `accept_lengths` holds the tokens each tree verification step produced; the
 prefill, which emits the first token of a turn from the prompt alone, is not a
@@ -109,6 +112,8 @@ class AnswerRecord:
     config: dict[str, Any] | None = field(default=None, compare=False)
     answer_id: str = field(default="", compare=False)
     reference: tuple[str, ...] | None = None  # the question's expected final answer(s), for scoring
+    # why the question failed: then `choices` holds only the choices finished before the failure
+    error: str | None = None
 
     @classmethod
     def single(
@@ -176,6 +181,8 @@ class AnswerRecord:
             obj["reference"] = list(self.reference)
         if self.config is not None:
             obj["config"] = self.config
+        if self.error is not None:
+            obj["error"] = self.error
         return obj
 
     @classmethod
@@ -186,7 +193,10 @@ class AnswerRecord:
             raise ValueError("expected a JSON object")
         try:
             raw = obj["choices"]
-            if not isinstance(raw, list) or not raw:
+            error = obj.get("error")
+            if error is not None and not isinstance(error, str):
+                raise ValueError("error must be a string")
+            if not isinstance(raw, list) or not (raw or error):  # a failed question may have none
                 raise ValueError("choices must be a non-empty list")
             choices = tuple(Choice.from_json(c, i, turns_only=turns_only) for i, c in enumerate(raw))
             qid = obj["question_id"]
@@ -202,6 +212,7 @@ class AnswerRecord:
                 config=obj.get("config") if isinstance(obj.get("config"), dict) else None,
                 answer_id=str(obj.get("answer_id", "")),
                 reference=_reference(obj.get("reference")),
+                error=error,
             )
         except (KeyError, IndexError, TypeError, ValueError) as exc:
             raise ValueError(f"not an answer ({type(exc).__name__}: {exc})") from None

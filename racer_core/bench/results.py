@@ -62,24 +62,46 @@ class BenchResult:
     repeats: int = 1  # tries per question (the median one is in records)
     repeat_speeds: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # label -> key -> tok/s per try
     unreadable: list[str] = field(default_factory=list)  # answer lines load_results skipped, one message each
+    # label -> key -> the record of a question that failed (its `error` set); kept out of `records`,
+    # so no total counts its tokens or time
+    failures: dict[str, dict[str, AnswerRecord]] = field(default_factory=dict)
 
     def add(self, label: str, record: AnswerRecord) -> None:
+        """Record an answer; a failed one goes to `failures`, and a later answer
+        to the same question (a rerun) replaces either."""
         if label not in self.methods:
             self.methods.append(label)
-        self.records.setdefault(label, {})[record.key] = record
+        answered, failed = self.records.setdefault(label, {}), self.failures.setdefault(label, {})
+        answered.pop(record.key, None)
+        failed.pop(record.key, None)
+        (failed if record.error is not None else answered)[record.key] = record
         if record.key not in self.question_order:
             self.question_order.append(record.key)
 
+    def failed(self, label: str, category: str | None = None) -> int:
+        """How many of a label's questions (in `category`) failed."""
+        recs = self.failures.get(label, {}).values()
+        if category is None:
+            return len(recs)
+        fold = self._fold()
+        return sum(fold.get(r.category, r.category) == category for r in recs)
+
+    def failure_count(self) -> int:
+        return sum(len(recs) for recs in self.failures.values())
+
+    def _all_records(self) -> list[AnswerRecord]:
+        return [r for recs in (*self.records.values(), *self.failures.values()) for r in recs.values()]
+
     def _fold(self) -> dict[str, str]:
         """Report categories: a Spec-Bench mix shows MT-Bench's eight as multi_turn."""
-        return report_categories(r.category for recs in self.records.values() for r in recs.values())
+        return report_categories(r.category for r in self._all_records())
 
     def categories(self) -> list[str]:
         fold = self._fold()
         seen: dict[str, None] = {}
         for key in self.question_order:
             for label in self.methods:
-                rec = self.records.get(label, {}).get(key)
+                rec = self.records.get(label, {}).get(key) or self.failures.get(label, {}).get(key)
                 if rec is not None:
                     seen.setdefault(fold.get(rec.category, rec.category))
                     break
@@ -116,15 +138,26 @@ class BenchResult:
 
     def category_totals(self) -> dict[str, dict[str, Row]]:
         return {
-            cat: {label: self.totals(label, cat) for label in self.methods if self._select(label, cat)}
+            cat: {
+                label: self.totals(label, cat)
+                for label in self.methods
+                if self._select(label, cat) or self.failed(label, cat)
+            }
             for cat in self.categories()
         }
 
     def warnings(self) -> list[str]:
-        """What a reader must not miss under the tables: divergences from the
-        baseline that are not near-ties, and speed figures too noisy to trust."""
+        """What a reader must not miss under the tables: failed questions,
+        divergences from the baseline that are not near-ties, and speed figures
+        too noisy to trust."""
         lines = []
         for label, row in self.method_totals().items():
+            if failed := self.failed(label):
+                first = next(iter(self.failures[label].values()))
+                lines.append(
+                    f"{label}: {failed} question{'s' if failed != 1 else ''} failed and count in no total "
+                    f"(question {first.question_id}: {first.error})"
+                )
             v = row.versus
             if v.other_questions:
                 lines.append(
@@ -173,10 +206,12 @@ class BenchResult:
             "greedy": self.greedy,
             "completed": self.completed,
             "answer_dir": None if self.answer_dir is None else str(self.answer_dir),
-            "methods": {label: t.to_json() for label, t in self.method_totals().items()},
+            "methods": {label: {**t.to_json(), "failed": self.failed(label)} for label, t in self.method_totals().items()},
             "categories": {
-                cat: {label: t.to_json() for label, t in rows.items()} for cat, rows in self.category_totals().items()
+                cat: {label: {**t.to_json(), "failed": self.failed(label, cat)} for label, t in rows.items()}
+                for cat, rows in self.category_totals().items()
             },
+            "failed": self.failure_count(),
             "repeats": self.repeats,
             "warnings": self.warnings(),
         }

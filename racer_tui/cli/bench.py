@@ -4,7 +4,8 @@ suite headless, print tables, write answers.
 The original RACER's flags work with its meanings (eval_flags.py); with
 workers or GPUs to spread over, the questions are sharded over Ray.
 
-Exit status: 0 done, 2 usage error, 1 run-time error (one line on stderr),
+Exit status: 0 done, 2 usage error, 1 run-time error (one line on stderr) or
+a question that failed (the run goes on past it; its answer line says why),
 128 + the signal's number when stopped by Ctrl-C (130), SIGTERM (143) or
 SIGHUP (129); answers finished so far stay in their files either way.
 """
@@ -49,7 +50,8 @@ EPILOG = (
     "Methods answer the same questions interleaved (question 1 with every method, "
     "then question 2, ...), after one untimed warm-up reply each. Answers go to "
     f"ANSWER_DIR/METHOD.jsonl (default under the user data folder, or ${DATA_DIR_ENV}). "
-    "Exit status: 0 done, 1 run-time error, 2 usage error, 128 + the signal's number when "
+    "A question the engine fails on is recorded with its error and the run goes on. "
+    "Exit status: 0 done, 1 run-time error or a failed question, 2 usage error, 128 + the signal's number when "
     "stopped by Ctrl-C (130), SIGTERM (143) or SIGHUP (129); finished answers are kept "
     "(rerun with --resume to continue)."
 )
@@ -273,6 +275,12 @@ def _run(args: argparse.Namespace, loader: EngineLoader) -> int:
         _write_json(args.summary_json, result.to_summary(**extra))
         print(f"summary: {args.summary_json}")
     print(f"answers: {args.answer_file or answer_dir}")
+    if failed := result.failure_count():  # the run went on past them; the exit status still tells
+        print_error(
+            f"{failed} question{'s' if failed != 1 else ''} failed (see the error field of the answer lines; "
+            "--resume answers them again)"
+        )
+        return 1
     return 0
 
 

@@ -11,7 +11,7 @@ from racer_core.bench import runner
 from racer_core.bench.answers import answer_path, read_answers
 from racer_core.bench.runner import WARMUP_PROMPT, BenchProgress, check_repeats, load_results, run_benchmark
 from racer_core.bench.suites import Question
-from racer_core.errors import InputError, RacerError
+from racer_core.errors import InputError
 from racer_core.events import EngineInfo, GenerationConfig, StepEvent
 
 QUESTIONS = [
@@ -223,8 +223,11 @@ def test_unknown_method_and_engine_without_final_event():
             conv.send = send
             return conv
 
-    with pytest.raises(RacerError, match="without a final event"):
-        run_benchmark(Unfinished(), QUESTIONS, ["ar"], GREEDY, warmup=False)
+    # an engine fault on a question is that question's failure: recorded, and the run goes on
+    result = run_benchmark(Unfinished(), QUESTIONS, ["ar"], GREEDY, warmup=False)
+    assert result.completed and not result.records["ar"]
+    assert result.failed("ar") == len(QUESTIONS)
+    assert all("without a final event" in r.error for r in result.failures["ar"].values())
 
 
 def test_repeats_interleave_tries_and_keep_the_median_one(monkeypatch):
