@@ -109,11 +109,11 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-num-draft", type=param("max_num_draft"), default=d.max_num_draft, metavar="N|auto",
                    help=f"draft tree budget, 1 to {MAX_DRAFT} (default: {d.max_num_draft})")
     p.add_argument("--ngram", type=param("ngram"), default=d.ngram, metavar="N",
-                   help=f"automaton n-gram length (default: {d.ngram})")
+                   help=f"automaton n-gram length; 0 turns retrieval off, as method logits (default: {d.ngram})")
     p.add_argument("--max-nodes", type=param("max_nodes"), default=d.max_nodes, metavar="N",
                    help=f"automaton capacity (default: {d.max_nodes})")
     p.add_argument("--max-breadth", type=param("max_breadth"), default=d.max_breadth, metavar="K",
-                   help=f"logits tree breadth (default: {d.max_breadth})")
+                   help=f"logits tree breadth; 0 turns the logits table off, as method retrieval (default: {d.max_breadth})")
     p.add_argument("--answer-dir", type=Path, default=None, metavar="DIR", help="where METHOD.jsonl answer files go")
     add_original_arguments(p)
     p.add_argument(

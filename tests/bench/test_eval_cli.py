@@ -93,6 +93,15 @@ def test_answer_file_alone_runs_racer_alone(tmp_path, capsys):
     assert {c.method for c in engine.configs} == {"racer"}  # no ar run, not even its warm-up
 
 
+def test_zero_turns_a_draft_source_off_as_the_original(tmp_path, capsys):
+    root = _data(tmp_path)
+    engine = FakeEngine()
+    argv = ["--bench-name", "gsm8k", "--data-root", str(root), "--answer-file", str(tmp_path / "a.jsonl"),
+            "--ngram", "0", "--max-breadth", "0"]
+    assert racer_tui_main(argv, engine_loader=lambda **kw: engine) == 0, capsys.readouterr().err
+    assert {(c.ngram, c.max_breadth) for c in engine.configs} == {(0, 0)}
+
+
 def test_help_shows_both_spellings(capsys):
     with pytest.raises(SystemExit):
         racer_tui_main(["bench", "--help"])
