@@ -69,3 +69,18 @@ def test_a_file_without_one_usable_line_is_refused(tmp_path, capsys):
     assert main(["speed", str(path)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no usable answer line (line 1: not valid JSON)" in err
+
+
+def test_failed_questions_are_counted_apart_from_the_totals(tmp_path, capsys):
+    path = tmp_path / "racer.jsonl"
+    failed = {"question_id": 2, "category": "reasoning", "model_id": "m", "choices": [], "error": "RuntimeError: x"}
+    _write(path, [_line(1, "reasoning", 10, 1.0, [2] * 5), failed])
+    assert main(["speed", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "Total tokens: 10\nTotal time (s): 1.0000" in out  # the failed question is in no total
+    header = next(line for line in out.splitlines() if "method" in line)
+    row = next(line for line in out.splitlines() if line.startswith("│ racer"))
+    cols = [c.strip() for c in header.strip("┃ ").split("┃")]
+    cells = [c.strip() for c in row.strip("│ ").split("│")]
+    assert dict(zip(cols, cells, strict=True))["failed"] == "1"
+    assert "Failed questions: 1" in out[out.index("== racer ==") :]
