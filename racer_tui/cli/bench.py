@@ -4,7 +4,8 @@ suite headless, print tables, write answers.
 The original RACER's flags work with its meanings (eval_flags.py); with
 workers or GPUs to spread over, the questions are sharded over Ray.
 
-Exit status: 0 done, 2 usage error, 1 run-time error (one line on stderr),
+Exit status: 0 done, 2 usage error, 1 run-time error (one line on stderr) or
+a question that failed (the run goes on past it; its answer line says why),
 128 + the signal's number when stopped by Ctrl-C (130), SIGTERM (143) or
 SIGHUP (129); answers finished so far stay in their files either way.
 """
@@ -48,11 +49,13 @@ EPILOG = (
     "Methods answer the same questions interleaved (question 1 with every method, "
     "then question 2, ...), after one untimed warm-up reply each. Answers go to "
     f"ANSWER_DIR/METHOD.jsonl (default under the user data folder, or ${DATA_DIR_ENV}). "
-    "Exit status: 0 done, 1 run-time error, 2 usage error, 128 + the signal's number when "
+    "A question the engine fails on is recorded with its error and the run goes on. "
+    "Exit status: 0 done, 1 run-time error or a failed question, 2 usage error, 128 + the signal's number when "
     "stopped by Ctrl-C (130), SIGTERM (143) or SIGHUP (129); finished answers are kept "
     "(rerun with --resume to continue)."
 )
 
+DEFAULT_METHODS = ("ar", "racer")
 # Parameters this command sets besides the method list.
 TUNED = tuple(option.dest for option in o.TUNING)
 
@@ -62,8 +65,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--methods",
         type=methods,
-        default=["ar", "racer"],
-        help=f"comma list from {','.join(METHODS)} (default: ar,racer)",
+        default=None,
+        help=f"comma list from {','.join(METHODS)} (default: ar,racer; racer alone with --answer-file, "
+        "as the original's inference_racer)",
     )
     p.add_argument(
         "--question-begin",
@@ -154,6 +158,8 @@ def _stop_on_signals() -> Iterator[None]:
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser, *, engine_loader: EngineLoader | None = None) -> int:
     check_suite(args, parser)
+    if args.methods is None:  # an answer file holds one method's answers: the original's racer run
+        args.methods = ["racer"] if args.answer_file is not None else list(DEFAULT_METHODS)
     if args.question_end is not None and args.question_end <= (args.question_begin or 0):
         parser.error("--question-end must be greater than --question-begin")
     # Each value was checked alone; the whole config is built (and checked) before any model loads.
@@ -245,6 +251,12 @@ def _run(args: argparse.Namespace, loader: EngineLoader) -> int:
         _write_json(args.summary_json, result.to_summary(**extra))
         print(f"summary: {args.summary_json}")
     print(f"answers: {args.answer_file or answer_dir}")
+    if failed := result.failure_count():  # the run went on past them; the exit status still tells
+        print_error(
+            f"{failed} question{'s' if failed != 1 else ''} failed (see the error field of the answer lines; "
+            "--resume answers them again)"
+        )
+        return 1
     return 0
 
 

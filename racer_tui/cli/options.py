@@ -131,7 +131,7 @@ TOP_P = Option(("--top-p",), "top_p", TOP_P_HELP, default=DEFAULTS.top_p, type=t
 MAX_NUM_DRAFT = generation("max_num_draft", metavar="N|auto", note=f" (a number from 1 to {MAX_DRAFT})")
 NGRAM = generation("ngram", metavar="N")
 MAX_NODES = generation("max_nodes", metavar="N")
-MAX_BREADTH = generation("max_breadth", metavar="K", note=f", 1 to {MAX_BREADTH}")
+MAX_BREADTH = generation("max_breadth", metavar="K", note=f", 0 to {MAX_BREADTH}")
 ENABLE_THINKING = generation(
     "enable_thinking", type=str2bool, nargs="?", const=True, metavar="true|false",
     note="; the flag alone means true",

@@ -48,7 +48,7 @@ def _references(args: argparse.Namespace, records: list[AnswerRecord]) -> dict[s
 
 
 def score_file(path: Path, args: argparse.Namespace) -> MathScore:
-    records = read_answers(path)
+    records = read_answers(path, turns_only=True)  # a scorer reads the replies only, as the original's
     refs = _references(args, records)
     if not refs:
         where = args.questions or args.bench_name or path

@@ -1,6 +1,7 @@
 """The automaton against the paper (RACER, arXiv 2604.14885) and docs/design.md 1.7.
 
-Runs under pytest and as `python -m unittest tests.test_automaton_paper_alignment -v`.
+Runs under pytest and as `python -m unittest tests.test_automaton_paper_alignment -v`
+from the repository root (tests/test_automaton_paper_alignment.py loads this file).
 Every case runs against the compiled class; the cheap ones also against the
 reference (the *Reference classes at the bottom).
 """
