@@ -12,16 +12,13 @@ from racer_tui.cli.serve import build_serve_command, is_loopback
 
 @pytest.fixture
 def fake_server(monkeypatch: pytest.MonkeyPatch) -> dict:
+    """The real server, built but never listening: what it would serve, and where."""
     seen: dict = {}
 
-    class FakeServer:
-        def __init__(self, command: str, host: str, port: int, title: str) -> None:
-            seen.update(command=command, host=host, port=port)
+    def serve(self) -> None:
+        seen.update(command=self.command, host=self.host, port=self.port, url=self.public_url, served=True)
 
-        def serve(self) -> None:
-            seen["served"] = True
-
-    monkeypatch.setattr("textual_serve.server.Server", FakeServer)
+    monkeypatch.setattr("textual_serve.server.Server.serve", serve)  # PageServer's too
     return seen
 
 
@@ -147,6 +144,18 @@ def test_serve_on_loopback_builds_server(spelling: list[str], fake_server: dict)
     assert main([*spelling, "--port", "8123", "--dtype", "float32"]) == 0
     assert fake_server["host"] == "127.0.0.1" and fake_server["port"] == 8123 and fake_server["served"]
     assert fake_server["command"].endswith("-m racer_tui.cli --dtype float32")
+
+
+def test_serve_on_ipv6_prints_an_address_a_browser_opens(
+    fake_server: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for host in ("::1", "[::1]"):
+        assert main(["serve", "--host", host, "--port", "8767"]) == 0
+        assert fake_server["host"] == "::1"  # bound without brackets
+        assert fake_server["url"] == "http://[::1]:8767"  # the page's own links too
+        assert "serving on http://[::1]:8767 " in capsys.readouterr().out
+    assert main(["serve", "--port", "8767"]) == 0
+    assert fake_server["url"] == "http://127.0.0.1:8767"
 
 
 def test_loopback_addresses() -> None:
