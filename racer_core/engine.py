@@ -32,7 +32,7 @@ from racer_core.errors import InputError
 from racer_core.events import EngineInfo, GenerationConfig, Progress, ShouldStop, StepEvent, TokenPiece
 from racer_core.kv_cache import TreeCache, stock_tree_cache
 from racer_core.models.checkpoints import LoadOptions
-from racer_core.models.loader import LoadedModel, choose_forward, load
+from racer_core.models.loader import LoadedModel, choose_forward, load, load_draft_head
 from racer_core.models.reader import LeanModel
 from racer_core.multimodal import (
     ChatImage,
@@ -78,8 +78,9 @@ class RacerEngine:
     for, through `engine.model`)."""
 
     def __init__(self, model: Any, tokenizer: Any, name: str, eos_ids: frozenset[int] | None = None,
-                 processor: Any = None, forward: str = "auto") -> None:
-        self._start(LoadedModel(model, tokenizer, processor, name, choose_forward(model, forward)), eos_ids)
+                 processor: Any = None, forward: str = "auto", draft_model: str | None = None) -> None:
+        head = load_draft_head(model, draft_model, processor) if draft_model else None
+        self._start(LoadedModel(model, tokenizer, processor, name, choose_forward(model, forward), head), eos_ids)
 
     @classmethod
     def from_loaded(cls, loaded: LoadedModel, eos_ids: frozenset[int] | None = None) -> RacerEngine:
@@ -119,6 +120,7 @@ class RacerEngine:
             placeholder_ids=self.vision.placeholder_ids if self.vision else frozenset(),
             eps=float(torch.finfo(dtype).eps),
             lean=self.lean,
+            head=loaded.head,
         )
 
     @property

@@ -22,6 +22,7 @@ class Source(IntEnum):
     MODEL = 0  # the bonus token sampled from the model (or plain decoding)
     RETRIEVAL = 1  # an accepted draft token proposed by the automaton
     LOGITS = 2  # an accepted draft token proposed by the logits table only
+    HEAD = 3  # an accepted draft token proposed by a trained draft head (eagle3)
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,12 @@ from racer_core.events import Source
 
 RETRIEVAL_GREEN = "#3fb950"  # accepted draft token from the automaton
 LOGITS_GREEN = "#8ddb8c"  # accepted draft token from the logits table
+HEAD_GREEN = "#56d4dd"  # accepted draft token from a trained draft head (eagle3)
 SOURCE_STYLE: dict[Source, str] = {
     Source.MODEL: "",
     Source.RETRIEVAL: RETRIEVAL_GREEN,
     Source.LOGITS: LOGITS_GREEN,
+    Source.HEAD: HEAD_GREEN,
 }
 
 # One colour per method in every dashboard chart (plotext takes RGB tuples).
@@ -20,6 +22,7 @@ METHOD_COLORS: dict[str, tuple[int, int, int]] = {
     "logits": (210, 153, 34),
     "hf": (188, 140, 255),
     "pld": (255, 123, 114),
+    "eagle3": (86, 212, 221),
 }
 CHART_GREEN = (63, 185, 80)
 CHART_BLUE = (88, 166, 255)

@@ -20,13 +20,15 @@ class LoadOptions:
     """How to load a model: `device` "auto" spreads a model over every visible
     GPU when CUDA is present; `quantize` is "8bit" or "4bit" (bitsandbytes);
     remote code runs only with `trust_remote_code`; `forward` is the
-    verification forward, one of FORWARDS."""
+    verification forward, one of FORWARDS; `draft_model` an EAGLE-3 draft
+    head (a folder or hub id) for method eagle3."""
 
     device: str = "auto"
     dtype: str = "auto"
     quantize: str | None = None
     trust_remote_code: bool = False
     forward: str = "auto"
+    draft_model: str | None = None
 
 
 def first_line(error: BaseException) -> str:

@@ -159,8 +159,11 @@ class LeanForward:
         self._sin = (emb.sin() * w.rope_scale).to(self.dtype)
 
     def __call__(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: Any,
-                 logit_rows: int | None = None) -> torch.Tensor:
-        """Logits (T, vocab) for the T fed tokens; only the first `logit_rows` rows if given."""
+                 logit_rows: int | None = None, capture: tuple[int, ...] = ()) -> Any:
+        """Logits (T, vocab) for the T fed tokens; only the first `logit_rows` rows if given.
+
+        With `capture` (layer ids, as an EAGLE-3 head names them): (logits, the
+        states entering those layers concatenated, (T, len(capture) * hidden))."""
         w = self.weights
         if int(positions.max()) >= self._cos.shape[0]:
             self._grow_rope(int(positions.max()) + 1)
@@ -170,7 +173,10 @@ class LeanForward:
         h = F.embedding(ids, w.embed)[None]  # (1, T, H)
         nq, nkv, d = w.heads * w.head_dim, w.kv_heads * w.head_dim, w.head_dim
         gqa = w.heads != w.kv_heads
-        for layer, cache_layer in zip(w.layers, cache.layers, strict=True):
+        captured: dict[int, torch.Tensor] = {}
+        for index, (layer, cache_layer) in enumerate(zip(w.layers, cache.layers, strict=True)):
+            if index in capture:
+                captured[index] = h[0]
             x = _rms(h, layer.input_norm, w.eps)
             qkv = F.linear(x, layer.qkv, layer.qkv_bias)
             q = qkv[..., :nq].view(1, t, w.heads, d)
@@ -188,7 +194,8 @@ class LeanForward:
             gate, up = F.linear(x, layer.gate_up).chunk(2, dim=-1)
             h = h + F.linear(F.silu(gate) * up, layer.down)
         rows = h[0] if logit_rows is None else h[0, :logit_rows]
-        return F.linear(_rms(rows, w.final_norm, w.eps), w.lm_head)
+        logits = F.linear(_rms(rows, w.final_norm, w.eps), w.lm_head)
+        return (logits, torch.cat([captured[i] for i in capture], dim=-1)) if capture else logits
 
 
 def config_supported(config: Any) -> bool:

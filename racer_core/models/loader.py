@@ -32,6 +32,7 @@ from racer_core.models.vl_processor import load_processor
 from racer_core.multimodal import is_vision_config
 
 if TYPE_CHECKING:
+    from racer_core.models.eagle3_head import Eagle3Head
     from racer_core.models.lean_forward import LeanForward
 
 # Every load reads local files only; a hub id is the one thing fetched, and
@@ -136,6 +137,7 @@ class LoadedModel:
     processor: Any
     name: str
     lean: LeanForward | None
+    head: Eagle3Head | None = None  # an EAGLE-3 draft head, when one was named
 
 
 def load(model_path: str | os.PathLike[str] | None = None, options: LoadOptions | None = None,
@@ -175,9 +177,22 @@ def load(model_path: str | os.PathLike[str] | None = None, options: LoadOptions 
         tokenizer, processor = load_tokenizer(folder, source.name, options.trust_remote_code), None
     else:
         model, tokenizer, processor = with_transformers()
+    head = load_draft_head(model, options.draft_model, processor) if options.draft_model else None
     if progress:
         progress("Model loaded", 1.0)
-    return LoadedModel(model, tokenizer, processor, source.name, choose_forward(model, options.forward))
+    return LoadedModel(model, tokenizer, processor, source.name, choose_forward(model, options.forward), head)
+
+
+def load_draft_head(model: Any, path: str, processor: Any = None) -> Eagle3Head:
+    """An EAGLE-3 head for `model` (models/eagle3_head.py), refused in one line if it is for another target."""
+    from racer_core.models.eagle3_head import load_head
+    from racer_core.models.reader import LeanModel
+
+    if processor is not None:
+        raise ModelLoadError("an EAGLE-3 draft head drafts for text models only; this model reads images")
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    embed = model.lean.weights.embed if isinstance(model, LeanModel) else model.get_input_embeddings().weight
+    return load_head(path, config, embed.detach())
 
 
 def check_forward(forward: str) -> None:
