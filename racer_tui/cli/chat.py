@@ -12,6 +12,7 @@ import functools
 from typing import Any
 
 import racer_tui.cli.options as o
+from racer_tui.cli.errors import print_error
 
 DESCRIPTION = "Chat with RACER speculative decoding and benchmark it, in the terminal or a browser."
 # Options that default to the saved settings (None: not given), then those for this run's loading only.
@@ -45,6 +46,10 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser, **hooks: Any)
     from racer_tui.app import RacerApp
     from racer_tui.models import default_engine_factory
 
+    refusal = o.head_refusal([args.method or ""], args)
+    if refusal is not None:
+        print_error(refusal)
+        return 2
     load = o.load_arguments(args)
     factory = functools.partial(default_engine_factory, **load) if load else default_engine_factory
     app = RacerApp(

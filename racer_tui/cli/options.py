@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from racer_core.bench.suites import BENCH_NAMES, DEFAULT_DATA_ROOT
-from racer_core.config import DEFAULTS, FIELDS, MAX_BREADTH, MAX_DRAFT, MAX_TEMPERATURE, METHODS
+from racer_core.config import DEFAULTS, FIELDS, HEAD_METHODS, MAX_BREADTH, MAX_DRAFT, MAX_TEMPERATURE, METHODS
 from racer_core.models.checkpoints import FORWARDS, LoadOptions
 from racer_tui.cli.params import TOP_P_HELP, param, str2bool, top_p
 
@@ -120,7 +120,13 @@ FORWARD = Option(
     "Qwen3 decoders), stock (transformers' own), or auto: lean where the model has one",
     default=FORWARDS[0], more={"choices": FORWARDS},
 )
-LOADING = (TRUST_REMOTE_CODE, *QUANTIZE, FORWARD)
+DRAFT_MODEL = Option(
+    ("--draft-model", "--eagle-model-path"), "draft_model",  # --eagle-model-path: the original's inference_eagle3
+    "an EAGLE-3 draft head for method eagle3: a folder (the EAGLE authors' or vLLM's speculators format) "
+    "or a Hugging Face hub id, for this model",
+    default=_load_default("draft_model"), metavar="PATH", shown="none",
+)
+LOADING = (TRUST_REMOTE_CODE, *QUANTIZE, FORWARD, DRAFT_MODEL)
 """The load_engine keywords besides the model, device and dtype."""
 
 # How replies are generated.
@@ -132,11 +138,15 @@ MAX_NUM_DRAFT = generation("max_num_draft", metavar="N|auto", note=f" (a number 
 NGRAM = generation("ngram", metavar="N")
 MAX_NODES = generation("max_nodes", metavar="N")
 MAX_BREADTH = generation("max_breadth", metavar="K", note=f", 0 to {MAX_BREADTH}")
+TOTAL_TOKEN = generation("total_token", metavar="N")
+DEPTH = generation("depth", metavar="N")
+TOP_K = generation("top_k", metavar="K")
 ENABLE_THINKING = generation(
     "enable_thinking", type=str2bool, nargs="?", const=True, metavar="true|false",
     note="; the flag alone means true",
 )
-TUNING = (MAX_NEW_TOKENS, TEMPERATURE, TOP_P, MAX_NUM_DRAFT, NGRAM, MAX_NODES, MAX_BREADTH, ENABLE_THINKING)
+TUNING = (MAX_NEW_TOKENS, TEMPERATURE, TOP_P, MAX_NUM_DRAFT, NGRAM, MAX_NODES, MAX_BREADTH, TOTAL_TOKEN, DEPTH, TOP_K,
+          ENABLE_THINKING)
 """The generation parameters both the chat and a benchmark set (the chat adds --method, a benchmark --methods)."""
 SYSTEM_PROMPT = Option(("--system-prompt",), "system_prompt", "the system message ('' for none)",
                        default="", metavar="TEXT")
@@ -155,12 +165,22 @@ def add_all(parser: Any, options: Iterable[Option], default: Any = _GIVEN, shown
 
 
 def add_loading(parser: Any) -> None:
-    """--trust-remote-code, --load-in-8bit | --load-in-4bit, --forward."""
+    """--trust-remote-code, --load-in-8bit | --load-in-4bit, --forward, --draft-model."""
     TRUST_REMOTE_CODE.add(parser)
     bits = parser.add_mutually_exclusive_group()
     for option in QUANTIZE:
         option.add(bits)
     FORWARD.add(parser)
+    DRAFT_MODEL.add(parser)
+
+
+def head_refusal(methods: Iterable[str], args: argparse.Namespace) -> str | None:
+    """Why the chosen methods cannot run without a draft head, or None."""
+    wanting = [m for m in methods if m in HEAD_METHODS]
+    if wanting and not getattr(args, "draft_model", None):
+        return (f"{wanting[0]} needs a draft head: give one with --draft-model PATH "
+                "(a folder or hub id of an EAGLE-3 head for this model)")
+    return None
 
 
 def load_arguments(args: argparse.Namespace) -> dict[str, Any]:

@@ -104,6 +104,27 @@ def test_the_model_path_flag_is_the_chats_and_the_originals(flag, qfile, tmp_pat
                        "quantize": "8bit", "forward": "stock"}]
 
 
+@pytest.mark.parametrize("flag", ["--draft-model", "--eagle-model-path"])
+def test_eagle3_takes_its_head_and_tree_flags_with_the_originals_names(flag, qfile, tmp_path):
+    loaded: list[dict] = []
+    engine = FakeEngine()
+    words = ["bench", str(qfile), "--methods", "ar,eagle3", flag, "/heads/h", "--total-token", "30", "--depth", "4",
+             "--top-k", "6", "--question-end", "1", "--answer-dir", str(tmp_path / "a")]
+    assert run(words, engine, loaded) == 0
+    assert loaded[0]["draft_model"] == "/heads/h"
+    eagle = [c for c in engine.configs if c.method == "eagle3"]
+    assert eagle and all((c.total_token, c.depth, c.top_k) == (30, 4, 6) for c in eagle)
+
+
+def test_eagle3_without_a_head_is_refused_in_one_line_before_loading(qfile, tmp_path, capsys):
+    loaded: list[dict] = []
+    words = ["bench", "builtin", "--methods", "ar,racer,eagle3", "--answer-dir", str(tmp_path / "a")]
+    assert run(words, loaded=loaded) == 2
+    err = capsys.readouterr().err
+    assert "eagle3 needs a draft head" in err and "--draft-model" in err and err.count("\n") == 1
+    assert loaded == [] and not (tmp_path / "a").exists()
+
+
 def test_question_range_and_resume(qfile, tmp_path):
     out_dir = tmp_path / "a"
     assert run(["--bench", str(qfile), "--answer-dir", str(out_dir), "--question-end", "1"]) == 0
