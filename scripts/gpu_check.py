@@ -12,6 +12,11 @@ from CPU runs.
     python scripts/gpu_check.py --random-model --dtype bfloat16
     python scripts/gpu_check.py --random-model --forward stock   # transformers' forward, to compare
     python scripts/gpu_check.py --families            # a VL model with an image; device_map="auto"
+    python scripts/gpu_check.py --model meta-llama/Llama-3.1-8B-Instruct \
+        --draft-model yuhuili/EAGLE3-LLaMA3.1-Instruct-8B   # adds eagle3, the paper's comparison
+
+`--draft-model` (an EAGLE-3 head for `--model`, see docs/evaluation.md) adds
+`eagle3` to the methods compared on the built-in suite.
 
 `--families` (no downloads): a random-weight Qwen2.5-VL (text tower of
 Qwen2.5-0.5B's shape, the tiny processor) answers about an image with `ar`,
@@ -119,7 +124,11 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=14)
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--context", type=int, default=512, help="cached tokens for the cost curve")
+    parser.add_argument("--model", default=None, help="a checkpoint folder or hub id (default: the embedded model)")
+    parser.add_argument("--draft-model", default=None, help="an EAGLE-3 head for --model: adds method eagle3")
     args = parser.parse_args()
+    if args.draft_model and args.random_model:
+        parser.error("--draft-model needs the head's own target (--model), not a random model")
 
     from racer_core.bench.runner import run_benchmark
     from racer_core.bench.suites import load_suite
@@ -131,7 +140,8 @@ def main() -> None:
     if args.random_model:
         engine = random_engine(args.device, args.dtype, args.forward)
     else:
-        engine = load_engine(None, device=args.device, dtype=args.dtype, forward=args.forward)
+        engine = load_engine(args.model, device=args.device, dtype=args.dtype, forward=args.forward,
+                             draft_model=args.draft_model)
     info = engine.info
     print(f"model: {info.model}  device: {info.device}  dtype: {info.dtype}  forward: {info.forward}")
 
@@ -158,7 +168,8 @@ def main() -> None:
 
     questions = load_suite("builtin")[: args.questions]
     config = GenerationConfig(max_new_tokens=args.max_new_tokens)
-    result = run_benchmark(engine, questions, ["ar", "racer", "pld"], config)
+    methods = ["ar", "racer", "pld", *(["eagle3"] if args.draft_model else [])]
+    result = run_benchmark(engine, questions, methods, config)
     summary = result.to_summary()
     print(f"\n{len(questions)} built-in questions, greedy, {args.max_new_tokens} new tokens")
     for method, row in summary["methods"].items():
