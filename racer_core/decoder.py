@@ -91,6 +91,7 @@ class SequenceDecoder:
         self.rows: list[np.ndarray | None] | None = None
         # eagle3: the target's auxiliary states per cached position and the head's cache, from the first eagle3 reply
         self.drafter: HeadDrafter | None = None
+        self.captured = torch.empty(0)  # the last forward's captured states (eagle3)
 
     # -- the drafting sources -------------------------------------------------
 
@@ -139,17 +140,15 @@ class SequenceDecoder:
             self.drafter.truncate(common)
         return prompt[common:]
 
-    def _forward(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, **extra: Any) -> torch.Tensor:
-        return self._forward_capturing(tokens, positions, mask, (), **extra)[0]
-
-    def _forward_capturing(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
-                           capture: tuple[int, ...], **extra: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Logits, and with `capture` (eagle3's layer ids) the states entering those layers, concatenated."""
+    def _forward(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
+                 capture: tuple[int, ...] = (), **extra: Any) -> torch.Tensor:
+        """The logits; with `capture` (eagle3's layer ids) the states entering
+        those layers, concatenated, are left in `self.captured`."""
         if self.rt.lean is not None and not extra and positions.ndim == 1:
             if not capture:
-                return self.rt.lean(tokens, positions, mask, self.cache), None
-            logits, aux = self.rt.lean(tokens, positions, mask, self.cache, capture=capture)
-            return logits, aux
+                return self.rt.lean(tokens, positions, mask, self.cache)
+            logits, self.captured = self.rt.lean(tokens, positions, mask, self.cache, capture=capture)
+            return logits
         # 1D positions are the text ones; (3, T) ones are multimodal rotary positions.
         out = self.rt.model(
             input_ids=tokens[None, :],
@@ -160,8 +159,9 @@ class SequenceDecoder:
             **({"output_hidden_states": True} if capture else {}),
             **extra,
         )
-        aux = torch.cat([out.hidden_states[i][0] for i in capture], dim=-1) if capture else None
-        return out.logits[0], aux
+        if capture:
+            self.captured = torch.cat([out.hidden_states[i][0] for i in capture], dim=-1)
+        return out.logits[0]
 
     def _prefill(self, tokens: list[int], update_table: bool, vision: VisionPrompt | None = None,
                  drafter: HeadDrafter | None = None) -> torch.Tensor:
@@ -183,11 +183,10 @@ class SequenceDecoder:
             if vision is not None:
                 extra = {k: v.to(self.rt.device) for k, v in vision.pixel_inputs(base, base + len(chunk)).items()}
             capture = drafter.head.aux_layers if drafter is not None else ()
-            logits, aux = self._forward_capturing(ids, positions, self.rt.masks.causal(base, len(chunk)), capture,
-                                                  **extra)
+            logits = self._forward(ids, positions, self.rt.masks.causal(base, len(chunk)), capture=capture, **extra)
             self.cached.extend(chunk)
-            if drafter is not None and aux is not None:
-                drafter.aux.append(aux)
+            if drafter is not None:
+                drafter.aux.append(self.captured)
             learned: list[np.ndarray | None] = [None] * len(chunk)
             if update_table and self.automaton is not None:
                 rows = [i for i, t in enumerate(chunk) if t not in self.rt.placeholder_ids]
@@ -253,8 +252,7 @@ class SequenceDecoder:
         positions = torch.from_numpy(draft.depths + base + self.offset).to(self.rt.device)
         t1 = time.perf_counter()
         capture = reply.drafter.head.aux_layers if reply.drafter is not None else ()
-        logits, aux = self._forward_capturing(ids, positions, mask, capture)
-        logits = logits[: draft.size]  # padding rows are dropped
+        logits = self._forward(ids, positions, mask, capture=capture)[: draft.size]  # padding rows are dropped
         if self.rt.device.type == "cuda":
             torch.cuda.synchronize()  # so verify_s is the forward pass alone
         t2 = time.perf_counter()
@@ -264,8 +262,8 @@ class SequenceDecoder:
         margins = self._margins(logits[path[: len(tokens)]], reply) if tokens else []
         self.cache.commit(base, path)
         self.cached.extend(int(draft.tokens[i]) for i in path)
-        if reply.drafter is not None and aux is not None:
-            reply.drafter.aux.append(aux[path])
+        if reply.drafter is not None:
+            reply.drafter.aux.append(self.captured[path])
         top = self._learn(reply, draft, logits, [root, *tokens[:-1]], prev)
         if self.rows is not None:
             self.rows.extend(top[path] if top is not None else [None] * len(path))
