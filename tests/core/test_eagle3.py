@@ -203,15 +203,17 @@ def test_a_trained_head_has_drafts_accepted_and_stays_exact(trained: Path, forwa
     assert steps < plain_steps
 
 
-def test_sampled_eagle3_replies_accept_drafts_and_follow_the_seed(trained: Path) -> None:
-    """Sampling is verified by racer's rule (one sample per visited node; tests/core/test_sampling.py)."""
+def test_sampled_eagle3_replies_follow_the_seed(trained: Path) -> None:
+    """Sampling runs through racer's rule (one sample per visited node), whose
+    exactness tests/core/test_sampling.py holds. The trained head knows one
+    greedy continuation only, so once a sample leaves it its drafts are chance
+    hits: acceptance is proved by the greedy test above, not here."""
     eng = engine(trained)
-    config = GenerationConfig(method="eagle3", temperature=0.3, max_new_tokens=30, seed=5)
+    config = GenerationConfig(method="eagle3", temperature=0.7, max_new_tokens=30, seed=5)
     first = list(eng.decoder().generate(PROMPT, config))
     again = list(eng.decoder().generate(PROMPT, config))
     assert [s.tokens for s in first] == [s.tokens for s in again]
     assert sum(len(s.tokens) for s in first) == 30
-    assert sum(s.sources.count(Source.HEAD) for s in first) >= 5  # drafts were accepted
 
 
 def test_a_conversation_switching_methods_stays_exact(trained: Path) -> None:
