@@ -121,6 +121,7 @@ class ApiMonitor(App[int]):
                           "accepted/drafted")
         self.query_one("#live", Vertical).border_title = "running"
         if self.service is not None:
+            self.service.watch(self.observe, self.refused)
             self.service.start()
             info = self.service.engine.info
             key = "key required" if self.service.settings.api_key else "no key (loopback)"

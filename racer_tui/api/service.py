@@ -45,13 +45,19 @@ class ApiService:
         self.settings = settings
         self.host = host
         self.worker = EngineWorker(queue, observers)
-        self.app = ApiServer(engine, self.worker, settings, refused).app()
+        self.routes = ApiServer(engine, self.worker, settings, refused)
+        self.app = self.routes.app()
         self.sock = bind(host, port)
         self.port = int(self.sock.getsockname()[1])
         config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off",
                                 timeout_graceful_shutdown=3)
         self.server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
+
+    def watch(self, observer: Observer, refused: Refused) -> None:
+        """Tell `observer` of every job and `refused` of every refusal (the monitor)."""
+        self.worker.observers.append(observer)
+        self.routes.refused = refused
 
     @property
     def url(self) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import signal
 import sys
 from importlib.util import find_spec
 from typing import Any
@@ -30,7 +31,8 @@ DESCRIPTION = (
 EPILOG = (
     "Only loopback addresses (127.0.0.1, ::1, localhost) are served unless --allow-remote is given, and "
     "then only with --api-key (or $RACER_TUI_API_KEY): clients send it as 'Authorization: Bearer KEY'. "
-    "Requests queue for the one engine and are answered in order; a full queue answers 429."
+    "Requests queue for the one engine and are answered in order; a full queue answers 429. "
+    "Exit status: 0, 1 run-time error, 2 usage error, 130 stopped by Ctrl-C."
 )
 KEY_ENV = "RACER_TUI_API_KEY"
 EXTRA_MODULES = ("starlette", "uvicorn", "sse_starlette", "pydantic")
@@ -106,12 +108,13 @@ def _serve(args: argparse.Namespace, key: str | None, hooks: dict[str, Any]) -> 
         observe, refused = headless_log()
         service = ApiService(engine, settings, args.host, args.port, args.queue, [observe], refused)
         print(f"racer-tui api: serving {engine.info.model} on {service.url} (ctrl+c stops)", flush=True)
-        service.run()
+        try:
+            service.run()
+        except KeyboardInterrupt:  # uvicorn shut down cleanly, then handed Ctrl-C on
+            return 128 + signal.SIGINT
         return 0
     from racer_tui.api.monitor import ApiMonitor
 
-    monitor = ApiMonitor()
-    service = ApiService(engine, settings, args.host, args.port, args.queue, [monitor.observe], monitor.refused)
-    monitor.service = service
+    monitor = ApiMonitor(ApiService(engine, settings, args.host, args.port, args.queue))
     monitor.run()
     return int(monitor.return_code or 0)

@@ -35,8 +35,10 @@ def running(engine: Any, observers: list | None = None, refused: Any = None, que
         service.stop()
 
 
-def client(service: ApiService, api_key: str = "unused") -> OpenAI:
-    return OpenAI(base_url=service.url, api_key=api_key, max_retries=0, timeout=TIMEOUT)
+def client(where: ApiService | str, api_key: str = "unused") -> OpenAI:
+    """The openai client for a service (or its base URL), without retries."""
+    url = where if isinstance(where, str) else where.url
+    return OpenAI(base_url=url, api_key=api_key, max_retries=0, timeout=TIMEOUT)
 
 
 class Recorder:
