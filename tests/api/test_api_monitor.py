@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 from api_helpers import client, http
-from fake_engine import FakeEngine, tokenize
+from fake_engine import FakeEngine, tokenize, wait_for
 
 from racer_tui.api.monitor import ApiMonitor
 from racer_tui.api.server import ServerSettings
@@ -18,15 +18,6 @@ from racer_tui.colors import LOGITS_GREEN, RETRIEVAL_GREEN
 
 def text_of(app: ApiMonitor, selector: str) -> str:
     return str(app.query_one(selector).render())
-
-
-async def until(pilot, condition, timeout: float = 20.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {condition}: {pilot.app.running} {pilot.app.requests}")
-        await pilot.pause(0.02)
 
 
 @pytest.mark.asyncio
@@ -43,7 +34,7 @@ async def test_the_monitor_shows_the_running_request_and_the_finished_ones() -> 
                 model="fake", messages=[{"role": "user", "content": "hi"}]).choices[0].message.content
 
         reply = asyncio.create_task(asyncio.to_thread(ask))
-        await until(pilot, lambda: engine.paused.is_set() and app.running is not None
+        await wait_for(pilot, lambda: engine.paused.is_set() and app.running is not None
                     and app.running.tally.stats.steps >= 4)
         await pilot.pause(0.1)
         live = text_of(app, "#live-stats")
@@ -53,7 +44,7 @@ async def test_the_monitor_shows_the_running_request_and_the_finished_ones() -> 
         assert "busy" in text_of(app, "#queue")
         engine.release()
         assert await asyncio.wait_for(reply, 30) == engine.reply
-        await until(pilot, lambda: app.requests == 1)
+        await wait_for(pilot, lambda: app.requests == 1)
         await pilot.pause(0.05)
         table = app.query_one("#requests")
         row = table.get_row_at(0)
@@ -63,7 +54,7 @@ async def test_the_monitor_shows_the_running_request_and_the_finished_ones() -> 
 
         refused = await asyncio.to_thread(http, service, "/v1/chat/completions", "{oops")
         assert refused.status == 400
-        await until(pilot, lambda: app.refusals == 1)
+        await wait_for(pilot, lambda: app.refusals == 1)
         await pilot.pause(0.05)
         assert "refused: 1" in text_of(app, "#queue") and "not valid JSON" in text_of(app, "#queue")
         await pilot.press("ctrl+q")
