@@ -4,10 +4,12 @@ line, and a headless run end to end (one log line per request)."""
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -104,16 +106,25 @@ def test_a_headless_server_logs_one_line_per_request_and_stops_on_ctrl_c() -> No
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=ROOT, env=env)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
+
+    def next_line() -> str:
+        try:
+            return lines.get(timeout=30)  # never a hang, whatever breaks
+        except queue.Empty:
+            raise AssertionError("the server printed no line within 30 s") from None
+
     try:
-        line = proc.stdout.readline()
-        assert "serving fake-model on http://127.0.0.1:" in line, line + proc.stderr.read()
+        line = next_line()
+        assert "serving fake-model on http://127.0.0.1:" in line, line
         url = line.split(" on ")[1].split()[0]
         api = client(url)
         assert api.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}]).choices
         with pytest.raises(Exception, match="temperature"):
             api.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], temperature=9)
-        done = proc.stdout.readline()
-        refused = proc.stdout.readline()
+        done = next_line()
+        refused = next_line()
         assert done.startswith("racer-tui api: 127.0.0.1:") and " chat racer done " in done and "tok/s" in done
         assert " POST /v1/chat/completions 400 temperature must be" in refused
         proc.send_signal(signal.SIGINT)

@@ -220,6 +220,10 @@ BAD = [
      {"messages": [{"role": "user", "content": [{"type": "text", "text": "what is it?"},
                                                  {"type": "image_url", "image_url": {"url": _png()}}]}]},
      "reads text only"),
+    ("an image earlier in the chat, for a text-only model",
+     {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": _png()}}]},
+                   {"role": "assistant", "content": "A red square."}, {"role": "user", "content": "Sure?"}]},
+     "reads text only"),
     ("an image address", {"messages": [{"role": "user", "content": [
         {"type": "image_url", "image_url": {"url": "http://example.com/a.png"}}]}]}, "data:image"),
     ("a local file tag", {"messages": [{"role": "user", "content": "<image>/etc/hosts</image>"}]}, "<image>"),
