@@ -215,7 +215,7 @@ def main() -> None:
     rec.add_argument("--begin", type=int, default=0)
     rec.add_argument("--end", type=int, default=None)
     rec.add_argument("--max-new-tokens", type=int, default=128)
-    rec.add_argument("--model-path", default=None)
+    rec.add_argument("--model", "--model-path", dest="model_path", default=None, help="default: the embedded model")
     rec.add_argument("--out", required=True)
     rep = sub.add_parser("replay")
     rep.add_argument("traces")

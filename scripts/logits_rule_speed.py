@@ -92,7 +92,7 @@ def main() -> None:
     parser.add_argument("--question-end", type=int, default=None)
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--max-num-draft", default="auto", help='a budget, or "auto" (the tree policy)')
-    parser.add_argument("--model-path", default=None, help="default: the embedded model")
+    parser.add_argument("--model", "--model-path", dest="model_path", default=None, help="default: the embedded model")
     parser.add_argument("--dtype", default="auto", help="auto (bf16 on CPUs with native bf16), float32, ...")
     parser.add_argument("--compare", choices=sorted(ALTERNATIVES), default="late_halving",
                         help="what 'racer late' changes: the older breadth rule, or no pair rows")

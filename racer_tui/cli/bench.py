@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import racer_tui.cli.options as o
 from racer_core.bench.answers import DATA_DIR_ENV, default_answer_dir
 from racer_core.bench.report import ProgressDisplay, bench_tables, plain_console, print_tables
 from racer_core.bench.results import BenchResult
@@ -31,13 +32,11 @@ from racer_core.bench.runner import check_repeats, run_benchmark
 from racer_core.bench.score import MathScore, references_of, score_answers
 from racer_core.bench.shard import ShardPlan, run_sharded
 from racer_core.bench.suites import Question
-from racer_core.checkpoints import add_load_arguments, load_arguments
-from racer_core.config import DEFAULTS, MAX_DRAFT, MAX_TEMPERATURE
 from racer_core.errors import RacerError
 from racer_core.events import METHODS, Engine, GenerationConfig
 from racer_tui.cli.errors import DEBUG_ENV, print_error
 from racer_tui.cli.eval_flags import add_original_arguments, add_suite_arguments, check_suite, questions_of, shard_plan
-from racer_tui.cli.params import TOP_P_HELP, at_least, methods, param, rule, str2bool, top_p
+from racer_tui.cli.params import at_least, methods, rule
 from racer_tui.models import quiet_loading_bars
 
 EngineLoader = Callable[..., Engine]
@@ -58,7 +57,7 @@ EPILOG = (
 
 DEFAULT_METHODS = ("ar", "racer")
 # Parameters this command sets besides the method list.
-TUNED = ("max_new_tokens", "temperature", "top_p", "max_num_draft", "ngram", "max_nodes", "max_breadth")
+TUNED = tuple(option.dest for option in o.TUNING)
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -84,36 +83,13 @@ def configure(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="stop before this question, 0-based (default: all)",
     )
-    d = DEFAULTS
-    p.add_argument("--max-new-tokens", type=param("max_new_tokens"), default=d.max_new_tokens, metavar="N",
-                   help=f"per turn (default: {d.max_new_tokens})")
-    p.add_argument("--temperature", type=param("temperature"), default=d.temperature,
-                   help=f"0 (default) is greedy, at most {MAX_TEMPERATURE:g}")
-    p.add_argument("--top-p", type=top_p, default=d.top_p,
-                   help=f"{TOP_P_HELP} (default: {d.top_p:g})")
-    p.add_argument(
-        "--enable-thinking",
-        type=str2bool,
-        nargs="?",
-        const=True,
-        default=None,
-        metavar="true|false",
-        help="passed to the chat template (false turns off a reasoning model's thinking); "
-        "left out, the template decides",
-    )
-    p.add_argument("--model-path", default=None, help="a checkpoint folder or GGUF file (default: embedded)")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N (default: auto)")
-    p.add_argument("--dtype", default="auto", help="auto, float32, bfloat16, float16 (default: auto: bfloat16 "
-                   "on CUDA and on CPUs with native bf16, else float32; only float32 keeps greedy racer equal to ar)")
-    add_load_arguments(p)
-    p.add_argument("--max-num-draft", type=param("max_num_draft"), default=d.max_num_draft, metavar="N|auto",
-                   help=f"draft tree budget, 1 to {MAX_DRAFT} (default: {d.max_num_draft})")
-    p.add_argument("--ngram", type=param("ngram"), default=d.ngram, metavar="N",
-                   help=f"automaton n-gram length; 0 turns retrieval off, as method logits (default: {d.ngram})")
-    p.add_argument("--max-nodes", type=param("max_nodes"), default=d.max_nodes, metavar="N",
-                   help=f"automaton capacity (default: {d.max_nodes})")
-    p.add_argument("--max-breadth", type=param("max_breadth"), default=d.max_breadth, metavar="K",
-                   help=f"logits tree breadth; 0 turns the logits table off, as method retrieval (default: {d.max_breadth})")
+    for option in o.TUNING:
+        if option is o.ENABLE_THINKING:  # left out, the chat template decides, as in the original's benchmarks
+            option.add(p, None, shown="the chat template decides")
+        else:
+            option.add(p)
+    o.add_all(p, (o.MODEL, o.DEVICE, o.DTYPE))
+    o.add_loading(p)
     p.add_argument("--answer-dir", type=Path, default=None, metavar="DIR", help="where METHOD.jsonl answer files go")
     add_original_arguments(p)
     p.add_argument(
@@ -188,7 +164,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser, *, engine_loa
         parser.error("--question-end must be greater than --question-begin")
     # Each value was checked alone; the whole config is built (and checked) before any model loads.
     args.config = GenerationConfig(
-        method=args.methods[0], enable_thinking=args.enable_thinking, **{n: getattr(args, n) for n in TUNED}
+        method=args.methods[0], **{n: getattr(args, n) for n in TUNED}
     )
     try:
         with _stop_on_signals():
@@ -230,7 +206,7 @@ def _run(args: argparse.Namespace, loader: EngineLoader) -> int:
         raise RacerError("--answer-file holds one method's answers; give --methods with one method, or --answer-dir")
     quiet_loading_bars()  # our progress display, not transformers' bars
     load = functools.partial(
-        loader, model_path=args.model_path, dtype=args.dtype, progress=None, **load_arguments(args)
+        loader, model_path=args.model_path, dtype=args.dtype, progress=None, **o.load_arguments(args)
     )
     if plan is None:
         engine = load(device=args.device)

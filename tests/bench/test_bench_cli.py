@@ -94,6 +94,16 @@ def test_bench_writes_answers_summary_and_tables(qfile, tmp_path, capsys):
     assert "\x1b[" not in err
 
 
+@pytest.mark.parametrize("flag", ["--model", "--model-path"])
+def test_the_model_path_flag_is_the_chats_and_the_originals(flag, qfile, tmp_path):
+    loaded: list[dict] = []
+    words = ["bench", str(qfile), flag, "/models/m", "--load-in-8bit", "--forward", "stock", "--question-end", "1",
+             "--answer-dir", str(tmp_path / "a")]
+    assert run(words, loaded=loaded) == 0
+    assert loaded == [{"model_path": "/models/m", "device": "auto", "dtype": "auto", "progress": None,
+                       "quantize": "8bit", "forward": "stock"}]
+
+
 def test_question_range_and_resume(qfile, tmp_path):
     out_dir = tmp_path / "a"
     assert run(["--bench", str(qfile), "--answer-dir", str(out_dir), "--question-end", "1"]) == 0

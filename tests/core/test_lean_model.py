@@ -17,8 +17,8 @@ from racer_core.engine import RacerEngine
 from racer_core.errors import InputError
 from racer_core.events import GenerationConfig
 from racer_core.kv_cache import TreeCache
-from racer_core.lean_forward import lean_forward_for
-from racer_core.lean_model import LeanModel, load_lean_model
+from racer_core.models.lean_forward import lean_forward_for
+from racer_core.models.reader import LeanModel, load_lean_model
 from racer_core.testing import tiny_model
 from racer_core.tree_attention import TreeMaskBuilder
 

@@ -74,7 +74,7 @@ def tiny_config(family: str = "llama", vocab_size: int = TINY_VOCAB) -> Any:
     if family not in FAMILIES:
         raise ValueError(f"unknown tiny family {family!r}; choose from {FAMILIES}")
     if family == "PanguEmbedded":
-        import racer_core.openpangu  # noqa: F401  (registers the model type)
+        import racer_core.models.openpangu  # noqa: F401  (registers the model type)
     return AutoConfig.for_model(family, **common)
 
 
