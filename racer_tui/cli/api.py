@@ -15,9 +15,9 @@ import sys
 from importlib.util import find_spec
 from typing import Any
 
-from racer_core.checkpoints import add_load_arguments, load_arguments
+from racer_core.config import DEFAULTS, METHODS
 from racer_core.errors import RacerError
-from racer_core.events import METHODS
+from racer_tui.cli import options as o
 from racer_tui.cli.errors import print_error, print_warning
 from racer_tui.cli.params import at_least, param
 from racer_tui.cli.serve import is_loopback
@@ -40,20 +40,16 @@ EXTRA_MODULES = ("starlette", "uvicorn", "sse_starlette", "pydantic")
 
 def configure(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("the model")
-    g.add_argument("--model", "--model-path", dest="model", default=None, metavar="PATH",
-                   help="a checkpoint folder, a .gguf file or a Hugging Face hub id org/name (default: the embedded model)")
-    g.add_argument("--device", default="auto", help="auto, cpu or cuda (default: auto)")
-    g.add_argument("--dtype", default="auto", help="auto, float32, bfloat16, float16 (default: auto; only float32 "
-                   "keeps greedy racer equal to ar)")
-    add_load_arguments(g)
+    o.add_all(g, (o.MODEL, o.DEVICE, o.DTYPE))
+    o.add_loading(g)
     g = p.add_argument_group("serving")
     g.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     g.add_argument("--port", type=int, default=8000, help="port, 0 for any free one (default: 8000)")
     g.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --host (needs --api-key)")
     g.add_argument("--api-key", default=None, metavar="KEY",
                    help=f"the key clients must send as a Bearer token (default: ${KEY_ENV}, else none)")
-    g.add_argument("--method", type=param("method"), default="racer",
-                   help=f"for requests that name none: one of {', '.join(METHODS)} (default: racer)")
+    g.add_argument("--method", type=param("method"), default=DEFAULTS.method,
+                   help=f"for requests that name none: one of {', '.join(METHODS)} (default: {DEFAULTS.method})")
     g.add_argument("--max-tokens", type=param("max_new_tokens"), default=None, metavar="N",
                    help="for requests that name none (default: up to the model's context)")
     g.add_argument("--queue", type=at_least(1), default=16, metavar="N",
@@ -93,13 +89,12 @@ def _serve(args: argparse.Namespace, key: str | None, hooks: dict[str, Any]) -> 
 
     headless = args.headless or not sys.stdout.isatty()
     quiet_loading_bars()
-    load = load_arguments(args)
-    factory = hooks.get("engine_factory") or functools.partial(default_engine_factory, **load)
+    factory = hooks.get("engine_factory") or functools.partial(default_engine_factory, **o.load_arguments(args))
 
     def progress(message: str, fraction: float | None) -> None:
         print(f"racer-tui api: {message}", file=sys.stderr, flush=True)
 
-    engine = factory(args.model, device=args.device, dtype=args.dtype, progress=progress)
+    engine = factory(args.model_path, device=args.device, dtype=args.dtype, progress=progress)
     settings = ServerSettings(api_key=key, max_body=args.max_body, default_method=args.method,
                               max_tokens=args.max_tokens)
     if not is_loopback(args.host):

@@ -78,8 +78,8 @@ def test_requests_map_to_the_engines_config_with_openais_defaults() -> None:
 def test_values_are_refused_by_the_config_rules_under_the_requests_names() -> None:
     assert refusal(temperature=7).param == "temperature"
     assert refusal(max_tokens=0).message.startswith("max_tokens must be a whole number")
-    assert refusal(racer={"ngram": 0}).param == "racer.ngram"
-    assert "racer.ngram must be" in refusal(racer={"ngram": 0}).message
+    assert refusal(racer={"ngram": -1}).param == "racer.ngram"
+    assert "racer.ngram must be" in refusal(racer={"ngram": -1}).message
     assert refusal(racer={"max_new_tokens": 5}).param == "racer.max_new_tokens"  # OpenAI names that one
     assert refusal(max_tokens=3, max_completion_tokens=4).param == "max_tokens"
     assert refusal(stop=[""]).param == "stop"
