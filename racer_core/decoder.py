@@ -101,7 +101,7 @@ class SequenceDecoder:
             top_k = min(config.max_breadth, self.rt.vocab_size)
             automaton = Automaton(max_nodes=config.max_nodes, min_depth=config.min_depth, ngram=config.ngram)
             automaton.init_logits(self.rt.vocab_size, max(1, top_k))
-            if self.seed is not None:
+            if self.seed is not None and config.max_breadth > 0:  # 0: the table stays empty, unseeded too
                 self.seed(automaton)
             if self.seen:
                 # New settings: rebuild the retrieval corpus from the history.

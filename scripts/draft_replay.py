@@ -84,9 +84,10 @@ def build_corpus(path: str, exclude: dict | None = None):
 
 def make_automaton(impl: str, table: str):
     from racer_core.automaton import Automaton, ReferenceAutomaton
+    from racer_core.automaton.variants import variant
 
     cls = Automaton if impl == "compiled" else ReferenceAutomaton
-    return cls(max_nodes=10000, min_depth=2, ngram=10, pair_rows=table == "pair")
+    return variant(cls, max_nodes=10000, min_depth=2, ngram=10, pair_rows=table == "pair")
 
 
 def simulate(

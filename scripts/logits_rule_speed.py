@@ -2,7 +2,7 @@
 
 Loads the engine once and answers each question with plain greedy decoding
 (`ar`), RACER with the paper's rule (the default) and RACER with the older
-rule (`Automaton(late_halving=True)`), interleaved per question so drift on a
+rule (`variant(Automaton, late_halving=True)`, racer_core.automaton.variants), interleaved per question so drift on a
 shared machine hits all three alike (the two RACER variants swap order every
 question). Prints tokens per second as a ratio to `ar`, the mean accepted
 tokens per step (MAT), and whether each variant's output equals `ar`'s.
@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 
 import racer_core.decoder as decoder
 from racer_core.automaton import Automaton
+from racer_core.automaton.variants import variant
 from racer_core.bench.suites import Question, load_suite
 from racer_core.engine import load_engine
 from racer_core.events import Engine, GenerationConfig
@@ -53,7 +54,7 @@ class Tally:
 def logits_rule(late: bool) -> Iterator[None]:
     """The decoder builds its automata with the --compare option inside the block when `late`."""
     original = decoder.Automaton
-    decoder.Automaton = functools.partial(Automaton, **alternative) if late else Automaton  # type: ignore[misc]
+    decoder.Automaton = functools.partial(variant, Automaton, **alternative) if late else Automaton  # type: ignore[misc]
     try:
         yield
     finally:

@@ -23,11 +23,6 @@ from racer_core.near_tie import Verdict, classify_turns, worst
 from racer_core.stats import Row, Stats, Versus
 
 
-def same_output(a: AnswerRecord, b: AnswerRecord) -> bool:
-    """Every choice both have is the same (token ids, else text)."""
-    return divergence(a, b) == "identical"
-
-
 def divergence(a: AnswerRecord, b: AnswerRecord) -> Verdict:
     """Whether `a` equals the baseline's `b`, and where not, whether the first difference is a near-tie."""
     if len(a.choices) != len(b.choices):

@@ -16,6 +16,7 @@ import numpy as np
 
 from racer_core.automaton import Automaton, ReferenceAutomaton
 from racer_core.automaton.testing import check_draft, check_trie
+from racer_core.automaton.variants import variant
 
 
 def full_table(auto: Any, vocab: int, top_k: int) -> None:
@@ -34,7 +35,7 @@ class _Base(unittest.TestCase):
     impl: Any = Automaton
 
     def make(self, *args: Any, **kwargs: Any) -> Any:
-        return self.impl(*args, **kwargs)
+        return variant(self.impl, *args, **kwargs)
 
 
 def four_ary(auto: Any, vocab: int) -> Any:
@@ -141,6 +142,8 @@ class LateHalving(_Base):
         self.assertFalse(self.make().late_halving)
         with self.assertRaises(TypeError):
             self.make(late_halving=1)
+        with self.assertRaises(TypeError):  # a comparison variant, not a constructor option
+            self.impl(late_halving=True)
 
     def test_older_shapes(self) -> None:
         # k=8: depth 1 breadths 4,2,1,...; depth 2 4+2+6 = 12; then 17, 18, 8.

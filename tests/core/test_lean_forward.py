@@ -11,11 +11,12 @@ from engine_helpers import PROMPT, run
 from racer_core.engine import RacerEngine
 from racer_core.errors import InputError
 from racer_core.kv_cache import TreeCache, stock_tree_cache
+from racer_core.models.families import FAMILIES as LEAN_FAMILIES
 from racer_core.models.lean_forward import lean_forward_for
 from racer_core.testing import FAMILIES, tiny_model
 from racer_core.tree_attention import TreeMaskBuilder, cache_argument_name
 
-DENSE = ("llama", "mistral", "qwen2", "qwen3")
+DENSE = tuple(sorted(LEAN_FAMILIES))  # every family file in racer_core/models/families
 
 
 @pytest.mark.parametrize("family", FAMILIES)

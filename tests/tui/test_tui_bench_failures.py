@@ -32,5 +32,5 @@ async def test_a_failed_question_is_counted_and_the_run_goes_on(start_app: Start
     assert bench.board.failed == {"racer": 1} and bench.board.finished("racer") == 3
     rows = str(progress_table(bench.board).columns[2]._cells)
     assert "3/3 (1 failed)" in rows
-    assert any("1 question failed" in n.message for n in pilot.app._notifications)
+    await wait_for(pilot, lambda: any("1 question failed" in n.message for n in pilot.app._notifications))
     assert "racer: 1 question failed" in str(result.warnings())
