@@ -105,7 +105,8 @@ class RacerEngine:
         self._policies: dict[str, TreePolicy] = {}
         self.lean = loaded.lean
         self.info = EngineInfo(model=name, device=str(device), dtype=str(dtype).removeprefix("torch."),
-                               forward="stock" if self.lean is None else "lean")
+                               forward="stock" if self.lean is None else "lean",
+                               draft_head=None if loaded.head is None else loaded.head.name)
         num_layers = int(config.num_hidden_layers)
         self.runtime = ModelRuntime(
             model=model,  # called only by the stock forward, never with a LeanModel

@@ -78,6 +78,7 @@ class EngineInfo:
     device: str  # "cpu", "cuda:0"
     dtype: str  # "float32", "bfloat16"
     forward: str = "stock"  # the verification forward: "lean" (lean_forward.py) or "stock" (transformers')
+    draft_head: str | None = None  # the EAGLE-3 draft head's name (method eagle3), when one was loaded
 
 
 ShouldStop = Callable[[], bool]

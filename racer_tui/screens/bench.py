@@ -25,7 +25,7 @@ from racer_core.bench.board import BenchBoard
 from racer_core.bench.results import BenchResult, load_results
 from racer_core.bench.runner import BenchProgress, check_repeats, run_benchmark
 from racer_core.bench.suites import Question, load_suite, suite_name
-from racer_core.config import DEFAULTS
+from racer_core.config import DEFAULTS, HEAD_METHODS
 from racer_core.errors import RacerError
 from racer_core.events import METHODS, Engine, GenerationConfig
 from racer_tui.commands import BENCH_COMMANDS
@@ -226,6 +226,8 @@ class BenchScreen(Screen):
             methods = self._methods()
             if not methods:
                 raise RacerError("choose at least one method")
+            if any(m in HEAD_METHODS for m in methods) and not engine.info.draft_head:
+                raise RacerError("eagle3 needs a draft head: start racer-tui with --draft-model PATH")
             questions = select_questions(
                 suite, self.query_one("#q-begin", Input).value, self.query_one("#q-end", Input).value
             )
