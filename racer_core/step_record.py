@@ -44,7 +44,7 @@ class DraftNode:
             parts.append(f"automaton ctx {self.context}")
         if self.from_logits:
             parts.append(f"logits rank {self.rank}")
-        return " + ".join(parts) or "draft"
+        return " + ".join(parts) or "draft head"  # eagle3's nodes carry neither automaton bit
 
 
 @dataclass(frozen=True)

@@ -254,3 +254,14 @@ def test_a_folder_without_a_head_is_refused_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(ModelLoadError, match="cannot read the EAGLE-3 head|no weights") as error:
         engine(tmp_path / "empty")
     assert "\n" not in str(error.value)
+
+
+def test_the_step_inspector_names_the_head_and_its_tree() -> None:
+    from racer_core.decoder import HEAD_BIT, _source
+    from racer_core.step_record import StepRecord
+
+    record = StepRecord.build([5, 6, 7], [-1, 0, 0], [0, 1, 1], [0, HEAD_BIT, HEAD_BIT], [0, 0, 0], [-1, -1, -1],
+                              [0, 1], 9, 3, 3, "head")
+    assert [node.source for node in record.nodes[1:]] == ["draft head", "draft head"]
+    assert "EAGLE-3" in record.why
+    assert _source(HEAD_BIT) is Source.HEAD
