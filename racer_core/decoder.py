@@ -159,8 +159,9 @@ class SequenceDecoder:
             **({"output_hidden_states": True} if capture else {}),
             **extra,
         )
-        if capture:
-            self.captured = torch.cat([out.hidden_states[i][0] for i in capture], dim=-1)
+        if capture:  # layers spread over devices (device_map) hand their states to the head's device
+            assert self.rt.head is not None
+            self.captured = torch.cat([out.hidden_states[i][0].to(self.rt.head.fc.device) for i in capture], dim=-1)
         return out.logits[0]
 
     def _prefill(self, tokens: list[int], update_table: bool, vision: VisionPrompt | None = None,
