@@ -217,7 +217,11 @@ def test_served_app_answers_in_a_real_browser(served: tuple[str, Path], tmp_path
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.add_init_script(RECORD_FRAMES)
+            fetched: list[str] = []
+            page.on("request", lambda request: fetched.append(request.url))
             page.goto(url)  # textual-serve starts an app process for the page
+            # a title for the tab, and nothing fetched from another site (the font is served here)
+            assert page.title() == "racer-tui"
 
             def screen() -> str:
                 """Everything drawn so far, escape sequences removed."""
@@ -228,6 +232,8 @@ def test_served_app_answers_in_a_real_browser(served: tuple[str, Path], tmp_path
             # the status line names the device and dtype once the model loaded
             _until("the app to load the model", lambda: "cpu float32" in screen(), deadline, log, every=1)
             page.screenshot(path=str(tmp_path / "before.png"))
+            assert fetched and [u for u in fetched if not u.startswith(url + "/")] == []
+            assert any(u.endswith(".ttf") for u in fetched)
             page.focus(".xterm-helper-textarea")  # the terminal's keyboard input
             page.keyboard.type("fox")
             _until("the typed message to show", lambda: "fox" in screen(), deadline, log)
