@@ -59,6 +59,24 @@ def test_load_options_reach_load_engine_and_served_processes() -> None:
         build_parser().parse_args(["--load-in-8bit", "--load-in-4bit"])
 
 
+def test_the_draft_head_reaches_load_engine_and_served_processes_and_eagle3_needs_one(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from racer_tui.cli.options import load_arguments
+
+    args = build_parser().parse_args(["--eagle-model-path", "/heads/h", "--method", "eagle3", "--top-k", "4"])
+    assert load_arguments(args) == {"draft_model": "/heads/h"}
+    assert "--draft-model" in app_args(args) and overrides(args)["top_k"] == 4
+
+    def no_app(self) -> None:
+        raise AssertionError("the app started")
+
+    monkeypatch.setattr("racer_tui.app.RacerApp.run", no_app)
+    assert main(["--method", "eagle3"]) == 2
+    err = capsys.readouterr().err
+    assert "eagle3 needs a draft head" in err and err.count("\n") == 1
+
+
 def test_every_generation_option_of_the_chat_goes_to_the_served_processes() -> None:
     words = ["--model", "/m", "--device", "auto", "--dtype", "float32", "--max-num-draft", "auto", "--ngram", "4",
              "--max-nodes", "500", "--max-breadth", "3", "--enable-thinking", "--system-prompt", ""]
