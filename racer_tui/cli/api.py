@@ -71,6 +71,10 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser, **hooks: Any)
         if not key:
             parser.error("--allow-remote needs --api-key (or $RACER_TUI_API_KEY): a remote server without a key "
                          "would run anyone's requests")
+    refusal = o.head_refusal([args.method], args)
+    if refusal is not None:  # the default method for requests that name none
+        print_error(refusal)
+        return 2
     missing = [m for m in EXTRA_MODULES if find_spec(m) is None]
     if missing:
         print_error(f"racer-tui api needs the api extra: pip install 'racer-tui[api]' (missing: {', '.join(missing)})")

@@ -46,6 +46,12 @@ def test_a_remote_address_needs_allow_remote(served: list, capsys: pytest.Captur
     assert exc.value.code == 2 and "--allow-remote" in capsys.readouterr().err and not served
 
 
+def test_eagle3_as_the_default_method_needs_a_draft_head(served: list, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["api", "--method", "eagle3"], engine_factory=factory_for(FakeEngine())) == 2
+    err = capsys.readouterr().err
+    assert "eagle3 needs a draft head" in err and err.count("\n") == 1 and not served
+
+
 def test_allow_remote_without_a_key_is_refused(served: list, monkeypatch, capsys) -> None:
     monkeypatch.delenv("RACER_TUI_API_KEY", raising=False)
     with pytest.raises(SystemExit) as exc:
