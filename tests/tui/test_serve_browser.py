@@ -164,13 +164,18 @@ def served(tmp_path: Path, checkpoint: Path) -> Iterator[tuple[str, Path]]:
 
 
 def _stored_replies(data_dir: Path) -> list[tuple[str, str | None]]:
-    """(content, runs) of the served app's stored replies, read from its history file."""
+    """(content, runs) of the served app's finished replies, read from its
+    history file (a streaming reply's row is there from the start, marked
+    interrupted until it ends)."""
     path = data_dir / "history.sqlite3"
     if not path.exists():
         return []
     db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
     try:
-        return db.execute("SELECT content, runs FROM messages WHERE role = 'assistant'").fetchall()
+        return db.execute(
+            "SELECT content, runs FROM messages WHERE role = 'assistant' "
+            "AND coalesce(json_extract(stats, '$.finish_reason'), '') != 'interrupted'"
+        ).fetchall()
     except sqlite3.OperationalError:  # not created yet
         return []
     finally:
@@ -229,7 +234,11 @@ def test_served_app_answers_in_a_real_browser(served: tuple[str, Path], tmp_path
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.add_init_script(RECORD_FRAMES)
+            fetched: list[str] = []
+            page.on("request", lambda request: fetched.append(request.url))
             page.goto(url)  # textual-serve starts an app process for the page
+            # a title for the tab, and nothing fetched from another site (the font is served here)
+            assert page.title() == "racer-tui"
 
             def screen() -> str:
                 """Everything drawn so far, escape sequences removed."""
@@ -240,6 +249,8 @@ def test_served_app_answers_in_a_real_browser(served: tuple[str, Path], tmp_path
             # the status line names the device and dtype once the model loaded
             _until("the app to load the model", lambda: "cpu float32" in screen(), deadline, log, every=1)
             page.screenshot(path=str(tmp_path / "before.png"))
+            assert fetched and [u for u in fetched if not u.startswith(url + "/")] == []
+            assert any(u.endswith(".ttf") for u in fetched)
             page.focus(".xterm-helper-textarea")  # the terminal's keyboard input
             page.keyboard.type("fox")
             _until("the typed message to show", lambda: "fox" in screen(), deadline, log)
