@@ -101,7 +101,7 @@ async def test_an_image_attached_by_key_reaches_a_vl_model(start_app: StartApp, 
 
 async def test_a_reopened_chat_shows_the_model_the_unchanged_picture_only(
         start_app: StartApp, tmp_path: Path) -> None:
-    from racer_core.tiny_vl import tiny_image, tiny_vl_engine
+    from racer_core.testing.tiny_vl import tiny_image, tiny_vl_engine
     from racer_tui.attachments import read_attachment
 
     kept, changed = cat_picture(tmp_path), tmp_path / "changed.png"
