@@ -6,8 +6,10 @@ In bf16 a tree of tokens is computed in other blocks than one token, so a
 reply may leave ar's where the top two logits are within rounding. Every such
 divergence must be a near-tie (racer_core/near_tie.py), none "other": an
 "other" one is a bug, not rounding. Mixture-of-experts families are left out:
-a rounding flip of the router's expert choice changes the hidden state by far
-more than the logits' rounding, which the logits' margins cannot account for.
+on tiny qwen3_moe models bf16 racer shows divergences that the logits' margins
+do not account for (2 of 4 seeds here). An expert choice can flip on rounding,
+which no logit margin sees; computing the router in fp32 removed one of the
+two, so whether that is the whole cause is not established.
 """
 
 from __future__ import annotations
