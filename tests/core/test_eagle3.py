@@ -265,3 +265,21 @@ def test_the_step_inspector_names_the_head_and_its_tree() -> None:
     assert [node.source for node in record.nodes[1:]] == ["draft head", "draft head"]
     assert "EAGLE-3" in record.why
     assert _source(HEAD_BIT) is Source.HEAD
+
+
+def test_the_states_are_asked_for_only_while_eagle3_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    eng = engine(write_eagle(tmp_path / "head", head_tensors(48), eagle_config(48)), "stock")
+    model = eng.runtime.model
+    asked: list[bool] = []
+    forward = model.forward
+
+    def spy(*args, **kwargs):
+        asked.append(bool(kwargs.get("output_hidden_states")))
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(model, "forward", spy)
+    run(eng, PROMPT, method="racer", max_new_tokens=6)
+    assert asked and not any(asked)
+    asked.clear()
+    run(eng, PROMPT, method="eagle3", max_new_tokens=6)
+    assert asked and all(asked)
