@@ -10,16 +10,18 @@ with RACER's mean accepted tokens from each answer's statistics.
     python scripts/api_load.py --clients 4 --requests 3 --max-tokens 128 --dtype float32
     python scripts/api_load.py --url http://127.0.0.1:8000/v1 --api-key KEY   # a server already running
 
-Without --url the model is loaded here (the embedded one unless --model) and
-served on a free loopback port for the run. Needs the `api` and `test` extras
-(the openai client).
+Without --url, `racer-tui api --headless` serves the model (the embedded one
+unless --model) on a free loopback port for the run, in its own process. Needs
+the `api` and `test` extras (the openai client).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -121,19 +123,22 @@ def print_table(results: dict[str, dict[str, Any]], methods: list[str]) -> None:
         print(line)
 
 
-def start_server(args: argparse.Namespace) -> Any:
-    """Load the model and serve it on a free loopback port; returns the running ApiService."""
-    from racer_tui.api.server import ServerSettings
-    from racer_tui.api.service import ApiService
-    from racer_tui.models import default_engine_factory, quiet_loading_bars
-
-    quiet_loading_bars()
-    engine = default_engine_factory(args.model, device=args.device, dtype=args.dtype,
-                                    progress=lambda message, _: print(f"loading: {message}", file=sys.stderr))
-    service = ApiService(engine, ServerSettings(), "127.0.0.1", 0, queue=max(16, args.clients))
-    service.start()
-    print(f"serving {engine.info.model} ({engine.info.device} {engine.info.dtype}) on {service.url}", file=sys.stderr)
-    return service
+def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen[str], str]:
+    """`racer-tui api --headless` on a free loopback port, in its own process (the
+    clients' threads here must not share the engine's interpreter lock); its URL."""
+    words = [sys.executable, "-m", "racer_tui.cli", "api", "--headless", "--port", "0", "--device", args.device,
+             "--dtype", args.dtype, "--queue", str(max(16, args.clients))]
+    if args.model:
+        words += ["--model", args.model]
+    server = subprocess.Popen(words, stdout=subprocess.PIPE, text=True)
+    assert server.stdout is not None
+    for line in server.stdout:
+        if " on http://" in line:
+            print(line.strip(), file=sys.stderr)
+            url = line.split(" on ")[-1].split()[0]
+            threading.Thread(target=server.stdout.read, daemon=True).start()  # keep its log flowing
+            return server, url
+    raise SystemExit(f"the server did not start (exit status {server.wait()})")
 
 
 def main() -> int:
@@ -155,8 +160,7 @@ def main() -> int:
 
     prompts = [q.turns[0] for q in load_builtin()]
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    service = None if args.url else start_server(args)
-    url = args.url or service.url
+    server, url = (None, args.url) if args.url else start_server(args)
     api = OpenAI(base_url=url, api_key=args.api_key, max_retries=0, timeout=600)
     samples: dict[str, list[Sample]] = {m: [] for m in methods}
     walls = dict.fromkeys(methods, 0.0)
@@ -170,8 +174,9 @@ def main() -> int:
                 walls[method] += wall
                 print(f"round {r + 1}/{args.requests} {method}: {wall:.1f} s", file=sys.stderr)
     finally:
-        if service is not None:
-            service.stop()
+        if server is not None:
+            server.send_signal(signal.SIGINT)
+            server.wait(60)
     results = {m: summary(samples[m], walls[m]) for m in methods}
     print(f"{args.clients} clients x {args.requests} requests per method, max_tokens {args.max_tokens}, greedy, "
           f"interleaved rounds")

@@ -4,6 +4,8 @@ reply, keys are checked, failures answer in OpenAI's shape."""
 
 from __future__ import annotations
 
+import json
+import socket
 import subprocess
 import sys
 import threading
@@ -76,6 +78,20 @@ def test_a_client_that_leaves_mid_stream_cancels_its_reply() -> None:
         assert outcome == "cancelled" and tokens < len(engine.reply.split())
         engine.step_hook = None
         assert ask(service).choices[0].message.content == engine.reply  # the engine is free again
+
+
+def test_a_client_that_leaves_before_a_whole_reply_cancels_it_too() -> None:
+    engine = FakeEngine(step_hook=lambda method: time.sleep(0.05))
+    recorder = Recorder()
+    with running(engine, observers=[recorder]) as service:
+        body = json.dumps({"messages": USER}).encode()
+        with socket.create_connection(("127.0.0.1", service.port), timeout=10) as sock:
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            wait_until(lambda: engine.total_steps >= 3)
+        wait_until(lambda: recorder.finished())
+        (_, _, outcome, tokens), = recorder.finished()
+        assert outcome == "cancelled" and tokens < len(engine.reply.split())
 
 
 def test_a_key_is_asked_for_when_set() -> None:
