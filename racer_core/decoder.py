@@ -63,6 +63,7 @@ class ModelRuntime:
     placeholder_ids: frozenset[int] = frozenset()  # image tokens: never drafted from, never learned
     eps: float = 2.0**-23  # the model dtype's machine epsilon: the resolution of its logits
     lean: Callable[..., torch.Tensor] | None = None  # the lean text forward (lean_forward.py), where the model has one
+    rope_switch: int | None = None  # longrope's first long-factor position (tree_attention.rope_switch_of)
 
 
 def _automaton_key(config: GenerationConfig) -> tuple[int, int, int, int]:
@@ -220,6 +221,10 @@ class SequenceDecoder:
         base = len(self.cached)
         prev = self.cached[-1] if self.cached else -1  # the token before the root
         draft = _draft(root, reply.automaton, reply.policy, reply.budget, prev)
+        if _straddles(self.rt.rope_switch, base + self.offset, draft.depths):
+            # One pass ropes all its nodes on one side of the switch; plain
+            # decoding ropes each on its own: the few steps before it verify the root alone.
+            draft = _draft(root, None, None, None)
         if reply.policy is not None and draft.full is not None:
             reply.policy.record(draft.full, len(reply.generated) - 1)
         mask = self.rt.masks.build(base, draft.ancestors, draft.depths)
@@ -408,6 +413,11 @@ def _draft(
         fed_tokens = tokens
     return _Draft(tokens, parents, depths, ancestors, tree.sources[chosen], fed_tokens, tree,
                   tree.context[chosen], tree.rank[chosen], tree.size, selection)
+
+
+def _straddles(switch: int | None, root: int, depths: np.ndarray) -> bool:
+    """Whether a tree whose root sits at position `root` has nodes on both sides of the rope switch."""
+    return switch is not None and root < switch <= root + int(depths.max())
 
 
 def _record(draft: _Draft, path: list[int], bonus: int, auto: bool) -> StepRecord:
