@@ -67,6 +67,7 @@ class ModelRuntime:
     eps: float = 2.0**-23  # the model dtype's machine epsilon: the resolution of its logits
     lean: Callable[..., Any] | None = None  # the lean text forward (lean_forward.py), where the model has one
     head: Eagle3Head | None = None  # an EAGLE-3 draft head (--draft-model), for method eagle3
+    rope_switch: int | None = None  # longrope's first long-factor position (tree_attention.rope_switch_of)
 
 
 def _automaton_key(config: GenerationConfig) -> tuple[int, int, int, int]:
@@ -246,6 +247,10 @@ class SequenceDecoder:
             draft = _head_draft(reply.drafter, self.cached, root, reply.config)
         else:
             draft = _draft(root, reply.automaton, reply.policy, reply.budget, prev)
+        if _straddles(self.rt.rope_switch, base + self.offset, draft.depths):
+            # One pass ropes all its nodes on one side of the switch; plain
+            # decoding ropes each on its own: the few steps before it verify the root alone.
+            draft = _draft(root, None, None, None)
         if reply.policy is not None and draft.full is not None:
             reply.policy.record(draft.full, len(reply.generated) - 1)
         mask = self.rt.masks.build(base, draft.ancestors, draft.depths)
@@ -460,6 +465,11 @@ def _draft(
         fed_tokens = tokens
     return _Draft(tokens, parents, depths, ancestors, tree.sources[chosen], fed_tokens, tree,
                   tree.context[chosen], tree.rank[chosen], tree.size, selection)
+
+
+def _straddles(switch: int | None, root: int, depths: np.ndarray) -> bool:
+    """Whether a tree whose root sits at position `root` has nodes on both sides of the rope switch."""
+    return switch is not None and root < switch <= root + int(depths.max())
 
 
 def _head_draft(drafter: HeadDrafter, cached: list[int], root: int, config: GenerationConfig | None) -> _Draft:

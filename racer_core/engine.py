@@ -42,7 +42,7 @@ from racer_core.multimodal import (
     load_image,
     split_inline_images,
 )
-from racer_core.tree_attention import TreeMaskBuilder, cache_argument_name, sliding_window_of
+from racer_core.tree_attention import TreeMaskBuilder, cache_argument_name, rope_switch_of, sliding_window_of
 from racer_core.tree_policy import TreePolicy
 
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "</s>")
@@ -122,6 +122,7 @@ class RacerEngine:
             eps=float(torch.finfo(dtype).eps),
             lean=self.lean,
             head=loaded.head,
+            rope_switch=rope_switch_of(model.config),
         )
 
     @property

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from racer_core.errors import ModelLoadError
+from racer_core.models.lean_forward import rope_of
 
 
 def cache_argument_name(model: Any) -> str:
@@ -47,6 +48,21 @@ def sliding_window_of(config: Any) -> int | None:
         if kinds - {"sliding_attention", "full_attention"}:
             raise ModelLoadError(f"{text_config.model_type} has layer kinds {sorted(kinds)}; only attention layers can be tree-verified")
     return int(window) if window else None
+
+
+def rope_switch_of(config: Any) -> int | None:
+    """The first position a longrope model ropes with its long factors; None for other ropes.
+
+    transformers picks the short or the long factors once per forward pass, by
+    the pass's largest position, and plain decoding ropes each position on its
+    own side of this switch: a verified tree must not straddle it."""
+    text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    params, kind = rope_of(text_config)
+    if kind != "longrope":
+        return None
+    # rope_parameters' copy is the one transformers reads; older configs keep it at the top level
+    switch = params.get("original_max_position_embeddings") or getattr(text_config, "original_max_position_embeddings", None)
+    return int(switch) if switch else None
 
 
 class TreeMaskBuilder:

@@ -12,14 +12,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from engine_helpers import PROMPT, run
+from engine_helpers import PROMPT, SMALL_VOCAB, run
 
+from racer_core.config import DRAFTING_METHODS
 from racer_core.engine import RacerEngine, load_engine
+from racer_core.events import Source
 from racer_core.kv_cache import TreeCache
 from racer_core.models.lean_forward import lean_forward_for
 from racer_core.models.reader import LeanModel, load_lean_model
 from racer_core.testing import tiny_model, tiny_tokenizer
-from racer_core.tree_attention import TreeMaskBuilder
+from racer_core.tree_attention import TreeMaskBuilder, rope_switch_of
 
 
 def _save(folder: Path, **config: object) -> Path:
@@ -53,9 +55,6 @@ def test_fused_tensors_are_read_and_shared_with_the_transformers_model(tmp_path:
     torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-5)
 
 
-# The switch to the long factors lies past this test's positions: a tree that
-# straddles it is verified with the long factors for all its nodes, where plain
-# decoding uses the short ones up to the switch (docs/design.md, the families).
 LONGROPE = {"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 1.0,
             "original_max_position_embeddings": 1024, "short_factor": [1.0 + 0.1 * i for i in range(8)],
             "long_factor": [1.5 + 0.25 * i for i in range(8)]}
@@ -73,3 +72,41 @@ def test_what_the_lean_forward_does_not_compute_keeps_transformers_forward(rope:
     plain, _, _ = run(lossless, PROMPT, method="ar", max_new_tokens=48)
     tokens, accepted, _ = run(lossless, PROMPT, method="racer", max_new_tokens=48, max_num_draft="auto")
     assert tokens == plain and sum(accepted.values()) > 0
+
+
+def test_the_rope_switch_is_read_from_the_config() -> None:
+    from types import SimpleNamespace
+
+    assert rope_switch_of(SimpleNamespace(rope_parameters=LONGROPE)) == 1024
+    older = SimpleNamespace(rope_scaling={"type": "longrope"}, original_max_position_embeddings=4096)  # Phi-3-128k's config.json
+    assert rope_switch_of(older) == 4096
+    assert rope_switch_of(SimpleNamespace(rope_parameters={"rope_type": "default"}, original_max_position_embeddings=4096)) is None
+    assert rope_switch_of(SimpleNamespace()) is None
+
+
+@pytest.mark.parametrize("switch", [64, 10], ids=["in the reply", "in the prompt"])
+def test_greedy_drafting_across_the_longrope_switch_equals_plain(switch: int, tmp_path: Path) -> None:
+    """transformers ropes a whole pass with the long factors once its largest
+    position reaches the switch; plain decoding ropes each position on its own
+    side. A tree straddling it changed the reply (at token 45 here, with every
+    method) until the steps just before the switch verified the root alone."""
+    from transformers import AutoModelForCausalLM
+
+    model = tiny_model("phi3", seed=0, vocab_size=SMALL_VOCAB)
+    model.config.original_max_position_embeddings = switch
+    model.config.rope_parameters = {**LONGROPE, "original_max_position_embeddings": switch, "short_factor": [1.0] * 8,
+                                    "long_factor": [4.0 * (i + 1) for i in range(8)]}
+    model.save_pretrained(tmp_path)
+    model = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32).eval()  # its rotary built for longrope
+    engine = RacerEngine(model, None, "tiny-phi3-longrope", eos_ids=frozenset())
+    assert engine.runtime.rope_switch == switch
+    plain, _, _ = run(engine, PROMPT, method="ar", max_new_tokens=96)
+    assert len(PROMPT) + len(plain) > switch
+    drafts = dict.fromkeys(DRAFTING_METHODS, 0)
+    for method in DRAFTING_METHODS:
+        for budget in ("auto", 16):
+            tokens, accepted, _ = run(engine, PROMPT, method=method, max_new_tokens=96, max_num_draft=budget)
+            assert tokens == plain, (method, budget)
+            drafts[method] += accepted[Source.RETRIEVAL] + accepted[Source.LOGITS]
+    # Drafts were verified and accepted (retrieval finds no repeats in the second model's reply).
+    assert all(drafts.values()) if switch > len(PROMPT) else drafts["racer"] > 0, drafts
