@@ -1,8 +1,9 @@
 """The decoding loop on token ids: draft a tree, verify it in one forward
 pass, accept the longest agreeing path plus a bonus token, update the sources.
 
-`ar`, `racer`, `retrieval` and `logits` all run here, through the same cache
-and mask code; `ar` simply never drafts. One SequenceDecoder holds one
+`ar`, `racer`, `retrieval`, `logits` and the peers (`suffix`, `recycling`:
+racer_core/drafters) all run here, through the same cache, mask and
+acceptance code; `ar` simply never drafts. One SequenceDecoder holds one
 conversation's cache, automaton and logits table, so a chat keeps its
 retrieval corpus across turns.
 """
@@ -18,7 +19,8 @@ import numpy as np
 import torch
 
 from racer_core.automaton import Automaton, DraftTree
-from racer_core.config import DRAFTING_METHODS
+from racer_core.config import DRAFTING_METHODS, PEER_METHODS
+from racer_core.drafters import PeerDrafter, new_drafter
 from racer_core.errors import InputError
 from racer_core.events import GenerationConfig, Source
 from racer_core.multimodal import ImageSpan, VisionPrompt
@@ -85,6 +87,7 @@ class SequenceDecoder:
         # learns each cached position's top-k: `rows` runs beside `cached`.
         self.seed: Callable[[Automaton], None] | None = None
         self.rows: list[np.ndarray | None] | None = None
+        self.peers: dict[str, PeerDrafter] = {}  # the peer methods' drafters, made on first use
 
     # -- the drafting sources -------------------------------------------------
 
@@ -106,6 +109,7 @@ class SequenceDecoder:
         """Start from another conversation's automaton and logits table."""
         self.automaton, self._automaton_key = other.automaton, other._automaton_key
         self.seen = list(other.seen)
+        self.peers = dict(other.peers)  # and the peers' caches and matrices
 
     # -- the cache ------------------------------------------------------------
 
@@ -211,6 +215,8 @@ class SequenceDecoder:
             finally:
                 if reply.policy is not None:
                     reply.policy.learn(reply.generated, final=True)
+                if reply.peer is not None:
+                    reply.peer.finish()
 
     def _step(self, root: int, reply: _Reply) -> tuple[Step, int]:
         """One forward pass: draft a tree under `root`, verify it, accept the
@@ -219,7 +225,10 @@ class SequenceDecoder:
         t0 = time.perf_counter()
         base = len(self.cached)
         prev = self.cached[-1] if self.cached else -1  # the token before the root
-        draft = _draft(root, reply.automaton, reply.policy, reply.budget, prev)
+        if reply.peer is not None:
+            draft = _peer_draft(root, reply.peer, reply.budget)
+        else:
+            draft = _draft(root, reply.automaton, reply.policy, reply.budget, prev)
         if reply.policy is not None and draft.full is not None:
             reply.policy.record(draft.full, len(reply.generated) - 1)
         mask = self.rt.masks.build(base, draft.ancestors, draft.depths)
@@ -237,6 +246,9 @@ class SequenceDecoder:
         self.cache.commit(base, path)
         self.cached.extend(int(draft.tokens[i]) for i in path)
         top = self._learn(reply, draft, logits, [root, *tokens[:-1]], prev)
+        if reply.peer is not None:  # a peer learns its own way: the tree's logits, the emitted text
+            reply.peer.verified(draft.tokens, logits)
+            reply.peer.emitted(tokens)
         if self.rows is not None:
             self.rows.extend(top[path] if top is not None else [None] * len(path))
         record = _record(draft, path, bonus, reply.policy is not None)
@@ -249,7 +261,7 @@ class SequenceDecoder:
 
     def _check_prompt(self, prompt: list[int], config: GenerationConfig) -> None:
         # The config checked its own fields; what is left depends on this model.
-        if config.method not in ("ar", *DRAFTING_METHODS):
+        if config.method not in ("ar", *DRAFTING_METHODS, *PEER_METHODS):
             raise InputError(f"unknown decoding method {config.method!r}")
         if not prompt:
             raise InputError("the prompt is empty")
@@ -270,7 +282,13 @@ class SequenceDecoder:
             budget=budget,
             use_trie=config.method in ("racer", "retrieval"),
             use_table=config.method in ("racer", "logits"),
+            peer=self._peer(config.method) if config.method in PEER_METHODS else None,
         )
+
+    def _peer(self, method: str) -> PeerDrafter:
+        if method not in self.peers:
+            self.peers[method] = new_drafter(method, self.rt.vocab_size)
+        return self.peers[method]
 
     def _begin(self, prompt: list[int], reply: _Reply, vision: VisionPrompt | None) -> Step:
         """Prefill what the cache lacks and sample the reply's first token."""
@@ -282,8 +300,12 @@ class SequenceDecoder:
             text = [t for t in prompt if t not in self.rt.placeholder_ids]
             reply.automaton.feed(text[_common_prefix(self.seen, text) :])
             self.seen = text
+        if reply.peer is not None:
+            reply.peer.start([t for t in prompt if t not in self.rt.placeholder_ids])
         root = reply.sampler.sample(logits)
         reply.generated.append(root)
+        if reply.peer is not None:
+            reply.peer.emitted([root])
         reason = "eos" if root in self.rt.eos_ids else ("length" if reply.max_new <= 1 else None)
         # The root is fed with the step that verifies it: retrieval for a
         # root reads the text up to, not including, that root.
@@ -326,6 +348,7 @@ class _Reply:
     budget: int | None
     use_trie: bool
     use_table: bool
+    peer: PeerDrafter | None = None  # a peer method's drafter (then automaton and policy are None)
     generated: list[int] = field(default_factory=list)
 
     def take(
@@ -363,6 +386,7 @@ class _Draft:
     rank: np.ndarray | None = None
     drafted: int = 1  # nodes in the tree the budget was cut from
     selection: Selection | None = None  # the policy's choice and what led to it
+    rule: str | None = None  # the step record's budget rule, where not racer's
 
     @property
     def size(self) -> int:
@@ -409,6 +433,16 @@ def _draft(
                   tree.context[chosen], tree.rank[chosen], tree.size, selection)
 
 
+def _peer_draft(root: int, peer: PeerDrafter, budget: int | None) -> _Draft:
+    """A peer's own tree (its own size, or at most a fixed budget), in the form the verifier takes."""
+    tree = peer.draft(root, budget)
+    size = len(tree.tokens)
+    sources = np.full(size, peer.source_bits, dtype=np.uint8)
+    sources[0] = 0
+    return _Draft(tree.tokens, tree.parents, tree.depths, tree.ancestors, sources, tree.tokens, None,
+                  np.zeros(size, dtype=np.int64), np.full(size, -1, dtype=np.int64), size, rule="own")
+
+
 def _record(draft: _Draft, path: list[int], bonus: int, auto: bool) -> StepRecord:
     """The step inspector's copy of what was verified: small lists, no tensors."""
     size = draft.size
@@ -419,7 +453,7 @@ def _record(draft: _Draft, path: list[int], bonus: int, auto: bool) -> StepRecor
         draft.context if draft.context is not None else zeros,
         draft.rank if draft.rank is not None else [-1] * size,
         path, bonus, draft.fed, draft.drafted,
-        "plain" if draft.context is None else ("auto" if auto else "fixed"),
+        draft.rule or ("plain" if draft.context is None else ("auto" if auto else "fixed")),
         None if selection is None else selection.probabilities[selection.chosen],
         () if selection is None else selection.options,
         -1 if selection is None else selection.best,
