@@ -20,6 +20,8 @@ METHOD_COLORS: dict[str, tuple[int, int, int]] = {
     "logits": (210, 153, 34),
     "hf": (188, 140, 255),
     "pld": (255, 123, 114),
+    "suffix": (57, 197, 207),
+    "recycling": (219, 97, 162),
 }
 CHART_GREEN = (63, 185, 80)
 CHART_BLUE = (88, 166, 255)

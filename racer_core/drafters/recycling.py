@@ -100,11 +100,11 @@ class RecyclingDrafter:
 
     source_bits = LOGITS_BIT
 
-    def __init__(self, vocab_size: int, template: TreeTemplate = DEFAULT_TEMPLATE, k: int = TOP_K) -> None:
-        if int(template.ranks.max()) >= k:
-            raise ValueError(f"the template takes candidate {int(template.ranks.max())}, past k = {k}")
+    def __init__(self, vocab_size: int, paths: Sequence[tuple[int, ...]] = TEMPLATE, k: int = TOP_K) -> None:
+        k = min(k, vocab_size)  # a vocabulary smaller than k (test models): the paths within it
         self.matrix = AdjacencyMatrix(vocab_size, k)
-        self.template = template
+        self.template = DEFAULT_TEMPLATE if paths is TEMPLATE and k == TOP_K else \
+            TreeTemplate([p for p in paths if max(p) < k])
 
     def start(self, prompt: Sequence[int]) -> None:
         pass

@@ -19,6 +19,8 @@ METHOD_HELP = {
     "logits": "logits (logits tree)",
     "hf": "hf (transformers)",
     "pld": "pld (prompt lookup)",
+    "suffix": "suffix (SuffixDecoding, extra [peers])",
+    "recycling": "recycling (Token Recycling)",
 }
 
 # (field, label): each is read and checked by GenerationConfig.parse_field.
