@@ -136,9 +136,10 @@ FIELDS: dict[str, FieldSpec] = {
     "temperature": FieldSpec(_float_range(0.0, MAX_TEMPERATURE, note=" (0 is greedy)"), "float", "0 is greedy"),
     "top_p": FieldSpec(_float_range(0.0, 1.0, low_open=True), "float", "nucleus sampling mass"),
     "max_num_draft": FieldSpec(_budget, "budget", "draft tree budget, or auto"),
-    "ngram": FieldSpec(_int_range(1, INT_LIMIT), "int", "automaton n-gram length"),
+    # 0 turns a source off, as in the original: racer then drafts as logits (ngram 0) or retrieval (max_breadth 0)
+    "ngram": FieldSpec(_int_range(0, INT_LIMIT), "int", "automaton n-gram length (0: no retrieval drafts)"),
     "max_nodes": FieldSpec(_int_range(1, INT_LIMIT), "int", "automaton capacity"),
-    "max_breadth": FieldSpec(_int_range(1, MAX_BREADTH), "int", "logits tree breadth"),
+    "max_breadth": FieldSpec(_int_range(0, MAX_BREADTH), "int", "logits tree breadth (0: no logits drafts)"),
     "min_depth": FieldSpec(_int_range(1, INT_LIMIT), "int", "shortest retrieved continuation"),
     "enable_thinking": FieldSpec(_thinking, "flag", "let a reasoning model think first (unset: the template decides)"),
     "seed": FieldSpec(_seed, "seed", "sampling seed (empty: random)"),

@@ -97,7 +97,7 @@ class SequenceDecoder:
             top_k = min(config.max_breadth, self.rt.vocab_size)
             automaton = Automaton(max_nodes=config.max_nodes, min_depth=config.min_depth, ngram=config.ngram)
             automaton.init_logits(self.rt.vocab_size, max(1, top_k))
-            if self.seed is not None:
+            if self.seed is not None and config.max_breadth > 0:  # 0: the table stays empty, unseeded too
                 self.seed(automaton)
             if self.seen:
                 # New settings: rebuild the retrieval corpus from the history.
@@ -280,8 +280,9 @@ class SequenceDecoder:
             automaton=self._ensure_automaton(config) if drafting else None,
             policy=self.rt.policy_for(config.method) if drafting and budget is None else None,
             budget=budget,
-            use_trie=config.method in ("racer", "retrieval"),
-            use_table=config.method in ("racer", "logits"),
+            # ngram 0 or max_breadth 0 turns that source off, as the original's flags do
+            use_trie=config.method in ("racer", "retrieval") and config.ngram > 0,
+            use_table=config.method in ("racer", "logits") and config.max_breadth > 0,
             peer=self._peer(config.method) if config.method in PEER_METHODS else None,
         )
 

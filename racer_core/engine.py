@@ -25,16 +25,15 @@ from racer_core.budget import (
     CostCurve,
     load_or_measure,
 )
-from racer_core.checkpoints import FORWARDS
 from racer_core.corpus import Corpus, corpus_path
 from racer_core.decoder import ModelRuntime, SequenceDecoder
 from racer_core.detokenize import IncrementalDecoder
 from racer_core.errors import InputError
 from racer_core.events import EngineInfo, GenerationConfig, Progress, ShouldStop, StepEvent, TokenPiece
 from racer_core.kv_cache import TreeCache, stock_tree_cache
-from racer_core.lean_forward import LeanForward, lean_forward_for
-from racer_core.lean_model import LeanModel
-from racer_core.loading import load_model
+from racer_core.models.checkpoints import LoadOptions
+from racer_core.models.loader import LoadedModel, choose_forward, load
+from racer_core.models.reader import LeanModel
 from racer_core.multimodal import (
     ChatImage,
     VisionAdapter,
@@ -74,12 +73,23 @@ def thinking_switch(enable_thinking: bool | None) -> dict[str, bool]:
 class RacerEngine:
     """A loaded model plus what its decoders share (cost curve, budget stats).
 
-    `model` is a transformers model, or a lean_model.LeanModel read straight
+    `model` is a transformers model, or a models.reader.LeanModel read straight
     from the checkpoint (the transformers model is then built only if asked
     for, through `engine.model`)."""
 
     def __init__(self, model: Any, tokenizer: Any, name: str, eos_ids: frozenset[int] | None = None,
                  processor: Any = None, forward: str = "auto") -> None:
+        self._start(LoadedModel(model, tokenizer, processor, name, choose_forward(model, forward)), eos_ids)
+
+    @classmethod
+    def from_loaded(cls, loaded: LoadedModel, eos_ids: frozenset[int] | None = None) -> RacerEngine:
+        """An engine over a load's result, its forward already chosen (racer_core.models.loader.load)."""
+        engine = cls.__new__(cls)
+        engine._start(loaded, eos_ids)
+        return engine
+
+    def _start(self, loaded: LoadedModel, eos_ids: frozenset[int] | None) -> None:
+        model, tokenizer, processor, name = loaded.model, loaded.tokenizer, loaded.processor, loaded.name
         self._model = model
         self.tokenizer = tokenizer
         # A vision-language model with its processor takes images in its prompts.
@@ -92,7 +102,7 @@ class RacerEngine:
         self._grid = GPU_GRID if device.type == "cuda" else CPU_GRID
         self._curve: CostCurve | None = None
         self._policies: dict[str, TreePolicy] = {}
-        self.lean = _choose_forward(model, forward)
+        self.lean = loaded.lean
         self.info = EngineInfo(model=name, device=str(device), dtype=str(dtype).removeprefix("torch."),
                                forward="stock" if self.lean is None else "lean")
         num_layers = int(config.num_hidden_layers)
@@ -324,46 +334,15 @@ class ChatConversation:
         self.messages.pop()
 
 
-def check_forward(forward: str) -> None:
-    """Refuse an unknown forward name (before any model loads)."""
-    if forward not in FORWARDS:
-        raise InputError(f"unknown forward {forward!r}; choose one of {', '.join(FORWARDS)}")
-
-
-def _choose_forward(model: Any, forward: str) -> LeanForward | None:
-    """The lean forward where the model has one ('auto'), or transformers' own ('stock')."""
-    check_forward(forward)
-    if isinstance(model, LeanModel):
-        if forward == "stock":
-            raise InputError("this model was read without transformers and has only the lean forward; "
-                             "for transformers' forward load it with forward 'stock'")
-        return model.lean
-    if forward == "stock":
-        return None
-    lean = lean_forward_for(model)
-    if lean is None and forward == "lean":
-        raise InputError(f"{model.config.model_type} models have no lean forward; use forward 'auto' or 'stock'")
-    return lean
-
-
-def load_engine(
-    model_path: str | os.PathLike[str] | None = None,
-    device: str = "auto",
-    dtype: str = "auto",
-    progress: Progress | None = None,
-    quantize: str | None = None,
-    trust_remote_code: bool = False,
-    forward: str = "auto",
-) -> RacerEngine:
-    """Load a model (the embedded default when `model_path` is None); `quantize`
-    is None, "8bit" or "4bit"; remote code runs only with `trust_remote_code`;
-    `forward` is 'auto' (lean_forward.py where the model has one, else
-    transformers' forward), 'lean' or 'stock'."""
-    check_forward(forward)
-    model, tokenizer, name, processor = load_model(model_path, device, dtype, progress, quantize, trust_remote_code,
-                                                   lean=forward != "stock")
-    engine = RacerEngine(model, tokenizer, name, processor=processor, forward=forward)
-    engine.cost_curve(progress)  # measured once per model, device and dtype, then read from the cache
+def load_engine(model_path: str | os.PathLike[str] | None = None, options: LoadOptions | None = None,
+                progress: Progress | None = None, **fields: Any) -> RacerEngine:
+    """Load a model (the embedded default when `model_path` is None) with
+    `options` (racer_core.models.checkpoints.LoadOptions; any of its fields by
+    keyword overrides it: device, dtype, quantize, trust_remote_code, forward)
+    and measure its cost curve (once per model, device and dtype, then read
+    from the cache)."""
+    engine = RacerEngine.from_loaded(load(model_path, options, progress, **fields))
+    engine.cost_curve(progress)
     if progress:
         progress("Ready", 1.0)
     return engine

@@ -63,10 +63,6 @@ class StepEvent:
         return len(self.pieces)
 
     @property
-    def from_draft(self) -> int:
-        return sum(1 for p in self.pieces if p.source != Source.MODEL)
-
-    @property
     def from_retrieval(self) -> int:
         return sum(1 for p in self.pieces if p.source == Source.RETRIEVAL)
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from racer_core.checkpoints import FORWARDS
+from racer_core.models.checkpoints import FORWARDS
 
 SIZES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128)
 
@@ -36,7 +36,7 @@ def random_engine(device: str, dtype: str, forward: str = "auto"):  # noqa: ANN2
     from transformers import AutoModelForCausalLM, LlamaConfig
 
     from racer_core.engine import RacerEngine
-    from racer_core.loading import resolve_device, resolve_dtype
+    from racer_core.models.loader import resolve_device, resolve_dtype
 
     dev = resolve_device(device)
     config = LlamaConfig(  # SmolLM2-135M's shape
@@ -64,9 +64,9 @@ def family_checks(device: str, max_new_tokens: int) -> bool:
     from transformers import AutoModelForImageTextToText
 
     from racer_core.engine import RacerEngine, load_engine
-    from racer_core.loading import resolve_device
+    from racer_core.models.loader import resolve_device
     from racer_core.multimodal import image_from_pixels
-    from racer_core.tiny_vl import tiny_image, tiny_processor, tiny_vl_config, tiny_vl_model
+    from racer_core.testing.tiny_vl import tiny_image, tiny_processor, tiny_vl_config, tiny_vl_model
 
     dev = resolve_device(device)
     ok = True
@@ -131,7 +131,7 @@ def main() -> None:
     if args.random_model:
         engine = random_engine(args.device, args.dtype, args.forward)
     else:
-        engine = load_engine(None, args.device, args.dtype, forward=args.forward)
+        engine = load_engine(None, device=args.device, dtype=args.dtype, forward=args.forward)
     info = engine.info
     print(f"model: {info.model}  device: {info.device}  dtype: {info.dtype}  forward: {info.forward}")
 

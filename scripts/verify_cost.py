@@ -19,8 +19,8 @@ import torch
 
 from racer_core.engine import RacerEngine
 from racer_core.kv_cache import TreeCache, stock_tree_cache
-from racer_core.lean_forward import lean_forward_for
-from racer_core.loading import load_model
+from racer_core.models.lean_forward import lean_forward_for
+from racer_core.models.loader import load
 
 Forward = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, TreeCache], torch.Tensor]
 
@@ -65,8 +65,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    model, tokenizer, name, _ = load_model(None, "cpu", args.dtype)
-    engine = RacerEngine(model, tokenizer, name)
+    loaded = load(None, device="cpu", dtype=args.dtype, forward="stock")  # transformers' model, for both forwards
+    engine = RacerEngine(loaded.model, loaded.tokenizer, loaded.name)
     rt = engine.runtime
     forwards = variants(engine, args.variants.split(","))
     sizes = [int(s) for s in args.sizes.split(",")]

@@ -308,6 +308,9 @@ class BenchScreen(Screen):
             return
         self.result = message.result
         self.show_result()
+        if self.result is not None and (failed := self.result.failure_count()):  # the run went on past them
+            self.notify(f"{failed} question{'s' if failed != 1 else ''} failed: see the warning under the table",
+                        title="Benchmark", severity="warning", timeout=15)
 
     def show_result(self) -> None:
         if self.result is None:

@@ -42,10 +42,23 @@ from racer_tui.widgets.step_chart import StepChart
 from racer_tui.widgets.turns import FINISH_NOTES, ReplyTurn, UserTurn
 
 
+def stored_stats(stats: dict) -> Stats:
+    """A finished reply's stored statistics as the Stats the status line
+    showed while it ran, so both give one MAT (docs/design.md: tokens per
+    verification step, the prefill's token left out)."""
+    lengths = list(stats.get("accept_lengths", []))
+    tokens, steps = stats.get("tokens", 0), stats.get("steps", 0)
+    # the steps' tokens; without their lengths (older records), all but the prefill's one
+    accepted = sum(lengths) if lengths else max(tokens - 1, 0) if steps else 0
+    return Stats(tokens=tokens, accepted=accepted, steps=steps, seconds=stats.get("seconds", 0.0),
+                 accept_lengths=lengths)
+
+
 def reply_note(stats: dict) -> str:
     parts = [f"{stats.get('tokens', 0)} tokens"]
-    if stats.get("steps"):
-        parts.append(f"MAT {stats['tokens'] / stats['steps']:.2f}")
+    mat = stored_stats(stats).mat
+    if mat is not None:
+        parts.append(f"MAT {mat:.2f}")
     if stats.get("method"):
         parts.append(stats["method"])
     note = FINISH_NOTES.get(stats.get("finish_reason") or "")
@@ -506,16 +519,9 @@ class ChatScreen(ChatActions, Screen):
     def show_stored_stats(self, stats: dict, reply_id: int | None) -> None:
         """The chart and status line of a finished reply, from its stored
         statistics; `reply_id` when its draft trees are in the step log."""
-        lengths = list(stats.get("accept_lengths", []))
-        self.query_one(StepChart).reset(lengths)
+        self.stats = stored_stats(stats)
+        self.query_one(StepChart).reset(self.stats.accept_lengths)
         self._chart_reply = reply_id
-        self.stats = Stats(
-            tokens=stats.get("tokens", 0),
-            accepted=sum(lengths),
-            steps=stats.get("steps", 0),
-            seconds=stats.get("seconds", 0.0),
-            accept_lengths=lengths,
-        )
         self.budget = None
         self._reply_method = stats.get("method", "")
         self.show_status()

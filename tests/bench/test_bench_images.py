@@ -8,7 +8,7 @@ import pytest
 
 from racer_core.bench.images import images_of_turn, parse_turn_images
 from racer_core.errors import InputError
-from racer_core.tiny_vl import tiny_image
+from racer_core.testing.tiny_vl import tiny_image
 
 
 def test_paths_resolve_against_the_question_file(tmp_path: Path) -> None:
@@ -51,7 +51,7 @@ def test_a_vl_model_answers_questions_with_images(tmp_path: Path) -> None:
     from racer_core.bench.runner import run_benchmark
     from racer_core.bench.suites import load_question_file
     from racer_core.events import GenerationConfig
-    from racer_core.tiny_vl import tiny_vl_engine
+    from racer_core.testing.tiny_vl import tiny_vl_engine
 
     questions = load_question_file(_question_file(tmp_path))
     assert questions[0].images == ((str(tmp_path / "cat.png"),), ())

@@ -19,7 +19,7 @@ pytest.importorskip("torch")
 
 
 def cat_picture(tmp_path: Path) -> Path:
-    from racer_core.tiny_vl import tiny_image
+    from racer_core.testing.tiny_vl import tiny_image
 
     path = tmp_path / "cat.png"
     tiny_image(seed=2).save(path)
@@ -37,7 +37,7 @@ def replied(chat: ChatScreen):
 
 
 async def test_an_inline_image_reaches_a_vl_model_through_the_chat(start_app: StartApp, tmp_path: Path) -> None:
-    from racer_core.tiny_vl import tiny_vl_engine
+    from racer_core.testing.tiny_vl import tiny_vl_engine
 
     picture = cat_picture(tmp_path)
     pilot, chat = await start_small(start_app, lambda: tiny_vl_engine("qwen2_5_vl"))
@@ -49,7 +49,7 @@ async def test_an_inline_image_reaches_a_vl_model_through_the_chat(start_app: St
 
 
 async def test_an_image_attached_by_key_reaches_a_vl_model(start_app: StartApp, tmp_path: Path) -> None:
-    from racer_core.tiny_vl import tiny_vl_engine
+    from racer_core.testing.tiny_vl import tiny_vl_engine
 
     picture = cat_picture(tmp_path)
     pilot, chat = await start_small(start_app, lambda: tiny_vl_engine("qwen2_5_vl"))

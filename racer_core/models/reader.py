@@ -1,0 +1,209 @@
+"""A Llama-shaped checkpoint loaded straight from its config.json and
+safetensors, without transformers.
+
+Importing transformers and its Llama modeling code takes about 2 s on a small
+CPU, longer than everything else in a later start together. When the lean
+forward (lean_forward.py) will verify anyway, the engine needs only the
+weights and a few numbers of the config, so `load_lean_model` reads those
+itself. The transformers model is built only if something asks for it (the
+`hf` and `pld` anchors, a script's stock forward): `LeanModel.transformers_model`
+loads it then and points its parameters at the tensors already loaded.
+
+Anything this loader is unsure of (remote code, quantization, a rope type or
+a tensor it does not know, sharded .bin weights) returns None, and the caller
+loads through transformers as before.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from racer_core.models.checkpoint_files import CONFIG, GENERATION_CONFIG, CheckpointConfig, read_json, weight_files
+from racer_core.models.families import family_of
+from racer_core.models.family import Family
+from racer_core.models.lean_forward import (
+    LeanForward,
+    LeanWeights,
+    _Layer,
+    config_supported,
+    point_into,
+    rope_of,
+    submodule,
+)
+
+
+def rope_inv_freq(config: CheckpointConfig, head_dim: int) -> torch.Tensor | None:
+    """The rotary inverse frequencies of a default, linear or llama3 rope, None for others."""
+    params, kind = rope_of(config)
+    if kind is None:
+        return None
+    theta = params.get("rope_theta", getattr(config, "rope_theta", None))
+    partial = params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0))
+    if not isinstance(theta, (int, float)) or partial != 1.0:
+        return None
+    inv_freq = 1.0 / (float(theta) ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+    if kind == "default":
+        return inv_freq
+    if kind == "linear":
+        return inv_freq / float(params["factor"])
+    if kind == "llama3":
+        return _llama3(inv_freq, params)
+    return None
+
+
+def _llama3(inv_freq: torch.Tensor, params: dict[str, Any]) -> torch.Tensor:
+    """Llama 3's rope: long wavelengths divided by `factor`, short ones kept,
+    a linear blend between the two bands."""
+    factor = float(params["factor"])
+    low, high = float(params["low_freq_factor"]), float(params["high_freq_factor"])
+    context = float(params["original_max_position_embeddings"])
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > context / low, inv_freq / factor, inv_freq)
+    blend = (context / wavelen - low) / (high - low)
+    smoothed = (1 - blend) * scaled / factor + blend * scaled
+    medium = (wavelen >= context / high) & (wavelen <= context / low)
+    return torch.where(medium, smoothed, scaled)
+
+
+class LeanModel:
+    """What the engine asks of a model, from the checkpoint's own files: the
+    config, the generation config's end ids, the parameters (for the device,
+    dtype and the cache keys) and the lean forward."""
+
+    def __init__(self, folder: Path, config: CheckpointConfig, family: Family, weights: LeanWeights,
+                 build_transformers: Callable[[], Any]) -> None:
+        self.folder = folder
+        self.config = config
+        self.family = family
+        self.generation_config = CheckpointConfig(read_json(folder / GENERATION_CONFIG) or {})
+        self.weights = weights
+        self.lean = LeanForward(weights)
+        self._build_transformers = build_transformers
+        self._transformers: Any = None
+
+    def parameters(self) -> Iterator[torch.Tensor]:
+        return iter(self.weights.tensors())
+
+    def transformers_model(self) -> Any:
+        """transformers' model of this checkpoint, loaded on first use, its
+        parameters pointed at this model's tensors (no second copy kept)."""
+        if self._transformers is None:
+            model = self._build_transformers()
+            share_weights(model, self.weights, self.family)
+            self._transformers = model
+        return self._transformers
+
+
+def share_weights(model: Any, weights: LeanWeights, family: Family) -> None:
+    """Make a transformers model of the family use `weights`' tensors (the fused
+    ones through views): same values, one copy in memory."""
+    with torch.no_grad():
+        submodule(model, family.embed).weight.data = weights.embed
+        submodule(model, family.final_norm).weight.data = weights.final_norm
+        submodule(model, family.lm_head).weight.data = weights.lm_head
+        for layer, lean in zip(submodule(model, family.layers), weights.layers, strict=True):
+            def part(path: str, layer: Any = layer) -> Any:
+                return submodule(layer, path)
+
+            point_into(lean.qkv, *(part(p).weight for p in family.qkv))
+            if lean.qkv_bias is not None:
+                point_into(lean.qkv_bias, *(part(p).bias for p in family.qkv))
+            point_into(lean.gate_up, *(part(p).weight for p in family.gate_up))
+            part(family.o).weight.data = lean.o
+            part(family.down).weight.data = lean.down
+            part(family.input_norm).weight.data = lean.input_norm
+            part(family.post_norm).weight.data = lean.post_norm
+            if lean.q_norm is not None:
+                part(family.q_norm).weight.data = lean.q_norm
+                part(family.k_norm).weight.data = lean.k_norm
+
+
+class _Tensors:
+    """Tensors by name over one or more safetensors files, cast on read."""
+
+    def __init__(self, files: list[Path], dtype: torch.dtype, device: str) -> None:
+        from safetensors import safe_open
+
+        self.dtype, self.device = dtype, device
+        self._handles = [safe_open(str(f), framework="pt", device="cpu") for f in files]
+        self._where = {name: h for h in self._handles for name in h.keys()}  # noqa: SIM118 (not a dict)
+
+    def names(self) -> set[str]:
+        return set(self._where)
+
+    def get(self, name: str) -> torch.Tensor:
+        return self._where[name].get_tensor(name).to(device=self.device, dtype=self.dtype)
+
+    def get_cat(self, *names: str) -> torch.Tensor:
+        return torch.cat([self._where[n].get_tensor(n) for n in names]).to(device=self.device, dtype=self.dtype)
+
+
+def load_lean_model(folder: Path, device: str, dtype: torch.dtype,
+                    build_transformers: Callable[[], Any]) -> LeanModel | None:
+    """The checkpoint in `folder` as a LeanModel, or None when it is not one
+    this loader reads exactly (then load it through transformers)."""
+    data = read_json(folder / CONFIG)
+    if data is None or "auto_map" in data or "quantization_config" in data:
+        return None
+    family = family_of(CheckpointConfig(data))
+    if family is None:
+        return None
+    if family.window_switch is not None:
+        if data.get(family.window_switch):
+            return None  # windows on some layers only (max_window_layers): transformers' config works them out
+        data = {**data, family.window_switch: False}  # their configs' default
+    config = CheckpointConfig(data)
+    files = weight_files(folder)
+    if files is None or not config_supported(config):
+        return None
+    try:
+        layers = int(config.num_hidden_layers)
+        heads = int(config.num_attention_heads)
+        head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // heads)
+        eps = float(config.rms_norm_eps)
+        kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
+        tied = bool(config.tie_word_embeddings)
+    except (AttributeError, TypeError, ValueError):
+        return None  # a field the family's transformers config would default: let it decide
+    inv_freq = rope_inv_freq(config, head_dim)
+    if inv_freq is None:
+        return None
+    tensors = _Tensors(files, dtype, device)
+    embed_name, head_name = f"{family.embed}.weight", f"{family.lm_head}.weight"
+    expected = {embed_name, f"{family.final_norm}.weight"} | ({head_name} if not tied else set())
+    # Exactly the tensors transformers' class of the family has: a tensor it
+    # would ignore (an o_proj bias), or one it would default, means this
+    # reader would compute something else.
+    per_layer = family.layer_tensors()
+    layer_names = {f"{family.layers}.{i}.{name}" for i in range(layers) for name in per_layer}
+    names = tensors.names()
+    if not expected | layer_names <= names or not names <= expected | layer_names | {head_name}:
+        return None
+    embed = tensors.get(embed_name)
+    weights = LeanWeights(
+        embed=embed, final_norm=tensors.get(f"{family.final_norm}.weight"),
+        lm_head=embed if tied else tensors.get(head_name),
+        layers=[_read_layer(tensors, f"{family.layers}.{i}.", family) for i in range(layers)],
+        eps=eps, heads=heads, kv_heads=kv_heads, head_dim=head_dim, inv_freq=inv_freq.to(device),
+    )
+    return LeanModel(folder, config, family, weights, build_transformers)
+
+
+def _read_layer(tensors: _Tensors, prefix: str, family: Family) -> _Layer:
+    qkv = [f"{prefix}{name}" for name in family.qkv]
+    return _Layer(
+        input_norm=tensors.get(f"{prefix}{family.input_norm}.weight"),
+        qkv=tensors.get_cat(*(f"{p}.weight" for p in qkv)),
+        qkv_bias=tensors.get_cat(*(f"{p}.bias" for p in qkv)) if family.qkv_bias else None,
+        q_norm=tensors.get(f"{prefix}{family.q_norm}.weight") if family.qk_norm else None,
+        k_norm=tensors.get(f"{prefix}{family.k_norm}.weight") if family.qk_norm else None,
+        o=tensors.get(f"{prefix}{family.o}.weight"),
+        post_norm=tensors.get(f"{prefix}{family.post_norm}.weight"),
+        gate_up=tensors.get_cat(*(f"{prefix}{name}.weight" for name in family.gate_up)),
+        down=tensors.get(f"{prefix}{family.down}.weight"),
+    )
