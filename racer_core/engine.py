@@ -219,6 +219,19 @@ class RacerEngine:
     def decoder(self) -> SequenceDecoder:
         return SequenceDecoder(self.runtime)
 
+    def complete(self, text: str, config: GenerationConfig, should_stop: ShouldStop | None = None) -> Iterator[StepEvent]:
+        """Continue `text` as it is (no chat template), one StepEvent per forward pass."""
+        if not text:
+            raise InputError("the prompt is empty")
+        if self.tokenizer is None:
+            raise InputError(f"{self.info.model} has no tokenizer: it cannot read text")
+        prompt = self.text_ids(text)
+        return step_events(self, self.decoder(), prompt, config, IncrementalDecoder(self.tokenizer), should_stop)
+
+    def text_ids(self, text: str) -> list[int]:
+        """`text` as token ids, as a completion reads it (the tokenizer's special tokens included)."""
+        return list(self.tokenizer(text)["input_ids"])
+
     def token_text(self, token_id: int) -> str:
         if self.tokenizer is None:
             return f"<{token_id}>"
@@ -301,27 +314,8 @@ class ChatConversation:
             self._drop_last_user_message()
             raise
         detok = IncrementalDecoder(self.engine.tokenizer)
-        if config.method in ("hf", "pld"):
-            from racer_core.anchors import generate_with_transformers  # transformers is imported only here
-
-            pixels = vision.generate_inputs() if vision is not None else {}
-            steps = generate_with_transformers(self.engine, prompt, config, should_stop, pixels)
-        else:
-            steps = self.decoder.generate(prompt, config, should_stop, vision)
-        count = 0
         try:
-            for step in steps:
-                count += 1
-                texts = [detok.push(t) for t in step.tokens]
-                if step.finish_reason is not None and texts:
-                    texts[-1] += detok.flush()
-                pieces = tuple(TokenPiece(t, x, s) for t, x, s in zip(step.tokens, texts, step.sources, strict=True))
-                yield StepEvent(
-                    step=count, pieces=pieces, tree_size=step.tree_size, budget=step.budget,
-                    draft_s=step.draft_s, verify_s=step.verify_s, update_s=step.update_s,
-                    finished=step.finish_reason is not None, finish_reason=step.finish_reason,
-                    record=step.record, margins=tuple(step.margins),
-                )
+            yield from step_events(self.engine, self.decoder, prompt, config, detok, should_stop, vision)
         except BaseException:
             # Keep the conversation consistent: a failed turn leaves no half reply.
             self._drop_last_user_message()
@@ -332,6 +326,31 @@ class ChatConversation:
     def _drop_last_user_message(self) -> None:
         self.images.pop(len(self.messages) - 1, None)
         self.messages.pop()
+
+
+def step_events(engine: RacerEngine, decoder: SequenceDecoder, prompt: list[int], config: GenerationConfig,
+                detok: IncrementalDecoder, should_stop: ShouldStop | None = None,
+                vision: VisionPrompt | None = None) -> Iterator[StepEvent]:
+    """Decode after `prompt` (token ids) with `decoder`, one StepEvent per
+    forward pass, the text cut by `detok`: a chat turn's loop and a completion's."""
+    if config.method in ("hf", "pld"):
+        from racer_core.anchors import generate_with_transformers  # transformers is imported only here
+
+        pixels = vision.generate_inputs() if vision is not None else {}
+        steps = generate_with_transformers(engine, prompt, config, should_stop, pixels)
+    else:
+        steps = decoder.generate(prompt, config, should_stop, vision)
+    for count, step in enumerate(steps, 1):
+        texts = [detok.push(t) for t in step.tokens]
+        if step.finish_reason is not None and texts:
+            texts[-1] += detok.flush()
+        pieces = tuple(TokenPiece(t, x, s) for t, x, s in zip(step.tokens, texts, step.sources, strict=True))
+        yield StepEvent(
+            step=count, pieces=pieces, tree_size=step.tree_size, budget=step.budget,
+            draft_s=step.draft_s, verify_s=step.verify_s, update_s=step.update_s,
+            finished=step.finish_reason is not None, finish_reason=step.finish_reason,
+            record=step.record, margins=tuple(step.margins),
+        )
 
 
 def load_engine(model_path: str | os.PathLike[str] | None = None, options: LoadOptions | None = None,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -107,9 +108,7 @@ def share_weights(model: Any, weights: LeanWeights, family: Family) -> None:
         submodule(model, family.final_norm).weight.data = weights.final_norm
         submodule(model, family.lm_head).weight.data = weights.lm_head
         for layer, lean in zip(submodule(model, family.layers), weights.layers, strict=True):
-            def part(path: str, layer: Any = layer) -> Any:
-                return submodule(layer, path)
-
+            part = partial(submodule, layer)
             point_into(lean.qkv, *(part(p).weight for p in family.qkv))
             if lean.qkv_bias is not None:
                 point_into(lean.qkv_bias, *(part(p).bias for p in family.qkv))

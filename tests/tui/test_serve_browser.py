@@ -149,13 +149,18 @@ def served(tmp_path: Path, checkpoint: Path) -> Iterator[tuple[str, Path]]:
 
 
 def _stored_replies(data_dir: Path) -> list[tuple[str, str | None]]:
-    """(content, runs) of the served app's stored replies, read from its history file."""
+    """(content, runs) of the served app's finished replies, read from its
+    history file (a streaming reply's row is there from the start, marked
+    interrupted until it ends)."""
     path = data_dir / "history.sqlite3"
     if not path.exists():
         return []
     db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
     try:
-        return db.execute("SELECT content, runs FROM messages WHERE role = 'assistant'").fetchall()
+        return db.execute(
+            "SELECT content, runs FROM messages WHERE role = 'assistant' "
+            "AND coalesce(json_extract(stats, '$.finish_reason'), '') != 'interrupted'"
+        ).fetchall()
     except sqlite3.OperationalError:  # not created yet
         return []
     finally:
