@@ -21,13 +21,16 @@ from typing import Any
 
 from racer_core.errors import InputError
 
-METHODS = ("ar", "racer", "retrieval", "logits", "hf", "pld", "eagle3")
-"""Decoding methods. `ar`, `racer`, `retrieval`, `logits` and `eagle3` share one
-code path; `hf` (transformers' generate) and `pld` (its prompt lookup) are anchors."""
+METHODS = ("ar", "racer", "retrieval", "logits", "hf", "pld", "eagle3", "suffix", "recycling")
+"""Decoding methods. `ar`, `racer`, `retrieval`, `logits`, `eagle3` and the peers
+share one code path; `hf` (transformers' generate) and `pld` (its prompt lookup) are anchors."""
 HEAD_METHODS = ("eagle3",)
 """The methods that draft with a trained draft head (EAGLE-3's dynamic tree; --draft-model)."""
 DRAFTING_METHODS = ("racer", "retrieval", "logits")
 """The methods that draft trees (their tree size follows the cost curve)."""
+PEER_METHODS = ("suffix", "recycling")
+"""Other papers' drafters (racer_core/drafters), verified by the same tree code
+as racer; each sizes its own tree (docs/evaluation.md)."""
 
 MAX_DRAFT = 4096
 """Largest draft tree: its attention mask is T x T, 16 MiB at 4096."""

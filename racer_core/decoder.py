@@ -1,9 +1,10 @@
 """The decoding loop on token ids: draft a tree, verify it in one forward
 pass, accept the longest agreeing path plus a bonus token, update the sources.
 
-`ar`, `racer`, `retrieval`, `logits` and `eagle3` (a draft head's tree,
-racer_core/eagle3.py) all run here, through the same cache and mask code;
-`ar` simply never drafts. One SequenceDecoder holds one
+`ar`, `racer`, `retrieval`, `logits`, `eagle3` (a draft head's tree,
+racer_core/eagle3.py) and the peers (`suffix`, `recycling`: racer_core/drafters)
+all run here, through the same cache, mask and acceptance code; `ar` simply
+never drafts. One SequenceDecoder holds one
 conversation's cache, automaton and logits table, so a chat keeps its
 retrieval corpus across turns.
 """
@@ -19,7 +20,8 @@ import numpy as np
 import torch
 
 from racer_core.automaton import Automaton, DraftTree
-from racer_core.config import DRAFTING_METHODS, HEAD_METHODS
+from racer_core.config import DRAFTING_METHODS, HEAD_METHODS, PEER_METHODS
+from racer_core.drafters import PeerDrafter, new_drafter
 from racer_core.eagle3 import HeadDrafter
 from racer_core.errors import InputError
 from racer_core.events import GenerationConfig, Source
@@ -93,6 +95,7 @@ class SequenceDecoder:
         # eagle3: the target's auxiliary states per cached position and the head's cache, from the first eagle3 reply
         self.drafter: HeadDrafter | None = None
         self.captured = torch.empty(0)  # the last forward's captured states (eagle3)
+        self.peers: dict[str, PeerDrafter] = {}  # the peer methods' drafters, made on first use
 
     # -- the drafting sources -------------------------------------------------
 
@@ -114,6 +117,7 @@ class SequenceDecoder:
         """Start from another conversation's automaton and logits table."""
         self.automaton, self._automaton_key = other.automaton, other._automaton_key
         self.seen = list(other.seen)
+        self.peers = dict(other.peers)  # and the peers' caches and matrices
 
     # -- the cache ------------------------------------------------------------
 
@@ -235,6 +239,8 @@ class SequenceDecoder:
             finally:
                 if reply.policy is not None:
                     reply.policy.learn(reply.generated, final=True)
+                if reply.peer is not None:
+                    reply.peer.finish()
 
     def _step(self, root: int, reply: _Reply) -> tuple[Step, int]:
         """One forward pass: draft a tree under `root`, verify it, accept the
@@ -245,6 +251,8 @@ class SequenceDecoder:
         prev = self.cached[-1] if self.cached else -1  # the token before the root
         if reply.drafter is not None:
             draft = _head_draft(reply.drafter, self.cached, root, reply.config)
+        elif reply.peer is not None:
+            draft = _peer_draft(root, reply.peer, reply.budget)
         else:
             draft = _draft(root, reply.automaton, reply.policy, reply.budget, prev)
         if _straddles(self.rt.rope_switch, base + self.offset, draft.depths):
@@ -271,9 +279,12 @@ class SequenceDecoder:
         if reply.drafter is not None:
             reply.drafter.aux.append(self.captured[path])
         top = self._learn(reply, draft, logits, [root, *tokens[:-1]], prev)
+        if reply.peer is not None:  # a peer learns its own way: the tree's logits, the emitted text
+            reply.peer.verified(draft.tokens, logits)
+            reply.peer.emitted(tokens)
         if self.rows is not None:
             self.rows.extend(top[path] if top is not None else [None] * len(path))
-        record = _record(draft, path, bonus, "head" if reply.drafter is not None else reply.policy is not None)
+        record = _record(draft, path, bonus, reply.policy is not None)
         t3 = time.perf_counter()
         return Step(tokens, sources, draft.size, draft.fed, t1 - t0, t2 - t1, t3 - t2, reason, record, margins), bonus
 
@@ -283,7 +294,7 @@ class SequenceDecoder:
 
     def _check_prompt(self, prompt: list[int], config: GenerationConfig) -> None:
         # The config checked its own fields; what is left depends on this model.
-        if config.method not in ("ar", *DRAFTING_METHODS, *HEAD_METHODS):
+        if config.method not in ("ar", *DRAFTING_METHODS, *HEAD_METHODS, *PEER_METHODS):
             raise InputError(f"unknown decoding method {config.method!r}")
         if config.method in HEAD_METHODS and self.rt.head is None:
             raise InputError(f"{config.method} needs a draft head: give one with --draft-model PATH "
@@ -310,6 +321,7 @@ class SequenceDecoder:
             use_table=config.method in ("racer", "logits") and config.max_breadth > 0,
             drafter=self._drafter() if config.method in HEAD_METHODS else None,
             config=config,
+            peer=self._peer(config.method) if config.method in PEER_METHODS else None,
         )
 
     def _drafter(self) -> HeadDrafter:
@@ -328,6 +340,11 @@ class SequenceDecoder:
             self.drafter.truncate(missing_from)
         return self.drafter
 
+    def _peer(self, method: str) -> PeerDrafter:
+        if method not in self.peers:
+            self.peers[method] = new_drafter(method, self.rt.vocab_size)
+        return self.peers[method]
+
     def _begin(self, prompt: list[int], reply: _Reply, vision: VisionPrompt | None) -> Step:
         """Prefill what the cache lacks and sample the reply's first token."""
         start = time.perf_counter()
@@ -338,8 +355,12 @@ class SequenceDecoder:
             text = [t for t in prompt if t not in self.rt.placeholder_ids]
             reply.automaton.feed(text[_common_prefix(self.seen, text) :])
             self.seen = text
+        if reply.peer is not None:
+            reply.peer.start([t for t in prompt if t not in self.rt.placeholder_ids])
         root = reply.sampler.sample(logits)
         reply.generated.append(root)
+        if reply.peer is not None:
+            reply.peer.emitted([root])
         reason = "eos" if root in self.rt.eos_ids else ("length" if reply.max_new <= 1 else None)
         # The root is fed with the step that verifies it: retrieval for a
         # root reads the text up to, not including, that root.
@@ -384,6 +405,7 @@ class _Reply:
     use_table: bool
     drafter: HeadDrafter | None = None  # eagle3: the draft head's state
     config: GenerationConfig | None = None
+    peer: PeerDrafter | None = None  # a peer method's drafter (then automaton and policy are None)
     generated: list[int] = field(default_factory=list)
 
     def take(
@@ -421,6 +443,7 @@ class _Draft:
     rank: np.ndarray | None = None
     drafted: int = 1  # nodes in the tree the budget was cut from
     selection: Selection | None = None  # the policy's choice and what led to it
+    rule: str | None = None  # the step record's budget rule, where not racer's
 
     @property
     def size(self) -> int:
@@ -477,10 +500,20 @@ def _head_draft(drafter: HeadDrafter, cached: list[int], root: int, config: Gene
     assert config is not None
     tree = drafter.draft(cached, root, config.total_token, config.depth, config.top_k)
     sources = np.full(len(tree.tokens), HEAD_BIT, dtype=np.uint8)
-    return _Draft(tree.tokens, tree.parents, tree.depths, tree.ancestors, sources, tree.tokens, None)
+    return _Draft(tree.tokens, tree.parents, tree.depths, tree.ancestors, sources, tree.tokens, None, rule="head")
 
 
-def _record(draft: _Draft, path: list[int], bonus: int, auto: bool | str) -> StepRecord:
+def _peer_draft(root: int, peer: PeerDrafter, budget: int | None) -> _Draft:
+    """A peer's own tree (its own size, or at most a fixed budget), in the form the verifier takes."""
+    tree = peer.draft(root, budget)
+    size = len(tree.tokens)
+    sources = np.full(size, peer.source_bits, dtype=np.uint8)
+    sources[0] = 0
+    return _Draft(tree.tokens, tree.parents, tree.depths, tree.ancestors, sources, tree.tokens, None,
+                  np.zeros(size, dtype=np.int64), np.full(size, -1, dtype=np.int64), size, rule="own")
+
+
+def _record(draft: _Draft, path: list[int], bonus: int, auto: bool) -> StepRecord:
     """The step inspector's copy of what was verified: small lists, no tensors."""
     size = draft.size
     zeros = [0] * size
@@ -490,7 +523,7 @@ def _record(draft: _Draft, path: list[int], bonus: int, auto: bool | str) -> Ste
         draft.context if draft.context is not None else zeros,
         draft.rank if draft.rank is not None else [-1] * size,
         path, bonus, draft.fed, draft.drafted,
-        auto if isinstance(auto, str) else "plain" if draft.context is None else ("auto" if auto else "fixed"),
+        draft.rule or ("plain" if draft.context is None else ("auto" if auto else "fixed")),
         None if selection is None else selection.probabilities[selection.chosen],
         () if selection is None else selection.options,
         -1 if selection is None else selection.best,

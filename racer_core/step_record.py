@@ -76,7 +76,7 @@ class StepRecord:
     bonus: int  # the token the model chose after the last accepted node
     fed: int  # rows fed to the model (the budget in force)
     drafted: int  # nodes in the whole drafted tree the budget was cut from
-    budget_rule: str  # "auto" (the tree policy), "fixed", "plain" or "head" (eagle3's tree)
+    budget_rule: str  # "auto" (the tree policy), "fixed", "plain", "head" (eagle3's tree) or "own" (a peer sized it)
     options: tuple[BudgetOption, ...] = ()  # the sizes "auto" weighed, smallest first
     chosen_option: int = -1  # index into options
 
@@ -136,6 +136,8 @@ class StepRecord:
             return "plain decoding: the root alone, nothing drafted"
         if self.budget_rule == "head":
             return f"EAGLE-3's dynamic tree: the {self.size} likeliest nodes by the draft head (total_token)"
+        if self.budget_rule == "own":
+            return f"the method drafted and sized this tree itself: {self.size} nodes (no tree policy)"
         if self.budget_rule == "fixed":
             return f"a fixed budget of {self.fed} nodes (max_num_draft); {self.drafted} were drafted"
         if self.drafted <= 1:

@@ -41,7 +41,9 @@ METHOD_COLORS: dict[str, tuple[int, int, int]] = {
     "logits": (210, 153, 34),
     "hf": (188, 140, 255),
     "pld": (255, 123, 114),
-    "eagle3": (86, 212, 221),
+    "eagle3": (121, 192, 255),
+    "suffix": (57, 197, 207),
+    "recycling": (219, 97, 162),
 }
 
 

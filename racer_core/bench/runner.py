@@ -3,8 +3,8 @@
 Fairness rules: method order is fixed and all methods answer question 1 before
 any answers question 2, so slow drift (thermals, other load) hits them alike;
 one untimed warm-up reply per method comes first; each question gets a fresh
-conversation (empty automaton) unless `warm` keeps the previous question's
-automaton per method. Wall time per turn covers the whole reply, prefill
+conversation (empty automaton, suffix cache, recycling matrix) unless `warm`
+keeps the previous question's per method. Wall time per turn covers the whole reply, prefill
 included, minus the time spent in `on_progress` (a slow front end must not
 count against a method). Each question may be answered several times
 (`num_choices`, seeds 0, 1, ...), as the original's `--num-choices`. A
@@ -29,6 +29,7 @@ from racer_core.bench.images import images_of_turn, takes_images, without_image_
 from racer_core.bench.results import BenchResult, load_results
 from racer_core.bench.suites import Question
 from racer_core.config import DRAFTING_METHODS
+from racer_core.drafters import check_available
 from racer_core.errors import InputError, RacerError
 from racer_core.events import (
     METHODS,
@@ -155,6 +156,7 @@ def check_run(
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
         raise InputError(f"unknown method(s): {', '.join(unknown) or '(none)'}")
+    check_available(methods)  # a peer whose library is missing: refused before anything starts
     if num_choices < 1:
         raise InputError(f"num_choices must be at least 1, not {num_choices}")
     paths = answer_files(methods, answer_dir, answer_file)

@@ -32,6 +32,7 @@ from racer_core.bench.runner import check_repeats, run_benchmark
 from racer_core.bench.score import MathScore, references_of, score_answers
 from racer_core.bench.shard import ShardPlan, run_sharded
 from racer_core.bench.suites import Question
+from racer_core.drafters import check_available
 from racer_core.errors import RacerError
 from racer_core.events import METHODS, Engine, GenerationConfig
 from racer_tui.cli.errors import DEBUG_ENV, print_error
@@ -108,7 +109,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--warm",
         action="store_true",
-        help="keep each method's automaton across questions instead of a fresh one",
+        help="keep each method's drafting state across questions (racer's automaton and table, suffix's cache, "
+        "recycling's matrix) instead of a fresh one",
     )
     p.add_argument(
         "--repeats",
@@ -194,6 +196,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser, *, engine_loa
 def _run(args: argparse.Namespace, loader: EngineLoader) -> int:
     # validate the questions and the worker plan before the slow model load: bad input fails at once
     questions, name = questions_of(args)
+    check_available(args.methods)  # before the slow load, like the questions
     plan = shard_plan(args)
     config = args.config
     system_prompt = args.system_prompt or None
@@ -232,7 +235,8 @@ def _run(args: argparse.Namespace, loader: EngineLoader) -> int:
                 answer_dir=answer_dir, on_progress=display, **run,
             )
     print_tables(bench_tables(result), plain_console())
-    notes = ["automaton kept across questions (--warm)" if args.warm else "fresh automaton per question"]
+    notes = ["drafting state (automaton, suffix cache, recycling matrix) kept across questions (--warm)"
+             if args.warm else "fresh drafting state per question (automaton, suffix cache, recycling matrix)"]
     if result.greedy and "ar" in result.records:
         rows = result.method_totals().values()
         same = all(row.versus.identical is not False for row in rows)
@@ -283,7 +287,7 @@ def _workers_text(plan: ShardPlan) -> str:
 def _announce(args: argparse.Namespace, name: str, count: int, where: str, err: Any) -> None:
     print(
         f"{name}: {count} questions x {', '.join(args.methods)} on {where}; "
-        f"{'warm automaton across questions' if args.warm else 'fresh automaton per question'}; "
+        f"{'warm drafting state across questions' if args.warm else 'fresh drafting state per question'}; "
         + (f"{args.repeats} tries per question, the median kept; " if args.repeats > 1 else "")
         + "one untimed warm-up reply per method first",
         file=err,

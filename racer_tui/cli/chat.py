@@ -12,6 +12,7 @@ import functools
 from typing import Any
 
 import racer_tui.cli.options as o
+from racer_core.drafters import missing_extra
 from racer_tui.cli.errors import print_error
 
 DESCRIPTION = "Chat with RACER speculative decoding and benchmark it, in the terminal or a browser."
@@ -43,6 +44,10 @@ def app_args(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser, **hooks: Any) -> int:
+    problem = missing_extra(args.method) if args.method else None
+    if problem is not None:  # a peer whose library is not installed: refused before the app starts
+        print_error(problem)
+        return 2
     from racer_tui.app import RacerApp
     from racer_tui.models import default_engine_factory
 

@@ -91,7 +91,7 @@ def shard_plan(args: argparse.Namespace) -> ShardPlan | None:
     if plan is None:
         return None
     if args.warm:
-        raise InputError("--warm carries one automaton across questions in order; it cannot be sharded over workers")
+        raise InputError("--warm carries each method's drafting state across questions in order; it cannot be sharded over workers")
     if getattr(args, "repeats", 1) > 1:
         raise InputError("--repeats interleaves the tries on one engine; it cannot be sharded over workers")
     import_ray()  # fail now, in one line, not after the questions are announced

@@ -20,6 +20,8 @@ METHOD_HELP = {
     "hf": "hf (transformers)",
     "pld": "pld (prompt lookup)",
     "eagle3": "eagle3 (draft head, --draft-model)",
+    "suffix": "suffix (SuffixDecoding, extra [peers])",
+    "recycling": "recycling (Token Recycling)",
 }
 
 # (field, label): each is read and checked by GenerationConfig.parse_field.

@@ -1,11 +1,12 @@
-"""The dashboard's text panels: progress per method and the results table.
+"""The dashboard's text panels: progress per method and the results tables.
 
-The results table is the headless one (racer_core.bench.report), with the
-method names in their chart colours.
+The results tables are the headless ones (racer_core.bench.report), one per
+category then all questions, with the method names in their chart colours.
 """
 
 from __future__ import annotations
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
@@ -38,8 +39,10 @@ def progress_table(board: BenchBoard) -> Table:
     return table
 
 
-def speedup_table(result: BenchResult) -> Table:
-    """All questions: tok/s, MAT, speedup and equality with ar (the panel's width)."""
-    table = bench_tables(result, categories=False, style=_style)[-1]
-    table.expand = True
-    return table
+def speedup_table(result: BenchResult) -> Group:
+    """Per category, then all questions: every method's tok/s, MAT, speedup and
+    equality with ar, as headless (the panel's width)."""
+    tables = bench_tables(result, categories=True, style=_style)
+    for table in tables:
+        table.expand = True
+    return Group(*tables)

@@ -87,7 +87,7 @@ def test_bench_writes_answers_summary_and_tables(qfile, tmp_path, capsys):
     racer_row = [cells(line) for line in lines if line.startswith("│ racer")][-1]  # all questions
     # 3 questions, 4 turns, the whole scripted reply each time, all equal to ar's
     assert racer_row[1:3] == ["3", str(4 * len(tokenize(REPLY)))] and racer_row[-1] == "yes"
-    assert "fresh automaton per question" in out
+    assert "fresh drafting state per question" in out
     assert f"answers: {out_dir}" in out
     # stderr is not a TTY here: one line per finished question and method
     assert "[racer] 3/3 question 3 (qa)" in err

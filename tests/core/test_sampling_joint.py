@@ -54,28 +54,41 @@ def _sampler(seed: int) -> TokenSampler:
     return TokenSampler(TEMPERATURE, 1.0, seed=seed, device="cpu")
 
 
+def tiny_engine() -> RacerEngine:
+    return RacerEngine(tiny_model("llama", 0, vocab_size=VOCAB), None, "tiny-llama", eos_ids=frozenset())
+
+
+def verified_case(engine: RacerEngine, prompt: list[int], root: int, tokens: np.ndarray, parents: np.ndarray,
+                  depths: np.ndarray, ancestors: np.ndarray) -> _Case:
+    """A drafted tree under `root` after `prompt`, verified by the real tree
+    forward pass of a fresh decoder, with the plain-forward reference of every
+    continuation of the root."""
+    probs = _sampler(0).probabilities
+    with torch.inference_mode():
+        dec = engine.decoder()
+        dec._prefill(prompt, update_table=False)
+        base = len(dec.cached)
+        logits = dec._forward(torch.from_numpy(tokens), torch.from_numpy(depths + base),
+                              engine.runtime.masks.build(base, ancestors, depths))
+        # The reference: no cache, no tree mask, every continuation of the root.
+        tails = list(itertools.product(range(VOCAB), repeat=K - 1))
+        plain = engine.model(input_ids=torch.tensor([[*prompt, root, *tail] for tail in tails])).logits[:, -K:]
+        ar = {tail[:j]: probs(rows[j]).double().numpy() for tail, rows in zip(tails, plain, strict=True) for j in range(K)}
+        node_probs = np.stack([probs(row).double().numpy() for row in logits])
+    return _Case(tokens, parents, depths, logits, node_probs, ar)
+
+
 @cache
 def _case() -> _Case:
-    model = tiny_model("llama", 0, vocab_size=VOCAB)
-    engine = RacerEngine(model, None, "tiny-llama", eos_ids=frozenset())
+    engine = tiny_engine()
     prompt = [int(t) for t in np.random.default_rng(0).integers(0, VOCAB, 24)]
-    probs = _sampler(0).probabilities
     with torch.inference_mode():
         dec = engine.decoder()
         automaton = dec._ensure_automaton(GenerationConfig(method="racer", max_num_draft=32))
         automaton.feed(prompt)
-        last = dec._prefill(prompt, update_table=True)
-        root = int(last.argmax())
+        root = int(dec._prefill(prompt, update_table=True).argmax())
         tree = automaton.retrieve(root, 32)
-        base = len(dec.cached)
-        logits = dec._forward(torch.from_numpy(tree.tokens), torch.from_numpy(tree.position_ids + base),
-                              engine.runtime.masks.build(base, tree.attn_mask, tree.position_ids))
-        # The reference: no cache, no tree mask, every continuation of the root.
-        tails = list(itertools.product(range(VOCAB), repeat=K - 1))
-        plain = model(input_ids=torch.tensor([[*prompt, root, *tail] for tail in tails])).logits[:, -K:]
-        ar = {tail[:j]: probs(rows[j]).double().numpy() for tail, rows in zip(tails, plain, strict=True) for j in range(K)}
-        node_probs = np.stack([probs(row).double().numpy() for row in logits])
-    return _Case(tree.tokens, tree.parents, tree.position_ids, logits, node_probs, ar)
+    return verified_case(engine, prompt, root, tree.tokens, tree.parents, tree.position_ids, tree.attn_mask)
 
 
 def _retrying(min_depth: int) -> Rule:
