@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from racer_core.lean_forward import LeanForward, LeanWeights, _Layer, config_supported, point_into, rope_of
+from racer_core.packed_linear import maybe_pack, plain
 
 _SINGLE = "model.safetensors"
 _INDEX = "model.safetensors.index.json"
@@ -111,8 +112,8 @@ class LeanModel:
         self.folder = folder
         self.config = config
         self.generation_config = CheckpointConfig(read_json(folder / "generation_config.json") or {})
-        self.weights = weights
         self.lean = LeanForward(weights)
+        self.weights = self.lean.weights  # packed where the CPU's library takes them: the plain copy goes
         self._build_transformers = build_transformers
         self._transformers: Any = None
 
@@ -131,20 +132,24 @@ class LeanModel:
 
 def share_weights(model: Any, weights: LeanWeights) -> None:
     """Make a transformers Llama-shaped model use `weights`' tensors (the fused
-    ones through views): same values, one copy in memory."""
+    ones through views): same values, one copy in memory. Packed linear
+    weights (packed_linear.py) are unpacked for it: transformers' modules
+    need the plain layout, so a model that builds its transformers model
+    (the `hf` and `pld` anchors) holds its linears twice from then on."""
     inner = model.model
     with torch.no_grad():
         inner.embed_tokens.weight.data = weights.embed
         inner.norm.weight.data = weights.final_norm
-        model.lm_head.weight.data = weights.lm_head
+        if model.lm_head.weight is not inner.embed_tokens.weight:  # tied: set with the embedding
+            model.lm_head.weight.data = plain(weights.lm_head)
         for layer, lean in zip(inner.layers, weights.layers, strict=True):
             attn, mlp = layer.self_attn, layer.mlp
-            point_into(lean.qkv, attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight)
+            point_into(plain(lean.qkv), attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight)
             if lean.qkv_bias is not None:
                 point_into(lean.qkv_bias, attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias)
-            point_into(lean.gate_up, mlp.gate_proj.weight, mlp.up_proj.weight)
-            attn.o_proj.weight.data = lean.o
-            mlp.down_proj.weight.data = lean.down
+            point_into(plain(lean.gate_up), mlp.gate_proj.weight, mlp.up_proj.weight)
+            attn.o_proj.weight.data = plain(lean.o)
+            mlp.down_proj.weight.data = plain(lean.down)
             layer.input_layernorm.weight.data = lean.input_norm
             layer.post_attention_layernorm.weight.data = lean.post_norm
             if lean.q_norm is not None:
@@ -225,7 +230,7 @@ def load_lean_model(folder: Path, device: str, dtype: torch.dtype,
         return None
     weights = LeanWeights(
         embed=embed, final_norm=tensors.get("model.norm.weight"),
-        lm_head=embed if tied else tensors.get("lm_head.weight"),
+        lm_head=maybe_pack(embed if tied else tensors.get("lm_head.weight")),
         layers=[layer for layer in built if layer is not None], eps=eps, heads=heads, kv_heads=kv_heads,
         head_dim=head_dim, inv_freq=inv_freq.to(device),
     )
@@ -246,14 +251,15 @@ def _read_layer(tensors: _Tensors, prefix: str, names: set[str], biased: bool, n
     if any(has(f"self_attn.{p}_norm.weight") != normed for p in "qk"):
         return None
     qkv = [f"{prefix}self_attn.{p}_proj" for p in "qkv"]
+    # Linears packed as they are read (packed_linear.py): one copy at a time.
     return _Layer(
         input_norm=tensors.get(prefix + "input_layernorm.weight"),
-        qkv=tensors.get_cat(*(f"{p}.weight" for p in qkv)),
+        qkv=maybe_pack(tensors.get_cat(*(f"{p}.weight" for p in qkv))),
         qkv_bias=tensors.get_cat(*(f"{p}.bias" for p in qkv)) if biased else None,
         q_norm=tensors.get(prefix + "self_attn.q_norm.weight") if normed else None,
         k_norm=tensors.get(prefix + "self_attn.k_norm.weight") if normed else None,
-        o=tensors.get(prefix + "self_attn.o_proj.weight"),
+        o=maybe_pack(tensors.get(prefix + "self_attn.o_proj.weight")),
         post_norm=tensors.get(prefix + "post_attention_layernorm.weight"),
-        gate_up=tensors.get_cat(prefix + "mlp.gate_proj.weight", prefix + "mlp.up_proj.weight"),
-        down=tensors.get(prefix + "mlp.down_proj.weight"),
+        gate_up=maybe_pack(tensors.get_cat(prefix + "mlp.gate_proj.weight", prefix + "mlp.up_proj.weight")),
+        down=maybe_pack(tensors.get(prefix + "mlp.down_proj.weight")),
     )
