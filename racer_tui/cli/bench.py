@@ -32,6 +32,7 @@ from racer_core.bench.shard import ShardPlan, run_sharded
 from racer_core.bench.suites import Question
 from racer_core.checkpoints import add_load_arguments, load_arguments
 from racer_core.config import DEFAULTS, MAX_DRAFT, MAX_TEMPERATURE
+from racer_core.cpu_class import ISA_CHOICES, reexec_with_isa
 from racer_core.errors import RacerError
 from racer_core.events import METHODS, Engine, GenerationConfig
 from racer_tui.cli.errors import DEBUG_ENV, print_error
@@ -102,6 +103,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default="auto", help="auto, float32, bfloat16, float16 (default: auto: bfloat16 "
                    "on CUDA and on CPUs with native bf16, else float32; only float32 keeps greedy racer equal to ar)")
     add_load_arguments(p)
+    p.add_argument("--isa", choices=ISA_CHOICES, default="native",
+                   help="the CPU class to measure: avx2 limits torch's libraries to AVX2 (most laptops) on an "
+                   "AVX-512 machine; the command starts again with them limited (default: native)")
     p.add_argument("--max-num-draft", type=param("max_num_draft"), default=d.max_num_draft, metavar="N|auto",
                    help=f"draft tree budget, 1 to {MAX_DRAFT} (default: {d.max_num_draft})")
     p.add_argument("--ngram", type=param("ngram"), default=d.ngram, metavar="N",
@@ -178,6 +182,8 @@ def _stop_on_signals() -> Iterator[None]:
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser, *, engine_loader: EngineLoader | None = None) -> int:
     check_suite(args, parser)
+    if engine_loader is None:
+        reexec_with_isa(args.isa)  # before torch loads: the libraries read their limits once
     if args.question_end is not None and args.question_end <= (args.question_begin or 0):
         parser.error("--question-end must be greater than --question-begin")
     # Each value was checked alone; the whole config is built (and checked) before any model loads.
