@@ -8,6 +8,7 @@ import pytest
 import torch
 from engine_helpers import PROMPT, run
 
+from racer_core import packed_linear
 from racer_core.engine import RacerEngine
 from racer_core.errors import InputError
 from racer_core.kv_cache import TreeCache, stock_tree_cache
@@ -72,6 +73,7 @@ def test_lean_logits_match_stock_on_a_tree_after_a_prefix(family: str) -> None:
 def test_racer_equals_plain_greedy_on_the_lean_forward(family: str) -> None:
     engine = RacerEngine(tiny_model(family), None, f"tiny-{family}-lean", eos_ids=frozenset(), forward="lean")
     assert engine.info.forward == "lean"
+    assert engine.lean.packed or not packed_linear._ops_present()  # exact on the packed weights
     plain, _, _ = run(engine, PROMPT, method="ar", max_new_tokens=64)
     for budget in (4, 16, "auto"):
         tokens, accepted, _ = run(engine, PROMPT, method="racer", max_new_tokens=64, max_num_draft=budget)
