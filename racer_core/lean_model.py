@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from racer_core.lean_forward import LeanForward, LeanWeights, _Layer, config_supported, point_into, rope_of
-from racer_core.packed_linear import maybe_pack, plain
+from racer_core.packed_linear import is_packed, maybe_pack, own_plain_tensors, plain
 
 _SINGLE = "model.safetensors"
 _INDEX = "model.safetensors.index.json"
@@ -234,6 +234,8 @@ def load_lean_model(folder: Path, device: str, dtype: torch.dtype,
         layers=[layer for layer in built if layer is not None], eps=eps, heads=heads, kv_heads=kv_heads,
         head_dim=head_dim, inv_freq=inv_freq.to(device),
     )
+    if is_packed(weights):
+        weights = own_plain_tensors(weights)
     return LeanModel(folder, config, weights, build_transformers)
 
 

@@ -142,3 +142,15 @@ def pack_weights(weights: Any) -> Any:
     layers = [replace(layer, qkv=maybe_pack(layer.qkv), o=maybe_pack(layer.o), gate_up=maybe_pack(layer.gate_up),
                       down=maybe_pack(layer.down)) for layer in weights.layers]
     return replace(weights, layers=layers, lm_head=maybe_pack(weights.lm_head))
+
+
+def own_plain_tensors(weights: Any) -> Any:
+    """`weights` with its plain tensors (embedding, norms, biases) copied out
+    of whatever memory they share. A checkpoint read in its own dtype hands
+    out tensors mapped from the file; once the linears are packed, those few
+    would keep the whole file mapped, and its pages read for packing resident."""
+    def own(value: Any) -> Any:
+        return value.clone() if isinstance(value, torch.Tensor) else value
+
+    layers = [replace(layer, **{k: own(v) for k, v in vars(layer).items()}) for layer in weights.layers]
+    return replace(weights, layers=layers, embed=own(weights.embed), final_norm=own(weights.final_norm))

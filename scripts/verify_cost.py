@@ -140,6 +140,7 @@ def run(args: argparse.Namespace) -> None:
                             same = bool((logits.argmax(-1) == ref[s].argmax(-1)).all())
                             print(f"   max |logit diff| vs {next(iter(forwards))}: {diff:.2e}; same argmax: {same}")
                     caches[v].truncate(args.context)
+    print(f"resident memory after the runs: {resident_mb():.0f} MB")
     first = next(iter(forwards))
     print(f"\n{args.clock} ms, fastest / median of {args.rounds} interleaved rounds; ratio = {first} fastest / variant fastest")
     print("T     " + "  ".join(f"{v:>22}" for v in forwards))
