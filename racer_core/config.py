@@ -21,9 +21,11 @@ from typing import Any
 
 from racer_core.errors import InputError
 
-METHODS = ("ar", "racer", "retrieval", "logits", "hf", "pld")
-"""Decoding methods. `ar`, `racer`, `retrieval`, `logits` share one code path;
-`hf` (transformers' generate) and `pld` (its prompt lookup) are anchors."""
+METHODS = ("ar", "racer", "retrieval", "logits", "hf", "pld", "eagle3")
+"""Decoding methods. `ar`, `racer`, `retrieval`, `logits` and `eagle3` share one
+code path; `hf` (transformers' generate) and `pld` (its prompt lookup) are anchors."""
+HEAD_METHODS = ("eagle3",)
+"""The methods that draft with a trained draft head (EAGLE-3's dynamic tree; --draft-model)."""
 DRAFTING_METHODS = ("racer", "retrieval", "logits")
 """The methods that draft trees (their tree size follows the cost curve)."""
 
@@ -133,12 +135,17 @@ FIELDS: dict[str, FieldSpec] = {
     "temperature": FieldSpec(_float_range(0.0, MAX_TEMPERATURE, note=" (0 is greedy)"), "float", "0 is greedy"),
     "top_p": FieldSpec(_float_range(0.0, 1.0, low_open=True), "float", "nucleus sampling mass"),
     "max_num_draft": FieldSpec(_budget, "budget", "draft tree budget, or auto"),
-    "ngram": FieldSpec(_int_range(1, INT_LIMIT), "int", "automaton n-gram length"),
+    # 0 turns a source off, as in the original: racer then drafts as logits (ngram 0) or retrieval (max_breadth 0)
+    "ngram": FieldSpec(_int_range(0, INT_LIMIT), "int", "automaton n-gram length (0: no retrieval drafts)"),
     "max_nodes": FieldSpec(_int_range(1, INT_LIMIT), "int", "automaton capacity"),
-    "max_breadth": FieldSpec(_int_range(1, MAX_BREADTH), "int", "logits tree breadth"),
+    "max_breadth": FieldSpec(_int_range(0, MAX_BREADTH), "int", "logits tree breadth (0: no logits drafts)"),
     "min_depth": FieldSpec(_int_range(1, INT_LIMIT), "int", "shortest retrieved continuation"),
     "enable_thinking": FieldSpec(_thinking, "flag", "let a reasoning model think first (unset: the template decides)"),
     "seed": FieldSpec(_seed, "seed", "sampling seed (empty: random)"),
+    # eagle3's dynamic tree, named as in the original's evaluation/inference_eagle3.py
+    "total_token": FieldSpec(_int_range(1, MAX_DRAFT), "int", "eagle3: draft tree nodes with the root"),
+    "depth": FieldSpec(_int_range(0, 64), "int", "eagle3: expansion steps below the root's children"),
+    "top_k": FieldSpec(_int_range(1, 64), "int", "eagle3: children per expanded node and nodes expanded per step"),
 }
 
 
@@ -162,6 +169,9 @@ class GenerationConfig:
     min_depth: int = 2
     enable_thinking: bool | None = False  # None: the chat template decides
     seed: int | None = None
+    total_token: int = 60
+    depth: int = 5
+    top_k: int = 10
 
     def __post_init__(self) -> None:
         for name, spec in FIELDS.items():

@@ -1,8 +1,9 @@
 """The decoding loop on token ids: draft a tree, verify it in one forward
 pass, accept the longest agreeing path plus a bonus token, update the sources.
 
-`ar`, `racer`, `retrieval` and `logits` all run here, through the same cache
-and mask code; `ar` simply never drafts. One SequenceDecoder holds one
+`ar`, `racer`, `retrieval`, `logits` and `eagle3` (a draft head's tree,
+racer_core/eagle3.py) all run here, through the same cache and mask code;
+`ar` simply never drafts. One SequenceDecoder holds one
 conversation's cache, automaton and logits table, so a chat keeps its
 retrieval corpus across turns.
 """
@@ -18,9 +19,11 @@ import numpy as np
 import torch
 
 from racer_core.automaton import Automaton, DraftTree
-from racer_core.config import DRAFTING_METHODS
+from racer_core.config import DRAFTING_METHODS, HEAD_METHODS
+from racer_core.eagle3 import HeadDrafter
 from racer_core.errors import InputError
 from racer_core.events import GenerationConfig, Source
+from racer_core.models.eagle3_head import Eagle3Head
 from racer_core.multimodal import ImageSpan, VisionPrompt
 from racer_core.near_tie import tie_margins
 from racer_core.sampling import TokenSampler, greedy_choices
@@ -62,7 +65,8 @@ class ModelRuntime:
     policy_for: Callable[[str], TreePolicy]
     placeholder_ids: frozenset[int] = frozenset()  # image tokens: never drafted from, never learned
     eps: float = 2.0**-23  # the model dtype's machine epsilon: the resolution of its logits
-    lean: Callable[..., torch.Tensor] | None = None  # the lean text forward (lean_forward.py), where the model has one
+    lean: Callable[..., Any] | None = None  # the lean text forward (lean_forward.py), where the model has one
+    head: Eagle3Head | None = None  # an EAGLE-3 draft head (--draft-model), for method eagle3
 
 
 def _automaton_key(config: GenerationConfig) -> tuple[int, int, int, int]:
@@ -85,6 +89,9 @@ class SequenceDecoder:
         # learns each cached position's top-k: `rows` runs beside `cached`.
         self.seed: Callable[[Automaton], None] | None = None
         self.rows: list[np.ndarray | None] | None = None
+        # eagle3: the target's auxiliary states per cached position and the head's cache, from the first eagle3 reply
+        self.drafter: HeadDrafter | None = None
+        self.captured = torch.empty(0)  # the last forward's captured states (eagle3)
 
     # -- the drafting sources -------------------------------------------------
 
@@ -94,7 +101,7 @@ class SequenceDecoder:
             top_k = min(config.max_breadth, self.rt.vocab_size)
             automaton = Automaton(max_nodes=config.max_nodes, min_depth=config.min_depth, ngram=config.ngram)
             automaton.init_logits(self.rt.vocab_size, max(1, top_k))
-            if self.seed is not None:
+            if self.seed is not None and config.max_breadth > 0:  # 0: the table stays empty, unseeded too
                 self.seed(automaton)
             if self.seen:
                 # New settings: rebuild the retrieval corpus from the history.
@@ -129,11 +136,19 @@ class SequenceDecoder:
             if self.rows is not None:
                 del self.rows[common:]
         self.images = [span for span in images if span.end <= common]
+        if self.drafter is not None:
+            self.drafter.truncate(common)
         return prompt[common:]
 
-    def _forward(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, **extra: Any) -> torch.Tensor:
+    def _forward(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
+                 capture: tuple[int, ...] = (), **extra: Any) -> torch.Tensor:
+        """The logits; with `capture` (eagle3's layer ids) the states entering
+        those layers, concatenated, are left in `self.captured`."""
         if self.rt.lean is not None and not extra and positions.ndim == 1:
-            return self.rt.lean(tokens, positions, mask, self.cache)
+            if not capture:
+                return self.rt.lean(tokens, positions, mask, self.cache)
+            logits, self.captured = self.rt.lean(tokens, positions, mask, self.cache, capture=capture)
+            return logits
         # 1D positions are the text ones; (3, T) ones are multimodal rotary positions.
         out = self.rt.model(
             input_ids=tokens[None, :],
@@ -141,11 +156,16 @@ class SequenceDecoder:
             attention_mask=mask,
             use_cache=True,
             **{self.rt.cache_arg: self.cache},
+            **({"output_hidden_states": True} if capture else {}),
             **extra,
         )
+        if capture:  # layers spread over devices (device_map) hand their states to the head's device
+            assert self.rt.head is not None
+            self.captured = torch.cat([out.hidden_states[i][0].to(self.rt.head.fc.device) for i in capture], dim=-1)
         return out.logits[0]
 
-    def _prefill(self, tokens: list[int], update_table: bool, vision: VisionPrompt | None = None) -> torch.Tensor:
+    def _prefill(self, tokens: list[int], update_table: bool, vision: VisionPrompt | None = None,
+                 drafter: HeadDrafter | None = None) -> torch.Tensor:
         """Feed new prompt tokens in chunks; return the last position's logits.
 
         A chunk never splits an image: its pixels go in with the chunk that
@@ -163,8 +183,11 @@ class SequenceDecoder:
                 positions = torch.arange(base, base + len(chunk), device=self.rt.device) + self.offset
             if vision is not None:
                 extra = {k: v.to(self.rt.device) for k, v in vision.pixel_inputs(base, base + len(chunk)).items()}
-            logits = self._forward(ids, positions, self.rt.masks.causal(base, len(chunk)), **extra)
+            capture = drafter.head.aux_layers if drafter is not None else ()
+            logits = self._forward(ids, positions, self.rt.masks.causal(base, len(chunk)), capture=capture, **extra)
             self.cached.extend(chunk)
+            if drafter is not None:
+                drafter.aux.append(self.captured)
             learned: list[np.ndarray | None] = [None] * len(chunk)
             if update_table and self.automaton is not None:
                 rows = [i for i, t in enumerate(chunk) if t not in self.rt.placeholder_ids]
@@ -219,14 +242,18 @@ class SequenceDecoder:
         t0 = time.perf_counter()
         base = len(self.cached)
         prev = self.cached[-1] if self.cached else -1  # the token before the root
-        draft = _draft(root, reply.automaton, reply.policy, reply.budget, prev)
+        if reply.drafter is not None:
+            draft = _head_draft(reply.drafter, self.cached, root, reply.config)
+        else:
+            draft = _draft(root, reply.automaton, reply.policy, reply.budget, prev)
         if reply.policy is not None and draft.full is not None:
             reply.policy.record(draft.full, len(reply.generated) - 1, draft.selection)
         mask = self.rt.masks.build(base, draft.ancestors, draft.depths)
         ids = torch.from_numpy(draft.fed_tokens).to(self.rt.device)
         positions = torch.from_numpy(draft.depths + base + self.offset).to(self.rt.device)
         t1 = time.perf_counter()
-        logits = self._forward(ids, positions, mask)[: draft.size]  # padding rows are dropped
+        capture = reply.drafter.head.aux_layers if reply.drafter is not None else ()
+        logits = self._forward(ids, positions, mask, capture=capture)[: draft.size]  # padding rows are dropped
         if self.rt.device.type == "cuda":
             torch.cuda.synchronize()  # so verify_s is the forward pass alone
         t2 = time.perf_counter()
@@ -236,10 +263,12 @@ class SequenceDecoder:
         margins = self._margins(logits[path[: len(tokens)]], reply) if tokens else []
         self.cache.commit(base, path)
         self.cached.extend(int(draft.tokens[i]) for i in path)
+        if reply.drafter is not None:
+            reply.drafter.aux.append(self.captured[path])
         top = self._learn(reply, draft, logits, [root, *tokens[:-1]], prev)
         if self.rows is not None:
             self.rows.extend(top[path] if top is not None else [None] * len(path))
-        record = _record(draft, path, bonus, reply.policy is not None)
+        record = _record(draft, path, bonus, "head" if reply.drafter is not None else reply.policy is not None)
         t3 = time.perf_counter()
         return Step(tokens, sources, draft.size, draft.fed, t1 - t0, t2 - t1, t3 - t2, reason, record, margins), bonus
 
@@ -249,8 +278,11 @@ class SequenceDecoder:
 
     def _check_prompt(self, prompt: list[int], config: GenerationConfig) -> None:
         # The config checked its own fields; what is left depends on this model.
-        if config.method not in ("ar", *DRAFTING_METHODS):
+        if config.method not in ("ar", *DRAFTING_METHODS, *HEAD_METHODS):
             raise InputError(f"unknown decoding method {config.method!r}")
+        if config.method in HEAD_METHODS and self.rt.head is None:
+            raise InputError(f"{config.method} needs a draft head: give one with --draft-model PATH "
+                             "(a folder or hub id of an EAGLE-3 head for this model)")
         if not prompt:
             raise InputError("the prompt is empty")
         if len(prompt) >= self.rt.max_length:
@@ -268,16 +300,35 @@ class SequenceDecoder:
             automaton=self._ensure_automaton(config) if drafting else None,
             policy=self.rt.policy_for(config.method) if drafting and budget is None else None,
             budget=budget,
-            use_trie=config.method in ("racer", "retrieval"),
-            use_table=config.method in ("racer", "logits"),
+            # ngram 0 or max_breadth 0 turns that source off, as the original's flags do
+            use_trie=config.method in ("racer", "retrieval") and config.ngram > 0,
+            use_table=config.method in ("racer", "logits") and config.max_breadth > 0,
+            drafter=self._drafter() if config.method in HEAD_METHODS else None,
+            config=config,
         )
+
+    def _drafter(self) -> HeadDrafter:
+        """The conversation's head state; positions cached while another method
+        ran have no auxiliary states, so they are verified again (prefilled)."""
+        assert self.rt.head is not None
+        if self.drafter is None:
+            self.drafter = HeadDrafter(self.rt.head)
+        missing_from = self.drafter.aux.length
+        if missing_from < len(self.cached):
+            self.cache.truncate(missing_from)
+            del self.cached[missing_from:]
+            if self.rows is not None:
+                del self.rows[missing_from:]
+            self.images = [span for span in self.images if span.end <= missing_from]
+            self.drafter.truncate(missing_from)
+        return self.drafter
 
     def _begin(self, prompt: list[int], reply: _Reply, vision: VisionPrompt | None) -> Step:
         """Prefill what the cache lacks and sample the reply's first token."""
         start = time.perf_counter()
         fresh = self._sync_prompt(prompt, vision.spans if vision else [])
         self.offset = vision.offset if vision else 0
-        logits = self._prefill(fresh, update_table=reply.use_table, vision=vision)
+        logits = self._prefill(fresh, update_table=reply.use_table, vision=vision, drafter=reply.drafter)
         if reply.automaton is not None and reply.use_trie:
             text = [t for t in prompt if t not in self.rt.placeholder_ids]
             reply.automaton.feed(text[_common_prefix(self.seen, text) :])
@@ -326,6 +377,8 @@ class _Reply:
     budget: int | None
     use_trie: bool
     use_table: bool
+    drafter: HeadDrafter | None = None  # eagle3: the draft head's state
+    config: GenerationConfig | None = None
     generated: list[int] = field(default_factory=list)
 
     def take(
@@ -409,7 +462,15 @@ def _draft(
                   tree.context[chosen], tree.rank[chosen], tree.size, selection)
 
 
-def _record(draft: _Draft, path: list[int], bonus: int, auto: bool) -> StepRecord:
+def _head_draft(drafter: HeadDrafter, cached: list[int], root: int, config: GenerationConfig | None) -> _Draft:
+    """EAGLE-3's dynamic tree under `root` (racer_core/eagle3.py)."""
+    assert config is not None
+    tree = drafter.draft(cached, root, config.total_token, config.depth, config.top_k)
+    sources = np.full(len(tree.tokens), HEAD_BIT, dtype=np.uint8)
+    return _Draft(tree.tokens, tree.parents, tree.depths, tree.ancestors, sources, tree.tokens, None)
+
+
+def _record(draft: _Draft, path: list[int], bonus: int, auto: bool | str) -> StepRecord:
     """The step inspector's copy of what was verified: small lists, no tensors."""
     size = draft.size
     zeros = [0] * size
@@ -419,7 +480,7 @@ def _record(draft: _Draft, path: list[int], bonus: int, auto: bool) -> StepRecor
         draft.context if draft.context is not None else zeros,
         draft.rank if draft.rank is not None else [-1] * size,
         path, bonus, draft.fed, draft.drafted,
-        "plain" if draft.context is None else ("auto" if auto else "fixed"),
+        auto if isinstance(auto, str) else "plain" if draft.context is None else ("auto" if auto else "fixed"),
         None if selection is None else selection.probabilities[selection.chosen],
         () if selection is None else selection.options,
         -1 if selection is None else selection.best,
@@ -449,7 +510,12 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
     return i
 
 
+HEAD_BIT = 4  # a node drafted by an EAGLE-3 head (the automaton's bits are 1 and 2)
+
+
 def _source(bits: int) -> Source:
+    if bits & HEAD_BIT:
+        return Source.HEAD
     return Source.RETRIEVAL if bits & 1 else Source.LOGITS
 
 

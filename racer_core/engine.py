@@ -26,16 +26,15 @@ from racer_core.budget import (
     CostCurve,
     load_or_measure,
 )
-from racer_core.checkpoints import FORWARDS
 from racer_core.corpus import Corpus, corpus_path
 from racer_core.decoder import ModelRuntime, SequenceDecoder
 from racer_core.detokenize import IncrementalDecoder
 from racer_core.errors import InputError
 from racer_core.events import EngineInfo, GenerationConfig, Progress, ShouldStop, StepEvent, TokenPiece
 from racer_core.kv_cache import TreeCache, stock_tree_cache
-from racer_core.lean_forward import LeanForward, lean_forward_for
-from racer_core.lean_model import LeanModel
-from racer_core.loading import load_model
+from racer_core.models.checkpoints import LoadOptions
+from racer_core.models.loader import LoadedModel, choose_forward, load, load_draft_head
+from racer_core.models.reader import LeanModel
 from racer_core.multimodal import (
     ChatImage,
     VisionAdapter,
@@ -75,12 +74,24 @@ def thinking_switch(enable_thinking: bool | None) -> dict[str, bool]:
 class RacerEngine:
     """A loaded model plus what its decoders share (cost curve, budget stats).
 
-    `model` is a transformers model, or a lean_model.LeanModel read straight
+    `model` is a transformers model, or a models.reader.LeanModel read straight
     from the checkpoint (the transformers model is then built only if asked
     for, through `engine.model`)."""
 
     def __init__(self, model: Any, tokenizer: Any, name: str, eos_ids: frozenset[int] | None = None,
-                 processor: Any = None, forward: str = "auto") -> None:
+                 processor: Any = None, forward: str = "auto", draft_model: str | None = None) -> None:
+        head = load_draft_head(model, draft_model, processor) if draft_model else None
+        self._start(LoadedModel(model, tokenizer, processor, name, choose_forward(model, forward), head), eos_ids)
+
+    @classmethod
+    def from_loaded(cls, loaded: LoadedModel, eos_ids: frozenset[int] | None = None) -> RacerEngine:
+        """An engine over a load's result, its forward already chosen (racer_core.models.loader.load)."""
+        engine = cls.__new__(cls)
+        engine._start(loaded, eos_ids)
+        return engine
+
+    def _start(self, loaded: LoadedModel, eos_ids: frozenset[int] | None) -> None:
+        model, tokenizer, processor, name = loaded.model, loaded.tokenizer, loaded.processor, loaded.name
         self._model = model
         self.tokenizer = tokenizer
         # A vision-language model with its processor takes images in its prompts.
@@ -93,9 +104,10 @@ class RacerEngine:
         self._grid = GPU_GRID if device.type == "cuda" else CPU_GRID
         self._curve: CostCurve | None = None
         self._policies: dict[str, TreePolicy] = {}
-        self.lean = _choose_forward(model, forward)
+        self.lean = loaded.lean
         self.info = EngineInfo(model=name, device=str(device), dtype=str(dtype).removeprefix("torch."),
-                               forward="stock" if self.lean is None else "lean")
+                               forward="stock" if self.lean is None else "lean",
+                               draft_head=None if loaded.head is None else loaded.head.name)
         num_layers = int(config.num_hidden_layers)
         self.runtime = ModelRuntime(
             model=model,  # called only by the stock forward, never with a LeanModel
@@ -110,6 +122,7 @@ class RacerEngine:
             placeholder_ids=self.vision.placeholder_ids if self.vision else frozenset(),
             eps=float(torch.finfo(dtype).eps),
             lean=self.lean,
+            head=loaded.head,
         )
 
     @property
@@ -211,6 +224,19 @@ class RacerEngine:
     def decoder(self) -> SequenceDecoder:
         return SequenceDecoder(self.runtime)
 
+    def complete(self, text: str, config: GenerationConfig, should_stop: ShouldStop | None = None) -> Iterator[StepEvent]:
+        """Continue `text` as it is (no chat template), one StepEvent per forward pass."""
+        if not text:
+            raise InputError("the prompt is empty")
+        if self.tokenizer is None:
+            raise InputError(f"{self.info.model} has no tokenizer: it cannot read text")
+        prompt = self.text_ids(text)
+        return step_events(self, self.decoder(), prompt, config, IncrementalDecoder(self.tokenizer), should_stop)
+
+    def text_ids(self, text: str) -> list[int]:
+        """`text` as token ids, as a completion reads it (the tokenizer's special tokens included)."""
+        return list(self.tokenizer(text)["input_ids"])
+
     def token_text(self, token_id: int) -> str:
         if self.tokenizer is None:
             return f"<{token_id}>"
@@ -293,27 +319,8 @@ class ChatConversation:
             self._drop_last_user_message()
             raise
         detok = IncrementalDecoder(self.engine.tokenizer)
-        if config.method in ("hf", "pld"):
-            from racer_core.anchors import generate_with_transformers  # transformers is imported only here
-
-            pixels = vision.generate_inputs() if vision is not None else {}
-            steps = generate_with_transformers(self.engine, prompt, config, should_stop, pixels)
-        else:
-            steps = self.decoder.generate(prompt, config, should_stop, vision)
-        count = 0
         try:
-            for step in steps:
-                count += 1
-                texts = [detok.push(t) for t in step.tokens]
-                if step.finish_reason is not None and texts:
-                    texts[-1] += detok.flush()
-                pieces = tuple(TokenPiece(t, x, s) for t, x, s in zip(step.tokens, texts, step.sources, strict=True))
-                yield StepEvent(
-                    step=count, pieces=pieces, tree_size=step.tree_size, budget=step.budget,
-                    draft_s=step.draft_s, verify_s=step.verify_s, update_s=step.update_s,
-                    finished=step.finish_reason is not None, finish_reason=step.finish_reason,
-                    record=step.record, margins=tuple(step.margins),
-                )
+            yield from step_events(self.engine, self.decoder, prompt, config, detok, should_stop, vision)
         except BaseException:
             # Keep the conversation consistent: a failed turn leaves no half reply.
             self._drop_last_user_message()
@@ -326,46 +333,40 @@ class ChatConversation:
         self.messages.pop()
 
 
-def check_forward(forward: str) -> None:
-    """Refuse an unknown forward name (before any model loads)."""
-    if forward not in FORWARDS:
-        raise InputError(f"unknown forward {forward!r}; choose one of {', '.join(FORWARDS)}")
+def step_events(engine: RacerEngine, decoder: SequenceDecoder, prompt: list[int], config: GenerationConfig,
+                detok: IncrementalDecoder, should_stop: ShouldStop | None = None,
+                vision: VisionPrompt | None = None) -> Iterator[StepEvent]:
+    """Decode after `prompt` (token ids) with `decoder`, one StepEvent per
+    forward pass, the text cut by `detok`: a chat turn's loop and a completion's."""
+    if config.method in ("hf", "pld"):
+        from racer_core.anchors import generate_with_transformers  # transformers is imported only here
+
+        pixels = vision.generate_inputs() if vision is not None else {}
+        steps = generate_with_transformers(engine, prompt, config, should_stop, pixels)
+    else:
+        steps = decoder.generate(prompt, config, should_stop, vision)
+    for count, step in enumerate(steps, 1):
+        texts = [detok.push(t) for t in step.tokens]
+        if step.finish_reason is not None and texts:
+            texts[-1] += detok.flush()
+        pieces = tuple(TokenPiece(t, x, s) for t, x, s in zip(step.tokens, texts, step.sources, strict=True))
+        yield StepEvent(
+            step=count, pieces=pieces, tree_size=step.tree_size, budget=step.budget,
+            draft_s=step.draft_s, verify_s=step.verify_s, update_s=step.update_s,
+            finished=step.finish_reason is not None, finish_reason=step.finish_reason,
+            record=step.record, margins=tuple(step.margins),
+        )
 
 
-def _choose_forward(model: Any, forward: str) -> LeanForward | None:
-    """The lean forward where the model has one ('auto'), or transformers' own ('stock')."""
-    check_forward(forward)
-    if isinstance(model, LeanModel):
-        if forward == "stock":
-            raise InputError("this model was read without transformers and has only the lean forward; "
-                             "for transformers' forward load it with forward 'stock'")
-        return model.lean
-    if forward == "stock":
-        return None
-    lean = lean_forward_for(model)
-    if lean is None and forward == "lean":
-        raise InputError(f"{model.config.model_type} models have no lean forward; use forward 'auto' or 'stock'")
-    return lean
-
-
-def load_engine(
-    model_path: str | os.PathLike[str] | None = None,
-    device: str = "auto",
-    dtype: str = "auto",
-    progress: Progress | None = None,
-    quantize: str | None = None,
-    trust_remote_code: bool = False,
-    forward: str = "auto",
-) -> RacerEngine:
-    """Load a model (the embedded default when `model_path` is None); `quantize`
-    is None, "8bit" or "4bit"; remote code runs only with `trust_remote_code`;
-    `forward` is 'auto' (lean_forward.py where the model has one, else
-    transformers' forward), 'lean' or 'stock'."""
-    check_forward(forward)
-    model, tokenizer, name, processor = load_model(model_path, device, dtype, progress, quantize, trust_remote_code,
-                                                   lean=forward != "stock")
-    engine = RacerEngine(model, tokenizer, name, processor=processor, forward=forward)
-    engine.cost_curve(progress)  # measured once per model, device and dtype, then read from the cache
+def load_engine(model_path: str | os.PathLike[str] | None = None, options: LoadOptions | None = None,
+                progress: Progress | None = None, **fields: Any) -> RacerEngine:
+    """Load a model (the embedded default when `model_path` is None) with
+    `options` (racer_core.models.checkpoints.LoadOptions; any of its fields by
+    keyword overrides it: device, dtype, quantize, trust_remote_code, forward)
+    and measure its cost curve (once per model, device and dtype, then read
+    from the cache)."""
+    engine = RacerEngine.from_loaded(load(model_path, options, progress, **fields))
+    engine.cost_curve(progress)
     if progress:
         progress("Ready", 1.0)
     return engine

@@ -22,6 +22,7 @@ class Source(IntEnum):
     MODEL = 0  # the bonus token sampled from the model (or plain decoding)
     RETRIEVAL = 1  # an accepted draft token proposed by the automaton
     LOGITS = 2  # an accepted draft token proposed by the logits table only
+    HEAD = 3  # an accepted draft token proposed by a trained draft head (eagle3)
 
 
 @dataclass(frozen=True)
@@ -63,10 +64,6 @@ class StepEvent:
         return len(self.pieces)
 
     @property
-    def from_draft(self) -> int:
-        return sum(1 for p in self.pieces if p.source != Source.MODEL)
-
-    @property
     def from_retrieval(self) -> int:
         return sum(1 for p in self.pieces if p.source == Source.RETRIEVAL)
 
@@ -81,6 +78,7 @@ class EngineInfo:
     device: str  # "cpu", "cuda:0"
     dtype: str  # "float32", "bfloat16"
     forward: str = "stock"  # the verification forward: "lean" (lean_forward.py) or "stock" (transformers')
+    draft_head: str | None = None  # the EAGLE-3 draft head's name (method eagle3), when one was loaded
 
 
 ShouldStop = Callable[[], bool]

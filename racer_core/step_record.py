@@ -44,7 +44,7 @@ class DraftNode:
             parts.append(f"automaton ctx {self.context}")
         if self.from_logits:
             parts.append(f"logits rank {self.rank}")
-        return " + ".join(parts) or "draft"
+        return " + ".join(parts) or "draft head"  # eagle3's nodes carry neither automaton bit
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class StepRecord:
     bonus: int  # the token the model chose after the last accepted node
     fed: int  # rows fed to the model (the budget in force)
     drafted: int  # nodes in the whole drafted tree the budget was cut from
-    budget_rule: str  # "auto" (the tree policy), "fixed" or "plain"
+    budget_rule: str  # "auto" (the tree policy), "fixed", "plain" or "head" (eagle3's tree)
     options: tuple[BudgetOption, ...] = ()  # the sizes "auto" weighed, smallest first
     chosen_option: int = -1  # index into options
     gate: str = ""  # the draft gate's decision (draft_gate.py), "" while drafting pays
@@ -138,6 +138,8 @@ class StepRecord:
         """The budget decision in one sentence."""
         if self.budget_rule == "plain":
             return "plain decoding: the root alone, nothing drafted"
+        if self.budget_rule == "head":
+            return f"EAGLE-3's dynamic tree: the {self.size} likeliest nodes by the draft head (total_token)"
         if self.budget_rule == "fixed":
             return f"a fixed budget of {self.fed} nodes (max_num_draft); {self.drafted} were drafted"
         if self.paused:

@@ -16,7 +16,7 @@ from racer_core.errors import InputError
 from racer_tui import chat_file
 from racer_tui.attachments import intact_images
 from racer_tui.commands import PaletteEntry
-from racer_tui.history import ChatSummary, HistoryError, StoredMessage, title_for
+from racer_tui.history import ChatMatch, HistoryError, StoredMessage, title_for
 from racer_tui.screens.chat_dialogs import LineScreen, SearchScreen
 from racer_tui.widgets.prompt_input import PromptInput
 from racer_tui.widgets.turns import ReplyTurn, UserTurn
@@ -226,7 +226,7 @@ class ChatActions:
             if chat_id is not None:
                 self.run_worker(self.open_chat(chat_id), exclusive=True, group="open")
 
-        def search(query: str) -> list[ChatSummary]:
+        def search(query: str) -> list[ChatMatch]:
             try:
                 return self.host.history.search_chats(query)
             except HistoryError as exc:

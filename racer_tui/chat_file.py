@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from racer_core.chat_image import file_sha256
-from racer_core.errors import InputError
+from racer_core.errors import InputError, json_error_text
 from racer_core.events import Source
 from racer_tui.history import StoredImage, StoredMessage, valid_stats
 
@@ -158,5 +158,5 @@ def load(path: Path) -> ChatFile:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(f"{path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+        raise InputError(f"{path} is not valid JSON ({json_error_text(exc)})") from None
     return from_json(data, str(path))

@@ -1,28 +1,48 @@
-"""Explicit colours, so charts and snapshots do not depend on terminal themes."""
+"""The app's one palette: explicit colours, so charts and snapshots do not
+depend on terminal themes, and every legend is drawn from the colours the
+text itself uses.
+
+The two draft greens differ in lightness, not only in hue, so they stay apart
+on any screen: a mid green for the automaton and a light green for the logits
+table. Both are xterm-256 colours (34 and 120), so a 256-colour terminal shows
+them as they are.
+"""
 
 from __future__ import annotations
 
 from racer_core.events import Source
 
-RETRIEVAL_GREEN = "#3fb950"  # accepted draft token from the automaton
-LOGITS_GREEN = "#8ddb8c"  # accepted draft token from the logits table
+RETRIEVAL_GREEN = "#00af00"  # accepted draft token from the automaton (xterm 34)
+LOGITS_GREEN = "#87ff87"  # accepted draft token from the logits table (xterm 120)
+HEAD_CYAN = "#00d7d7"  # accepted draft token from a trained draft head, eagle3 (xterm 44)
 SOURCE_STYLE: dict[Source, str] = {
     Source.MODEL: "",
     Source.RETRIEVAL: RETRIEVAL_GREEN,
     Source.LOGITS: LOGITS_GREEN,
+    Source.HEAD: HEAD_CYAN,
 }
 
-# One colour per method in every dashboard chart (plotext takes RGB tuples).
+
+def rgb_of(hex_colour: str) -> tuple[int, int, int]:
+    """"#rrggbb" as the (r, g, b) tuple plotext takes."""
+    r, g, b = (int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
+    return r, g, b
+
+
+# The step charts: accepted drafts in the automaton's green, the bonus token in blue.
+CHART_GREEN = rgb_of(RETRIEVAL_GREEN)
+CHART_BLUE = (88, 166, 255)
+
+# One colour per method in every dashboard chart.
 METHOD_COLORS: dict[str, tuple[int, int, int]] = {
     "ar": (160, 160, 160),
-    "racer": (63, 185, 80),
+    "racer": CHART_GREEN,
     "retrieval": (88, 166, 255),
     "logits": (210, 153, 34),
     "hf": (188, 140, 255),
     "pld": (255, 123, 114),
+    "eagle3": (86, 212, 221),
 }
-CHART_GREEN = (63, 185, 80)
-CHART_BLUE = (88, 166, 255)
 
 
 def method_color(method: str) -> tuple[int, int, int]:

@@ -90,6 +90,15 @@ class ChatSummary:
     updated: float
 
 
+@dataclass(frozen=True)
+class ChatMatch:
+    """A chat found by a search, and the latest of its messages that has the
+    words ("" when only the title has them)."""
+
+    chat: ChatSummary
+    message: str
+
+
 def title_for(text: str, limit: int = 40) -> str:
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
@@ -124,6 +133,14 @@ def decode_message(role: object, content: object, runs: str | None, stats: str |
     if not valid_stats(decoded_stats):
         raise ValueError("the statistics of a reply are damaged")
     return StoredMessage(str(role), content, decoded_runs, decoded_stats, decode_images(images))
+
+
+def encode_message(message: StoredMessage) -> tuple[str | None, str | None, str | None]:
+    """A message's runs, statistics and images as stored (JSON; NULL when empty)."""
+    runs = json.dumps([[int(s), t] for s, t in message.runs]) if message.runs else None
+    stats = json.dumps(message.stats) if message.stats else None
+    images = json.dumps([[i.path, i.sha256] for i in message.images]) if message.images else None
+    return runs, stats, images
 
 
 def decode_images(images: str | None) -> list[StoredImage]:
@@ -211,16 +228,32 @@ class HistoryStore:
             self._db.execute("UPDATE chats SET system_prompt = ? WHERE id = ?", (system_prompt, chat_id))
 
     def add_message(self, chat_id: int, message: StoredMessage) -> int:
-        runs = json.dumps([[int(s), t] for s, t in message.runs]) if message.runs else None
-        stats = json.dumps(message.stats) if message.stats else None
-        images = json.dumps([[i.path, i.sha256] for i in message.images]) if message.images else None
+        return self.add_messages(chat_id, [message])[0]
+
+    def add_messages(self, chat_id: int, messages: list[StoredMessage]) -> list[int]:
+        """Append turns to a chat, all or none; their ids, in order."""
+        ids = []
         with self._guard(f"cannot save a turn of chat {chat_id}"), self._db:
-            cur = self._db.execute(
-                "INSERT INTO messages (chat_id, role, content, runs, stats, images) VALUES (?, ?, ?, ?, ?, ?)",
-                (chat_id, message.role, message.content, runs, stats, images),
-            )
+            for message in messages:
+                cur = self._db.execute(
+                    "INSERT INTO messages (chat_id, role, content, runs, stats, images) VALUES (?, ?, ?, ?, ?, ?)",
+                    (chat_id, message.role, message.content, *encode_message(message)),
+                )
+                ids.append(int(cur.lastrowid))
             self._db.execute("UPDATE chats SET updated = ? WHERE id = ?", (time.time(), chat_id))
-        return int(cur.lastrowid)
+        return ids
+
+    def update_message(self, message_id: int, message: StoredMessage) -> None:
+        """Write a turn again in place (a reply saved as it streams, then finished)."""
+        with self._guard("cannot save a reply"), self._db:
+            self._db.execute(
+                "UPDATE messages SET content = ?, runs = ?, stats = ?, images = ? WHERE id = ?",
+                (message.content, *encode_message(message), message_id),
+            )
+            self._db.execute(
+                "UPDATE chats SET updated = ? WHERE id = (SELECT chat_id FROM messages WHERE id = ?)",
+                (time.time(), message_id),
+            )
 
     def delete_message(self, message_id: int) -> None:
         with self._guard("cannot delete a turn"), self._db:
@@ -241,16 +274,20 @@ class HistoryStore:
         with self._guard(f"cannot rename chat {chat_id}"), self._db:
             self._db.execute("UPDATE chats SET title = ? WHERE id = ?", (title, chat_id))
 
-    def search_chats(self, query: str) -> list[ChatSummary]:
-        """Chats whose title or any message contains `query` (any case), latest first."""
+    def search_chats(self, query: str) -> list[ChatMatch]:
+        """Chats whose title or any message contains `query` (any case), latest
+        first, each with its latest message that contains it: chats that
+        start alike have the same title, and differ further on."""
         pattern = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         with self._guard("cannot search the chats"):
             rows = self._db.execute(
-                "SELECT id, title, updated FROM chats WHERE title LIKE ?1 ESCAPE '\\' OR id IN "
-                "(SELECT chat_id FROM messages WHERE content LIKE ?1 ESCAPE '\\') ORDER BY updated DESC, id DESC",
+                "SELECT id, title, updated, hit FROM (SELECT id, title, updated, "
+                "(SELECT content FROM messages WHERE chat_id = chats.id AND content LIKE ?1 ESCAPE '\\' "
+                "ORDER BY id DESC LIMIT 1) AS hit FROM chats) "
+                "WHERE title LIKE ?1 ESCAPE '\\' OR hit IS NOT NULL ORDER BY updated DESC, id DESC",
                 (pattern,),
             ).fetchall()
-        return [ChatSummary(int(r[0]), r[1], float(r[2])) for r in rows]
+        return [ChatMatch(ChatSummary(int(r[0]), r[1], float(r[2])), r[3] or "") for r in rows]
 
     def drop_last_messages(self, chat_id: int, count: int) -> None:
         """Delete the chat's last `count` messages (the last exchange, for regenerate and edit)."""

@@ -8,8 +8,8 @@ import os
 import sys
 from typing import Any
 
-from racer_core.embedded import EMBEDDED_NAME
 from racer_core.events import Engine, Progress
+from racer_core.models.embedded import EMBEDDED_NAME
 
 
 def quiet_loading_bars() -> None:

@@ -84,9 +84,10 @@ def build_corpus(path: str, exclude: dict | None = None):
 
 def make_automaton(impl: str, table: str):
     from racer_core.automaton import Automaton, ReferenceAutomaton
+    from racer_core.automaton.variants import variant
 
     cls = Automaton if impl == "compiled" else ReferenceAutomaton
-    return cls(max_nodes=10000, min_depth=2, ngram=10, pair_rows=table == "pair")
+    return variant(cls, max_nodes=10000, min_depth=2, ngram=10, pair_rows=table == "pair")
 
 
 def simulate(
@@ -215,7 +216,7 @@ def main() -> None:
     rec.add_argument("--begin", type=int, default=0)
     rec.add_argument("--end", type=int, default=None)
     rec.add_argument("--max-new-tokens", type=int, default=128)
-    rec.add_argument("--model-path", default=None)
+    rec.add_argument("--model", "--model-path", dest="model_path", default=None, help="default: the embedded model")
     rec.add_argument("--out", required=True)
     rep = sub.add_parser("replay")
     rep.add_argument("traces")

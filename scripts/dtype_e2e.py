@@ -1,5 +1,5 @@
 """Engine setups (dtype and verification forward) side by side in one run, on
-one machine moment: by default the issue's old default (fp32, transformers'
+one machine moment: by default the old default (fp32, transformers'
 forward) beside today's (`auto`: bf16 where the CPU has it natively, and the
 lean forward).
 

@@ -12,6 +12,11 @@ from CPU runs.
     python scripts/gpu_check.py --random-model --dtype bfloat16
     python scripts/gpu_check.py --random-model --forward stock   # transformers' forward, to compare
     python scripts/gpu_check.py --families            # a VL model with an image; device_map="auto"
+    python scripts/gpu_check.py --model meta-llama/Llama-3.1-8B-Instruct \
+        --draft-model yuhuili/EAGLE3-LLaMA3.1-Instruct-8B   # adds eagle3, the paper's comparison
+
+`--draft-model` (an EAGLE-3 head for `--model`, see docs/evaluation.md) adds
+`eagle3` to the methods compared on the built-in suite.
 
 `--families` (no downloads): a random-weight Qwen2.5-VL (text tower of
 Qwen2.5-0.5B's shape, the tiny processor) answers about an image with `ar`,
@@ -26,7 +31,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from racer_core.checkpoints import FORWARDS
+from racer_core.models.checkpoints import FORWARDS
 
 SIZES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128)
 
@@ -36,7 +41,7 @@ def random_engine(device: str, dtype: str, forward: str = "auto"):  # noqa: ANN2
     from transformers import AutoModelForCausalLM, LlamaConfig
 
     from racer_core.engine import RacerEngine
-    from racer_core.loading import resolve_device, resolve_dtype
+    from racer_core.models.loader import resolve_device, resolve_dtype
 
     dev = resolve_device(device)
     config = LlamaConfig(  # SmolLM2-135M's shape
@@ -64,9 +69,9 @@ def family_checks(device: str, max_new_tokens: int) -> bool:
     from transformers import AutoModelForImageTextToText
 
     from racer_core.engine import RacerEngine, load_engine
-    from racer_core.loading import resolve_device
+    from racer_core.models.loader import resolve_device
     from racer_core.multimodal import image_from_pixels
-    from racer_core.tiny_vl import tiny_image, tiny_processor, tiny_vl_config, tiny_vl_model
+    from racer_core.testing.tiny_vl import tiny_image, tiny_processor, tiny_vl_config, tiny_vl_model
 
     dev = resolve_device(device)
     ok = True
@@ -119,7 +124,11 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=14)
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--context", type=int, default=512, help="cached tokens for the cost curve")
+    parser.add_argument("--model", default=None, help="a checkpoint folder or hub id (default: the embedded model)")
+    parser.add_argument("--draft-model", default=None, help="an EAGLE-3 head for --model: adds method eagle3")
     args = parser.parse_args()
+    if args.draft_model and args.random_model:
+        parser.error("--draft-model needs the head's own target (--model), not a random model")
 
     from racer_core.bench.runner import run_benchmark
     from racer_core.bench.suites import load_suite
@@ -131,7 +140,8 @@ def main() -> None:
     if args.random_model:
         engine = random_engine(args.device, args.dtype, args.forward)
     else:
-        engine = load_engine(None, args.device, args.dtype, forward=args.forward)
+        engine = load_engine(args.model, device=args.device, dtype=args.dtype, forward=args.forward,
+                             draft_model=args.draft_model)
     info = engine.info
     print(f"model: {info.model}  device: {info.device}  dtype: {info.dtype}  forward: {info.forward}")
 
@@ -158,7 +168,8 @@ def main() -> None:
 
     questions = load_suite("builtin")[: args.questions]
     config = GenerationConfig(max_new_tokens=args.max_new_tokens)
-    result = run_benchmark(engine, questions, ["ar", "racer", "pld"], config)
+    methods = ["ar", "racer", "pld", *(["eagle3"] if args.draft_model else [])]
+    result = run_benchmark(engine, questions, methods, config)
     summary = result.to_summary()
     print(f"\n{len(questions)} built-in questions, greedy, {args.max_new_tokens} new tokens")
     for method, row in summary["methods"].items():

@@ -1,7 +1,8 @@
 """The linear layers of a step for T rows, on random weights of the embedded
-model's shape: the decoder layers' linears, the output layer (issue 10's
-lm_head lever) and, in bf16, the same linears with int8 weights (the int8
-lever; torch's weight-only int8 kernel, activations in bf16).
+model's shape: the decoder layers' linears, the output layer (the lever of
+computing only the accepted path's lm_head rows) and, in bf16, the same
+linears with int8 weights (the int8 lever; torch's weight-only int8 kernel,
+activations in bf16).
 
     python scripts/linear_cost.py [--dtype bfloat16] [--sizes 1,8,16,32]
 

@@ -2,7 +2,7 @@
 
 Loads the engine once and answers each question with plain greedy decoding
 (`ar`), RACER with the paper's rule (the default) and RACER with the older
-rule (`Automaton(late_halving=True)`), interleaved per question so drift on a
+rule (`variant(Automaton, late_halving=True)`, racer_core.automaton.variants), interleaved per question so drift on a
 shared machine hits all three alike (the two RACER variants swap order every
 question). Prints tokens per second as a ratio to `ar`, the mean accepted
 tokens per step (MAT), and whether each variant's output equals `ar`'s.
@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 
 import racer_core.decoder as decoder
 from racer_core.automaton import Automaton
+from racer_core.automaton.variants import variant
 from racer_core.bench.suites import Question, load_suite
 from racer_core.engine import load_engine
 from racer_core.events import Engine, GenerationConfig
@@ -53,7 +54,7 @@ class Tally:
 def logits_rule(late: bool) -> Iterator[None]:
     """The decoder builds its automata with the --compare option inside the block when `late`."""
     original = decoder.Automaton
-    decoder.Automaton = functools.partial(Automaton, **alternative) if late else Automaton  # type: ignore[misc]
+    decoder.Automaton = functools.partial(variant, Automaton, **alternative) if late else Automaton  # type: ignore[misc]
     try:
         yield
     finally:
@@ -92,7 +93,7 @@ def main() -> None:
     parser.add_argument("--question-end", type=int, default=None)
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--max-num-draft", default="auto", help='a budget, or "auto" (the tree policy)')
-    parser.add_argument("--model-path", default=None, help="default: the embedded model")
+    parser.add_argument("--model", "--model-path", dest="model_path", default=None, help="default: the embedded model")
     parser.add_argument("--dtype", default="auto", help="auto (bf16 on CPUs with native bf16), float32, ...")
     parser.add_argument("--compare", choices=sorted(ALTERNATIVES), default="late_halving",
                         help="what 'racer late' changes: the older breadth rule, or no pair rows")

@@ -79,7 +79,7 @@ async def capture(out: Path, size: tuple[int, int], only: set[str] | None = None
         await pilot.press("f3")
         bench = app.screen
         assert isinstance(bench, BenchScreen)
-        bench.query_one("#max-new-tokens").value = "64"  # the dashboard's own field (saved on start)
+        bench.query_one("#max-new-tokens").value = "64"  # the run's own field (the chat's stays)
         bench.query_one("#q-end").value = "3"
         bench.action_start()
         await until(pilot, lambda: bench.board.per_method["ar"].replies >= 1 and len(bench.board.flight.accept_lengths) >= 8, 900)

@@ -1,5 +1,5 @@
 """Time outside the forward passes, as a share of racer's verification steps
-(issue 10, target 6).
+(drafting and updating; docs/performance.md has the figures).
 
     python scripts/step_overhead.py --question-begin 14 --question-end 20 --max-new-tokens 128
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from racer_core.checkpoints import FORWARDS
+from racer_core.models.checkpoints import FORWARDS
 
 
 def main() -> None:

@@ -32,7 +32,8 @@ Forward = Callable[[Any, Any, Any, Any], Any]
 def variants(engine: Any, names: list[str]) -> dict[str, Forward]:
     import torch
 
-    from racer_core.lean_forward import LeanForward, weights_from_model
+    from racer_core.models.families import family_of
+    from racer_core.models.lean_forward import LeanForward, weights_from_model
 
     rt = engine.runtime
     model = engine.model if any(n != "lean" for n in names) else None  # the transformers model, only if needed
@@ -52,9 +53,9 @@ def variants(engine: Any, names: list[str]) -> dict[str, Forward]:
             found[name] = engine.lean
         elif name == "lean-flinear":
             assert engine.lean is not None, "this model has no lean forward"
-            found[name] = LeanForward(weights_from_model(model), pack=False)
+            found[name] = LeanForward(weights_from_model(model, family_of(model.config)), pack=False)
         elif name == "lean-compiled":
-            lean = LeanForward(weights_from_model(model), pack=False)
+            lean = LeanForward(weights_from_model(model, family_of(model.config)), pack=False)
             assert lean is not None
             start = time.perf_counter()
             found[name] = torch.compile(lean.__call__, dynamic=True)
@@ -95,13 +96,13 @@ def run(args: argparse.Namespace) -> None:
     from racer_core.cpu_class import describe
     from racer_core.engine import RacerEngine
     from racer_core.kv_cache import TreeCache, stock_tree_cache
-    from racer_core.loading import load_model
+    from racer_core.models.loader import load
 
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"CPU class {describe()}, {args.dtype}, {torch.get_num_threads()} threads")
-    model, tokenizer, name, _ = load_model(None, "cpu", args.dtype, lean=True)
-    engine = RacerEngine(model, tokenizer, name)
+    loaded = load(None, device="cpu", dtype=args.dtype)  # read without transformers where it can be
+    engine = RacerEngine(loaded.model, loaded.tokenizer, loaded.name)
     print(f"resident memory with the model loaded: {resident_mb():.0f} MB")
     rt = engine.runtime
     forwards = variants(engine, args.variants.split(","))
@@ -113,7 +114,7 @@ def run(args: argparse.Namespace) -> None:
     caches = {}
     with torch.inference_mode():
         for v, fwd in forwards.items():
-            layers = int(model.config.num_hidden_layers)
+            layers = int(loaded.model.config.num_hidden_layers)
             cache = stock_tree_cache(layers) if v == "stock" else TreeCache(layers)  # transformers takes its Cache kind
             start = time.perf_counter()
             fwd(prompt, torch.arange(args.context), rt.masks.causal(0, args.context), cache)

@@ -97,7 +97,9 @@ cdef class Automaton:
     # overwrite the buffers or the draft being copied out.
     cdef bint busy
 
-    def __cinit__(self, max_nodes=10000, min_depth=2, ngram=10, *, late_halving=False, pair_rows=True):
+    def __cinit__(self, max_nodes=10000, min_depth=2, ngram=10, *, _variant=(False, True)):
+        # _variant: (late_halving, pair_rows), set through racer_core.automaton.variants only
+        late_halving, pair_rows = _variant
         cdef int32_t m = _checks.check_param("max_nodes", max_nodes, 2)
         cdef int32_t d = _checks.check_param("min_depth", min_depth, 1)
         cdef int32_t g = _checks.check_param("ngram", ngram, 1)

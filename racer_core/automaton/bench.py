@@ -24,6 +24,7 @@ from collections.abc import Callable
 import numpy as np
 
 from racer_core.automaton import Automaton, DraftTree, ReferenceAutomaton
+from racer_core.automaton.variants import variant
 
 VOCAB = 49152
 TOP_K = 8
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     compiled = replay(lambda: Automaton(MAX_NODES, 2, NGRAM), args.steps, args.seed)
     print(summary(f"compiled ({args.steps} steps)", compiled))
-    tokens_only = replay(lambda: Automaton(MAX_NODES, 2, NGRAM, pair_rows=False), args.steps, args.seed)
+    tokens_only = replay(lambda: variant(Automaton, MAX_NODES, 2, NGRAM, pair_rows=False), args.steps, args.seed)
     print(summary("compiled, token rows only", tokens_only))
     if args.reference_steps > 0:
         reference = replay(lambda: ReferenceAutomaton(MAX_NODES, 2, NGRAM), args.reference_steps, args.seed)

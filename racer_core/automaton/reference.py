@@ -29,9 +29,10 @@ class ReferenceAutomaton:
         min_depth: int = 2,
         ngram: int = 10,
         *,
-        late_halving: bool = False,
-        pair_rows: bool = True,
+        _variant: tuple[bool, bool] = (False, True),
     ) -> None:
+        # _variant: (late_halving, pair_rows), set through racer_core.automaton.variants only
+        late_halving, pair_rows = _variant
         self._max_nodes = C.check_param("max_nodes", max_nodes, 2)
         self._min_depth = C.check_param("min_depth", min_depth, 1)
         self._ngram = C.check_param("ngram", ngram, 1)

@@ -14,7 +14,10 @@ settings that produced it, so `--resume` never mixes runs made with different
 settings); each choice also carries `token_ids` (per turn, so runs can be
 compared token for token) and, in greedy runs, `tie_margins` (per turn, each
 token's top-2 logit gap in ulps, so a divergence can be told from rounding:
-racer_core.near_tie). Readers accept lines without them.
+racer_core.near_tie). Readers accept lines without them. A question the
+engine failed on has an `error` field with the reason, and only the choices
+finished before the failure (no text stands in for a reply); `--resume`
+answers it again.
 
 `accept_lengths` holds the tokens each tree verification step produced; the
 prefill, which emits the first token of a turn from the prompt alone, is not a
@@ -65,12 +68,15 @@ class Choice:
         return obj
 
     @classmethod
-    def from_json(cls, obj: Any, position: int) -> Choice:
+    def from_json(cls, obj: Any, position: int, *, turns_only: bool = False) -> Choice:
+        """With `turns_only` the speed fields may be missing (empty here): a
+        scorer needs only the replies, as the original's does."""
         if not isinstance(obj, dict):
             raise ValueError(f"choice {position} is not a JSON object")
         turns = tuple(str(t) for t in obj["turns"])
-        new_tokens = tuple(int(n) for n in obj["new_tokens"])
-        wall_time = tuple(float(s) for s in obj["wall_time"])
+        timing = {k: obj.get(k, ()) for k in ("new_tokens", "wall_time")} if turns_only else obj
+        new_tokens = tuple(int(n) for n in timing["new_tokens"])
+        wall_time = tuple(float(s) for s in timing["wall_time"])
         if len(new_tokens) != len(wall_time):
             raise ValueError("new_tokens and wall_time differ in length")
         steps = obj.get("decoding_steps")
@@ -106,6 +112,8 @@ class AnswerRecord:
     config: dict[str, Any] | None = field(default=None, compare=False)
     answer_id: str = field(default="", compare=False)
     reference: tuple[str, ...] | None = None  # the question's expected final answer(s), for scoring
+    # why the question failed: then `choices` holds only the choices finished before the failure
+    error: str | None = None
 
     @classmethod
     def single(
@@ -173,18 +181,24 @@ class AnswerRecord:
             obj["reference"] = list(self.reference)
         if self.config is not None:
             obj["config"] = self.config
+        if self.error is not None:
+            obj["error"] = self.error
         return obj
 
     @classmethod
-    def from_json(cls, obj: Any) -> AnswerRecord:
-        """Raise ValueError (with a short reason) when `obj` is not an answer."""
+    def from_json(cls, obj: Any, *, turns_only: bool = False) -> AnswerRecord:
+        """Raise ValueError (with a short reason) when `obj` is not an answer;
+        with `turns_only`, a line with only `question_id` and `choices[].turns` is one."""
         if not isinstance(obj, dict):
             raise ValueError("expected a JSON object")
         try:
             raw = obj["choices"]
-            if not isinstance(raw, list) or not raw:
+            error = obj.get("error")
+            if error is not None and not isinstance(error, str):
+                raise ValueError("error must be a string")
+            if not isinstance(raw, list) or not (raw or error):  # a failed question may have none
                 raise ValueError("choices must be a non-empty list")
-            choices = tuple(Choice.from_json(c, i) for i, c in enumerate(raw))
+            choices = tuple(Choice.from_json(c, i, turns_only=turns_only) for i, c in enumerate(raw))
             qid = obj["question_id"]
             if isinstance(qid, bool) or not isinstance(qid, int | str):
                 raise ValueError("question_id must be a number or a string")
@@ -198,6 +212,7 @@ class AnswerRecord:
                 config=obj.get("config") if isinstance(obj.get("config"), dict) else None,
                 answer_id=str(obj.get("answer_id", "")),
                 reference=_reference(obj.get("reference")),
+                error=error,
             )
         except (KeyError, IndexError, TypeError, ValueError) as exc:
             raise ValueError(f"not an answer ({type(exc).__name__}: {exc})") from None
@@ -215,8 +230,19 @@ def new_answer_id() -> str:
     return uuid.uuid4().hex[:22]
 
 
-def read_answers(path: str | Path) -> list[AnswerRecord]:
-    """Read an answer file; a final line cut short is dropped, other bad lines raise."""
+def read_answers(path: str | Path, *, turns_only: bool = False) -> list[AnswerRecord]:
+    """Read an answer file; a final line cut short is dropped, other bad lines raise.
+    With `turns_only`, lines need only what a scorer reads (AnswerRecord.from_json)."""
+    records, problems = scan_answers(path, turns_only=turns_only)
+    if problems:
+        raise InputError(problems[0])
+    return records
+
+
+def scan_answers(path: str | Path, *, turns_only: bool = False) -> tuple[list[AnswerRecord], list[str]]:
+    """Every readable answer of a file, and one message per line that is not
+    one (`FILE, line N: why`); a final line cut short is dropped silently.
+    Raise InputError only when the file cannot be read at all."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -225,17 +251,18 @@ def read_answers(path: str | Path) -> list[AnswerRecord]:
     lines = data.split(b"\n")
     # the part after the last newline is either empty or a write cut short
     complete = lines[:-1]
-    records = []
+    records: list[AnswerRecord] = []
+    problems: list[str] = []
     for lineno, raw in enumerate(complete, start=1):
         if not raw.strip():
             continue
         try:
-            records.append(AnswerRecord.from_json(json.loads(raw)))
+            records.append(AnswerRecord.from_json(json.loads(raw), turns_only=turns_only))
         except (UnicodeDecodeError, json.JSONDecodeError):
-            raise InputError(f"{path}, line {lineno}: not valid JSON") from None
+            problems.append(f"{path}, line {lineno}: not valid JSON")
         except ValueError as exc:
-            raise InputError(f"{path}, line {lineno}: {exc}") from None
-    return records
+            problems.append(f"{path}, line {lineno}: {exc}")
+    return records, problems
 
 
 class AnswerWriter:

@@ -29,6 +29,7 @@ class BenchBoard:
     repeats: int = 1
     flight: Stats = field(default_factory=Stats)  # the latest question's step events
     in_flight: bool = False  # that question is still being answered
+    failed: dict[str, int] = field(default_factory=dict)  # method -> questions that failed (in no Stats)
 
     def __post_init__(self) -> None:
         for m in self.methods:
@@ -53,11 +54,18 @@ class BenchBoard:
     def add_record(self, method: str, record: AnswerRecord) -> None:
         if method not in self.methods:
             self.methods.append(method)
+        if record.error is not None:
+            self.failed[method] = self.failed.get(method, 0) + 1
+            return
         args = (record.tokens, record.seconds, record.accept_lengths, record.method or method)
         self.per_method.setdefault(method, Stats()).add_reply(*args)
         if record.category not in self.categories:
             self.categories.append(record.category)
         self.per_category.setdefault((record.category, method), Stats()).add_reply(*args)
+
+    def finished(self, method: str) -> int:
+        """Questions a method is done with: answered or failed."""
+        return self.per_method[method].replies + self.failed.get(method, 0)
 
     def live(self, method: str) -> Stats:
         """A method's finished answers plus its question in flight."""
@@ -81,7 +89,7 @@ class BenchBoard:
         board = cls(methods=list(result.methods), question_count=result.question_count)
         for key in result.question_order:
             for method in result.methods:
-                record = result.records.get(method, {}).get(key)
+                record = result.records.get(method, {}).get(key) or result.failures.get(method, {}).get(key)
                 if record is not None:
                     board.add_record(method, record)
         return board

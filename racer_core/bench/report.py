@@ -59,16 +59,21 @@ def bench_tables(result: BenchResult, *, categories: bool = True, style: LabelSt
     base = result.baseline if result.baseline in result.records else None
     headers = ["method", "questions", "tokens", "tok/s", "MAT", f"vs {base or 'ar'}", "per question", "same as ar"]
     scores = score_methods(result.records)  # math suites: a speed-up that changed answers must show
+    failures = result.failure_count() > 0
+    if failures:
+        headers.insert(2, "failed")
     tables = []
     groups = _groups(result, categories)
     for i, (name, rows) in enumerate(groups):
         scored = bool(scores) and i == len(groups) - 1
+        category = name if i < len(groups) - 1 else None
         table = _table(name, headers + ["accuracy"] if scored else headers)
         for label, row in rows.items():
             s, v = row.stats, row.versus
             table.add_row(
                 _label(label, style),
                 str(s.replies),
+                *([str(result.failed(label, category))] if failures else []),
                 str(s.tokens),
                 fmt(s.tokens_per_s, ".1f"),
                 fmt(s.mat, ".2f"),
@@ -95,13 +100,18 @@ def _accuracy(score: MathScore | None) -> str:
 def speed_tables(result: BenchResult) -> list[Table]:
     """`racer-tui speed`: per category, ms/token, MAT and speedup over the base."""
     base = result.baseline if result.baseline in result.records else None
-    headers = ["method", "questions", "tokens", "ms/token", "MAT"] + ([f"vs {base}"] if base else [])
+    failures = result.failure_count() > 0
+    headers = ["method", "questions", *(["failed"] if failures else []), "tokens", "ms/token", "MAT"]
+    headers += [f"vs {base}"] if base else []
     tables = []
-    for name, rows in _groups(result, True):
+    groups = _groups(result, True)
+    for i, (name, rows) in enumerate(groups):
+        category = name if i < len(groups) - 1 else None
         table = _table(name, headers)
         for label, row in rows.items():
             s, v = row.stats, row.versus
-            cells = [label, str(s.replies), str(s.tokens), fmt(s.ms_per_token, ".2f"), fmt(s.mat, ".2f")]
+            failed = [str(result.failed(label, category))] if failures else []
+            cells = [label, str(s.replies), *failed, str(s.tokens), fmt(s.ms_per_token, ".2f"), fmt(s.mat, ".2f")]
             if base:
                 cells.append(fmt(v.speedup, ".2f") + ("x" if v.speedup is not None else ""))
             table.add_row(*cells)
@@ -161,15 +171,17 @@ class ProgressDisplay:
         self.board.update(p)
         if self.progress is not None:
             speed, mat = speed_text(self.board.live(p.method))
-            done = self.board.per_method[p.method].replies
+            done = self.board.finished(p.method)
             self.progress.update(self.tasks[p.method], completed=done, speed=speed, mat=mat)
         elif p.question_done:
             self._line(p)
 
     def _line(self, p: BenchProgress) -> None:
-        done = self.board.per_method[p.method].replies
+        done = self.board.finished(p.method)
         detail = ""
-        if p.record is not None:
+        if p.record is not None and p.record.error is not None:
+            detail = f": failed ({p.record.error})"
+        elif p.record is not None:
             one = Stats()
             one.add_reply(p.record.tokens, p.record.seconds, p.record.accept_lengths, p.method)
             speed, mat = speed_text(one)

@@ -16,16 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from racer_core.bench.answers import AnswerRecord, read_answers
+from racer_core.bench.answers import AnswerRecord, read_answers, scan_answers
 from racer_core.bench.suites import report_categories
 from racer_core.errors import InputError
 from racer_core.near_tie import Verdict, classify_turns, worst
 from racer_core.stats import Row, Stats, Versus
-
-
-def same_output(a: AnswerRecord, b: AnswerRecord) -> bool:
-    """Every choice both have is the same (token ids, else text)."""
-    return divergence(a, b) == "identical"
 
 
 def divergence(a: AnswerRecord, b: AnswerRecord) -> Verdict:
@@ -61,24 +56,47 @@ class BenchResult:
     skipped_for_images: int = 0  # questions with images left out: the model reads text only
     repeats: int = 1  # tries per question (the median one is in records)
     repeat_speeds: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # label -> key -> tok/s per try
+    unreadable: list[str] = field(default_factory=list)  # answer lines load_results skipped, one message each
+    # label -> key -> the record of a question that failed (its `error` set); kept out of `records`,
+    # so no total counts its tokens or time
+    failures: dict[str, dict[str, AnswerRecord]] = field(default_factory=dict)
 
     def add(self, label: str, record: AnswerRecord) -> None:
+        """Record an answer; a failed one goes to `failures`, and a later answer
+        to the same question (a rerun) replaces either."""
         if label not in self.methods:
             self.methods.append(label)
-        self.records.setdefault(label, {})[record.key] = record
+        answered, failed = self.records.setdefault(label, {}), self.failures.setdefault(label, {})
+        answered.pop(record.key, None)
+        failed.pop(record.key, None)
+        (failed if record.error is not None else answered)[record.key] = record
         if record.key not in self.question_order:
             self.question_order.append(record.key)
 
+    def failed(self, label: str, category: str | None = None) -> int:
+        """How many of a label's questions (in `category`) failed."""
+        recs = self.failures.get(label, {}).values()
+        if category is None:
+            return len(recs)
+        fold = self._fold()
+        return sum(fold.get(r.category, r.category) == category for r in recs)
+
+    def failure_count(self) -> int:
+        return sum(len(recs) for recs in self.failures.values())
+
+    def _all_records(self) -> list[AnswerRecord]:
+        return [r for recs in (*self.records.values(), *self.failures.values()) for r in recs.values()]
+
     def _fold(self) -> dict[str, str]:
         """Report categories: a Spec-Bench mix shows MT-Bench's eight as multi_turn."""
-        return report_categories(r.category for recs in self.records.values() for r in recs.values())
+        return report_categories(r.category for r in self._all_records())
 
     def categories(self) -> list[str]:
         fold = self._fold()
         seen: dict[str, None] = {}
         for key in self.question_order:
             for label in self.methods:
-                rec = self.records.get(label, {}).get(key)
+                rec = self.records.get(label, {}).get(key) or self.failures.get(label, {}).get(key)
                 if rec is not None:
                     seen.setdefault(fold.get(rec.category, rec.category))
                     break
@@ -115,15 +133,26 @@ class BenchResult:
 
     def category_totals(self) -> dict[str, dict[str, Row]]:
         return {
-            cat: {label: self.totals(label, cat) for label in self.methods if self._select(label, cat)}
+            cat: {
+                label: self.totals(label, cat)
+                for label in self.methods
+                if self._select(label, cat) or self.failed(label, cat)
+            }
             for cat in self.categories()
         }
 
     def warnings(self) -> list[str]:
-        """What a reader must not miss under the tables: divergences from the
-        baseline that are not near-ties, and speed figures too noisy to trust."""
+        """What a reader must not miss under the tables: failed questions,
+        divergences from the baseline that are not near-ties, and speed figures
+        too noisy to trust."""
         lines = []
         for label, row in self.method_totals().items():
+            if failed := self.failed(label):
+                first = next(iter(self.failures[label].values()))
+                lines.append(
+                    f"{label}: {failed} question{'s' if failed != 1 else ''} failed and count in no total "
+                    f"(question {first.question_id}: {first.error})"
+                )
             v = row.versus
             if v.other_questions:
                 lines.append(
@@ -172,10 +201,12 @@ class BenchResult:
             "greedy": self.greedy,
             "completed": self.completed,
             "answer_dir": None if self.answer_dir is None else str(self.answer_dir),
-            "methods": {label: t.to_json() for label, t in self.method_totals().items()},
+            "methods": {label: {**t.to_json(), "failed": self.failed(label)} for label, t in self.method_totals().items()},
             "categories": {
-                cat: {label: t.to_json() for label, t in rows.items()} for cat, rows in self.category_totals().items()
+                cat: {label: {**t.to_json(), "failed": self.failed(label, cat)} for label, t in rows.items()}
+                for cat, rows in self.category_totals().items()
             },
+            "failed": self.failure_count(),
             "repeats": self.repeats,
             "warnings": self.warnings(),
         }
@@ -197,12 +228,18 @@ def tally(records: Iterable[AnswerRecord]) -> Stats:
     return stats
 
 
-def load_results(paths: str | Path | list[str | Path], *, base: str | Path | None = None) -> BenchResult:
+def load_results(
+    paths: str | Path | list[str | Path], *, base: str | Path | None = None, skip_bad: bool = False
+) -> BenchResult:
     """Answer files (or a folder of `*.jsonl`) as a BenchResult.
 
     Each file is one label: its method name, or the file's stem when two files
     hold the same method. `base` (a file, also loaded) is the baseline for
     speedups; without it a file of method `ar` is, if there is one.
+
+    A line that is not an answer raises InputError; with `skip_bad` it is
+    skipped and noted in `unreadable` (as the original's speed script goes on
+    past such lines), and only a file with lines but no usable one raises.
     """
     files: list[Path] = []
     for p in [paths] if isinstance(paths, str | Path) else paths:
@@ -218,13 +255,14 @@ def load_results(paths: str | Path | list[str | Path], *, base: str | Path | Non
     if not files:
         raise InputError(f"no answer files (*.jsonl) in {paths}")
 
-    loaded = [(f, read_answers(f)) for f in files]
+    unreadable: list[str] = []
+    loaded = [(f, _read_skipping(f, unreadable) if skip_bad else read_answers(f)) for f in files]
     methods = [_file_method(f, recs) for f, recs in loaded]
     labels = [m if methods.count(m) == 1 else f.stem for f, m in zip(files, methods, strict=True)]
     if len(set(labels)) != len(labels):
         labels = [str(f) for f in files]
 
-    result = BenchResult(methods=[])
+    result = BenchResult(methods=[], unreadable=unreadable)
     result.baseline = labels[0] if base_path is not None else ("ar" if "ar" in labels else None)
     configs: list[dict[str, Any] | None] = []
     for label, (_, recs) in zip(labels, loaded, strict=True):
@@ -245,6 +283,14 @@ def load_results(paths: str | Path | list[str | Path], *, base: str | Path | Non
         result.repeats = _common(c.get("repeats", 1) for c in known) or 1  # the files keep the median tries only
     result.question_count = len(result.question_order)
     return result
+
+
+def _read_skipping(path: Path, unreadable: list[str]) -> list[AnswerRecord]:
+    records, problems = scan_answers(path)
+    if problems and not records:
+        raise InputError(f"{path}: no usable answer line ({problems[0].removeprefix(f'{path}, ')})")
+    unreadable.extend(problems)
+    return records
 
 
 def _file_method(path: Path, recs: list[AnswerRecord]) -> str:

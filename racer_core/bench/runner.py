@@ -7,7 +7,9 @@ conversation (empty automaton) unless `warm` keeps the previous question's
 automaton per method. Wall time per turn covers the whole reply, prefill
 included, minus the time spent in `on_progress` (a slow front end must not
 count against a method). Each question may be answered several times
-(`num_choices`, seeds 0, 1, ...), as the original's `--num-choices`.
+(`num_choices`, seeds 0, 1, ...), as the original's `--num-choices`. A
+question the engine fails on is recorded with its error and the run goes on,
+as the original's does.
 
 MAT counts tree verification steps only: the first event of a turn is the
 prefill, which yields one token from the prompt alone, so it is timed but not
@@ -282,16 +284,19 @@ def run_benchmark(
                         if last:
                             progress(m, index, q, None, True, result.records[m][key])
                         continue
-                    tries[m].append(
-                        _answer_question(engine, q, replace(config, method=m), num_choices, system_prompt,
-                                         warm, previous[m], should_stop, progress, index, model, configs[m])
-                    )
+                    failed = [t for t in tries[m] if t[0].error is not None]
+                    if not failed:  # a failed try ends the question for this method
+                        tries[m].append(
+                            _answer_question(engine, q, replace(config, method=m), num_choices, system_prompt,
+                                             warm, previous[m], should_stop, progress, index, model, configs[m])
+                        )
                     if not last:
                         continue
-                    # the median try by time is kept; a warm run goes on from its conversation
-                    record, conv = sorted(tries[m], key=lambda t: t[0].seconds)[(repeats - 1) // 2]
+                    failed = [t for t in tries[m] if t[0].error is not None]
+                    # the median try by time is kept (or the failure); a warm run goes on from its conversation
+                    record, conv = failed[0] if failed else sorted(tries[m], key=lambda t: t[0].seconds)[(repeats - 1) // 2]
                     previous[m] = conv
-                    if repeats > 1:
+                    if repeats > 1 and not failed:
                         result.repeat_speeds.setdefault(m, {})[key] = [_speed(r) for r, _ in tries[m]]
                     if m in writers:
                         writers[m].write(record)
@@ -321,17 +326,28 @@ def _answer_question(
     run_config: dict[str, Any],
 ) -> tuple[AnswerRecord, Conversation | None]:
     """One try at a question by one method: its record and its last conversation
-    (what a warm run goes on from, starting from `previous`; None when not warm)."""
+    (what a warm run goes on from, starting from `previous`; None when not warm).
+
+    When the engine fails on the question, the record says why in `error` and
+    keeps the choices finished before; the run goes on with the next question."""
     choices = []
     warm_from = previous if warm else None
+    error = None
     for i in range(num_choices):
-        conv = engine.new_conversation(system_prompt=system_prompt, warm_from=warm_from)
         cfg = choice_config(config, i) if num_choices > 1 else config
-        choices.append(answer_choice(conv, q, cfg, i, should_stop, progress, index))
+        try:
+            conv = engine.new_conversation(system_prompt=system_prompt, warm_from=warm_from)
+            choices.append(answer_choice(conv, q, cfg, i, should_stop, progress, index))
+        except _Stopped:
+            raise
+        except Exception as exc:  # one question's failure (out of memory, a bad input) must not end a long run
+            error = str(exc) if isinstance(exc, RacerError) else f"{type(exc).__name__}: {exc}"
+            break
         if warm:
             warm_from = conv
     record = AnswerRecord(
-        q.question_id, q.category, model, config.method, tuple(choices), time.time(), run_config, reference=q.reference
+        q.question_id, q.category, model, config.method, tuple(choices), time.time(), run_config,
+        reference=q.reference, error=error,
     )
     return record, warm_from
 
@@ -353,7 +369,7 @@ def _resume(
         if not path.exists():
             continue
         for rec in read_answers(path):
-            if rec.key not in wanted:
+            if rec.key not in wanted or rec.error is not None:  # a failed question is answered again
                 continue
             if rec.model_id != result.model or (rec.config is not None and rec.config != configs[m]):
                 diff = _first_difference(rec, configs[m], result.model or "")

@@ -9,7 +9,8 @@ With one choice per question the score is accuracy. With k choices, pass@k
 is the share of questions with at least one correct choice, mean@k the mean
 of the k per-choice accuracies and std their population standard deviation,
 as the original reports them. A reply without a boxed answer is wrong and is
-counted apart; a question without an answer line counts as wrong too.
+counted apart; a question without an answer line, or whose answer failed,
+counts as wrong too (unanswered).
 """
 
 from __future__ import annotations
@@ -152,7 +153,7 @@ def score_answers(records: Mapping[str, AnswerRecord], references: Mapping[str, 
     missing = unanswered = 0
     for key, refs in references.items():
         rec = records.get(key)
-        if rec is None:
+        if rec is None or rec.error is not None:  # a failed question has no reply to grade
             unanswered += 1
             continue
         row = []

@@ -6,7 +6,8 @@ the answer files, line by line as answers arrive. So resume and crash safety
 are the single-process runner's: a line is complete and synced or absent.
 Work is handed out one question at a time, so a fast worker takes more. A
 worker that dies gives its question back to the others; when none is left the
-run stops with an error, the finished answers kept for `--resume`.
+run stops with an error, the finished answers kept for `--resume`. A question
+the engine fails on is recorded with its error, as in the runner.
 
 Ray is an optional extra (`pip install -e ".[ray]"`); it is imported only here.
 """
@@ -14,7 +15,6 @@ Ray is an optional extra (`pip install -e ".[ray]"`); it is imported only here.
 from __future__ import annotations
 
 import socket
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -27,11 +27,10 @@ from racer_core.bench.results import BenchResult
 from racer_core.bench.runner import (
     BenchProgress,
     OnProgress,
+    _answer_question,
     _Reporter,
     _warm_up,
-    answer_choice,
     check_run,
-    choice_config,
     start_run,
 )
 from racer_core.bench.suites import Question
@@ -156,14 +155,9 @@ class ShardWorker:
         model: str,
         run_cfg: dict[str, Any],
     ) -> dict[str, Any]:
-        choices = []
-        for i in range(num_choices):
-            conv = self.engine.new_conversation(system_prompt=system_prompt)
-            cfg = choice_config(replace(config, method=method), i) if num_choices > 1 else replace(config, method=method)
-            choices.append(answer_choice(conv, question, cfg, i, None, _Reporter(None, 1), 0))
-        record = AnswerRecord(
-            question.question_id, question.category, model, method, tuple(choices), time.time(), run_cfg,
-            reference=question.reference,
+        record, _ = _answer_question(
+            self.engine, question, replace(config, method=method), num_choices, system_prompt, False, None, None,
+            _Reporter(None, 1), 0, model, run_cfg,
         )
         return record.to_json()
 

@@ -51,6 +51,8 @@ def run_lines(result: BenchResult, label: str) -> list[str]:
         lines.append(f"MAT: {f.mat:.4f}")
     if f.speedup is not None:
         lines.append(f"Speedup: {f.speedup:.4f}")
+    if failed := result.failed(label):
+        lines.append(f"Failed questions: {failed}")
     return lines
 
 

@@ -26,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 
 from racer_core.bench.images import TurnImages, parse_turn_images
-from racer_core.errors import InputError
+from racer_core.errors import InputError, json_error_text
 
 BUILTIN_SUITES = ("builtin", "humaneval")
 BENCH_NAMES = ("spec_bench", "mt_bench", "gsm8k", "mgsm", "math", "aime", "human_eval")
@@ -90,7 +90,7 @@ def parse_questions(lines: Iterable[str], source: str) -> list[Question]:
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise InputError(f"{where}: not valid JSON ({exc.msg})") from None
+            raise InputError(f"{where}: not valid JSON ({json_error_text(exc, lineno)})") from None
         if not isinstance(obj, dict):
             raise InputError(f"{where}: expected a JSON object")
         if "question_id" not in obj and "task_id" in obj:
@@ -204,7 +204,7 @@ def bench_question_file(name: str, data_root: str | Path = DEFAULT_DATA_ROOT) ->
     root = Path(data_root)
     if not root.is_dir():
         raise InputError(
-            f"no data folder {root} (looked for {root / name / QUESTION_FILE}); "
+            f"no data folder {root.resolve()} (looked for {(root / name / QUESTION_FILE).resolve()}); "
             "copy the original RACER repository's data/ folder there or give --data-root"
         )
     folder = root / name
@@ -214,7 +214,7 @@ def bench_question_file(name: str, data_root: str | Path = DEFAULT_DATA_ROOT) ->
     for path in candidates:
         if path.is_file():
             return path
-    looked = " or ".join(str(p) for p in candidates)
+    looked = " or ".join(str(p.resolve()) for p in candidates)
     raise InputError(
         f"no questions for {name}: looked for {looked}; copy data/{name}/ from the original "
         "RACER repository (or point --data-root at its data/ folder)"

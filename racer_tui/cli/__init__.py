@@ -5,6 +5,7 @@
     racer-tui speed ANSWERS [--base F]    speed tables from answer files
     racer-tui score ANSWERS [...]         math accuracy of answer files
     racer-tui serve [--host H ...]        the chat in a browser
+    racer-tui api [--host H ...]          an OpenAI-compatible HTTP API
 
 `--bench SUITE`, `--bench-name NAME` and `--serve` stay as spellings of
 `bench` and `serve` for the original RACER's users. A subcommand is a module
@@ -22,7 +23,7 @@ import sys
 from importlib import import_module
 from typing import Any
 
-SUBCOMMANDS = ("bench", "speed", "score", "serve")
+SUBCOMMANDS = ("bench", "speed", "score", "serve", "api")
 # The original's spellings: a flag that stands for a subcommand (True: the flag is the subcommand's own option too).
 LEGACY_FLAGS = {"--bench": ("bench", True), "--bench-name": ("bench", True), "--serve": ("serve", False)}
 SERVE_ONLY = ("--host", "--port", "--allow-remote")

@@ -4,7 +4,8 @@ suite headless, print tables, write answers.
 The original RACER's flags work with its meanings (eval_flags.py); with
 workers or GPUs to spread over, the questions are sharded over Ray.
 
-Exit status: 0 done, 2 usage error, 1 run-time error (one line on stderr),
+Exit status: 0 done, 2 usage error, 1 run-time error (one line on stderr) or
+a question that failed (the run goes on past it; its answer line says why),
 128 + the signal's number when stopped by Ctrl-C (130), SIGTERM (143) or
 SIGHUP (129); answers finished so far stay in their files either way.
 """
@@ -23,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import racer_tui.cli.options as o
 from racer_core.bench.answers import DATA_DIR_ENV, default_answer_dir
 from racer_core.bench.report import ProgressDisplay, bench_tables, plain_console, print_tables
 from racer_core.bench.results import BenchResult
@@ -30,14 +32,12 @@ from racer_core.bench.runner import check_repeats, run_benchmark
 from racer_core.bench.score import MathScore, references_of, score_answers
 from racer_core.bench.shard import ShardPlan, run_sharded
 from racer_core.bench.suites import Question
-from racer_core.checkpoints import add_load_arguments, load_arguments
-from racer_core.config import DEFAULTS, MAX_DRAFT, MAX_TEMPERATURE
 from racer_core.cpu_class import ISA_CHOICES, reexec_with_isa
 from racer_core.errors import RacerError
 from racer_core.events import METHODS, Engine, GenerationConfig
 from racer_tui.cli.errors import DEBUG_ENV, print_error
 from racer_tui.cli.eval_flags import add_original_arguments, add_suite_arguments, check_suite, questions_of, shard_plan
-from racer_tui.cli.params import TOP_P_HELP, at_least, methods, param, rule, str2bool, top_p
+from racer_tui.cli.params import at_least, methods, rule
 from racer_tui.models import quiet_loading_bars
 
 EngineLoader = Callable[..., Engine]
@@ -50,13 +50,15 @@ EPILOG = (
     "Methods answer the same questions interleaved (question 1 with every method, "
     "then question 2, ...), after one untimed warm-up reply each. Answers go to "
     f"ANSWER_DIR/METHOD.jsonl (default under the user data folder, or ${DATA_DIR_ENV}). "
-    "Exit status: 0 done, 1 run-time error, 2 usage error, 128 + the signal's number when "
+    "A question the engine fails on is recorded with its error and the run goes on. "
+    "Exit status: 0 done, 1 run-time error or a failed question, 2 usage error, 128 + the signal's number when "
     "stopped by Ctrl-C (130), SIGTERM (143) or SIGHUP (129); finished answers are kept "
     "(rerun with --resume to continue)."
 )
 
+DEFAULT_METHODS = ("ar", "racer")
 # Parameters this command sets besides the method list.
-TUNED = ("max_new_tokens", "temperature", "top_p", "max_num_draft", "ngram", "max_nodes", "max_breadth")
+TUNED = tuple(option.dest for option in o.TUNING)
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -64,8 +66,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--methods",
         type=methods,
-        default=["ar", "racer"],
-        help=f"comma list from {','.join(METHODS)} (default: ar,racer)",
+        default=None,
+        help=f"comma list from {','.join(METHODS)} (default: ar,racer; racer alone with --answer-file, "
+        "as the original's inference_racer)",
     )
     p.add_argument(
         "--question-begin",
@@ -81,39 +84,16 @@ def configure(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="stop before this question, 0-based (default: all)",
     )
-    d = DEFAULTS
-    p.add_argument("--max-new-tokens", type=param("max_new_tokens"), default=d.max_new_tokens, metavar="N",
-                   help=f"per turn (default: {d.max_new_tokens})")
-    p.add_argument("--temperature", type=param("temperature"), default=d.temperature,
-                   help=f"0 (default) is greedy, at most {MAX_TEMPERATURE:g}")
-    p.add_argument("--top-p", type=top_p, default=d.top_p,
-                   help=f"{TOP_P_HELP} (default: {d.top_p:g})")
-    p.add_argument(
-        "--enable-thinking",
-        type=str2bool,
-        nargs="?",
-        const=True,
-        default=None,
-        metavar="true|false",
-        help="passed to the chat template (false turns off a reasoning model's thinking); "
-        "left out, the template decides",
-    )
-    p.add_argument("--model-path", default=None, help="a checkpoint folder or GGUF file (default: embedded)")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N (default: auto)")
-    p.add_argument("--dtype", default="auto", help="auto, float32, bfloat16, float16 (default: auto: bfloat16 "
-                   "on CUDA and on CPUs with native bf16, else float32; only float32 keeps greedy racer equal to ar)")
-    add_load_arguments(p)
+    for option in o.TUNING:
+        if option is o.ENABLE_THINKING:  # left out, the chat template decides, as in the original's benchmarks
+            option.add(p, None, shown="the chat template decides")
+        else:
+            option.add(p)
+    o.add_all(p, (o.MODEL, o.DEVICE, o.DTYPE))
+    o.add_loading(p)
     p.add_argument("--isa", choices=ISA_CHOICES, default="native",
                    help="the CPU class to measure: avx2 limits torch's libraries to AVX2 (most laptops) on an "
                    "AVX-512 machine; the command starts again with them limited (default: native)")
-    p.add_argument("--max-num-draft", type=param("max_num_draft"), default=d.max_num_draft, metavar="N|auto",
-                   help=f"draft tree budget, 1 to {MAX_DRAFT} (default: {d.max_num_draft})")
-    p.add_argument("--ngram", type=param("ngram"), default=d.ngram, metavar="N",
-                   help=f"automaton n-gram length (default: {d.ngram})")
-    p.add_argument("--max-nodes", type=param("max_nodes"), default=d.max_nodes, metavar="N",
-                   help=f"automaton capacity (default: {d.max_nodes})")
-    p.add_argument("--max-breadth", type=param("max_breadth"), default=d.max_breadth, metavar="K",
-                   help=f"logits tree breadth (default: {d.max_breadth})")
     p.add_argument("--answer-dir", type=Path, default=None, metavar="DIR", help="where METHOD.jsonl answer files go")
     add_original_arguments(p)
     p.add_argument(
@@ -184,11 +164,17 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser, *, engine_loa
     check_suite(args, parser)
     if engine_loader is None:
         reexec_with_isa(args.isa)  # before torch loads: the libraries read their limits once
+    if args.methods is None:  # an answer file holds one method's answers: the original's racer run
+        args.methods = ["racer"] if args.answer_file is not None else list(DEFAULT_METHODS)
     if args.question_end is not None and args.question_end <= (args.question_begin or 0):
         parser.error("--question-end must be greater than --question-begin")
+    refusal = o.head_refusal(args.methods, args)
+    if refusal is not None:
+        print_error(refusal)
+        return 2
     # Each value was checked alone; the whole config is built (and checked) before any model loads.
     args.config = GenerationConfig(
-        method=args.methods[0], enable_thinking=args.enable_thinking, **{n: getattr(args, n) for n in TUNED}
+        method=args.methods[0], **{n: getattr(args, n) for n in TUNED}
     )
     try:
         with _stop_on_signals():
@@ -230,7 +216,7 @@ def _run(args: argparse.Namespace, loader: EngineLoader) -> int:
         raise RacerError("--answer-file holds one method's answers; give --methods with one method, or --answer-dir")
     quiet_loading_bars()  # our progress display, not transformers' bars
     load = functools.partial(
-        loader, model_path=args.model_path, dtype=args.dtype, progress=None, **load_arguments(args)
+        loader, model_path=args.model_path, dtype=args.dtype, progress=None, **o.load_arguments(args)
     )
     if plan is None:
         engine = load(device=args.device)
@@ -275,6 +261,12 @@ def _run(args: argparse.Namespace, loader: EngineLoader) -> int:
         _write_json(args.summary_json, result.to_summary(**extra))
         print(f"summary: {args.summary_json}")
     print(f"answers: {args.answer_file or answer_dir}")
+    if failed := result.failure_count():  # the run went on past them; the exit status still tells
+        print_error(
+            f"{failed} question{'s' if failed != 1 else ''} failed (see the error field of the answer lines; "
+            "--resume answers them again)"
+        )
+        return 1
     return 0
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import racer_tui.cli.options as o
 from racer_core.bench.runner import DEFAULT_SYSTEM_PROMPT
 from racer_core.bench.shard import ShardPlan, check_address, import_ray, plan_workers
-from racer_core.bench.suites import BENCH_NAMES, DEFAULT_DATA_ROOT, Question, load_bench, load_suite, suite_name
+from racer_core.bench.suites import Question, load_bench, load_suite, suite_name
 from racer_core.errors import InputError
 from racer_tui.cli.params import at_least
 
@@ -27,19 +28,8 @@ def add_suite_arguments(p: argparse.ArgumentParser) -> None:
     )
     which = p.add_mutually_exclusive_group()
     which.add_argument("--bench", metavar="SUITE", help="the same as SUITE")
-    which.add_argument(
-        "--bench-name",
-        choices=BENCH_NAMES,
-        metavar="NAME",
-        help=f"the original's benchmark names ({', '.join(BENCH_NAMES)}): DATA_ROOT/NAME/question.jsonl",
-    )
-    p.add_argument(
-        "--data-root",
-        type=Path,
-        default=DEFAULT_DATA_ROOT,
-        metavar="DIR",
-        help="with --bench-name: the folder holding NAME/question.jsonl (default: ./data, the original's layout)",
-    )
+    o.BENCH_NAME.add(which)
+    o.DATA_ROOT.add(p)
 
 
 def add_original_arguments(p: argparse.ArgumentParser) -> None:
@@ -59,12 +49,7 @@ def add_original_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="answers per question, choice i sampled with seed i (default: 1)",
     )
-    p.add_argument(
-        "--system-prompt",
-        default=DEFAULT_SYSTEM_PROMPT,
-        metavar="TEXT",
-        help=f"system message of every question (default: {DEFAULT_SYSTEM_PROMPT!r}; '' for none)",
-    )
+    o.SYSTEM_PROMPT.add(p, DEFAULT_SYSTEM_PROMPT)  # the original's benchmarks' own
     g = p.add_argument_group("sharding over Ray (pip install -e '.[ray]')")
     g.add_argument("--ray-address", default=None, metavar="HOST:PORT", help="join this Ray cluster (default: start a local one)")
     g.add_argument("--num-workers", type=at_least(1), default=None, metavar="N", help="N CPU workers, one model each")

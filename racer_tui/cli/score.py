@@ -13,9 +13,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import racer_tui.cli.options as o
 from racer_core.bench.answers import AnswerRecord, read_answers
 from racer_core.bench.score import MathScore, references_of, score_answers
-from racer_core.bench.suites import BENCH_NAMES, DEFAULT_DATA_ROOT, bench_question_file, load_question_file
+from racer_core.bench.suites import bench_question_file, load_question_file
 from racer_core.errors import RacerError
 from racer_tui.cli.errors import print_error
 
@@ -33,12 +34,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("answers", type=Path, nargs="+", metavar="ANSWERS", help="answer files (.jsonl)")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--questions", type=Path, default=None, metavar="FILE", help="question file with references")
-    source.add_argument(
-        "--bench-name", choices=BENCH_NAMES, default=None, metavar="NAME", help="read DATA_ROOT/NAME/question.jsonl"
-    )
-    p.add_argument(
-        "--data-root", type=Path, default=DEFAULT_DATA_ROOT, metavar="DIR", help="with --bench-name (default: ./data)"
-    )
+    o.BENCH_NAME.add(source)
+    o.DATA_ROOT.add(p)
     p.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the scores as JSON")
 
 
@@ -51,7 +48,7 @@ def _references(args: argparse.Namespace, records: list[AnswerRecord]) -> dict[s
 
 
 def score_file(path: Path, args: argparse.Namespace) -> MathScore:
-    records = read_answers(path)
+    records = read_answers(path, turns_only=True)  # a scorer reads the replies only, as the original's
     refs = _references(args, records)
     if not refs:
         where = args.questions or args.bench_name or path

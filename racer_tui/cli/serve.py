@@ -65,9 +65,9 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser, **hooks: Any)
                 f"{REACHABLE}. Add --allow-remote to serve it anyway."
             )
         print_warning(f"serving on {args.host} without a login: whoever reaches port {args.port} gets {REACHABLE}.")
-    from textual_serve.server import Server
+    from racer_tui.serve_page import PageServer, page_url
 
     command = build_serve_command(chat.app_args(args))
-    print(f"racer-tui: serving on http://{args.host}:{args.port} (ctrl+c stops)", flush=True)
-    Server(command, host=args.host, port=args.port, title="racer-tui").serve()
+    print(f"racer-tui: serving on {page_url(args.host, args.port)} (ctrl+c stops)", flush=True)
+    PageServer(command, args.host, args.port).serve()
     return 0

@@ -7,6 +7,7 @@ racer-tui speed FOLDER [--base BASE_FILE]   (base defaults to FOLDER/ar.jsonl)
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ HELP = "speed tables from answer files (ms/token, MAT, speed-up per category)"
 DESCRIPTION = "Per-category ms/token, mean accepted tokens and speedup from answer files."
 EPILOG = (
     "Speedup is tokens/s over the base's on the questions both answered. "
-    "Exit status: 0 done, 1 unreadable files, 2 usage error."
+    "Lines that are not answers are skipped with a warning. Exit status: 0 done, 1 unreadable files (or none with a usable line), 2 usage error."
 )
 
 
@@ -48,12 +49,16 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser, **hooks: Any)
             raise RacerError(f"no such file or folder: {args.answers}")
         if args.base is not None and not args.base.is_file():
             raise RacerError(f"no such base file: {args.base}")
-        result = load_results(args.answers, base=args.base)
+        result = load_results(args.answers, base=args.base, skip_bad=True)
         if not result.question_order:
             raise RacerError(f"no answers in {args.answers}")
     except RacerError as exc:
         print_error(str(exc))
         return 1
+    if result.unreadable:  # the original's speed script goes on past such lines too
+        n = len(result.unreadable)
+        print(f"warning: skipped {n} unreadable answer line{'s' if n != 1 else ''} "
+              f"(the first: {result.unreadable[0]})", file=sys.stderr)
     head = f"model {result.model}" if result.model else "answers"
     if result.device:
         head += f" ({result.device}, {result.dtype})"

@@ -14,7 +14,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, VerticalScroll
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Input, Label, Select, SelectionList, Static
@@ -25,16 +25,18 @@ from racer_core.bench.board import BenchBoard
 from racer_core.bench.results import BenchResult, load_results
 from racer_core.bench.runner import BenchProgress, check_repeats, run_benchmark
 from racer_core.bench.suites import Question, load_suite, suite_name
+from racer_core.config import DEFAULTS, HEAD_METHODS
 from racer_core.errors import RacerError
 from racer_core.events import METHODS, Engine, GenerationConfig
 from racer_tui.commands import BENCH_COMMANDS
 from racer_tui.host import Host, host_of
 from racer_tui.layout import Folding, Panel
-from racer_tui.widgets.bench_charts import CategoryChart, FlightChart, HistogramChart, SpeedChart
+from racer_tui.widgets.bench_charts import CategoryChart, FlightChart, HistogramChart, SpeedChart, SpeedLegend
 from racer_tui.widgets.bench_tables import progress_table, speedup_table
 
 SUITES = [("built-in questions", "builtin"), ("HumanEval prompts", "humaneval"), ("a question file…", "file")]
 DEFAULT_METHODS = ("ar", "racer")
+BENCH_MAX_NEW_TOKENS = DEFAULTS.max_new_tokens  # as `racer-tui bench` runs by default
 
 
 class BenchStep(Message):
@@ -97,12 +99,14 @@ class BenchScreen(Screen):
                 yield SelectionList[str](*[(m, m, m in DEFAULT_METHODS) for m in METHODS], id="methods")
                 yield Label("Questions (0-based)")
                 with Horizontal(classes="form-row"):
-                    yield Input(placeholder="from 0", id="q-begin", type="integer")
-                    yield Input(placeholder="to end", id="q-end", type="integer")
+                    # empty is the default (from the first, to the end), not a mistake
+                    yield Input(placeholder="from 0", id="q-begin", type="integer", valid_empty=True)
+                    yield Input(placeholder="to end", id="q-end", type="integer", valid_empty=True)
                 yield Static("0 to 10 runs the first ten", classes="field-hint")
                 yield Label("Max new tokens · repeats")
                 with Horizontal(classes="form-row"):
-                    yield Input(id="max-new-tokens", type="integer")
+                    # the run's own, as --max-new-tokens is `bench`'s: the chat's stays in Settings
+                    yield Input(str(BENCH_MAX_NEW_TOKENS), id="max-new-tokens", type="integer")
                     yield Input("1", id="repeats", type="integer")
                 yield Static("repeats: median of N tries", classes="field-hint")
                 with Horizontal(classes="buttons"):
@@ -115,7 +119,9 @@ class BenchScreen(Screen):
                 yield Static("", id="bench-info")
                 yield Static("", id="bench-progress")
                 with Grid(id="bench-charts"):
-                    yield SpeedChart(self.board, id="speed-chart")
+                    with Vertical(id="speed-cell"):
+                        yield SpeedLegend(self.board, id="speed-legend")
+                        yield SpeedChart(self.board, id="speed-chart")
                     yield CategoryChart(self.board, id="category-chart")
                     yield FlightChart(self.board, id="flight-chart")
                     yield HistogramChart(self.board, id="histogram-chart")
@@ -125,15 +131,13 @@ class BenchScreen(Screen):
     def on_mount(self) -> None:
         self.query_one("#bench-info", Static).update(
             "Choose a suite, methods and questions (Setup: ctrl+b), then Start (ctrl+g). "
-            "Temperature, draft budget and the rest come from Settings (f4)."
+            "Max new tokens and repeats are this run's; temperature, draft budget and the rest "
+            "come from Settings (f4)."
         )
-        self.query_one("#max-new-tokens", Input).value = str(self.host.settings.generation.max_new_tokens)
         self.show_board()
         self._fit()
 
     def on_screen_resume(self) -> None:
-        if not self.running:  # Settings may have changed it meanwhile
-            self.query_one("#max-new-tokens", Input).value = str(self.host.settings.generation.max_new_tokens)
         self._fit()
 
     # -- layout ----------------------------------------------------------
@@ -162,7 +166,7 @@ class BenchScreen(Screen):
 
     def show_board(self) -> None:
         self.query_one("#bench-progress", Static).update(progress_table(self.board))
-        for chart in (SpeedChart, CategoryChart, FlightChart, HistogramChart):
+        for chart in (SpeedLegend, SpeedChart, CategoryChart, FlightChart, HistogramChart):
             self.query_one(chart).show(self.board)
 
     def _set_running(self, running: bool) -> None:
@@ -222,6 +226,8 @@ class BenchScreen(Screen):
             methods = self._methods()
             if not methods:
                 raise RacerError("choose at least one method")
+            if any(m in HEAD_METHODS for m in methods) and not engine.info.draft_head:
+                raise RacerError("eagle3 needs a draft head: start racer-tui with --draft-model PATH")
             questions = select_questions(
                 suite, self.query_one("#q-begin", Input).value, self.query_one("#q-end", Input).value
             )
@@ -243,13 +249,11 @@ class BenchScreen(Screen):
             f"{name}: {len(questions)} questions × {', '.join(methods)} on {engine.info.model}{tries} "
             f"· answers in {self.host.show_path(answer_dir)}"
         )
-        if max_new_tokens != self.host.settings.generation.max_new_tokens:
-            self.host.update_settings(max_new_tokens=max_new_tokens)  # one value, shared with the chat
         self.show_board()
         self._stop.clear()
         self._set_running(True)
         self._close_floating_controls()  # make way for the charts
-        config = self.host.settings.generation
+        config = self.host.settings.generation.replace(max_new_tokens=max_new_tokens)
         self.run_bench(engine, questions, methods, config, answer_dir, name, repeats, self.run_id)
 
     @work(thread=True, exclusive=True, group="bench")
@@ -308,6 +312,9 @@ class BenchScreen(Screen):
             return
         self.result = message.result
         self.show_result()
+        if self.result is not None and (failed := self.result.failure_count()):  # the run went on past them
+            self.notify(f"{failed} question{'s' if failed != 1 else ''} failed: see the warning under the table",
+                        title="Benchmark", severity="warning", timeout=15)
 
     def show_result(self) -> None:
         if self.result is None:

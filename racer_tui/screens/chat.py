@@ -7,6 +7,7 @@ Escape sets a threading.Event that the engine polls before every step.
 from __future__ import annotations
 
 import threading
+import time
 
 from rich.text import Text
 from textual import work
@@ -39,13 +40,28 @@ from racer_tui.widgets.chat_list import ChatList
 from racer_tui.widgets.prompt_input import PromptInput
 from racer_tui.widgets.status_line import StatusLine
 from racer_tui.widgets.step_chart import StepChart
-from racer_tui.widgets.turns import FINISH_NOTES, ReplyTurn, UserTurn
+from racer_tui.widgets.turns import FINISH_NOTES, INTERRUPTED, ReplyTurn, UserTurn
+
+SAVE_EVERY_S = 2.0  # a streaming reply is written to the history this often, to survive a kill
+
+
+def stored_stats(stats: dict) -> Stats:
+    """A finished reply's stored statistics as the Stats the status line
+    showed while it ran, so both give one MAT (docs/design.md: tokens per
+    verification step, the prefill's token left out)."""
+    lengths = list(stats.get("accept_lengths", []))
+    tokens, steps = stats.get("tokens", 0), stats.get("steps", 0)
+    # the steps' tokens; without their lengths (older records), all but the prefill's one
+    accepted = sum(lengths) if lengths else max(tokens - 1, 0) if steps else 0
+    return Stats(tokens=tokens, accepted=accepted, steps=steps, seconds=stats.get("seconds", 0.0),
+                 accept_lengths=lengths)
 
 
 def reply_note(stats: dict) -> str:
     parts = [f"{stats.get('tokens', 0)} tokens"]
-    if stats.get("steps"):
-        parts.append(f"MAT {stats['tokens'] / stats['steps']:.2f}")
+    mat = stored_stats(stats).mat
+    if mat is not None:
+        parts.append(f"MAT {mat:.2f}")
     if stats.get("method"):
         parts.append(stats["method"])
     note = FINISH_NOTES.get(stats.get("finish_reason") or "")
@@ -99,6 +115,8 @@ class ChatScreen(ChatActions, Screen):
         self._stop = threading.Event()
         self._turn: ReplyTurn | None = None
         self._user_message_id: int | None = None
+        self._reply_message_id: int | None = None  # the streaming reply's row, saved as it grows
+        self._next_save = 0.0  # time.monotonic() of the streaming reply's next save
         self._prompt_text = ""
         self._reply_method = ""
         self.steps = StepLog()  # the open chat's draft trees, for the inspector
@@ -322,6 +340,7 @@ class ChatScreen(ChatActions, Screen):
         if not self.host.claim_engine("chat"):
             return False
         history = self.host.history
+        config = self.host.settings.generation
         try:
             if self.chat_id is None:
                 self.chat_id = history.create_chat(title_for(text), self.host.settings.system_prompt)
@@ -330,14 +349,18 @@ class ChatScreen(ChatActions, Screen):
                 earlier = history.messages(self.chat_id)
             conv = self._ensure_conversation(engine, earlier)
             message = StoredMessage("user", text, images=[stored(i) for i in images])
-            self._user_message_id = history.add_message(self.chat_id, message)
+            # The reply's row is written with the question, marked interrupted, and
+            # rewritten as it streams and when it ends: an app killed meanwhile
+            # leaves the chat saying so, with what had come.
+            reply = StoredMessage("assistant", "", stats={"method": config.method, "finish_reason": INTERRUPTED})
+            self._user_message_id, self._reply_message_id = history.add_messages(self.chat_id, [message, reply])
         except RacerError as exc:  # HistoryError included: nothing was sent, the text stays typed
             self.host.release_engine()
             self.notify(str(exc), severity="error", timeout=10)
             return False
         self._prompt_text = text if typed is None else typed
         self._sent_attached = list(images if attached is None else attached)
-        config = self.host.settings.generation
+        self._next_save = time.monotonic() + SAVE_EVERY_S
         conv.learn = conv.learn and self.host.settings.learn_from_chats  # turned off: stops at once
         self.reply_id += 1
         self.stats = Stats()
@@ -392,11 +415,13 @@ class ChatScreen(ChatActions, Screen):
         self._scroll_to_end()
         if event.finished:
             self._finish(event.finish_reason)
+        elif time.monotonic() >= self._next_save:
+            self._next_save = time.monotonic() + SAVE_EVERY_S
+            if not self._save_reply(self._reply_stats(INTERRUPTED)):
+                self._next_save = float("inf")  # said once; the finished reply tries again
 
-    def _finish(self, finish_reason: str | None) -> None:
-        turn = self._turn
-        assert turn is not None and self.chat_id is not None
-        stats = {
+    def _reply_stats(self, finish_reason: str | None) -> dict:
+        return {
             "tokens": self.stats.tokens,
             "steps": self.stats.steps,
             "seconds": self.stats.seconds,
@@ -404,15 +429,30 @@ class ChatScreen(ChatActions, Screen):
             "method": self._reply_method,
             "finish_reason": finish_reason,
         }
+
+    def _save_reply(self, stats: dict) -> bool:
+        """Write the reply so far to its row in the history; False (and a notice) when that failed."""
+        turn = self._turn
+        assert turn is not None and self._reply_message_id is not None
         # The engine's own record of the reply (its final detokenization) is what
         # it sees again next turn; the runs keep the colours.
         content = turn.content
         if self.conv is not None and self.conv.messages and self.conv.messages[-1]["role"] == "assistant":
             content = self.conv.messages[-1]["content"]
         try:
-            self.host.history.add_message(self.chat_id, StoredMessage("assistant", content, list(turn.runs), stats))
+            self.host.history.update_message(
+                self._reply_message_id, StoredMessage("assistant", content, list(turn.runs), stats)
+            )
         except HistoryError as exc:  # the reply stays on screen and in the engine's conversation
             self._history_failed(exc)
+            return False
+        return True
+
+    def _finish(self, finish_reason: str | None) -> None:
+        turn = self._turn
+        assert turn is not None
+        stats = self._reply_stats(finish_reason)
+        self._save_reply(stats)
         turn.finish(reply_note(stats))
         turn.show_markdown(self.host.settings.markdown)
         self.generating = False
@@ -424,11 +464,12 @@ class ChatScreen(ChatActions, Screen):
         if message.reply_id != self.reply_id:
             return
         # Roll back the turn so history, screen and engine agree; keep the prompt.
-        if self._user_message_id is not None:
-            try:
-                self.host.history.delete_message(self._user_message_id)
-            except HistoryError as exc:
-                self._history_failed(exc)
+        try:
+            for row in (self._reply_message_id, self._user_message_id):
+                if row is not None:
+                    self.host.history.delete_message(row)
+        except HistoryError as exc:
+            self._history_failed(exc)
         self.conv = None
         self.generating = False
         self.host.release_engine()
@@ -506,16 +547,9 @@ class ChatScreen(ChatActions, Screen):
     def show_stored_stats(self, stats: dict, reply_id: int | None) -> None:
         """The chart and status line of a finished reply, from its stored
         statistics; `reply_id` when its draft trees are in the step log."""
-        lengths = list(stats.get("accept_lengths", []))
-        self.query_one(StepChart).reset(lengths)
+        self.stats = stored_stats(stats)
+        self.query_one(StepChart).reset(self.stats.accept_lengths)
         self._chart_reply = reply_id
-        self.stats = Stats(
-            tokens=stats.get("tokens", 0),
-            accepted=sum(lengths),
-            steps=stats.get("steps", 0),
-            seconds=stats.get("seconds", 0.0),
-            accept_lengths=lengths,
-        )
         self.budget = None
         self._reply_method = stats.get("method", "")
         self.show_status()

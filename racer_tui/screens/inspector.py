@@ -12,8 +12,18 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from racer_core.stats import is_verification_step
 from racer_tui.step_log import LoggedStep
 from racer_tui.widgets.step_tree import TokenText, step_view
+
+
+def step_title(steps: list[LoggedStep], index: int) -> str:
+    """'Step i of N' counted as the status line and MAT count steps: verification
+    steps only; the prompt's forward pass, logged first, is not one of them."""
+    total = sum(map(is_verification_step, steps))
+    if not is_verification_step(steps[index]):
+        return f"The prompt's forward pass, before step 1 of {total}"
+    return f"Step {sum(map(is_verification_step, steps[: index + 1]))} of {total}"
 
 
 class InspectorScreen(ModalScreen[int]):
@@ -50,7 +60,7 @@ class InspectorScreen(ModalScreen[int]):
 
     def show(self) -> None:
         entry = self.steps[self.index]
-        self.query_one("#inspector-title", Static).update(f"Step {entry.step} of {len(self.steps)}")
+        self.query_one("#inspector-title", Static).update(step_title(self.steps, self.index))
         self.query_one("#inspector-body", Static).update(step_view(entry, self.token_text))
         self.query_one("#inspector-scroll", VerticalScroll).scroll_home(animate=False)
 

@@ -21,12 +21,9 @@ class LoadingScreen(Screen):
             # indeterminate bar redraws 15 times a second, and on a small CPU
             # that slowed the loader thread's imports by a few tenths of a second.
             yield ProgressBar(total=1.0, show_eta=False, id="loading-bar")
+            # Only what this start does, as the loader reports it: a first start's
+            # steps (dequantizing, timing this machine) say so in their own lines.
             yield Static("starting…", id="loading-message")
-            yield Static(
-                "The first start dequantizes the embedded model and times this machine "
-                "(about 20 s); later starts read both from the cache.",
-                classes="hint",
-            )
         yield Footer()
 
     def show_progress(self, text: str, fraction: float | None) -> None:

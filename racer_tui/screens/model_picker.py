@@ -10,8 +10,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, RadioButton, RadioSet, Select, Static
 
-from racer_core.embedded import EMBEDDED_NAME
 from racer_core.errors import ModelLoadError
+from racer_core.models.embedded import EMBEDDED_NAME
 
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -78,7 +78,7 @@ class ModelPickerScreen(ModalScreen[ModelChoice | None]):
             path = self.query_one("#model-path", Input).value.strip()
             # loading imports torch (through its model-family modules): only
             # now, when a model is about to load anyway, never at app start.
-            from racer_core.loading import resolve
+            from racer_core.models.loader import resolve
 
             try:
                 if not path:  # resolve would take an empty path for the embedded model

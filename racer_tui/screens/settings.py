@@ -19,6 +19,7 @@ METHOD_HELP = {
     "logits": "logits (logits tree)",
     "hf": "hf (transformers)",
     "pld": "pld (prompt lookup)",
+    "eagle3": "eagle3 (draft head, --draft-model)",
 }
 
 # (field, label): each is read and checked by GenerationConfig.parse_field.

@@ -32,6 +32,13 @@ def sparkline(values: Sequence[int], width: int) -> str:
     return "".join(EIGHTHS_UP[max(1, round(v / top * 8))] if v > 0 else EIGHTHS_UP[0] for v in shown)
 
 
+def chart_legend() -> Text:
+    """"■ draft ■ bonus", each square in its bars' colour and the words plain
+    (Text(style=...) would colour the whole line: its style is the base of all
+    text appended to it)."""
+    return Text.assemble("  ", ("■", rgb(CHART_GREEN)), " draft ", ("■", rgb(CHART_BLUE)), " bonus")
+
+
 class StepBars(Widget):
     """Accepted tokens per step: the bonus token in blue, accepted drafts in green above it."""
 
@@ -62,9 +69,7 @@ class StepBars(Widget):
         width, height = self.size.width, self.size.height
         out = Text(no_wrap=True, overflow="crop")
         out.append(self.title[:width], style="bold")
-        legend = (
-            Text("  ■", style=rgb(CHART_GREEN)) + Text(" draft ") + Text("■", style=rgb(CHART_BLUE)) + Text(" bonus")
-        )
+        legend = chart_legend()
         if len(self.title) + len(legend) <= width:
             out.append_text(legend)
         rows = height - 2

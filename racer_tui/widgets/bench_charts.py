@@ -2,16 +2,62 @@
 
 from __future__ import annotations
 
+from rich.console import RenderableType
+from rich.text import Text
+from textual.geometry import Size
+from textual.widget import Widget
 from textual_plotext.plot import Plot
 
 from racer_core.bench.board import BenchBoard
 from racer_tui.colors import method_color
-from racer_tui.widgets.bars import HBar, HBars, StepBars
+from racer_tui.widgets.bars import HBar, HBars, StepBars, rgb
 from racer_tui.widgets.plot_base import DataPlot
+
+SPEED_TITLE = "tokens/s per question"
+
+
+def speed_legend(methods: list[str], width: int) -> Text:
+    """The chart's title, then a square in each method's colour and its name,
+    as many to a line as fit (a line ends between entries, never inside one)."""
+    entries = [Text(SPEED_TITLE, style="bold")]
+    entries += [Text.assemble(("■", rgb(method_color(m))), " ", m) for m in methods]
+    out, line = Text(no_wrap=True, overflow="crop"), 0
+    for i, entry in enumerate(entries):
+        if i and line + 1 + len(entry) > width:
+            out.append("\n")
+            line = 0
+        elif i:
+            out.append(" ")
+            line += 1
+        out.append_text(entry)
+        line += len(entry)
+    return out
+
+
+class SpeedLegend(Widget):
+    """The speed chart's title and legend, above the plot: plotext draws its
+    legend inside the plot, over the lines, which at 80x24 hid most of them."""
+
+    DEFAULT_CSS = "SpeedLegend { height: auto; }"
+
+    def __init__(self, board: BenchBoard, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.board = board
+
+    def show(self, board: BenchBoard) -> None:
+        self.board = board
+        self.refresh(layout=True)  # more methods may take another line
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(speed_legend(self.board.methods, width).plain.splitlines())
+
+    def render(self) -> RenderableType:
+        return speed_legend(self.board.methods, self.size.width)
 
 
 class SpeedChart(DataPlot):
-    """Tokens/s of each finished question, one line per method (plotext)."""
+    """Tokens/s of each finished question, one line per method (plotext);
+    SpeedLegend names them."""
 
     def __init__(self, board: BenchBoard, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -22,8 +68,6 @@ class SpeedChart(DataPlot):
         self.refresh()
 
     def draw(self, plt: Plot) -> None:
-        plt.title("tokens/s per question")
-        plt.xlabel("question")
         top = 1.0
         count = max((len(self.board.per_method[m].speeds) for m in self.board.methods), default=0)
         if count:  # questions are whole numbers: at most 6 ticks, never 1.75
@@ -33,7 +77,7 @@ class SpeedChart(DataPlot):
             speeds = self.board.per_method[method].speeds
             if speeds:
                 xs = list(range(1, len(speeds) + 1))
-                plt.plot(xs, speeds, color=method_color(method), label=method, marker="braille")
+                plt.plot(xs, speeds, color=method_color(method), marker="braille")
                 top = max(top, *speeds)
         plt.ylim(0, top * 1.15)
 

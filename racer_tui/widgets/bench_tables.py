@@ -28,12 +28,13 @@ def progress_table(board: BenchBoard) -> Table:
         table.add_column(name, no_wrap=True, justify="left" if name in ("method", "bar") else "right")
     count = board.question_count
     for method in board.methods:
-        stats = board.per_method[method]
-        filled = BAR * stats.replies // count if count else 0
+        stats, done, failed = board.per_method[method], board.finished(method), board.failed.get(method, 0)
+        filled = BAR * done // count if count else 0
         r, g, b = method_color(method)
         bar = Text("█" * filled, style=f"rgb({r},{g},{b})")
         bar.append("░" * (BAR - filled), style="grey37")
-        table.add_row(Text(method, style=_style(method)), bar, f"{stats.replies}/{count or '?'}", *speed_text(stats))
+        tally = f"{done}/{count or '?'}" + (f" ({failed} failed)" if failed else "")
+        table.add_row(Text(method, style=_style(method)), bar, tally, *speed_text(stats))
     return table
 
 

@@ -13,7 +13,7 @@ from rich.tree import Tree
 
 from racer_core.events import Source
 from racer_core.step_record import StepRecord
-from racer_tui.colors import CHART_BLUE, LOGITS_GREEN, RETRIEVAL_GREEN
+from racer_tui.colors import CHART_BLUE, HEAD_CYAN, LOGITS_GREEN, RETRIEVAL_GREEN
 from racer_tui.step_log import LoggedStep
 
 TokenText = Callable[[int], str]
@@ -35,7 +35,7 @@ def _node_label(record: StepRecord, index: int, token_text: TokenText, accepted:
         label.append("  root: the last step's bonus token", style="dim")
         return label
     label.append(token, style=ACCEPTED if index in accepted else "")
-    color = RETRIEVAL_GREEN if node.from_retrieval else LOGITS_GREEN
+    color = RETRIEVAL_GREEN if node.from_retrieval else LOGITS_GREEN if node.from_logits else HEAD_CYAN
     label.append(f"  {node.source}", style=color)
     if node.estimate is not None:
         label.append(f"  p {node.estimate:.2f}", style="dim")

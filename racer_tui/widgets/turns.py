@@ -13,10 +13,12 @@ from racer_tui.colors import SOURCE_STYLE
 from racer_tui.history import Run, StoredImage
 from racer_tui.widgets.chat_image import ImageView
 
+INTERRUPTED = "interrupted"  # the finish reason a reply has until it finishes (racer-tui closed meanwhile)
 FINISH_NOTES = {
     "cancelled": "stopped",
     "length": "max new tokens reached",
     "error": "error",
+    INTERRUPTED: "interrupted: the app closed mid-reply",
 }
 
 

@@ -94,6 +94,37 @@ def test_bench_writes_answers_summary_and_tables(qfile, tmp_path, capsys):
     assert "\x1b[" not in err
 
 
+@pytest.mark.parametrize("flag", ["--model", "--model-path"])
+def test_the_model_path_flag_is_the_chats_and_the_originals(flag, qfile, tmp_path):
+    loaded: list[dict] = []
+    words = ["bench", str(qfile), flag, "/models/m", "--load-in-8bit", "--forward", "stock", "--question-end", "1",
+             "--answer-dir", str(tmp_path / "a")]
+    assert run(words, loaded=loaded) == 0
+    assert loaded == [{"model_path": "/models/m", "device": "auto", "dtype": "auto", "progress": None,
+                       "quantize": "8bit", "forward": "stock"}]
+
+
+@pytest.mark.parametrize("flag", ["--draft-model", "--eagle-model-path"])
+def test_eagle3_takes_its_head_and_tree_flags_with_the_originals_names(flag, qfile, tmp_path):
+    loaded: list[dict] = []
+    engine = FakeEngine()
+    words = ["bench", str(qfile), "--methods", "ar,eagle3", flag, "/heads/h", "--total-token", "30", "--depth", "4",
+             "--top-k", "6", "--question-end", "1", "--answer-dir", str(tmp_path / "a")]
+    assert run(words, engine, loaded) == 0
+    assert loaded[0]["draft_model"] == "/heads/h"
+    eagle = [c for c in engine.configs if c.method == "eagle3"]
+    assert eagle and all((c.total_token, c.depth, c.top_k) == (30, 4, 6) for c in eagle)
+
+
+def test_eagle3_without_a_head_is_refused_in_one_line_before_loading(qfile, tmp_path, capsys):
+    loaded: list[dict] = []
+    words = ["bench", "builtin", "--methods", "ar,racer,eagle3", "--answer-dir", str(tmp_path / "a")]
+    assert run(words, loaded=loaded) == 2
+    err = capsys.readouterr().err
+    assert "eagle3 needs a draft head" in err and "--draft-model" in err and err.count("\n") == 1
+    assert loaded == [] and not (tmp_path / "a").exists()
+
+
 def test_question_range_and_resume(qfile, tmp_path):
     out_dir = tmp_path / "a"
     assert run(["--bench", str(qfile), "--answer-dir", str(out_dir), "--question-end", "1"]) == 0
@@ -199,6 +230,42 @@ def test_unexpected_engine_failure_is_one_line_unless_debugging(qfile, tmp_path,
         run(["--bench", str(qfile), "--answer-dir", str(tmp_path)], FakeEngine(step_hook=boom))
 
 
+def test_a_failed_question_is_recorded_and_the_run_goes_on(qfile, tmp_path, capsys):
+    """As the original: the error goes in the answer line (no fake text), the run answers the
+    rest, the tables and the summary count it, and the exit status says so at the end."""
+    engine = FakeEngine()
+
+    def boom(method: str) -> None:
+        if method == "racer" and engine.prompts[-1][0] == "A poem.":
+            raise RuntimeError("CUDA out of memory")
+
+    engine.step_hook = boom
+    summary = tmp_path / "sum.json"
+    args = ["--bench", str(qfile), "--answer-dir", str(tmp_path / "a"), "--summary-json", str(summary)]
+    assert run(args, engine) == 1
+    out, err = capsys.readouterr()
+    assert err.splitlines()[-1] == (
+        "racer-tui: error: 1 question failed (see the error field of the answer lines; --resume answers them again)"
+    )
+    assert "[racer] 2/3 question 2 (writing): failed (RuntimeError: CUDA out of memory)" in err
+    racer = read_answers(tmp_path / "a" / "racer.jsonl")
+    assert [(r.question_id, r.error) for r in racer] == [(1, None), (2, "RuntimeError: CUDA out of memory"), (3, None)]
+    assert racer[1].choices == ()  # nothing finished: no text stands in for the reply
+    line = json.loads((tmp_path / "a" / "racer.jsonl").read_text().splitlines()[1])
+    assert line["error"] == "RuntimeError: CUDA out of memory" and line["choices"] == []
+    assert [r.error for r in read_answers(tmp_path / "a" / "ar.jsonl")] == [None] * 3
+    doc = json.loads(summary.read_text())
+    assert doc["failed"] == 1 and doc["methods"]["racer"]["failed"] == 1 and doc["methods"]["ar"]["failed"] == 0
+    assert doc["categories"]["multi_turn"]["racer"]["failed"] == 1
+    racer_row = [cells(x) for x in out.splitlines() if x.startswith("│ racer")][-1]  # all questions
+    assert racer_row[1:3] == ["2", "1"]  # answered, failed
+    assert "racer: 1 question failed and count in no total" in out
+    # --resume answers the failed question again, and only it
+    engine.step_hook = None
+    assert run([*args, "--resume"], engine) == 0
+    assert [r.error for r in read_answers(tmp_path / "a" / "racer.jsonl")][-1] is None
+
+
 def test_tty_progress_is_a_rich_bar_per_method():
     stream = io.StringIO()
     with ProgressDisplay(["ar", "racer"], 4, stream, tty=True) as display:
@@ -256,7 +323,7 @@ def test_speed_errors(tmp_path, capsys):
     (tmp_path / "bad.jsonl").write_text("{oops\n")
     assert main(["speed", str(tmp_path / "bad.jsonl")]) == 1
     err = capsys.readouterr().err
-    assert "racer-tui: error: no such file" in err and "bad.jsonl, line 1" in err
+    assert "racer-tui: error: no such file" in err and "bad.jsonl: no usable answer line (line 1" in err
     with pytest.raises(SystemExit) as exc:
         main(["speed"])
     assert exc.value.code == 2

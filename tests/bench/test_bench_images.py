@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from racer_core.bench.images import images_of_turn, parse_turn_images
 from racer_core.errors import InputError
-from racer_core.tiny_vl import tiny_image
+from racer_core.testing.tiny_vl import tiny_image
 
 
 def test_paths_resolve_against_the_question_file(tmp_path: Path) -> None:
@@ -51,15 +52,20 @@ def test_a_vl_model_answers_questions_with_images(tmp_path: Path) -> None:
     from racer_core.bench.runner import run_benchmark
     from racer_core.bench.suites import load_question_file
     from racer_core.events import GenerationConfig
-    from racer_core.tiny_vl import tiny_vl_engine
+    from racer_core.testing.tiny_vl import tiny_vl_engine
 
     questions = load_question_file(_question_file(tmp_path))
     assert questions[0].images == ((str(tmp_path / "cat.png"),), ())
     config = GenerationConfig(max_new_tokens=10, max_num_draft=8)
-    result = run_benchmark(tiny_vl_engine("qwen2_5_vl"), questions, ["ar", "racer"], config, warmup=False)
+    engine = tiny_vl_engine("qwen2_5_vl")
+    result = run_benchmark(engine, questions, ["ar", "racer"], config, warmup=False)
     assert result.skipped_for_images == 0
     assert result.records["racer"]["1"].token_ids == result.records["ar"]["1"].token_ids
     assert set(result.records["ar"]) == {"1", "2"}
+    # The picture reached the model: the same questions without it get another reply to the first.
+    blind = run_benchmark(engine, [replace(q, images=()) for q in questions], ["ar"], config, warmup=False)
+    assert blind.records["ar"]["1"].token_ids[0] != result.records["ar"]["1"].token_ids[0]
+    assert blind.records["ar"]["2"].token_ids == result.records["ar"]["2"].token_ids  # text alone: the same
 
 
 def test_a_text_model_skips_image_questions_with_a_counted_warning(tmp_path: Path, capsys) -> None:

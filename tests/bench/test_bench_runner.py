@@ -11,7 +11,7 @@ from racer_core.bench import runner
 from racer_core.bench.answers import answer_path, read_answers
 from racer_core.bench.runner import WARMUP_PROMPT, BenchProgress, check_repeats, load_results, run_benchmark
 from racer_core.bench.suites import Question
-from racer_core.errors import InputError, RacerError
+from racer_core.errors import InputError
 from racer_core.events import EngineInfo, GenerationConfig, StepEvent
 
 QUESTIONS = [
@@ -223,8 +223,11 @@ def test_unknown_method_and_engine_without_final_event():
             conv.send = send
             return conv
 
-    with pytest.raises(RacerError, match="without a final event"):
-        run_benchmark(Unfinished(), QUESTIONS, ["ar"], GREEDY, warmup=False)
+    # an engine fault on a question is that question's failure: recorded, and the run goes on
+    result = run_benchmark(Unfinished(), QUESTIONS, ["ar"], GREEDY, warmup=False)
+    assert result.completed and not result.records["ar"]
+    assert result.failed("ar") == len(QUESTIONS)
+    assert all("without a final event" in r.error for r in result.failures["ar"].values())
 
 
 def test_repeats_interleave_tries_and_keep_the_median_one(monkeypatch):
@@ -309,3 +312,34 @@ def test_warm_repeats_go_on_from_the_previous_questions_kept_try():
     assert all(c.warm_from is None for c in first_tries)  # every try of question 1 starts cold
     assert all(c.warm_from is second_tries[0].warm_from for c in second_tries)
     assert second_tries[0].warm_from in first_tries
+
+
+def test_a_failed_turn_keeps_the_choices_before_it_and_ends_that_question_only():
+    """Question 2 fails in its second turn for racer: the record keeps the finished
+    choice, stops trying that question (no more repeats), and a warm racer goes on
+    from its last good conversation; ar and the other questions are untouched."""
+    engine = FakeEngine()
+
+    def boom(method: str) -> None:
+        # the first try's second choice, in its second turn
+        if method == "racer" and engine.calls[-1] == ("racer", "Make it shorter.") and \
+                engine.calls.count(("racer", "Make it shorter.")) == 2:
+            raise MemoryError("out of memory")
+
+    engine.step_hook = boom
+    progress: list[BenchProgress] = []
+    result = run_benchmark(engine, QUESTIONS, ["ar", "racer"], GREEDY, warm=True, warmup=False, repeats=2,
+                           num_choices=2, on_progress=progress.append)
+    assert result.completed and set(result.records["ar"]) == {"1", "2", "c3"}
+    assert set(result.records["racer"]) == {"1", "c3"} and set(result.failures["racer"]) == {"2"}
+    failed = result.failures["racer"]["2"]
+    assert failed.error == "MemoryError: out of memory"
+    assert len(failed.choices) == 1 and len(failed.choices[0].turns) == 2  # choice 0 finished, choice 1 did not
+    racer_q2 = [c for c in engine.calls if c[0] == "racer" and c[1] == "Write a poem."]
+    assert len(racer_q2) == 2  # the failed try's two choices; no second try
+    done = [p for p in progress if p.question_done and p.method == "racer"]
+    assert [p.record.error is not None for p in done] == [False, True, False]
+    c3 = [conv for conv in engine.conversations if conv.messages and conv.messages[0]["content"] == "def add(a, b):"]
+    assert all(conv.warm_from is not None and conv.warm_from.messages[-1]["role"] == "assistant" for conv in c3)
+    assert result.failed("racer") == 1 and result.failed("racer", "multi_turn") == 1 and result.failed("ar") == 0
+    assert "racer" not in result.repeat_speeds or "2" not in result.repeat_speeds["racer"]

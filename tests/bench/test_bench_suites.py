@@ -9,6 +9,7 @@ import pytest
 
 from racer_core.bench.suites import (
     HUMANEVAL_INSTRUCTION,
+    load_bench,
     load_builtin,
     load_humaneval,
     load_question_file,
@@ -97,6 +98,25 @@ def test_malformed_line_is_named(tmp_path, bad, reason):
     message = str(err.value)
     assert f"{path}, line 2" in message
     assert reason in message
+
+
+def test_broken_json_is_reported_whole_with_line_and_column(tmp_path):
+    """json's message whole (not "Unterminated string starting at" cut off),
+    at the file's line and the column in it."""
+    path = tmp_path / "bad.jsonl"
+    path.write_text(GOOD + "\n" + '{"question_id": 2, "category": "qa", "turns": ["x\n')
+    with pytest.raises(InputError) as err:
+        load_question_file(path)
+    assert str(err.value) == f"{path}, line 2: not valid JSON (Unterminated string starting at: line 2 column 48)"
+
+
+def test_a_missing_data_folder_is_named_by_its_absolute_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError) as err:
+        load_bench("gsm8k", "data")  # the default, relative to where racer-tui runs
+    assert str(err.value).startswith(
+        f"no data folder {tmp_path / 'data'} (looked for {tmp_path / 'data' / 'gsm8k' / 'question.jsonl'}); "
+    )
 
 
 def test_empty_and_missing_files(tmp_path):

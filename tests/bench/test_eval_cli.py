@@ -80,6 +80,28 @@ def test_flags_reach_the_run(tmp_path, capsys):
     assert "pass@3" in capsys.readouterr().out
 
 
+def test_answer_file_alone_runs_racer_alone(tmp_path, capsys):
+    """The original's inference_racer command: --answer-file without --methods answers with racer only."""
+    root = _data(tmp_path)
+    engine = FakeEngine()
+    answer_file = tmp_path / "racer-run.jsonl"
+    argv = ["--bench-name", "gsm8k", "--data-root", str(root), "--model-id", "ID", "--answer-file", str(answer_file),
+            "--enable-thinking", "False", "--question-end", "20"]
+    assert racer_tui_main(argv, engine_loader=lambda **kw: engine) == 0, capsys.readouterr().err
+    recs = read_answers(answer_file)
+    assert [r.method for r in recs] == ["racer"] * 3
+    assert {c.method for c in engine.configs} == {"racer"}  # no ar run, not even its warm-up
+
+
+def test_zero_turns_a_draft_source_off_as_the_original(tmp_path, capsys):
+    root = _data(tmp_path)
+    engine = FakeEngine()
+    argv = ["--bench-name", "gsm8k", "--data-root", str(root), "--answer-file", str(tmp_path / "a.jsonl"),
+            "--ngram", "0", "--max-breadth", "0"]
+    assert racer_tui_main(argv, engine_loader=lambda **kw: engine) == 0, capsys.readouterr().err
+    assert {(c.ngram, c.max_breadth) for c in engine.configs} == {(0, 0)}
+
+
 def test_help_shows_both_spellings(capsys):
     with pytest.raises(SystemExit):
         racer_tui_main(["bench", "--help"])
@@ -102,8 +124,8 @@ def test_help_shows_both_spellings(capsys):
         (["--bench-name", "gsm8k", "--data-root", "{tmp}/data", "--num-gpus-total", "3", "--num-gpus-per-model", "2"],
          1, "positive multiple"),
         (["--bench-name", "gsm8k", "--data-root", "{tmp}/data", "--enable-thinking", "maybe"], 2, "expected true or false"),
-        (["--bench-name", "gsm8k", "--data-root", "{tmp}/data", "--answer-file", "{tmp}/a.jsonl"], 1,
-         "--answer-file holds one method's answers"),
+        (["--bench-name", "gsm8k", "--data-root", "{tmp}/data", "--answer-file", "{tmp}/a.jsonl",
+          "--methods", "ar,racer"], 1, "--answer-file holds one method's answers"),
     ],
 )
 def test_bad_input_is_one_line_before_the_model_loads(tmp_path, capsys, extra, code, message):

@@ -144,3 +144,16 @@ def test_results_tables_show_accuracy_beside_speed_when_answers_carry_references
     plain = BenchResult(methods=["ar"])
     plain.add("ar", _record(1, ["\\boxed{1}"]))
     assert "accuracy" not in text(bench_tables(plain)[-1])
+
+
+def test_score_needs_only_question_id_and_turns(tmp_path, capsys):
+    """The original's scorer reads `question_id` and `choices[].turns`; a line with nothing else scores."""
+    path = tmp_path / "bare.jsonl"
+    rows = [{"question_id": 1, "choices": [{"turns": ["so \\boxed{5}"]}]},
+            {"question_id": 2, "choices": [{"turns": ["\\boxed{7}"]}]}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    questions = tmp_path / "q.jsonl"
+    questions.write_text("".join(json.dumps({"question_id": i, "category": "math", "turns": ["q"], "reference": r}) + "\n"
+                                 for i, r in ((1, "5"), (2, "6"))))
+    assert main(["score", str(path), "--questions", str(questions)]) == 0, capsys.readouterr().err
+    assert "accuracy 1/2 = 50.00%" in capsys.readouterr().out

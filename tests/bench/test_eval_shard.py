@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from time_limit import time_limit
 
 from racer_core.bench.answers import read_answers
 from racer_core.bench.runner import run_benchmark
@@ -36,6 +37,8 @@ QUESTIONS = [
 POISON = 4  # the question a dying worker dies on
 # a fixed draft budget: no learned tree policy, so drafts (and accept lengths) do not depend on question order
 CONFIG = GenerationConfig(method="racer", max_new_tokens=20, max_num_draft=8)
+START_LIMIT_S = 180  # the cluster's start: seconds even on a loaded 2-core machine
+TEST_LIMIT_S = 420  # one test: two worker processes load torch and a model, maybe twice
 
 
 def _dying_engine(marker: str, every_time: bool):
@@ -75,17 +78,33 @@ def _by_question(path: Path) -> dict[str, tuple]:
 
 @pytest.fixture(scope="module")
 def ray_cluster():
+    """A local 2-CPU cluster for this module. Its start is bounded: a start
+    that fails or hangs errors the tests that need it, and the run goes on."""
     ray = pytest.importorskip("ray", reason="Ray is an optional extra (pip install -e '.[ray]')")
-    faulthandler.dump_traceback_later(600, exit=True)  # bounded: a hung cluster fails the run, never stalls CI
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import test modules
     # The cluster's session folder (logs, sockets) goes in a short folder of our
     # own, removed after: Ray would leave it in the temp directory for good.
     session = tempfile.mkdtemp(prefix="ray-")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False, _temp_dir=session)
-    yield ray
-    ray.shutdown()
-    shutil.rmtree(session, ignore_errors=True)
-    faulthandler.cancel_dump_traceback_later()
+    try:
+        with time_limit(START_LIMIT_S, "starting the local Ray cluster"):
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+                     _temp_dir=session)
+        yield ray
+    finally:
+        ray.shutdown()  # also what a failed start left running
+        shutil.rmtree(session, ignore_errors=True)
+
+
+@pytest.fixture
+def bounded():
+    """Each Ray test is bounded on its own (its cluster's start is not counted);
+    a hang stops with the stacks of every thread printed, then fails that test."""
+    faulthandler.dump_traceback_later(TEST_LIMIT_S - 5)  # where it hung, before the bound fails it
+    try:
+        with time_limit(TEST_LIMIT_S, "this Ray test"):
+            yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +114,7 @@ def single_run(tmp_path_factory):
     return _by_question(folder / "racer.jsonl")
 
 
-def test_two_workers_write_what_one_process_writes_even_when_one_dies(ray_cluster, single_run, tmp_path):
+def test_two_workers_write_what_one_process_writes_even_when_one_dies(ray_cluster, single_run, bounded, tmp_path):
     # one Ray run covers both claims (each run starts two model processes: slow on a 2-core CI)
     loader = functools.partial(_dying_engine, str(tmp_path / "claimed"), False)
     seen = []
@@ -109,7 +128,7 @@ def test_two_workers_write_what_one_process_writes_even_when_one_dies(ray_cluste
     assert result.totals("racer").stats.replies == len(QUESTIONS)
 
 
-def test_resume_completes_a_run_whose_workers_all_died(ray_cluster, single_run, tmp_path):
+def test_resume_completes_a_run_whose_workers_all_died(ray_cluster, single_run, bounded, tmp_path):
     loader = functools.partial(_dying_engine, str(tmp_path / "claimed"), True)
     with pytest.raises(RacerError, match="every worker died.*rerun with --resume"):
         run_sharded(loader, QUESTIONS, ["racer"], CONFIG, ShardPlan(2), answer_dir=tmp_path, warmup=False)

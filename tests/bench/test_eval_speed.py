@@ -47,3 +47,40 @@ def test_every_choice_counts(tmp_path, capsys):
     assert main(["speed", str(path)]) == 0
     out = capsys.readouterr().out
     assert "Total tokens: 40\nTotal time (s): 2.0000\nThroughput (token/s): 20.0000\nMAT: 2.6667" in out
+
+
+def test_unreadable_lines_are_skipped_with_one_warning(tmp_path, capsys):
+    """As the original's speed script: bad lines are passed over (counted once), the rest is read."""
+    path = tmp_path / "racer.jsonl"
+    good = [_line(1, "reasoning", 10, 1.0, [2] * 5), _line(2, "reasoning", 30, 1.0, [3] * 10)]
+    bare = {"question_id": 3, "choices": [{"turns": ["no timing"]}]}
+    path.write_text(json.dumps(good[0]) + "\n{cut\n" + json.dumps(bare) + "\n" + json.dumps(good[1]) + "\n")
+    assert main(["speed", str(path)]) == 0
+    captured = capsys.readouterr()
+    assert "Total tokens: 40\nTotal time (s): 2.0000" in captured.out
+    assert captured.err.count("\n") == 1
+    assert captured.err.startswith("warning: skipped 2 unreadable answer lines (the first: ")
+    assert "line 2: not valid JSON" in captured.err
+
+
+def test_a_file_without_one_usable_line_is_refused(tmp_path, capsys):
+    path = tmp_path / "racer.jsonl"
+    path.write_text("{cut\n" + json.dumps({"question_id": 3, "choices": [{"turns": ["x"]}]}) + "\n")
+    assert main(["speed", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no usable answer line (line 1: not valid JSON)" in err
+
+
+def test_failed_questions_are_counted_apart_from_the_totals(tmp_path, capsys):
+    path = tmp_path / "racer.jsonl"
+    failed = {"question_id": 2, "category": "reasoning", "model_id": "m", "choices": [], "error": "RuntimeError: x"}
+    _write(path, [_line(1, "reasoning", 10, 1.0, [2] * 5), failed])
+    assert main(["speed", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "Total tokens: 10\nTotal time (s): 1.0000" in out  # the failed question is in no total
+    header = next(line for line in out.splitlines() if "method" in line)
+    row = next(line for line in out.splitlines() if line.startswith("│ racer"))
+    cols = [c.strip() for c in header.strip("┃ ").split("┃")]
+    cells = [c.strip() for c in row.strip("│ ").split("│")]
+    assert dict(zip(cols, cells, strict=True))["failed"] == "1"
+    assert "Failed questions: 1" in out[out.index("== racer ==") :]

@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 
 from racer_core.automaton import Automaton, ReferenceAutomaton
+from racer_core.automaton.variants import variant
 
 IMPLS = [Automaton, ReferenceAutomaton]
 
 
 def table(cls: type, vocab: int = 20, top_k: int = 2, **kw: bool) -> Automaton:
-    auto = cls(100, 2, 4, **kw)
+    auto = variant(cls, 100, 2, 4, **kw)
     auto.init_logits(vocab, top_k)
     return auto
 

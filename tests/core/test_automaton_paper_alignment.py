@@ -1,6 +1,7 @@
 """The automaton against the paper (RACER, arXiv 2604.14885) and docs/design.md 1.7.
 
-Runs under pytest and as `python -m unittest tests.test_automaton_paper_alignment -v`.
+Runs under pytest and as `python -m unittest tests.test_automaton_paper_alignment -v`
+from the repository root (tests/test_automaton_paper_alignment.py loads this file).
 Every case runs against the compiled class; the cheap ones also against the
 reference (the *Reference classes at the bottom).
 """
@@ -15,6 +16,7 @@ import numpy as np
 
 from racer_core.automaton import Automaton, ReferenceAutomaton
 from racer_core.automaton.testing import check_draft, check_trie
+from racer_core.automaton.variants import variant
 
 
 def full_table(auto: Any, vocab: int, top_k: int) -> None:
@@ -33,7 +35,7 @@ class _Base(unittest.TestCase):
     impl: Any = Automaton
 
     def make(self, *args: Any, **kwargs: Any) -> Any:
-        return self.impl(*args, **kwargs)
+        return variant(self.impl, *args, **kwargs)
 
 
 def four_ary(auto: Any, vocab: int) -> Any:
@@ -140,6 +142,8 @@ class LateHalving(_Base):
         self.assertFalse(self.make().late_halving)
         with self.assertRaises(TypeError):
             self.make(late_halving=1)
+        with self.assertRaises(TypeError):  # a comparison variant, not a constructor option
+            self.impl(late_halving=True)
 
     def test_older_shapes(self) -> None:
         # k=8: depth 1 breadths 4,2,1,...; depth 2 4+2+6 = 12; then 17, 18, 8.

@@ -24,6 +24,7 @@ from racer_core.automaton.testing import (
     failure_chain,
     retrieval_paths,
 )
+from racer_core.automaton.variants import variant
 
 SCALE = float(os.environ.get("RACER_HYPOTHESIS_EXAMPLES", "1"))
 
@@ -177,8 +178,8 @@ def check_same(ref: ReferenceAutomaton, comp: Automaton) -> None:
 def run(config: tuple[int, ...], ops: list[tuple[Any, ...]]) -> None:
     max_nodes, min_depth, ngram, mode, top_k, late, *rest = config
     pairs = bool(rest[0]) if rest else True
-    ref = ReferenceAutomaton(max_nodes, min_depth, ngram, late_halving=bool(late), pair_rows=pairs)
-    comp = Automaton(max_nodes, min_depth, ngram, late_halving=bool(late), pair_rows=pairs)
+    ref = variant(ReferenceAutomaton, max_nodes, min_depth, ngram, late_halving=bool(late), pair_rows=pairs)
+    comp = variant(Automaton, max_nodes, min_depth, ngram, late_halving=bool(late), pair_rows=pairs)
     comp._set_redirect_mode(mode)
     if top_k:
         ref.init_logits(VOCAB, top_k)
@@ -278,8 +279,8 @@ def test_full_table_fills_budget_exactly(
     text = [t % vocab for t in text]
     rnd = random.Random(seed)
     rows = [rnd.sample(range(vocab), top_k) for _ in range(vocab)]
-    ref = ReferenceAutomaton(200, 1, 4, late_halving=late)
-    comp = Automaton(200, 1, 4, late_halving=late)
+    ref = variant(ReferenceAutomaton, 200, 1, 4, late_halving=late)
+    comp = variant(Automaton, 200, 1, 4, late_halving=late)
     for auto in (ref, comp):
         auto.init_logits(vocab, top_k)
         auto.update(list(range(vocab)), rows)

@@ -101,3 +101,12 @@ def test_a_damaged_corpus_file_is_moved_aside_and_told_to_the_first_chat(engine)
     assert second.notice is None
     tokens, _, _ = reply(first, "racer")  # and the chat goes on, learning afresh
     assert len(tokens) > 8 and engine.corpus.positions > 0
+
+
+def test_max_breadth_zero_keeps_the_seeded_table_out_of_the_drafts(engine) -> None:
+    """The table turned off (the original's `--max-breadth 0`) drafts nothing, even where earlier chats would seed it."""
+    reply(engine.new_conversation(learn=True), "racer")  # the corpus learns this reply
+    chat = engine.new_conversation(learn=True)
+    events = list(chat.send(QUESTION, GenerationConfig(method="racer", max_new_tokens=48, max_num_draft=16,
+                                                       max_breadth=0)))
+    assert not any(p.source == Source.LOGITS for e in events for p in e.pieces)

@@ -79,3 +79,18 @@ def test_padded_trees_are_lossless(monkeypatch) -> None:
     assert [t for s in steps for t in s.tokens] == plain
     assert all(s.budget == 8 and s.tree_size <= 3 for s in steps[1:])
     assert sum(len(s.tokens) > 1 for s in steps) > 5
+
+
+def test_a_source_turned_off_by_zero_drafts_as_the_other_method() -> None:
+    """The original's `--ngram 0` / `--max-breadth 0`: that source drafts nothing, so racer
+    drafts exactly as `logits` / `retrieval` do, and stays lossless."""
+    engine = engine_for("llama", markov=True)
+    plain, _, _ = run(engine, PROMPT, method="ar", max_new_tokens=120)
+    for off, twin, kept, dropped in (
+        ({"ngram": 0}, "logits", Source.LOGITS, Source.RETRIEVAL),
+        ({"max_breadth": 0}, "retrieval", Source.RETRIEVAL, Source.LOGITS),
+    ):
+        tokens, accepted, steps = run(engine, PROMPT, method="racer", max_new_tokens=120, max_num_draft=16, **off)
+        assert tokens == plain, off
+        assert accepted[kept] > 0 and accepted[dropped] == 0, (off, accepted)
+        assert (tokens, accepted, steps) == run(engine, PROMPT, method=twin, max_new_tokens=120, max_num_draft=16)

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from racer_core.fast_tokenizer import REBUILT_MODEL_TYPES, FastTokenizer, load_fast_tokenizer
+from racer_core.models.fast_tokenizer import REBUILT_MODEL_TYPES, FastTokenizer, load_fast_tokenizer
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -54,8 +54,8 @@ RICH_TEMPLATE = """{%- set ns = namespace(count=0, last_user=-1) -%}
 
 
 def _embedded_folder() -> Path:
-    from racer_core.embedded import embedded_gguf
-    from racer_core.gguf_cache import ensure_dequantized
+    from racer_core.models.embedded import embedded_gguf
+    from racer_core.models.gguf_cache import ensure_dequantized
 
     return ensure_dequantized(embedded_gguf())  # the run's cache: dequantized once for all tests
 
@@ -136,7 +136,7 @@ def test_the_embedded_tokenizer_is_reproduced_without_transformers_in_a_fresh_pr
         pytest.skip("embedded model package not installed")
     folder = _embedded_folder()
     code = (
-        "import sys; from racer_core.fast_tokenizer import load_fast_tokenizer; "
+        "import sys; from racer_core.models.fast_tokenizer import load_fast_tokenizer; "
         f"tok = load_fast_tokenizer({str(folder)!r}); "
         "text = tok.apply_chat_template([{'role': 'user', 'content': 'hi'}], tokenize=False, add_generation_prompt=True); "
         "tok(text, add_special_tokens=False); tok.decode([1, 2, 3]); "

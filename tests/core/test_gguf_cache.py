@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from racer_core import gguf_cache
+from racer_core.models import gguf_cache
 
 MIB = 1 << 20
 
@@ -116,7 +116,7 @@ def test_transformers_parses_the_embedded_gguf_once_inside_the_block(monkeypatch
     import gguf
     from transformers import AutoConfig
 
-    from racer_core.embedded import embedded_gguf
+    from racer_core.models.embedded import embedded_gguf
 
     built = []
     real = gguf.GGUFReader

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from racer_core import loading
 from racer_core.engine import load_engine
 from racer_core.errors import ModelLoadError
+from racer_core.models import loader
 from racer_core.testing import tiny_model, tiny_tokenizer
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -37,7 +37,7 @@ def hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_a_cached_hub_id_loads_offline(hub_cache: Path) -> None:
     folder = _snapshot(hub_cache, "tiny-org/tiny-qwen3")
-    source = loading.resolve("tiny-org/tiny-qwen3")
+    source = loader.resolve("tiny-org/tiny-qwen3")
     assert source.folder == folder and source.hub_id == "tiny-org/tiny-qwen3"
     engine = load_engine("tiny-org/tiny-qwen3", device="cpu", dtype="float32")
     assert engine.info.model == "tiny-org/tiny-qwen3"
@@ -45,7 +45,7 @@ def test_a_cached_hub_id_loads_offline(hub_cache: Path) -> None:
 
 def test_a_missing_hub_id_offline_says_how_to_fetch_it(hub_cache: Path) -> None:
     with pytest.raises(ModelLoadError, match="no such folder, and not in the Hugging Face cache.*hf download nobody/nothing") as caught:
-        loading.resolve("nobody/nothing")
+        loader.resolve("nobody/nothing")
     assert "\n" not in str(caught.value)
 
 
@@ -66,7 +66,7 @@ def test_online_a_missing_hub_id_is_downloaded_with_progress(hub_cache: Path, mo
         return str(_snapshot(Path(cache_dir), repo_id))
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", stand_in)
-    source = loading.resolve("tiny-org/fresh")
+    source = loader.resolve("tiny-org/fresh")
     assert source.folder is None  # checking a name never downloads
     seen: list[tuple[str, float | None]] = []
     engine = load_engine("tiny-org/fresh", device="cpu", dtype="float32", progress=lambda m, f: seen.append((m, f)))

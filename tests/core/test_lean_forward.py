@@ -12,11 +12,12 @@ from racer_core import packed_linear
 from racer_core.engine import RacerEngine
 from racer_core.errors import InputError
 from racer_core.kv_cache import TreeCache, stock_tree_cache
-from racer_core.lean_forward import lean_forward_for
+from racer_core.models.families import FAMILIES as LEAN_FAMILIES
+from racer_core.models.lean_forward import lean_forward_for
 from racer_core.testing import FAMILIES, tiny_model
 from racer_core.tree_attention import TreeMaskBuilder, cache_argument_name
 
-DENSE = ("llama", "mistral", "qwen2", "qwen3")
+DENSE = tuple(sorted(LEAN_FAMILIES))  # every family file in racer_core/models/families
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -102,17 +103,3 @@ def test_racer_equals_plain_greedy_on_the_stock_forward(family: str) -> None:
     assert tokens == plain
     assert sum(accepted.values()) > 0
 
-
-def test_the_forward_option_reaches_load_engine_and_served_processes() -> None:
-    import argparse
-
-    from racer_core.checkpoints import add_load_arguments, load_argument_words, load_arguments
-
-    parser = argparse.ArgumentParser()
-    add_load_arguments(parser)
-    assert load_arguments(parser.parse_args([])) == {}
-    args = parser.parse_args(["--forward", "stock"])
-    assert load_arguments(args) == {"forward": "stock"}
-    assert load_argument_words(args) == ["--forward", "stock"]
-    with pytest.raises(SystemExit):
-        parser.parse_args(["--forward", "fast"])

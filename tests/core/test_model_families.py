@@ -15,7 +15,7 @@ from racer_core.errors import ModelLoadError
 from racer_core.events import GenerationConfig
 from racer_core.multimodal import image_from_pixels
 from racer_core.testing import tiny_model, tiny_tokenizer
-from racer_core.tiny_vl import tiny_image, tiny_processor, tiny_vl_model
+from racer_core.testing.tiny_vl import tiny_image, tiny_processor, tiny_vl_model
 
 
 def _reply(engine, text: str, images=(), **config) -> list[int]:

@@ -11,7 +11,7 @@ from racer_core.errors import InputError
 from racer_core.events import GenerationConfig
 from racer_core.multimodal import load_image
 from racer_core.testing import tiny_engine
-from racer_core.tiny_vl import tiny_image, tiny_vl_engine
+from racer_core.testing.tiny_vl import tiny_image, tiny_vl_engine
 
 
 def test_load_image_reads_a_picture_and_hashes_its_bytes(tmp_path: Path) -> None:

@@ -13,7 +13,8 @@ from engine_helpers import PROMPT
 
 from racer_core import packed_linear
 from racer_core.kv_cache import TreeCache
-from racer_core.lean_forward import LeanForward, weights_from_model
+from racer_core.models.families import family_of
+from racer_core.models.lean_forward import LeanForward, LeanWeights, weights_from_model
 from racer_core.packed_linear import PackedWeight, packing_works
 from racer_core.testing import tiny_model
 from racer_core.tree_attention import TreeMaskBuilder
@@ -30,6 +31,10 @@ def _fresh_probe():
     packing_works.cache_clear()
 
 
+def _weights(model) -> LeanWeights:
+    return weights_from_model(model, family_of(model.config))
+
+
 def _logits(forward: LeanForward, layers: int) -> torch.Tensor:
     ids = torch.tensor(PROMPT)
     masks = TreeMaskBuilder(torch.float32, "cpu", None)
@@ -44,7 +49,7 @@ def _logits(forward: LeanForward, layers: int) -> torch.Tensor:
 @pytest.mark.parametrize("family", DENSE)
 def test_packed_logits_match_f_linear(family: str) -> None:
     model = tiny_model(family, seed=5)
-    weights = weights_from_model(model)
+    weights = _weights(model)
     packed, unpacked = LeanForward(weights), LeanForward(weights, pack=False)
     assert packed.packed and not unpacked.packed
     assert isinstance(packed.weights.layers[0].qkv, PackedWeight) and isinstance(packed.weights.lm_head, PackedWeight)
@@ -69,7 +74,7 @@ def test_falls_back_to_f_linear_when_the_ops_disagree(monkeypatch, caplog) -> No
     monkeypatch.setattr(packed_linear, "_reorder", lambda w: w.clone())
     monkeypatch.setattr(packed_linear, "_multiply", lambda x, w, b: 2 * torch.nn.functional.linear(x, w, b))
     model = tiny_model("llama", seed=5)
-    weights = weights_from_model(model)
+    weights = _weights(model)
     with caplog.at_level(logging.WARNING, logger="racer_core.packed_linear"):
         forward = LeanForward(weights)
         LeanForward(weights)  # checked once per dtype: one line in the log
@@ -82,11 +87,11 @@ def test_falls_back_to_f_linear_when_the_ops_disagree(monkeypatch, caplog) -> No
 def test_falls_back_to_f_linear_when_the_ops_are_missing(monkeypatch, caplog) -> None:
     monkeypatch.setattr(packed_linear, "_ops_present", lambda: False)
     with caplog.at_level(logging.WARNING, logger="racer_core.packed_linear"):
-        forward = LeanForward(weights_from_model(tiny_model("qwen2", seed=5)))
+        forward = LeanForward(_weights(tiny_model("qwen2", seed=5)))
     assert not forward.packed
     assert any("no oneDNN packed linear" in r.getMessage() for r in caplog.records)
 
 
 def test_packing_can_be_turned_off(monkeypatch) -> None:
     monkeypatch.setenv(packed_linear.DISABLE_ENV, "0")
-    assert not LeanForward(weights_from_model(tiny_model("llama", seed=5))).packed
+    assert not LeanForward(_weights(tiny_model("llama", seed=5))).packed

@@ -10,6 +10,7 @@ from engine_helpers import PROMPT, engine_for
 
 from racer_core import decoder
 from racer_core.automaton import Automaton
+from racer_core.automaton.variants import variant
 from racer_core.events import GenerationConfig
 
 
@@ -17,7 +18,7 @@ from racer_core.events import GenerationConfig
 def test_greedy_racer_equals_plain_with_and_without_pair_rows(pair_rows: bool, monkeypatch) -> None:
     """The engine writes pair rows (parent's token, node's token) for every
     verified node; drafts change, greedy output does not."""
-    monkeypatch.setattr(decoder, "Automaton", functools.partial(Automaton, pair_rows=pair_rows))
+    monkeypatch.setattr(decoder, "Automaton", functools.partial(variant, Automaton, pair_rows=pair_rows))
     engine = engine_for("llama")
     outputs = {}
     for method, budget in (("ar", 1), ("racer", 16), ("logits", 16), ("racer", "auto")):

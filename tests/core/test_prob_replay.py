@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
-import draft_replay  # noqa: E402
-import prob_replay  # noqa: E402
+from scripts import draft_replay, prob_replay
 
 COST = {1: 29.0, 4: 29.0, 8: 32.0, 16: 39.0, 32: 52.0, 64: 80.0}
 

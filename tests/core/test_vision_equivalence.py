@@ -13,7 +13,7 @@ import torch
 from racer_core.engine import RacerEngine
 from racer_core.events import GenerationConfig, Source
 from racer_core.multimodal import ChatImage, image_from_pixels
-from racer_core.tiny_vl import VL_FAMILIES, tiny_image, tiny_processor, tiny_vl_model
+from racer_core.testing.tiny_vl import VL_FAMILIES, tiny_image, tiny_processor, tiny_vl_model
 
 NEW_TOKENS = 48
 TURNS = ("The quick brown fox jumps over the lazy dog.", "Once upon a time there was a small robot.")

@@ -12,22 +12,19 @@ from racer_tui.cli.serve import build_serve_command, is_loopback
 
 @pytest.fixture
 def fake_server(monkeypatch: pytest.MonkeyPatch) -> dict:
+    """The real server, built but never listening: what it would serve, and where."""
     seen: dict = {}
 
-    class FakeServer:
-        def __init__(self, command: str, host: str, port: int, title: str) -> None:
-            seen.update(command=command, host=host, port=port)
+    def serve(self) -> None:
+        seen.update(command=self.command, host=self.host, port=self.port, url=self.public_url, served=True)
 
-        def serve(self) -> None:
-            seen["served"] = True
-
-    monkeypatch.setattr("textual_serve.server.Server", FakeServer)
+    monkeypatch.setattr("textual_serve.server.Server.serve", serve)  # PageServer's too
     return seen
 
 
 def test_no_command_is_the_chat_and_serve_takes_the_chat_options() -> None:
     args = build_parser().parse_args([])
-    assert (args.command, args.model, args.device, args.dtype) == (None, None, None, None)
+    assert (args.command, args.model_path, args.device, args.dtype) == (None, None, None, None)
     assert overrides(args) == {}
     args = build_parser().parse_args(["serve", "--host", "0.0.0.0", "--port", "9001", "--model", "/m.gguf"])
     assert (args.command, args.host, args.port, args.allow_remote) == ("serve", "0.0.0.0", 9001, False)
@@ -38,14 +35,57 @@ def test_the_chat_takes_the_original_chats_sampling_options() -> None:
     words = ["--model-path", "/m", "--temperature", "0.7", "--top-p", "0.8", "--method", "pld",
              "--system-prompt", "Be brief.", "--max-new-tokens", "64"]
     args = build_parser().parse_args(words)
-    assert args.model == "/m"
+    assert args.model_path == "/m"
     assert overrides(args) == {
         "method": "pld", "temperature": 0.7, "top_p": 0.8, "max_new_tokens": 64, "system_prompt": "Be brief.",
     }
     # the served app processes get the same choices back
     again = build_parser().parse_args(app_args(args))
-    assert overrides(again) == overrides(args) and again.model == "/m"
+    assert overrides(again) == overrides(args) and again.model_path == "/m"
     assert overrides(build_parser().parse_args(["--top-p", "0"])) == {"top_p": 1.0}  # the original's "no filter"
+
+
+def test_load_options_reach_load_engine_and_served_processes() -> None:
+    from racer_tui.cli.options import load_arguments
+
+    assert load_arguments(build_parser().parse_args([])) == {}
+    args = build_parser().parse_args(["--forward", "stock", "--load-in-4bit", "--trust-remote-code"])
+    assert load_arguments(args) == {"forward": "stock", "quantize": "4bit", "trust_remote_code": True}
+    assert app_args(args) == ["--trust-remote-code", "--load-in-4bit", "--forward", "stock"]
+    assert load_arguments(build_parser().parse_args(app_args(args))) == load_arguments(args)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--forward", "fast"])
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--load-in-8bit", "--load-in-4bit"])
+
+
+def test_the_draft_head_reaches_load_engine_and_served_processes_and_eagle3_needs_one(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from racer_tui.cli.options import load_arguments
+
+    args = build_parser().parse_args(["--eagle-model-path", "/heads/h", "--method", "eagle3", "--top-k", "4"])
+    assert load_arguments(args) == {"draft_model": "/heads/h"}
+    assert "--draft-model" in app_args(args) and overrides(args)["top_k"] == 4
+
+    def no_app(self) -> None:
+        raise AssertionError("the app started")
+
+    monkeypatch.setattr("racer_tui.app.RacerApp.run", no_app)
+    assert main(["--method", "eagle3"]) == 2
+    err = capsys.readouterr().err
+    assert "eagle3 needs a draft head" in err and err.count("\n") == 1
+
+
+def test_every_generation_option_of_the_chat_goes_to_the_served_processes() -> None:
+    words = ["--model", "/m", "--device", "auto", "--dtype", "float32", "--max-num-draft", "auto", "--ngram", "4",
+             "--max-nodes", "500", "--max-breadth", "3", "--enable-thinking", "--system-prompt", ""]
+    args = build_parser().parse_args(words)
+    assert overrides(args) == {"max_num_draft": "auto", "ngram": 4, "max_nodes": 500, "max_breadth": 3,
+                               "enable_thinking": True, "system_prompt": ""}
+    again = build_parser().parse_args(app_args(args))
+    given = {k: v for k, v in vars(args).items() if k != "parser"}
+    assert {k: v for k, v in vars(again).items() if k != "parser"} == given  # --device auto too: it beats a saved one
 
 
 @pytest.mark.parametrize(
@@ -124,6 +164,18 @@ def test_serve_on_loopback_builds_server(spelling: list[str], fake_server: dict)
     assert fake_server["command"].endswith("-m racer_tui.cli --dtype float32")
 
 
+def test_serve_on_ipv6_prints_an_address_a_browser_opens(
+    fake_server: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for host in ("::1", "[::1]"):
+        assert main(["serve", "--host", host, "--port", "8767"]) == 0
+        assert fake_server["host"] == "::1"  # bound without brackets
+        assert fake_server["url"] == "http://[::1]:8767"  # the page's own links too
+        assert "serving on http://[::1]:8767 " in capsys.readouterr().out
+    assert main(["serve", "--port", "8767"]) == 0
+    assert fake_server["url"] == "http://127.0.0.1:8767"
+
+
 def test_loopback_addresses() -> None:
     assert all(is_loopback(h) for h in ("127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost", "LOCALHOST"))
     assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "192.168.1.4", "example.org"))
@@ -159,3 +211,23 @@ def test_bad_port_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
         main(["serve", "--port", "70000"])
     assert exc.value.code == 2
     assert "--port must be between 1 and 65535" in capsys.readouterr().err
+
+
+def test_command_line_parsing_lives_in_racer_tui() -> None:
+    """racer_core imports argparse only in `python -m` entry points (a module run as a script)."""
+    import ast
+    from pathlib import Path
+
+    import racer_core
+
+    parsing = []
+    for path in Path(racer_core.__file__).parent.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imports = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        imports |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        if "argparse" in imports:
+            main_guard = any(isinstance(node, ast.Compare) and ast.unparse(node) == "__name__ == '__main__'"
+                             for node in ast.walk(tree))
+            parsing.append((path.name, main_guard))
+    assert ("bench.py", True) in parsing  # the automaton's microbenchmark: the walk sees real modules
+    assert [name for name, entry_point in parsing if not entry_point] == []

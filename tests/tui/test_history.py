@@ -1,5 +1,5 @@
 """The chat history: schema upgrades, and every kind of damage the app must
-survive without losing what can still be read (issue 11)."""
+survive without losing what can still be read."""
 
 from __future__ import annotations
 

@@ -122,6 +122,7 @@ VALUES = [
     ("max_num_draft", "auto"),
     ("max_num_draft", "16"),
     ("max_breadth", "0"),
+    ("max_breadth", "-1"),
     ("ngram", "3"),
 ]
 

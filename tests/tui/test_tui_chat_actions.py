@@ -218,7 +218,7 @@ async def test_rename_and_search_chats(start_app: StartApp) -> None:
     assert results.option_count == 2  # an empty query lists every chat
     await pilot.press(*"CATS")
     await pilot.pause()
-    assert [str(o.prompt) for o in results.options] == ["about cats"]
+    assert [str(o.prompt).split("  ")[0] for o in results.options] == ["about cats"]
     await pilot.press("enter")
     await wait_for(pilot, lambda: chat.chat_id == cats and chat.query(UserTurn))
     await pilot.pause()
@@ -285,7 +285,7 @@ async def test_load_reads_the_original_chats_files_and_refuses_bad_ones(start_ap
     wrong_stats.write_text(json.dumps([{"role": "user", "content": "q"},
                                        {"role": "assistant", "content": "a", "racer_stats": {"steps": "many"}}]))
     await command(pilot, f"!!load {bad}")
-    assert f"{bad} is not valid JSON (line 1" in notices(pilot)[-1]
+    assert f"{bad} is not valid JSON (Expecting property name enclosed in double quotes: line 1 column 2)" in notices(pilot)[-1]
     assert chat.query_one(PromptInput).text == f"!!load {bad}"
     chat.query_one(PromptInput).clear()
     await command(pilot, f"!!load {tmp_path / 'nowhere'}")

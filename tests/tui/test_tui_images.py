@@ -1,4 +1,4 @@
-"""Images in the chat (issue 8): attach one by key or from the palette, with
+"""Images in the chat: attach one by key or from the palette, with
 path completion and a check of the file; the picture's stand-in in the user's
 turn; the history keeps path and hash, and a reopened chat says when the file
 is gone or changed; a text-only model refuses an image and nothing is lost."""

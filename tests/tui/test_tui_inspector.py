@@ -41,14 +41,14 @@ async def test_inspector_opens_moves_and_closes(start_app: StartApp) -> None:
     assert inspector.index == len(steps) - 1
     await pilot.press("home")
     assert inspector.index == 0
-    assert f"Step 1 of {len(steps)}" in str(inspector.query_one("#inspector-title", Static).render())
+    assert "before step 1 of" in str(inspector.query_one("#inspector-title", Static).render())
     assert "prompt's forward pass" in _body(pilot)  # the prefill drafts nothing
     await pilot.press("right")
     body = _body(pilot)
     assert "bonus" in body and "automaton ctx" in body and "logits rank" in body
     assert "tree policy verified" in body  # the budget and why
     await pilot.press("right")
-    assert inspector.index == 2 and "Step 3" in str(inspector.query_one("#inspector-title", Static).render())
+    assert inspector.index == 2 and "Step 2 of" in str(inspector.query_one("#inspector-title", Static).render())
     await pilot.press("left")
     assert inspector.index == 1
     await pilot.press("left", "left")  # stays at the first step

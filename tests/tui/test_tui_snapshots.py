@@ -175,7 +175,7 @@ def test_step_inspector(snap_compare, tmp_path: Path) -> None:
     async def run_before(pilot) -> None:
         chat = await ask(pilot, "How does RACER draft tokens?")
         await wait_for(pilot, lambda: chat.stats.steps and not chat.generating)
-        await pilot.press("ctrl+o", "home", "right", "right")  # the third step: 4 tokens
+        await pilot.press("ctrl+o", "home", "right", "right")  # step 2 (after the prompt's pass): 4 tokens
         await pilot.pause()
 
     assert snap_compare(make_app(tmp_path, FakeEngine()), terminal_size=SIZE, run_before=run_before)

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from racer_core.models.vl_processor import image_only_processor
 from racer_core.testing import TINY_VOCAB, bpe_tokenizer
 
 VL_FAMILIES = ("qwen2_5_vl", "qwen3_vl", "llava")
@@ -66,29 +67,6 @@ def tiny_processor(family: str) -> Any:
     size = {"shortest_edge": 4 * patch * patch, "longest_edge": 64 * patch * patch}
     images = Qwen2VLImageProcessorPil(size=size, patch_size=patch, merge_size=2, temporal_patch_size=2)
     return image_only_processor(family, images, tokenizer, template)
-
-
-def image_only_processor(family: str, image_processor: Any, tokenizer: Any, chat_template: str | None) -> Any:
-    """The Qwen-VL processor class without its video half: the video
-    processor needs torchvision, images do not."""
-    from transformers import Qwen2_5_VLProcessor, Qwen3VLProcessor
-    from transformers.processing_utils import ProcessorMixin
-
-    base = Qwen2_5_VLProcessor if family == "qwen2_5_vl" else Qwen3VLProcessor
-
-    class ImageOnlyProcessor(base):  # type: ignore[misc, valid-type]
-        def __init__(self, image_processor: Any = None, tokenizer: Any = None, chat_template: str | None = None) -> None:
-            self.image_token = getattr(tokenizer, "image_token", None) or "<|image_pad|>"
-            self.video_token = getattr(tokenizer, "video_token", None) or "<|video_pad|>"
-            self.image_token_id = tokenizer.convert_tokens_to_ids(self.image_token)
-            self.video_token_id = tokenizer.convert_tokens_to_ids(self.video_token)
-            # Qwen3-VL's processor also names the tokens around an image.
-            self.vision_start_token, self.vision_end_token = "<|vision_start|>", "<|vision_end|>"
-            self.vision_start_token_id = tokenizer.convert_tokens_to_ids(self.vision_start_token)
-            self.vision_end_token_id = tokenizer.convert_tokens_to_ids(self.vision_end_token)
-            ProcessorMixin.__init__(self, image_processor, tokenizer, chat_template=chat_template)
-
-    return ImageOnlyProcessor(image_processor, tokenizer, chat_template=chat_template)
 
 
 def tiny_vl_config(family: str, **text_sizes: Any) -> Any:

@@ -1,5 +1,5 @@
-"""A lean verification forward for Llama-shaped decoders (Llama, Mistral,
-Qwen2 and Qwen3 with dense MLPs).
+"""A lean verification forward for Llama-shaped decoders (the families in
+racer_core/models/families: Llama, Mistral, Qwen2 and Qwen3 with dense MLPs, Phi-3).
 
 On a small model and a CPU, most of a transformers forward is Python and
 small-op bookkeeping (mask preparation, rope module calls, cache plumbing,
@@ -14,16 +14,15 @@ values into the same TreeCache the stock path uses. Models of other shapes
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import reduce
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from racer_core.models.families import family_of
+from racer_core.models.family import Family
 from racer_core.packed_linear import PackedWeight, is_packed, linear, pack_weights
-
-# Families whose decoder layer is exactly: rmsnorm, attention (optional q/k
-# rmsnorm, optional q/k/v bias), residual, rmsnorm, SiLU-gated MLP, residual.
-_FAMILIES = {"llama", "mistral", "qwen2", "qwen3"}
 
 
 @dataclass
@@ -44,6 +43,8 @@ def _fuse(*linears: Any, name: str) -> torch.Tensor:
     linear then holds a view into it, so fusing costs no extra memory and the
     stock forward (used by the transformers anchors) sees the same values."""
     parts = [getattr(linear, name) for linear in linears]
+    if len(parts) == 1:  # stored fused already (Phi-3's qkv_proj, gate_up_proj)
+        return parts[0]
     with torch.no_grad():
         fused = torch.cat([p.detach() for p in parts])
         point_into(fused, *parts)
@@ -79,7 +80,7 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
 class LeanWeights:
     """What the lean forward needs: the weight tensors (fused where it pays)
     and the few numbers of the config; from a transformers model
-    (`weights_from_model`) or straight from a checkpoint (lean_model.py)."""
+    (`weights_from_model`) or straight from a checkpoint (reader.py)."""
 
     embed: torch.Tensor
     final_norm: torch.Tensor
@@ -104,33 +105,38 @@ class LeanWeights:
         return list(found.values())
 
 
-def weights_from_model(model: Any) -> LeanWeights:
-    """The weights of a transformers Llama-shaped model; its q/k/v and
+def submodule(root: Any, path: str) -> Any:
+    """The module at a dotted path (a Family's names are paths in the model too)."""
+    return reduce(getattr, path.split("."), root)
+
+
+def weights_from_model(model: Any, family: Family) -> LeanWeights:
+    """The weights of a transformers model of the family; its q/k/v and
     gate/up linears become views into the fused tensors."""
     config = model.config
-    inner = model.model
     heads = int(config.num_attention_heads)
-    rotary = inner.rotary_emb
+    rotary = model.model.rotary_emb
     return LeanWeights(
-        embed=inner.embed_tokens.weight, final_norm=inner.norm.weight, lm_head=model.lm_head.weight,
-        layers=[_layer(layer) for layer in inner.layers], eps=float(config.rms_norm_eps), heads=heads,
-        kv_heads=int(config.num_key_value_heads),
+        embed=submodule(model, family.embed).weight, final_norm=submodule(model, family.final_norm).weight,
+        lm_head=submodule(model, family.lm_head).weight,
+        layers=[_layer(layer, family) for layer in submodule(model, family.layers)], eps=float(config.rms_norm_eps),
+        heads=heads, kv_heads=int(config.num_key_value_heads),
         head_dim=int(getattr(config, "head_dim", None) or config.hidden_size // heads),
         inv_freq=rotary.inv_freq.float(), rope_scale=float(getattr(rotary, "attention_scaling", 1.0)),
     )
 
 
-def _layer(layer: Any) -> _Layer:
-    attn, mlp = layer.self_attn, layer.mlp
-    q_norm = getattr(attn, "q_norm", None)
-    k_norm = getattr(attn, "k_norm", None)
+def _layer(layer: Any, family: Family) -> _Layer:
+    qkv = [submodule(layer, path) for path in family.qkv]
+    gate_up = [submodule(layer, path) for path in family.gate_up]
     return _Layer(
-        input_norm=layer.input_layernorm.weight,
-        qkv=_fuse(attn.q_proj, attn.k_proj, attn.v_proj, name="weight"),
-        qkv_bias=_fuse(attn.q_proj, attn.k_proj, attn.v_proj, name="bias") if attn.q_proj.bias is not None else None,
-        q_norm=q_norm.weight if q_norm is not None else None, k_norm=k_norm.weight if k_norm is not None else None,
-        o=attn.o_proj.weight, post_norm=layer.post_attention_layernorm.weight,
-        gate_up=_fuse(mlp.gate_proj, mlp.up_proj, name="weight"), down=mlp.down_proj.weight,
+        input_norm=submodule(layer, family.input_norm).weight,
+        qkv=_fuse(*qkv, name="weight"),
+        qkv_bias=_fuse(*qkv, name="bias") if qkv[0].bias is not None else None,
+        q_norm=submodule(layer, family.q_norm).weight if family.qk_norm else None,
+        k_norm=submodule(layer, family.k_norm).weight if family.qk_norm else None,
+        o=submodule(layer, family.o).weight, post_norm=submodule(layer, family.post_norm).weight,
+        gate_up=_fuse(*gate_up, name="weight"), down=submodule(layer, family.down).weight,
     )
 
 
@@ -159,8 +165,11 @@ class LeanForward:
         self._sin = (emb.sin() * w.rope_scale).to(self.dtype)
 
     def __call__(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: Any,
-                 logit_rows: int | None = None) -> torch.Tensor:
-        """Logits (T, vocab) for the T fed tokens; only the first `logit_rows` rows if given."""
+                 logit_rows: int | None = None, capture: tuple[int, ...] = ()) -> Any:
+        """Logits (T, vocab) for the T fed tokens; only the first `logit_rows` rows if given.
+
+        With `capture` (layer ids, as an EAGLE-3 head names them): (logits, the
+        states entering those layers concatenated, (T, len(capture) * hidden))."""
         w = self.weights
         if int(positions.max()) >= self._cos.shape[0]:
             self._grow_rope(int(positions.max()) + 1)
@@ -170,7 +179,10 @@ class LeanForward:
         h = F.embedding(ids, w.embed)[None]  # (1, T, H)
         nq, nkv, d = w.heads * w.head_dim, w.kv_heads * w.head_dim, w.head_dim
         gqa = w.heads != w.kv_heads
-        for layer, cache_layer in zip(w.layers, cache.layers, strict=True):
+        captured: dict[int, torch.Tensor] = {}
+        for index, (layer, cache_layer) in enumerate(zip(w.layers, cache.layers, strict=True)):
+            if index in capture:
+                captured[index] = h[0]
             x = _rms(h, layer.input_norm, w.eps)
             qkv = linear(x, layer.qkv, layer.qkv_bias)
             q = qkv[..., :nq].view(1, t, w.heads, d)
@@ -188,27 +200,29 @@ class LeanForward:
             gate, up = linear(x, layer.gate_up).chunk(2, dim=-1)
             h = h + linear(F.silu(gate) * up, layer.down)
         rows = h[0] if logit_rows is None else h[0, :logit_rows]
-        return linear(_rms(rows, w.final_norm, w.eps), w.lm_head)
+        logits = linear(_rms(rows, w.final_norm, w.eps), w.lm_head)
+        return (logits, torch.cat([captured[i] for i in capture], dim=-1)) if capture else logits
 
 
 def config_supported(config: Any) -> bool:
-    """Whether a config (transformers' or lean_model.CheckpointConfig) names a
-    decoder the lean forward computes exactly."""
-    if config is None or getattr(config, "model_type", None) not in _FAMILIES:
+    """Whether a config (transformers' or reader.CheckpointConfig) names a
+    decoder of one of the families (racer_core/models/families) that the lean
+    forward computes exactly."""
+    family = family_of(config) if config is not None else None
+    if family is None:
         return False
     if getattr(config, "hidden_act", "silu") != "silu" or getattr(config, "mlp_bias", False):
         return False
     if getattr(config, "pretraining_tp", 1) not in (1, None):
         return False
-    kind = rope_of(config)[1]
-    if kind is not None and kind not in ROPE_TYPES:
+    params, kind = rope_of(config)
+    if kind is not None and kind not in family.rope_types:
         return False  # e.g. dynamic: its frequencies change with the sequence length
-    if getattr(config, "attention_bias", False) and config.model_type not in ("qwen2",):
+    if params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", None)) not in (1, 1.0, None):
+        return False  # rotary on part of each head only: this forward rotates all of it
+    if getattr(config, "attention_bias", False) and not family.qkv_bias:
         return False  # biased o_proj in llama-style configs; not worth a special case here
     return True
-
-
-ROPE_TYPES = ("default", "linear", "llama3")
 
 
 def rope_of(config: Any) -> tuple[dict[str, Any], str | None]:
@@ -223,7 +237,9 @@ def rope_of(config: Any) -> tuple[dict[str, Any], str | None]:
 
 def lean_forward_for(model: Any) -> LeanForward | None:
     """A LeanForward for a supported dense decoder, else None (keep the stock forward)."""
-    if not config_supported(getattr(model, "config", None)):
+    config = getattr(model, "config", None)
+    family = family_of(config) if config_supported(config) else None
+    if family is None:
         return None
     if not type(model).__module__.startswith("transformers.models."):
         return None  # remote code may differ from the stock class it names
@@ -232,6 +248,6 @@ def lean_forward_for(model: Any) -> LeanForward | None:
     if len({p.device for p in model.parameters()}) > 1:
         return None  # spread over devices (device_map): the stock forward moves activations between them
     try:
-        return LeanForward(weights_from_model(model))
+        return LeanForward(weights_from_model(model, family))
     except AttributeError:
         return None

@@ -21,9 +21,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from racer_core.checkpoints import first_line
 from racer_core.errors import ModelLoadError
 from racer_core.events import Progress
+from racer_core.models.checkpoint_files import CONFIG, WEIGHTS_INDEX, indexed_weight_files, read_json
+from racer_core.models.checkpoints import first_line
 from racer_core.paths import cache_dir, move_aside
 
 KEY_VERSION = "2"  # bump when what the folder holds changes
@@ -56,13 +57,13 @@ def is_whole(folder: Path) -> bool:
     """Whether the folder holds a readable config and weights files of the
     length their own headers give (a truncated or missing file is caught
     here, before transformers fails on it; flipped bits inside are not)."""
+    if read_json(folder / CONFIG) is None:
+        return False
     try:
-        json.loads((folder / "config.json").read_text())
         weights = sorted(folder.glob("*.safetensors"))
-        index = folder / "model.safetensors.index.json"
-        if index.exists():
-            named = set(json.loads(index.read_text())["weight_map"].values())
-            if not named <= {w.name for w in weights}:
+        if (folder / WEIGHTS_INDEX).exists():
+            named = indexed_weight_files(folder)
+            if named is None or not named <= {w.name for w in weights}:
                 return False
         return bool(weights) and all(_safetensors_whole(w) for w in weights)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 TINY_VOCAB = 512
-FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "PanguEmbedded")
+FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "qwen3_moe", "mixtral", "PanguEmbedded")
 
 _CORPUS = """
 The quick brown fox jumps over the lazy dog. A tiny model repeats what it saw.
@@ -71,10 +71,12 @@ def tiny_config(family: str = "llama", vocab_size: int = TINY_VOCAB) -> Any:
         common.update(num_local_experts=4, num_experts_per_tok=2)
     if family == "mistral":
         common["sliding_window"] = None
+    if family == "phi3":  # its defaults name ids past the tiny vocabulary
+        common.update(pad_token_id=None, bos_token_id=1, eos_token_id=2)
     if family not in FAMILIES:
         raise ValueError(f"unknown tiny family {family!r}; choose from {FAMILIES}")
     if family == "PanguEmbedded":
-        import racer_core.openpangu  # noqa: F401  (registers the model type)
+        import racer_core.models.openpangu  # noqa: F401  (registers the model type)
     return AutoConfig.for_model(family, **common)
 
 

@@ -16,58 +16,27 @@ loads through transformers as before.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from racer_core.lean_forward import LeanForward, LeanWeights, _Layer, config_supported, point_into, rope_of
+from racer_core.models.checkpoint_files import CONFIG, GENERATION_CONFIG, CheckpointConfig, read_json, weight_files
+from racer_core.models.families import family_of
+from racer_core.models.family import Family
+from racer_core.models.lean_forward import (
+    LeanForward,
+    LeanWeights,
+    _Layer,
+    config_supported,
+    point_into,
+    rope_of,
+    submodule,
+)
 from racer_core.packed_linear import is_packed, maybe_pack, own_plain_tensors, plain
-
-_SINGLE = "model.safetensors"
-_INDEX = "model.safetensors.index.json"
-
-
-class CheckpointConfig:
-    """config.json as attributes (a missing key is an AttributeError, so
-    getattr defaults work as with a transformers config)."""
-
-    def __init__(self, data: dict[str, Any]) -> None:
-        self._data = data
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self.__dict__["_data"][name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self._data)
-
-    def get_text_config(self) -> CheckpointConfig:
-        return self
-
-
-def read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _weight_files(folder: Path) -> list[Path] | None:
-    if (folder / _SINGLE).is_file():
-        return [folder / _SINGLE]
-    index = read_json(folder / _INDEX)
-    if index is None or not isinstance(index.get("weight_map"), dict):
-        return None
-    files = sorted({str(name) for name in index["weight_map"].values()})
-    paths = [folder / name for name in files]
-    return paths if all(p.is_file() for p in paths) else None
 
 
 def rope_inv_freq(config: CheckpointConfig, head_dim: int) -> torch.Tensor | None:
@@ -76,7 +45,8 @@ def rope_inv_freq(config: CheckpointConfig, head_dim: int) -> torch.Tensor | Non
     if kind is None:
         return None
     theta = params.get("rope_theta", getattr(config, "rope_theta", None))
-    if not isinstance(theta, (int, float)) or getattr(config, "partial_rotary_factor", 1.0) != 1.0:
+    partial = params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0))
+    if not isinstance(theta, (int, float)) or partial != 1.0:
         return None
     inv_freq = 1.0 / (float(theta) ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
     if kind == "default":
@@ -107,11 +77,12 @@ class LeanModel:
     config, the generation config's end ids, the parameters (for the device,
     dtype and the cache keys) and the lean forward."""
 
-    def __init__(self, folder: Path, config: CheckpointConfig, weights: LeanWeights,
+    def __init__(self, folder: Path, config: CheckpointConfig, family: Family, weights: LeanWeights,
                  build_transformers: Callable[[], Any]) -> None:
         self.folder = folder
         self.config = config
-        self.generation_config = CheckpointConfig(read_json(folder / "generation_config.json") or {})
+        self.family = family
+        self.generation_config = CheckpointConfig(read_json(folder / GENERATION_CONFIG) or {})
         self.lean = LeanForward(weights)
         self.weights = self.lean.weights  # packed where the CPU's library takes them: the plain copy goes
         self._build_transformers = build_transformers
@@ -125,36 +96,37 @@ class LeanModel:
         parameters pointed at this model's tensors (no second copy kept)."""
         if self._transformers is None:
             model = self._build_transformers()
-            share_weights(model, self.weights)
+            share_weights(model, self.weights, self.family)
             self._transformers = model
         return self._transformers
 
 
-def share_weights(model: Any, weights: LeanWeights) -> None:
-    """Make a transformers Llama-shaped model use `weights`' tensors (the fused
+def share_weights(model: Any, weights: LeanWeights, family: Family) -> None:
+    """Make a transformers model of the family use `weights`' tensors (the fused
     ones through views): same values, one copy in memory. Packed linear
     weights (packed_linear.py) are unpacked for it: transformers' modules
     need the plain layout, so a model that builds its transformers model
     (the `hf` and `pld` anchors) holds its linears twice from then on."""
-    inner = model.model
     with torch.no_grad():
-        inner.embed_tokens.weight.data = weights.embed
-        inner.norm.weight.data = weights.final_norm
-        if model.lm_head.weight is not inner.embed_tokens.weight:  # tied: set with the embedding
-            model.lm_head.weight.data = plain(weights.lm_head)
-        for layer, lean in zip(inner.layers, weights.layers, strict=True):
-            attn, mlp = layer.self_attn, layer.mlp
-            point_into(plain(lean.qkv), attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight)
+        embed = submodule(model, family.embed).weight
+        embed.data = weights.embed
+        submodule(model, family.final_norm).weight.data = weights.final_norm
+        head = submodule(model, family.lm_head).weight
+        if head is not embed:  # tied: set with the embedding
+            head.data = plain(weights.lm_head)
+        for layer, lean in zip(submodule(model, family.layers), weights.layers, strict=True):
+            part = partial(submodule, layer)
+            point_into(plain(lean.qkv), *(part(p).weight for p in family.qkv))
             if lean.qkv_bias is not None:
-                point_into(lean.qkv_bias, attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias)
-            point_into(plain(lean.gate_up), mlp.gate_proj.weight, mlp.up_proj.weight)
-            attn.o_proj.weight.data = plain(lean.o)
-            mlp.down_proj.weight.data = plain(lean.down)
-            layer.input_layernorm.weight.data = lean.input_norm
-            layer.post_attention_layernorm.weight.data = lean.post_norm
+                point_into(lean.qkv_bias, *(part(p).bias for p in family.qkv))
+            point_into(plain(lean.gate_up), *(part(p).weight for p in family.gate_up))
+            part(family.o).weight.data = plain(lean.o)
+            part(family.down).weight.data = plain(lean.down)
+            part(family.input_norm).weight.data = lean.input_norm
+            part(family.post_norm).weight.data = lean.post_norm
             if lean.q_norm is not None:
-                attn.q_norm.weight.data = lean.q_norm
-                attn.k_norm.weight.data = lean.k_norm
+                part(family.q_norm).weight.data = lean.q_norm
+                part(family.k_norm).weight.data = lean.k_norm
 
 
 class _Tensors:
@@ -177,28 +149,22 @@ class _Tensors:
         return torch.cat([self._where[n].get_tensor(n) for n in names]).to(device=self.device, dtype=self.dtype)
 
 
-_LAYER_KEYS = {
-    "input_layernorm.weight", "post_attention_layernorm.weight",
-    "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight",
-    "self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias",
-    "self_attn.q_norm.weight", "self_attn.k_norm.weight",
-    "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
-}
-
-
 def load_lean_model(folder: Path, device: str, dtype: torch.dtype,
                     build_transformers: Callable[[], Any]) -> LeanModel | None:
     """The checkpoint in `folder` as a LeanModel, or None when it is not one
     this loader reads exactly (then load it through transformers)."""
-    data = read_json(folder / "config.json")
+    data = read_json(folder / CONFIG)
     if data is None or "auto_map" in data or "quantization_config" in data:
         return None
-    if data.get("model_type") in ("qwen2", "qwen3"):
-        if data.get("use_sliding_window"):
+    family = family_of(CheckpointConfig(data))
+    if family is None:
+        return None
+    if family.window_switch is not None:
+        if data.get(family.window_switch):
             return None  # windows on some layers only (max_window_layers): transformers' config works them out
-        data = {**data, "use_sliding_window": False}  # their configs' default
+        data = {**data, family.window_switch: False}  # their configs' default
     config = CheckpointConfig(data)
-    files = _weight_files(folder)
+    files = weight_files(folder)
     if files is None or not config_supported(config):
         return None
     try:
@@ -214,54 +180,39 @@ def load_lean_model(folder: Path, device: str, dtype: torch.dtype,
     if inv_freq is None:
         return None
     tensors = _Tensors(files, dtype, device)
-    expected = {"model.embed_tokens.weight", "model.norm.weight"} | ({"lm_head.weight"} if not tied else set())
-    allowed = expected | {"lm_head.weight"} | {f"model.layers.{i}.{k}" for i in range(layers) for k in _LAYER_KEYS}
+    embed_name, head_name = f"{family.embed}.weight", f"{family.lm_head}.weight"
+    expected = {embed_name, f"{family.final_norm}.weight"} | ({head_name} if not tied else set())
+    # Exactly the tensors transformers' class of the family has: a tensor it
+    # would ignore (an o_proj bias), or one it would default, means this
+    # reader would compute something else.
+    per_layer = family.layer_tensors()
+    layer_names = {f"{family.layers}.{i}.{name}" for i in range(layers) for name in per_layer}
     names = tensors.names()
-    if not expected <= names or not names <= allowed:
-        return None  # missing or unknown tensors (e.g. an o_proj bias): transformers knows better
-    embed = tensors.get("model.embed_tokens.weight")
-    # What transformers' class of the family has: q/k/v biases in Qwen2 (and
-    # with attention_bias), q/k norms in Qwen3. A tensor it would ignore, or
-    # one it would default, means this loader would compute something else.
-    biased = config.model_type == "qwen2" or bool(getattr(config, "attention_bias", False))
-    normed = config.model_type == "qwen3"
-    built = [_read_layer(tensors, f"model.layers.{i}.", names, biased, normed) for i in range(layers)]
-    if any(layer is None for layer in built):
+    if not expected | layer_names <= names or not names <= expected | layer_names | {head_name}:
         return None
+    embed = tensors.get(embed_name)
     weights = LeanWeights(
-        embed=embed, final_norm=tensors.get("model.norm.weight"),
-        lm_head=maybe_pack(embed if tied else tensors.get("lm_head.weight")),
-        layers=[layer for layer in built if layer is not None], eps=eps, heads=heads, kv_heads=kv_heads,
-        head_dim=head_dim, inv_freq=inv_freq.to(device),
+        embed=embed, final_norm=tensors.get(f"{family.final_norm}.weight"),
+        lm_head=maybe_pack(embed if tied else tensors.get(head_name)),
+        layers=[_read_layer(tensors, f"{family.layers}.{i}.", family) for i in range(layers)],
+        eps=eps, heads=heads, kv_heads=kv_heads, head_dim=head_dim, inv_freq=inv_freq.to(device),
     )
     if is_packed(weights):
         weights = own_plain_tensors(weights)
-    return LeanModel(folder, config, weights, build_transformers)
+    return LeanModel(folder, config, family, weights, build_transformers)
 
 
-def _read_layer(tensors: _Tensors, prefix: str, names: set[str], biased: bool, normed: bool) -> _Layer | None:
-    def has(key: str) -> bool:
-        return prefix + key in names
-
-    core = ("input_layernorm.weight", "post_attention_layernorm.weight", "self_attn.q_proj.weight",
-            "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight",
-            "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight")
-    if not all(has(k) for k in core):
-        return None
-    if any(has(f"self_attn.{p}_proj.bias") != biased for p in "qkv"):
-        return None
-    if any(has(f"self_attn.{p}_norm.weight") != normed for p in "qk"):
-        return None
-    qkv = [f"{prefix}self_attn.{p}_proj" for p in "qkv"]
+def _read_layer(tensors: _Tensors, prefix: str, family: Family) -> _Layer:
+    qkv = [f"{prefix}{name}" for name in family.qkv]
     # Linears packed as they are read (packed_linear.py): one copy at a time.
     return _Layer(
-        input_norm=tensors.get(prefix + "input_layernorm.weight"),
+        input_norm=tensors.get(f"{prefix}{family.input_norm}.weight"),
         qkv=maybe_pack(tensors.get_cat(*(f"{p}.weight" for p in qkv))),
-        qkv_bias=tensors.get_cat(*(f"{p}.bias" for p in qkv)) if biased else None,
-        q_norm=tensors.get(prefix + "self_attn.q_norm.weight") if normed else None,
-        k_norm=tensors.get(prefix + "self_attn.k_norm.weight") if normed else None,
-        o=maybe_pack(tensors.get(prefix + "self_attn.o_proj.weight")),
-        post_norm=tensors.get(prefix + "post_attention_layernorm.weight"),
-        gate_up=maybe_pack(tensors.get_cat(prefix + "mlp.gate_proj.weight", prefix + "mlp.up_proj.weight")),
-        down=maybe_pack(tensors.get(prefix + "mlp.down_proj.weight")),
+        qkv_bias=tensors.get_cat(*(f"{p}.bias" for p in qkv)) if family.qkv_bias else None,
+        q_norm=tensors.get(f"{prefix}{family.q_norm}.weight") if family.qk_norm else None,
+        k_norm=tensors.get(f"{prefix}{family.k_norm}.weight") if family.qk_norm else None,
+        o=maybe_pack(tensors.get(f"{prefix}{family.o}.weight")),
+        post_norm=tensors.get(f"{prefix}{family.post_norm}.weight"),
+        gate_up=maybe_pack(tensors.get_cat(*(f"{prefix}{name}.weight" for name in family.gate_up))),
+        down=maybe_pack(tensors.get(f"{prefix}{family.down}.weight")),
     )

@@ -17,13 +17,18 @@ QUANTIZE_CHOICES = ("8bit", "4bit")
 
 @dataclass(frozen=True)
 class LoadOptions:
-    """How to place the weights: `device` "auto" spreads a model over every
-    visible GPU when CUDA is present; `quantize` is "8bit" or "4bit" (bitsandbytes)."""
+    """How to load a model: `device` "auto" spreads a model over every visible
+    GPU when CUDA is present; `quantize` is "8bit" or "4bit" (bitsandbytes);
+    remote code runs only with `trust_remote_code`; `forward` is the
+    verification forward, one of FORWARDS; `draft_model` an EAGLE-3 draft
+    head (a folder or hub id) for method eagle3."""
 
     device: str = "auto"
     dtype: str = "auto"
     quantize: str | None = None
     trust_remote_code: bool = False
+    forward: str = "auto"
+    draft_model: str | None = None
 
 
 def first_line(error: BaseException) -> str:
@@ -34,7 +39,7 @@ def first_line(error: BaseException) -> str:
 def read_config(folder: Path, name: str, trust_remote_code: bool) -> Any:
     from transformers import AutoConfig
 
-    import racer_core.openpangu  # noqa: F401  (registers PanguEmbedded before any config is read)
+    import racer_core.models.openpangu  # noqa: F401  (registers PanguEmbedded before any config is read)
 
     try:
         return AutoConfig.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
@@ -56,8 +61,8 @@ def model_class(config: Any, name: str, trust_remote_code: bool) -> Any:
         MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
     )
 
+    from racer_core.models.openpangu import MODEL_TYPE as PANGU
     from racer_core.multimodal import is_vision_config
-    from racer_core.openpangu import MODEL_TYPE as PANGU
 
     model_type = config.model_type
     if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES or model_type == PANGU:
@@ -99,34 +104,6 @@ def placement(options: LoadOptions, device: str, torch_dtype: Any) -> dict[str, 
     return kwargs
 
 
-def load_processor(folder: Path, config: Any, name: str, trust_remote_code: bool) -> Any:
-    """A VL model's processor; Qwen-VL's without its video half where torchvision is missing."""
-    from transformers import AutoProcessor
-
-    try:
-        processor = AutoProcessor.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
-        if not hasattr(processor, "image_processor"):  # AutoProcessor falls back to the bare tokenizer
-            raise ValueError("the checkpoint has no image processor")
-        return processor
-    except Exception as error:
-        if config.model_type not in ("qwen2_5_vl", "qwen3_vl", "qwen2_vl"):
-            raise ModelLoadError(f"cannot load the processor of {name}: {first_line(error)}") from error
-        fallback_error = error
-    # The video processor imports torchvision; images alone do not need it.
-    from transformers import AutoImageProcessor, AutoTokenizer
-
-    from racer_core.tiny_vl import image_only_processor
-
-    try:
-        images = AutoImageProcessor.from_pretrained(folder, local_files_only=True, backend="pil")
-        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-    except Exception as error:
-        raise ModelLoadError(f"cannot load the processor of {name}: {first_line(fallback_error)}") from error
-    family = "qwen2_5_vl" if config.model_type != "qwen3_vl" else "qwen3_vl"
-    template = getattr(tokenizer, "chat_template", None)
-    return image_only_processor(family, images, tokenizer, template)
-
-
 def is_remote_code(model: Any) -> bool:
     return type(model).__module__.startswith("transformers_modules")
 
@@ -163,44 +140,3 @@ def check_tree_support(model: Any, name: str) -> None:
 
 FORWARDS = ("auto", "lean", "stock")
 """The verification forwards: lean_forward.py where the model has one (auto), it alone, or transformers' own."""
-
-
-def add_load_arguments(parser: Any) -> None:
-    """The command-line options that change how a model loads (chat and bench alike)."""
-    parser.add_argument(
-        "--trust-remote-code", action="store_true",
-        help="run the code shipped in the model's folder (off by default); it must accept a transformers "
-             "cache and a 4D attention mask, else the model is refused",
-    )
-    bits = parser.add_mutually_exclusive_group()
-    bits.add_argument("--load-in-8bit", action="store_true", help="8-bit weights through bitsandbytes (CUDA only)")
-    bits.add_argument("--load-in-4bit", action="store_true", help="4-bit weights through bitsandbytes (CUDA only)")
-    parser.add_argument(
-        "--forward", choices=FORWARDS, default="auto",
-        help="the verification forward: lean (racer_core/lean_forward.py: fused projections, the same math, "
-             "for dense Llama/Mistral/Qwen2/Qwen3 decoders), stock (transformers' own), or auto: lean where "
-             "the model has one (default: auto)",
-    )
-
-
-def load_arguments(args: Any) -> dict[str, Any]:
-    """load_engine keyword arguments for the options set on the command line."""
-    out: dict[str, Any] = {}
-    if getattr(args, "trust_remote_code", False):
-        out["trust_remote_code"] = True
-    if getattr(args, "load_in_8bit", False) or getattr(args, "load_in_4bit", False):
-        out["quantize"] = "8bit" if args.load_in_8bit else "4bit"
-    if getattr(args, "forward", "auto") != "auto":
-        out["forward"] = args.forward
-    return out
-
-
-def load_argument_words(args: Any) -> list[str]:
-    """The same options again as command-line words (for served app processes)."""
-    kwargs = load_arguments(args)
-    words = ["--trust-remote-code"] if kwargs.get("trust_remote_code") else []
-    if "quantize" in kwargs:
-        words.append(f"--load-in-{kwargs['quantize']}")
-    if "forward" in kwargs:
-        words += ["--forward", kwargs["forward"]]
-    return words

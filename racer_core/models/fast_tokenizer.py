@@ -25,6 +25,8 @@ from typing import Any
 
 from tokenizers import AddedToken, Tokenizer, processors
 
+from racer_core.models.checkpoint_files import CONFIG, TOKENIZER_CONFIG, read_json
+
 # tokenizer_config.json classes whose transformers-5 implementation loads
 # tokenizer.json as it is (TokenizersBackend.__init__ takes the file's pipeline
 # unchanged; PreTrainedTokenizerFast is a plain alias of it).
@@ -63,9 +65,9 @@ def load_fast_tokenizer(folder: Path) -> FastTokenizer | None:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    data = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(data, dict):
-        raise Unsupported(f"{path.name} is not a JSON object")
+    data = read_json(path)
+    if data is None:
+        raise Unsupported(f"{path.name} is missing, unreadable or not a JSON object")
     return data
 
 
@@ -99,9 +101,9 @@ class FastTokenizer:
     `tokenizers.Tokenizer`. Build it with `load_fast_tokenizer`."""
 
     def __init__(self, folder: Path) -> None:
-        config = _read_json(folder / "tokenizer_config.json")
+        config = _read_json(folder / TOKENIZER_CONFIG)
         _check_class(folder, config)
-        model_config = _read_json(folder / "config.json") if (folder / "config.json").exists() else {}
+        model_config = _read_json(folder / CONFIG) if (folder / CONFIG).exists() else {}
         model_type = model_config.get("model_type")
         if model_type in REBUILT_MODEL_TYPES or model_config.get("model_name") in REBUILT_MODEL_TYPES:
             raise Unsupported(f"model type {model_type!r}")

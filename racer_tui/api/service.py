@@ -1,0 +1,126 @@
+"""The server as one object: the engine worker, the routes and uvicorn, started
+and stopped together; headless, or in a thread under the live monitor.
+
+The socket is bound here, before uvicorn starts, so port 0 (any free port,
+the tests') is known at once and a taken port is one clear error.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+import time
+from typing import Any
+
+import uvicorn
+
+from racer_core.errors import RacerError
+from racer_core.events import Engine, StepEvent
+from racer_tui.api.protocol import ApiError
+from racer_tui.api.server import ApiServer, Refused, ServerSettings
+from racer_tui.api.worker import EngineWorker, Job, Observer
+
+DEFAULT_QUEUE = 16
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening-ready socket on host:port, or a RacerError in one line."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        raise RacerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
+
+
+class ApiService:
+    def __init__(self, engine: Engine, settings: ServerSettings, host: str = "127.0.0.1", port: int = 8000,
+                 queue: int = DEFAULT_QUEUE, observers: list[Observer] | None = None,
+                 refused: Refused | None = None) -> None:
+        self.engine = engine
+        self.settings = settings
+        self.host = host
+        self.worker = EngineWorker(queue, observers)
+        self.routes = ApiServer(engine, self.worker, settings, refused)
+        self.app = self.routes.app()
+        self.sock = bind(host, port)
+        self.port = int(self.sock.getsockname()[1])
+        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off",
+                                timeout_graceful_shutdown=3)
+        self.server = uvicorn.Server(config)
+        self._thread: threading.Thread | None = None
+
+    def watch(self, observer: Observer, refused: Refused) -> None:
+        """Tell `observer` of every job and `refused` of every refusal (the monitor)."""
+        self.worker.observers.append(observer)
+        self.routes.refused = refused
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/v1"
+
+    def run(self) -> None:
+        """Serve until Ctrl-C (in the main thread: uvicorn handles the signals)."""
+        self.worker.start()
+        try:
+            self.server.run(sockets=[self.sock])
+        finally:
+            self.worker.stop()
+            self.sock.close()
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Serve from a thread (the monitor's, the tests'); returns once it listens."""
+        self.worker.start()
+        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]},
+                                        name="racer-api", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RacerError("the API server did not start")
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self.worker.stop()  # open streams end at their next step
+        self.server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(10)
+        self.sock.close()
+
+
+def log_line(job: Job) -> str:
+    """One line for a finished request (the headless log)."""
+    s = job.tally.stats
+    parts = [job.client, job.endpoint, job.method, job.outcome, f"{job.prompt_tokens}+{s.tokens} tokens",
+             f"{job.seconds:.2f} s"]
+    if s.tokens_per_s is not None:
+        parts.append(f"{s.tokens_per_s:.1f} tok/s")
+    if s.mat is not None:
+        parts.append(f"MAT {s.mat:.2f}")
+    if job.tally.drafted:
+        parts.append(f"accepted {job.tally.accepted}/{job.tally.drafted}")
+    if job.error:
+        parts.append(job.error)
+    return "racer-tui api: " + " ".join(parts)
+
+
+def headless_log(out: Any = None) -> tuple[Observer, Refused]:
+    """An observer that prints one line per finished request, and one per refused request."""
+    def write(line: str) -> None:
+        print(line, file=out or sys.stdout, flush=True)
+
+    def observe(kind: str, job: Job, event: StepEvent | None) -> None:
+        if kind == "finished":
+            write(log_line(job))
+
+    def refused(route: str, client: str, error: ApiError) -> None:
+        write(f"racer-tui api: {client} {route} {error.status} {error.message}")
+
+    return observe, refused
+
+

@@ -1,0 +1,119 @@
+"""`racer-tui api`: the loaded model behind an OpenAI-compatible HTTP API.
+
+From a terminal it shows the live monitor; with --headless (or with its output
+redirected) it logs one line per request. Safety as `serve`: only loopback
+unless --allow-remote, and then only with a key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import signal
+import sys
+from importlib.util import find_spec
+from typing import Any
+
+from racer_core.config import DEFAULTS, METHODS
+from racer_core.errors import RacerError
+from racer_tui.cli import options as o
+from racer_tui.cli.errors import print_error, print_warning
+from racer_tui.cli.params import at_least, param
+from racer_tui.cli.serve import is_loopback
+
+HELP = "serve the model over an OpenAI-compatible HTTP API"
+DESCRIPTION = (
+    "Serve one model over an OpenAI-compatible HTTP API (/v1/chat/completions, /v1/completions, /v1/models, "
+    "/health), decoding with RACER unless a request asks otherwise; each answer carries the speculative "
+    "statistics. From a terminal a live monitor shows the requests."
+)
+EPILOG = (
+    "Only loopback addresses (127.0.0.1, ::1, localhost) are served unless --allow-remote is given, and "
+    "then only with --api-key (or $RACER_TUI_API_KEY): clients send it as 'Authorization: Bearer KEY'. "
+    "Requests queue for the one engine and are answered in order; a full queue answers 429. "
+    "Exit status: 0, 1 run-time error, 2 usage error, 130 stopped by Ctrl-C."
+)
+KEY_ENV = "RACER_TUI_API_KEY"
+EXTRA_MODULES = ("starlette", "uvicorn", "sse_starlette", "pydantic")
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("the model")
+    o.add_all(g, (o.MODEL, o.DEVICE, o.DTYPE))
+    o.add_loading(g)
+    g = p.add_argument_group("serving")
+    g.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    g.add_argument("--port", type=int, default=8000, help="port, 0 for any free one (default: 8000)")
+    g.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --host (needs --api-key)")
+    g.add_argument("--api-key", default=None, metavar="KEY",
+                   help=f"the key clients must send as a Bearer token (default: ${KEY_ENV}, else none)")
+    g.add_argument("--method", type=param("method"), default=DEFAULTS.method,
+                   help=f"for requests that name none: one of {', '.join(METHODS)} (default: {DEFAULTS.method})")
+    g.add_argument("--max-tokens", type=param("max_new_tokens"), default=None, metavar="N",
+                   help="for requests that name none (default: up to the model's context)")
+    g.add_argument("--queue", type=at_least(1), default=16, metavar="N",
+                   help="requests that may wait for the engine; more are answered 429 (default: 16)")
+    g.add_argument("--max-body", type=at_least(1024), default=8 * 2**20, metavar="BYTES",
+                   help="largest request body (default: 8 MiB)")
+    g.add_argument("--headless", action="store_true",
+                   help="no monitor: one log line per request (the default when output is not a terminal)")
+
+
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser, **hooks: Any) -> int:
+    if not 0 <= args.port < 65536:
+        parser.error("--port must be between 0 and 65535")
+    key = args.api_key if args.api_key is not None else os.environ.get(KEY_ENV) or None
+    if not is_loopback(args.host):
+        if not args.allow_remote:
+            parser.error(f"--host {args.host} is reachable from other machines; add --allow-remote (with --api-key) "
+                         "to serve it")
+        if not key:
+            parser.error("--allow-remote needs --api-key (or $RACER_TUI_API_KEY): a remote server without a key "
+                         "would run anyone's requests")
+    refusal = o.head_refusal([args.method], args)
+    if refusal is not None:  # the default method for requests that name none
+        print_error(refusal)
+        return 2
+    missing = [m for m in EXTRA_MODULES if find_spec(m) is None]
+    if missing:
+        print_error(f"racer-tui api needs the api extra: pip install 'racer-tui[api]' (missing: {', '.join(missing)})")
+        return 1
+    try:
+        return _serve(args, key, hooks)
+    except RacerError as exc:
+        print_error(str(exc))
+        return 1
+
+
+def _serve(args: argparse.Namespace, key: str | None, hooks: dict[str, Any]) -> int:
+    from racer_tui.api.server import ServerSettings
+    from racer_tui.api.service import ApiService, headless_log
+    from racer_tui.models import default_engine_factory, quiet_loading_bars
+
+    headless = args.headless or not sys.stdout.isatty()
+    quiet_loading_bars()
+    factory = hooks.get("engine_factory") or functools.partial(default_engine_factory, **o.load_arguments(args))
+
+    def progress(message: str, fraction: float | None) -> None:
+        print(f"racer-tui api: {message}", file=sys.stderr, flush=True)
+
+    engine = factory(args.model_path, device=args.device, dtype=args.dtype, progress=progress)
+    settings = ServerSettings(api_key=key, max_body=args.max_body, default_method=args.method,
+                              max_tokens=args.max_tokens)
+    if not is_loopback(args.host):
+        print_warning(f"serving on {args.host}: anyone who has the key can run requests on this machine")
+    if headless:
+        observe, refused = headless_log()
+        service = ApiService(engine, settings, args.host, args.port, args.queue, [observe], refused)
+        print(f"racer-tui api: serving {engine.info.model} on {service.url} (ctrl+c stops)", flush=True)
+        try:
+            service.run()
+        except KeyboardInterrupt:  # uvicorn shut down cleanly, then handed Ctrl-C on
+            return 128 + signal.SIGINT
+        return 0
+    from racer_tui.api.monitor import ApiMonitor
+
+    monitor = ApiMonitor(ApiService(engine, settings, args.host, args.port, args.queue))
+    monitor.run()
+    return int(monitor.return_code or 0)

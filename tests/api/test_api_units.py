@@ -1,0 +1,108 @@
+"""The server's pieces on their own: stop sequences over streamed tokens, the
+request rules, messages and their images."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import pytest
+
+pytest.importorskip("pydantic")
+
+from racer_core.events import Source, TokenPiece  # noqa: E402
+from racer_tui.api.chat_input import chat_prompt  # noqa: E402
+from racer_tui.api.protocol import ApiError, ChatRequest, parse, sampling  # noqa: E402
+from racer_tui.api.reply import StopText  # noqa: E402
+
+
+def pieces(*texts: str) -> list[TokenPiece]:
+    return [TokenPiece(i, t, Source.RETRIEVAL if i % 2 else Source.MODEL) for i, t in enumerate(texts)]
+
+
+def run(stops: tuple[str, ...], texts: list[str], chunk: int = 1) -> tuple[str, bool, list[str]]:
+    """Feed `texts` `chunk` tokens at a time: (the text let through, stopped?, what each push let through)."""
+    scan = StopText(stops)
+    given = pieces(*texts)
+    outs = []
+    for i in range(0, len(given), chunk):
+        outs.append("".join(p.text for p in scan.push(given[i : i + chunk])))
+    if not scan.hit:
+        outs.append("".join(p.text for p in scan.flush()))
+    return "".join(outs), scan.hit, outs
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 5])
+def test_a_stop_sequence_cuts_the_text_wherever_the_tokens_split_it(chunk: int) -> None:
+    texts = ["Hel", "lo wo", "rld", ". Bye", " now"]
+    assert run(("o w",), texts, chunk)[:2] == ("Hell", True)
+    assert run(("ld.",), texts, chunk)[:2] == ("Hello wor", True)
+    assert run((". B", "wor"), texts, chunk)[:2] == ("Hello ", True)  # the earliest of several
+    assert run(("zzz",), texts, chunk)[:2] == ("Hello world. Bye now", False)
+    assert run((), texts, chunk)[:2] == ("Hello world. Bye now", False)
+
+
+def test_text_that_may_begin_a_stop_is_held_back_until_it_cannot() -> None:
+    text, hit, outs = run(("world!",), ["Hello ", "wor", "ld", " again"])
+    assert (text, hit) == ("Hello world again", False)
+    assert outs[:3] == ["Hello ", "", ""]  # "wor", "world" might have begun the stop
+    scan = StopText(("x",))
+    cut = scan.push(pieces("abxcd"))
+    assert [(p.token_id, p.text, p.source) for p in cut] == [(0, "ab", Source.MODEL)]
+    assert scan.push(pieces("more")) == [] and scan.hit
+
+
+def req(**fields) -> ChatRequest:
+    return parse(ChatRequest, {"messages": [{"role": "user", "content": "hi"}], **fields})
+
+
+def refusal(**fields) -> ApiError:
+    with pytest.raises(ApiError) as caught:
+        sampling(req(**fields), "racer")
+    assert caught.value.status == 400
+    return caught.value
+
+
+def test_requests_map_to_the_engines_config_with_openais_defaults() -> None:
+    plan = sampling(req(), "racer")
+    assert (plan.config.method, plan.config.temperature, plan.config.top_p, plan.n) == ("racer", 1.0, 1.0, 1)
+    assert not plan.max_tokens_given and plan.config.max_new_tokens == 2**31 - 1  # the context decides
+    plan = sampling(req(max_completion_tokens=7, temperature=0, seed=3, stop="\n", n=2,
+                        racer={"method": "logits", "max_breadth": 4, "max_num_draft": "auto"}), "ar")
+    c = plan.config
+    assert (c.method, c.max_new_tokens, c.temperature, c.seed, c.max_breadth) == ("logits", 7, 0.0, 3, 4)
+    assert plan.stops == ("\n",) and plan.n == 2 and plan.max_tokens_given
+    assert sampling(req(), "ar", max_tokens=50).config.max_new_tokens == 50  # the server's --max-tokens
+
+
+def test_values_are_refused_by_the_config_rules_under_the_requests_names() -> None:
+    assert refusal(temperature=7).param == "temperature"
+    assert refusal(max_tokens=0).message.startswith("max_tokens must be a whole number")
+    assert refusal(racer={"ngram": -1}).param == "racer.ngram"
+    assert "racer.ngram must be" in refusal(racer={"ngram": -1}).message
+    assert refusal(racer={"max_new_tokens": 5}).param == "racer.max_new_tokens"  # OpenAI names that one
+    assert refusal(max_tokens=3, max_completion_tokens=4).param == "max_tokens"
+    assert refusal(stop=[""]).param == "stop"
+
+
+def test_messages_become_a_history_and_a_last_user_turn() -> None:
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (3, 2), "blue").save(out, format="PNG")
+    url = "data:image/png;base64," + base64.b64encode(out.getvalue()).decode()
+    request = parse(ChatRequest, {"messages": [
+        {"role": "developer", "content": "Be brief."},
+        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "a"}]},
+        {"role": "assistant", "content": "A square."},
+        {"role": "user", "content": [{"type": "text", "text": "and"}, {"type": "text", "text": "now?"}]},
+    ]})
+    prompt = chat_prompt(request.messages)
+    assert prompt.history == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "a"},
+                              {"role": "assistant", "content": "A square."}]
+    assert prompt.text == "and\nnow?" and prompt.attached == ()
+    assert list(prompt.history_images) == [1] and prompt.history_images[1][0].pixels.size == (3, 2)
+    broken = parse(ChatRequest, {"messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}]})
+    with pytest.raises(ApiError, match="not readable"):
+        chat_prompt(broken.messages)
