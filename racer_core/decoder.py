@@ -260,7 +260,7 @@ class SequenceDecoder:
             # decoding ropes each on its own: the few steps before it verify the root alone.
             draft = _draft(root, None, None, None)
         if reply.policy is not None and draft.full is not None:
-            reply.policy.record(draft.full, len(reply.generated) - 1)
+            reply.policy.record(draft.full, len(reply.generated) - 1, draft.selection)
         mask = self.rt.masks.build(base, draft.ancestors, draft.depths)
         ids = torch.from_numpy(draft.fed_tokens).to(self.rt.device)
         positions = torch.from_numpy(draft.depths + base + self.offset).to(self.rt.device)
@@ -527,6 +527,8 @@ def _record(draft: _Draft, path: list[int], bonus: int, auto: bool) -> StepRecor
         None if selection is None else selection.probabilities[selection.chosen],
         () if selection is None else selection.options,
         -1 if selection is None else selection.best,
+        "" if selection is None else selection.gate,
+        selection is not None and selection.intended is not None,
     )
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from racer_core import cpu_class
 from racer_core.budget import (
     CPU_GRID,
     CPU_QUICK,
@@ -152,7 +153,8 @@ class RacerEngine:
             key = ("v2", *self._identity(), self.info.device, self.info.dtype,
                    str(torch.get_num_threads()), torch.__version__)
             if self.lean is not None:  # the two forwards cost differently; a stock engine keeps its curves
-                key = (*key, "lean")
+                key = (*key, "lean", *(["packed"] if self.lean.packed else []))
+            key = (*key, *cpu_class.limits())  # a limited CPU class (cpu_class.py) costs differently
             def told() -> None:
                 if progress:
                     progress("Measuring the verification cost of a few tree sizes (once per model and device)...", None)

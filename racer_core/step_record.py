@@ -79,6 +79,8 @@ class StepRecord:
     budget_rule: str  # "auto" (the tree policy), "fixed", "plain", "head" (eagle3's tree) or "own" (a peer sized it)
     options: tuple[BudgetOption, ...] = ()  # the sizes "auto" weighed, smallest first
     chosen_option: int = -1  # index into options
+    gate: str = ""  # the draft gate's decision (draft_gate.py), "" while drafting pays
+    paused: bool = False  # the gate paused drafting: the root was verified alone
 
     @classmethod
     def build(
@@ -97,12 +99,14 @@ class StepRecord:
         estimates: Any = None,
         options: tuple[BudgetOption, ...] = (),
         chosen_option: int = -1,
+        gate: str = "",
+        paused: bool = False,
     ) -> StepRecord:
         """From numpy arrays or sequences (one entry per verified node)."""
         return cls(
             _tuple(tokens), _tuple(parents), _tuple(depths), _tuple(sources), _tuple(context), _tuple(rank),
             None if estimates is None else _tuple(estimates), tuple(accepted), int(bonus), int(fed), int(drafted),
-            budget_rule, options, chosen_option,
+            budget_rule, options, chosen_option, gate, paused,
         )
 
     @property
@@ -140,6 +144,8 @@ class StepRecord:
             return f"the method drafted and sized this tree itself: {self.size} nodes (no tree policy)"
         if self.budget_rule == "fixed":
             return f"a fixed budget of {self.fed} nodes (max_num_draft); {self.drafted} were drafted"
+        if self.paused:
+            return self.gate
         if self.drafted <= 1:
             return "nothing was drafted for this root: it was verified alone"
         if not 0 <= self.chosen_option < len(self.options):
@@ -154,4 +160,4 @@ class StepRecord:
             runner = max(others, key=lambda o: o.tokens_per_s)
             what = "the root alone" if runner.nodes == 1 else f"{runner.nodes} nodes"
             text += f", better than {what} ({runner.expected_tokens:.2f} in {runner.seconds * 1e3:.2f} ms)"
-        return text
+        return f"{text}; {self.gate}" if self.gate else text

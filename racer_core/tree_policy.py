@@ -7,17 +7,21 @@ showed for nodes of the same kind: retrieval context, logits rank, depth.
 The step then verifies the most likely nodes, as many as maximise
 (1 + expected accepted) / t(size), t being the measured cost curve. A step
 whose drafts look hopeless verifies the root alone and costs what plain
-decoding costs; a long retrieval match buys a big tree.
+decoding costs; a long retrieval match buys a big tree. Where the trees
+chosen lately made fewer tokens per second of curve than plain decoding, the
+draft gate (draft_gate.py) pauses drafting: steps verify the root alone until
+the choices would pay again or the automaton matches a long context.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from racer_core.automaton import DraftTree
 from racer_core.budget import CostCurve
+from racer_core.draft_gate import DraftGate
 from racer_core.step_record import BudgetOption
 
 _CTX_EDGES = np.array([2, 3, 4, 6, 9])  # retrieval context -> 0 (none) .. 5
@@ -66,6 +70,8 @@ class Selection:
     probabilities: np.ndarray  # P(path accepted) for every node of the drafted tree
     options: tuple[BudgetOption, ...]  # the sizes weighed, smallest first
     best: int  # index of the chosen option
+    gate: str = ""  # the draft gate's decision in words ("" while drafting pays)
+    intended: tuple[np.ndarray, int] | None = None  # the policy's (chosen, fed) when the gate paused it
 
 
 @dataclass
@@ -78,12 +84,14 @@ class TreePolicy:
     _trials: np.ndarray = field(init=False)
     sizes: EfficientSizes = field(init=False)
     _pending: list = field(init=False, default_factory=list)
+    gate: DraftGate = field(init=False)
 
     def __post_init__(self) -> None:
         prior = self._prior()
         self._hits = prior * self.prior_weight
         self._trials = np.full(prior.shape, self.prior_weight)
         self.sizes = EfficientSizes.from_curve(self.curve, self.largest)
+        self.gate = DraftGate(self.curve)
 
     def _prior(self) -> np.ndarray:
         """Starting acceptance per bucket, shaped like the buckets' index space."""
@@ -138,23 +146,32 @@ class TreePolicy:
             if n == len(order):
                 break
         chosen = np.sort(np.concatenate([[0], order[:best_n]]))
-        return Selection(chosen, sizes.padded(len(chosen)), float(gains[best_n]), probs, tuple(options), best)
+        selection = Selection(chosen, sizes.padded(len(chosen)), float(gains[best_n]), probs, tuple(options), best)
+        drafts = tree.context[1:]
+        draft, why = self.gate.allows(int(drafts.max()) if len(drafts) else 0)
+        if draft:
+            return replace(selection, gate=why)
+        # Plain decoding: the root alone, one row; the policy's own choice is
+        # kept so the gate can score it once the text is known.
+        return Selection(np.zeros(1, dtype=chosen.dtype), 1, 0.0, probs, tuple(options), 0, why, (chosen, selection.fed))
 
-    def record(self, tree: DraftTree, position: int) -> None:
-        """Keep this step's full tree (before selection) to learn from later.
+    def record(self, tree: DraftTree, position: int, selection: Selection | None = None) -> None:
+        """Keep this step's full tree (before selection) to learn from later,
+        and with `selection` the policy's choice, for the draft gate's score.
 
         Greedy output does not depend on the drafts, so once the text after
         `position` (the root's index in the sequence) is known, every node
         can be labelled, verified or not: learning from verified nodes alone
         would never revisit the kinds of node it once judged poor.
         """
-        self._pending.append((position, tree.tokens, tree.parents, tree.position_ids, self._buckets(tree)))
+        choice = None if selection is None else (selection.intended or (selection.chosen, selection.fed))
+        self._pending.append((position, tree.tokens, tree.parents, tree.position_ids, self._buckets(tree), choice))
 
     def learn(self, sequence: list[int], final: bool = False) -> None:
         """Label the recorded trees whose continuation `sequence` now holds."""
         keep = []
         for item in self._pending:
-            position, tokens, parents, depths, buckets = item
+            position, tokens, parents, depths, buckets, choice = item
             known = len(sequence) - 1 - position  # tokens known after the root
             if known < int(depths.max()) and not final:
                 keep.append(item)
@@ -176,4 +193,7 @@ class TreePolicy:
                 np.add.at(self._trials, tuple(b[tested] for b in buckets), 1.0)
                 passed = tested & on_path
                 np.add.at(self._hits, tuple(b[passed] for b in buckets), 1.0)
+            if choice is not None and len(choice[0]) > 1:  # the root alone is plain decoding: nothing to score
+                chosen, fed = choice
+                self.gate.observe(fed, int(on_path[chosen].sum()))  # the root (1) + the drafts it would accept
         self._pending = keep

@@ -2,9 +2,14 @@
 
 Variants run interleaved in one process (round r: every variant, every size),
 so a busy moment on a shared machine hits them alike; the fastest and the
-median round are reported, and ratios against the first variant.
+median round are reported, and ratios against the first variant. `lean` is
+the lean forward as the engine runs it (weights packed once for oneDNN where
+the CPU takes them, packed_linear.py), `lean-flinear` the same on the plain
+weights with F.linear. `--isa avx2` measures the AVX2 class on an AVX-512
+machine (the process starts again with the libraries limited, cpu_class.py).
 
-    python scripts/verify_cost.py --variants stock,lean --sizes 1,8,32 --rounds 7
+    python scripts/verify_cost.py --variants lean-flinear,lean --sizes 1,2,4,8,16,32 --dtype float32
+    python scripts/verify_cost.py --variants lean-flinear,lean --sizes 1,2,4,8,16,32 --dtype float32 --isa avx2
     python scripts/verify_cost.py --variants stock,lean,lean-compiled --dtype bfloat16
 """
 
@@ -12,21 +17,26 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
-import torch
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from racer_core.cpu_class import ISA_CHOICES, reexec_with_isa  # noqa: E402
 
-from racer_core.engine import RacerEngine
-from racer_core.kv_cache import TreeCache, stock_tree_cache
-from racer_core.models.lean_forward import lean_forward_for
-from racer_core.models.loader import load
-
-Forward = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, TreeCache], torch.Tensor]
+Forward = Callable[[Any, Any, Any, Any], Any]
 
 
-def variants(engine: RacerEngine, names: list[str]) -> dict[str, Forward]:
-    model, rt = engine.model, engine.runtime
+def variants(engine: Any, names: list[str]) -> dict[str, Forward]:
+    import torch
+
+    from racer_core.models.families import family_of
+    from racer_core.models.lean_forward import LeanForward, weights_from_model
+
+    rt = engine.runtime
+    model = engine.model if any(n != "lean" for n in names) else None  # the transformers model, only if needed
 
     def stock(ids, positions, mask, cache):
         out = model(input_ids=ids[None], position_ids=positions[None], attention_mask=mask, use_cache=True,
@@ -38,11 +48,14 @@ def variants(engine: RacerEngine, names: list[str]) -> dict[str, Forward]:
         if name == "stock":
             found[name] = stock
         elif name == "lean":
-            lean = lean_forward_for(model)
-            assert lean is not None, "this model has no lean forward"
-            found[name] = lean
+            assert engine.lean is not None, "this model has no lean forward"
+            print(f"lean: weights {'packed for oneDNN' if engine.lean.packed else 'plain (packing unavailable)'}")
+            found[name] = engine.lean
+        elif name == "lean-flinear":
+            assert engine.lean is not None, "this model has no lean forward"
+            found[name] = LeanForward(weights_from_model(model, family_of(model.config)), pack=False)
         elif name == "lean-compiled":
-            lean = lean_forward_for(model)
+            lean = LeanForward(weights_from_model(model, family_of(model.config)), pack=False)
             assert lean is not None
             start = time.perf_counter()
             found[name] = torch.compile(lean.__call__, dynamic=True)
@@ -52,9 +65,17 @@ def variants(engine: RacerEngine, names: list[str]) -> dict[str, Forward]:
     return found
 
 
+def resident_mb() -> float:
+    """This process's resident memory (Linux), MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--variants", default="stock,lean")
+    parser.add_argument("--variants", default="lean-flinear,lean")
     parser.add_argument("--sizes", default="1,8,32,64")
     parser.add_argument("--context", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=7)
@@ -62,11 +83,27 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: process CPU time, robust on a shared machine when --threads 1")
+    parser.add_argument("--isa", choices=ISA_CHOICES, default="native",
+                        help="avx2: measure the AVX2 class (the libraries limited; the process starts again)")
     args = parser.parse_args()
+    reexec_with_isa(args.isa)
+    run(args)
+
+
+def run(args: argparse.Namespace) -> None:
+    import torch
+
+    from racer_core.cpu_class import describe
+    from racer_core.engine import RacerEngine
+    from racer_core.kv_cache import TreeCache, stock_tree_cache
+    from racer_core.models.loader import load
+
     if args.threads:
         torch.set_num_threads(args.threads)
-    loaded = load(None, device="cpu", dtype=args.dtype, forward="stock")  # transformers' model, for both forwards
+    print(f"CPU class {describe()}, {args.dtype}, {torch.get_num_threads()} threads")
+    loaded = load(None, device="cpu", dtype=args.dtype)  # read without transformers where it can be
     engine = RacerEngine(loaded.model, loaded.tokenizer, loaded.name)
+    print(f"resident memory with the model loaded: {resident_mb():.0f} MB")
     rt = engine.runtime
     forwards = variants(engine, args.variants.split(","))
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -77,7 +114,7 @@ def main() -> None:
     caches = {}
     with torch.inference_mode():
         for v, fwd in forwards.items():
-            layers = int(engine.model.config.num_hidden_layers)
+            layers = int(loaded.model.config.num_hidden_layers)
             cache = stock_tree_cache(layers) if v == "stock" else TreeCache(layers)  # transformers takes its Cache kind
             start = time.perf_counter()
             fwd(prompt, torch.arange(args.context), rt.masks.causal(0, args.context), cache)
@@ -104,6 +141,7 @@ def main() -> None:
                             same = bool((logits.argmax(-1) == ref[s].argmax(-1)).all())
                             print(f"   max |logit diff| vs {next(iter(forwards))}: {diff:.2e}; same argmax: {same}")
                     caches[v].truncate(args.context)
+    print(f"resident memory after the runs: {resident_mb():.0f} MB")
     first = next(iter(forwards))
     print(f"\n{args.clock} ms, fastest / median of {args.rounds} interleaved rounds; ratio = {first} fastest / variant fastest")
     print("T     " + "  ".join(f"{v:>22}" for v in forwards))

@@ -22,19 +22,20 @@ import torch.nn.functional as F
 
 from racer_core.models.families import family_of
 from racer_core.models.family import Family
+from racer_core.packed_linear import PackedWeight, is_packed, linear, pack_weights
 
 
 @dataclass
 class _Layer:
     input_norm: torch.Tensor
-    qkv: torch.Tensor
+    qkv: torch.Tensor | PackedWeight
     qkv_bias: torch.Tensor | None
     q_norm: torch.Tensor | None
     k_norm: torch.Tensor | None
-    o: torch.Tensor
+    o: torch.Tensor | PackedWeight
     post_norm: torch.Tensor
-    gate_up: torch.Tensor
-    down: torch.Tensor
+    gate_up: torch.Tensor | PackedWeight
+    down: torch.Tensor | PackedWeight
 
 
 def _fuse(*linears: Any, name: str) -> torch.Tensor:
@@ -83,7 +84,7 @@ class LeanWeights:
 
     embed: torch.Tensor
     final_norm: torch.Tensor
-    lm_head: torch.Tensor
+    lm_head: torch.Tensor | PackedWeight
     layers: list[_Layer]
     eps: float
     heads: int
@@ -92,7 +93,7 @@ class LeanWeights:
     inv_freq: torch.Tensor
     rope_scale: float = 1.0
 
-    def tensors(self) -> list[torch.Tensor]:
+    def tensors(self) -> list[torch.Tensor | PackedWeight]:
         """Each distinct tensor once (a tied lm_head is the embedding)."""
         found: dict[int, torch.Tensor] = {}
         for layer in self.layers:
@@ -140,10 +141,15 @@ def _layer(layer: Any, family: Family) -> _Layer:
 
 
 class LeanForward:
-    """logits = forward(ids, positions, mask, cache): one call per verification."""
+    """logits = forward(ids, positions, mask, cache): one call per verification.
 
-    def __init__(self, weights: LeanWeights) -> None:
-        self.weights = weights
+    The linear weights are packed once for the CPU's matrix library
+    (packed_linear.py) where that works; `weights` is then the packed set
+    (hold it instead of the plain one, so the plain copy can go)."""
+
+    def __init__(self, weights: LeanWeights, pack: bool = True) -> None:
+        self.weights = pack_weights(weights) if pack else weights
+        self.packed = is_packed(self.weights)
         self.scale = weights.head_dim**-0.5
         self.dtype = weights.embed.dtype
         self._cos = self._sin = torch.empty(0)
@@ -178,7 +184,7 @@ class LeanForward:
             if index in capture:
                 captured[index] = h[0]
             x = _rms(h, layer.input_norm, w.eps)
-            qkv = F.linear(x, layer.qkv, layer.qkv_bias)
+            qkv = linear(x, layer.qkv, layer.qkv_bias)
             q = qkv[..., :nq].view(1, t, w.heads, d)
             k = qkv[..., nq : nq + nkv].view(1, t, w.kv_heads, d)
             v = qkv[..., nq + nkv :].view(1, t, w.kv_heads, d)
@@ -189,12 +195,12 @@ class LeanForward:
             k = _rotate(k.transpose(1, 2), cos, sin)
             keys, values = cache_layer.update(k, v.transpose(1, 2))
             a = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scale, enable_gqa=gqa)
-            h = h + F.linear(a.transpose(1, 2).reshape(1, t, nq), layer.o)
+            h = h + linear(a.transpose(1, 2).reshape(1, t, nq), layer.o)
             x = _rms(h, layer.post_norm, w.eps)
-            gate, up = F.linear(x, layer.gate_up).chunk(2, dim=-1)
-            h = h + F.linear(F.silu(gate) * up, layer.down)
+            gate, up = linear(x, layer.gate_up).chunk(2, dim=-1)
+            h = h + linear(F.silu(gate) * up, layer.down)
         rows = h[0] if logit_rows is None else h[0, :logit_rows]
-        logits = F.linear(_rms(rows, w.final_norm, w.eps), w.lm_head)
+        logits = linear(_rms(rows, w.final_norm, w.eps), w.lm_head)
         return (logits, torch.cat([captured[i] for i in capture], dim=-1)) if capture else logits
 
 

@@ -104,6 +104,10 @@ NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 def cpu_has_native_bf16(cpuinfo: Path = CPUINFO) -> bool:
     """Whether this CPU multiplies bf16 matrices natively (x86 AVX-512 BF16 or AMX,
     read from Linux's /proc/cpuinfo); elsewhere bf16 is emulated and slower than fp32."""
+    from racer_core.cpu_class import limits
+
+    if limits():
+        return False  # the libraries are limited to an older class (cpu_class.py): bf16 is not native there
     try:
         words = set(cpuinfo.read_text(errors="replace").split())
     except OSError:

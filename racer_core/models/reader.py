@@ -36,6 +36,7 @@ from racer_core.models.lean_forward import (
     rope_of,
     submodule,
 )
+from racer_core.packed_linear import is_packed, maybe_pack, own_plain_tensors, plain
 
 
 def rope_inv_freq(config: CheckpointConfig, head_dim: int) -> torch.Tensor | None:
@@ -82,8 +83,8 @@ class LeanModel:
         self.config = config
         self.family = family
         self.generation_config = CheckpointConfig(read_json(folder / GENERATION_CONFIG) or {})
-        self.weights = weights
         self.lean = LeanForward(weights)
+        self.weights = self.lean.weights  # packed where the CPU's library takes them: the plain copy goes
         self._build_transformers = build_transformers
         self._transformers: Any = None
 
@@ -102,19 +103,25 @@ class LeanModel:
 
 def share_weights(model: Any, weights: LeanWeights, family: Family) -> None:
     """Make a transformers model of the family use `weights`' tensors (the fused
-    ones through views): same values, one copy in memory."""
+    ones through views): same values, one copy in memory. Packed linear
+    weights (packed_linear.py) are unpacked for it: transformers' modules
+    need the plain layout, so a model that builds its transformers model
+    (the `hf` and `pld` anchors) holds its linears twice from then on."""
     with torch.no_grad():
-        submodule(model, family.embed).weight.data = weights.embed
+        embed = submodule(model, family.embed).weight
+        embed.data = weights.embed
         submodule(model, family.final_norm).weight.data = weights.final_norm
-        submodule(model, family.lm_head).weight.data = weights.lm_head
+        head = submodule(model, family.lm_head).weight
+        if head is not embed:  # tied: set with the embedding
+            head.data = plain(weights.lm_head)
         for layer, lean in zip(submodule(model, family.layers), weights.layers, strict=True):
             part = partial(submodule, layer)
-            point_into(lean.qkv, *(part(p).weight for p in family.qkv))
+            point_into(plain(lean.qkv), *(part(p).weight for p in family.qkv))
             if lean.qkv_bias is not None:
                 point_into(lean.qkv_bias, *(part(p).bias for p in family.qkv))
-            point_into(lean.gate_up, *(part(p).weight for p in family.gate_up))
-            part(family.o).weight.data = lean.o
-            part(family.down).weight.data = lean.down
+            point_into(plain(lean.gate_up), *(part(p).weight for p in family.gate_up))
+            part(family.o).weight.data = plain(lean.o)
+            part(family.down).weight.data = plain(lean.down)
             part(family.input_norm).weight.data = lean.input_norm
             part(family.post_norm).weight.data = lean.post_norm
             if lean.q_norm is not None:
@@ -186,23 +193,26 @@ def load_lean_model(folder: Path, device: str, dtype: torch.dtype,
     embed = tensors.get(embed_name)
     weights = LeanWeights(
         embed=embed, final_norm=tensors.get(f"{family.final_norm}.weight"),
-        lm_head=embed if tied else tensors.get(head_name),
+        lm_head=maybe_pack(embed if tied else tensors.get(head_name)),
         layers=[_read_layer(tensors, f"{family.layers}.{i}.", family) for i in range(layers)],
         eps=eps, heads=heads, kv_heads=kv_heads, head_dim=head_dim, inv_freq=inv_freq.to(device),
     )
+    if is_packed(weights):
+        weights = own_plain_tensors(weights)
     return LeanModel(folder, config, family, weights, build_transformers)
 
 
 def _read_layer(tensors: _Tensors, prefix: str, family: Family) -> _Layer:
     qkv = [f"{prefix}{name}" for name in family.qkv]
+    # Linears packed as they are read (packed_linear.py): one copy at a time.
     return _Layer(
         input_norm=tensors.get(f"{prefix}{family.input_norm}.weight"),
-        qkv=tensors.get_cat(*(f"{p}.weight" for p in qkv)),
+        qkv=maybe_pack(tensors.get_cat(*(f"{p}.weight" for p in qkv))),
         qkv_bias=tensors.get_cat(*(f"{p}.bias" for p in qkv)) if family.qkv_bias else None,
         q_norm=tensors.get(f"{prefix}{family.q_norm}.weight") if family.qk_norm else None,
         k_norm=tensors.get(f"{prefix}{family.k_norm}.weight") if family.qk_norm else None,
-        o=tensors.get(f"{prefix}{family.o}.weight"),
+        o=maybe_pack(tensors.get(f"{prefix}{family.o}.weight")),
         post_norm=tensors.get(f"{prefix}{family.post_norm}.weight"),
-        gate_up=tensors.get_cat(*(f"{prefix}{name}.weight" for name in family.gate_up)),
-        down=tensors.get(f"{prefix}{family.down}.weight"),
+        gate_up=maybe_pack(tensors.get_cat(*(f"{prefix}{name}.weight" for name in family.gate_up))),
+        down=maybe_pack(tensors.get(f"{prefix}{family.down}.weight")),
     )

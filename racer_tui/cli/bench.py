@@ -32,6 +32,7 @@ from racer_core.bench.runner import check_repeats, run_benchmark
 from racer_core.bench.score import MathScore, references_of, score_answers
 from racer_core.bench.shard import ShardPlan, run_sharded
 from racer_core.bench.suites import Question
+from racer_core.cpu_class import ISA_CHOICES, reexec_with_isa
 from racer_core.drafters import check_available
 from racer_core.errors import RacerError
 from racer_core.events import METHODS, Engine, GenerationConfig
@@ -91,6 +92,9 @@ def configure(p: argparse.ArgumentParser) -> None:
             option.add(p)
     o.add_all(p, (o.MODEL, o.DEVICE, o.DTYPE))
     o.add_loading(p)
+    p.add_argument("--isa", choices=ISA_CHOICES, default="native",
+                   help="the CPU class to measure: avx2 limits torch's libraries to AVX2 (most laptops) on an "
+                   "AVX-512 machine; the command starts again with them limited (default: native)")
     p.add_argument("--answer-dir", type=Path, default=None, metavar="DIR", help="where METHOD.jsonl answer files go")
     add_original_arguments(p)
     p.add_argument(
@@ -160,6 +164,8 @@ def _stop_on_signals() -> Iterator[None]:
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser, *, engine_loader: EngineLoader | None = None) -> int:
     check_suite(args, parser)
+    if engine_loader is None:
+        reexec_with_isa(args.isa)  # before torch loads: the libraries read their limits once
     if args.methods is None:  # an answer file holds one method's answers: the original's racer run
         args.methods = ["racer"] if args.answer_file is not None else list(DEFAULT_METHODS)
     if args.question_end is not None and args.question_end <= (args.question_begin or 0):

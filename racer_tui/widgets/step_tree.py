@@ -97,6 +97,8 @@ def step_view(entry: LoggedStep, token_text: TokenText) -> RenderableType:
     budget = Text()
     budget.append("budget ", style="bold")
     budget.append(f"{record.size} nodes verified of {record.drafted} drafted, {record.fed} rows fed ({record.budget_rule})")
+    if record.paused:
+        budget.append("  drafting paused: plain decoding", style="bold yellow")
     why = Text()
     why.append("why ", style="bold")
     why.append(record.why)

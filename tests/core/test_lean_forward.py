@@ -8,6 +8,7 @@ import pytest
 import torch
 from engine_helpers import PROMPT, make_markov, run
 
+from racer_core import packed_linear
 from racer_core.engine import RacerEngine
 from racer_core.errors import InputError
 from racer_core.kv_cache import TreeCache, stock_tree_cache
@@ -74,6 +75,7 @@ def test_racer_equals_plain_greedy_on_the_lean_forward(family: str) -> None:
     model = make_markov(tiny_model(family))  # the text cycles, so drafts land at every budget
     engine = RacerEngine(model, None, f"tiny-{family}-lean", eos_ids=frozenset(), forward="lean")
     assert engine.info.forward == "lean"
+    assert engine.lean.packed or not packed_linear._ops_present()  # exact on the packed weights
     plain, _, _ = run(engine, PROMPT, method="ar", max_new_tokens=64)
     for budget in (4, 16, "auto"):
         tokens, accepted, _ = run(engine, PROMPT, method="racer", max_new_tokens=64, max_num_draft=budget)

@@ -111,3 +111,20 @@ def test_step_log_is_bounded_oldest_reply_first() -> None:
     assert len(log.steps(2)) == 2
     log.add(3, StepEvent(1, (), 0, 0, 0.0, 0.0, 0.0, True, "cancelled"))  # a closing event with no step
     assert log.steps(3) == []
+
+
+def test_a_paused_step_shows_the_gate_decision() -> None:
+    from rich.console import Console
+
+    from racer_core.events import Source, TokenPiece
+    from racer_core.step_record import BudgetOption, StepRecord
+    from racer_tui.step_log import LoggedStep
+    from racer_tui.widgets.step_tree import step_view
+
+    why = "drafting paused, the root verified alone: the last 16 trees chosen made 14.2 tokens/s by the cost curve, plain decoding 18.5"
+    record = StepRecord.build([5], [-1], [0], [0], [0], [-1], [0], 9, 1, 40, "auto", [1.0],
+                              (BudgetOption(1, 1, 1.0, 0.054), BudgetOption(8, 8, 1.9, 0.093)), 0, why, True)
+    console = Console(width=200, record=True)
+    console.print(step_view(LoggedStep(3, (TokenPiece(9, "x", Source.MODEL),), 1, record), lambda t: f"t{t}"))
+    text = console.export_text()
+    assert "drafting paused: plain decoding" in text and "14.2 tokens/s" in text and "1 rows fed" in text

@@ -1,0 +1,52 @@
+"""Measuring another CPU class on this machine.
+
+A CPU with AVX-512 can be made to run the kernels an AVX2-only CPU (most
+laptops, many cloud machines) would run, by limiting the three libraries
+torch dispatches to. Each reads its variable once, when it loads, so the
+variables must be set before torch is imported: `reexec_with_isa` starts the
+same command again with them set. Torch-free, so a front end may call it first.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+ISA_ENV: dict[str, dict[str, str]] = {
+    "native": {},
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+}
+ISA_CHOICES = tuple(ISA_ENV)
+_MARK = "RACER_CPU_CLASS"
+
+
+def isa_active(isa: str) -> bool:
+    """Whether this process already runs with `isa`'s variables set."""
+    return all(os.environ.get(k) == v for k, v in ISA_ENV[isa].items())
+
+
+def reexec_with_isa(isa: str, argv: Sequence[str] | None = None) -> None:
+    """Replace this process by the same command with `isa`'s variables set,
+    unless they are set already (then return). Call before importing torch."""
+    if isa_active(isa) or os.environ.get(_MARK) == isa:
+        return
+    env = {**os.environ, **ISA_ENV[isa], _MARK: isa}
+    # orig_argv keeps `-m module` and interpreter flags, which argv loses.
+    args = list(sys.orig_argv[1:] if argv is None else argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, *args], env)
+
+
+def limits() -> list[str]:
+    """The library limits this process runs under, as `NAME=value` (none natively)."""
+    return [f"{k}={os.environ[k]}" for k in ISA_ENV["avx2"] if k in os.environ]
+
+
+def describe() -> str:
+    """The CPU class torch runs with, e.g. 'AVX512 (native)' or 'AVX2 (limited)'."""
+    import torch
+
+    capability = torch.backends.cpu.get_cpu_capability()
+    return f"{capability} ({'limited: ' + ' '.join(limits()) if limits() else 'native'})"

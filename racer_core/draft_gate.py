@@ -1,0 +1,78 @@
+"""Whether drafting pays at all, judged on what it actually brought
+(docs/design.md 1.8, "Never drafting at a loss").
+
+The tree policy picks each step's tree from estimated acceptance; those
+estimates can stay optimistic for a while (a prior, paths whose nodes are not
+independent, text unlike what was learned), and on a CPU where a second
+token costs most of a first, a tree that accepts a little less than expected
+loses to plain decoding. The gate keeps score in the currency of the cost
+curve: every tree the policy chose (the root alone is plain decoding and is
+not scored), once the text after it is known, gained
+1 + the drafts verification would accept (for greedy decoding exactly what it
+did accept), at t(fed) seconds. While the last `window` choices make fewer
+tokens per second of curve than plain decoding's 1 / t(1), drafting is
+paused: a step verifies the root alone (plain decoding through the same code).
+The policy still drafts and chooses during a pause, unverified, so the score
+keeps moving: drafting resumes when those choices would pay again, and at
+once for a step whose root the automaton matched with a long context (the text
+turned repetitive, where trees win most). No clock is read: the score is the
+curve's, so tests script both the curve and the acceptance.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from racer_core.budget import CostCurve
+
+WINDOW = 16
+"""Chosen trees weighed (the latest ones)."""
+MIN_EVIDENCE = 8
+"""Labelled trees needed before the gate may pause drafting."""
+RESUME_CONTEXT = 6
+"""Automaton context (tokens matched) that makes a paused step draft anyway."""
+
+
+@dataclass
+class DraftGate:
+    curve: CostCurve
+    window: int = WINDOW
+    min_evidence: int = MIN_EVIDENCE
+    resume_context: int = RESUME_CONTEXT
+    paused: bool = False
+    _seen: deque = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._seen = deque(maxlen=self.window)
+
+    @property
+    def plain_rate(self) -> float:
+        """Tokens per second of plain decoding by the curve."""
+        return 1.0 / self.curve(1)
+
+    def rate(self) -> float | None:
+        """Tokens per second of curve the latest chosen trees made (None before any)."""
+        if not self._seen:
+            return None
+        return sum(g for g, _ in self._seen) / sum(s for _, s in self._seen)
+
+    def observe(self, fed: int, gained: int) -> None:
+        """One chosen tree, labelled: `fed` rows would cost t(fed) and gained
+        `gained` tokens (1 + the drafts its verification accepts)."""
+        self._seen.append((gained, self.curve(fed)))
+        rate = self.rate()
+        if len(self._seen) >= self.min_evidence and rate is not None:
+            self.paused = rate < self.plain_rate
+
+    def allows(self, context: int) -> tuple[bool, str]:
+        """(draft this step, the decision in words for the step inspector);
+        `context` is the longest automaton context among the root's drafts."""
+        if not self.paused:
+            return True, ""
+        rate = self.rate() or 0.0
+        score = (f"the last {len(self._seen)} trees chosen made {rate:.1f} tokens/s by the cost curve, "
+                 f"plain decoding {self.plain_rate:.1f}")
+        if context >= self.resume_context:
+            return True, f"drafting resumed for this step: the automaton matched {context} tokens ({score})"
+        return False, f"drafting paused, the root verified alone: {score}"

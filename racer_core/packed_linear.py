@@ -1,0 +1,156 @@
+"""Linear weights laid out once for the CPU's matrix library (oneDNN).
+
+`F.linear` on a CPU hands the plain (out, in) matrix to the matrix library,
+which for two or more rows repacks it into its blocked layout on every call:
+on a small model that repacking is most of a multi-token step, so verifying
+2-8 tokens cost about twice one token. oneDNN can pack a weight once
+(`torch.ops.mkldnn._reorder_linear_weight`, the op torch's compiler uses when
+it freezes weights) and multiply with the packed weight afterwards
+(`_linear_pointwise`), one row or many. Measured against MKL's packed GEMM
+(packed for one batch size only, so any other tree size falls back to the
+plain weight) and torch.compile with freezing (the same oneDNN ops plus a
+compile per shape): docs/design.md, "Packed weights".
+
+These ops are private to torch, so `packing_works` checks on a probe that they
+exist and agree with `F.linear` before any weight is packed; where they do not,
+the lean forward keeps `F.linear` and says so in one log line.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from dataclasses import replace
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+log = logging.getLogger(__name__)
+
+DISABLE_ENV = "RACER_PACKED_WEIGHTS"
+"""Set to 0 to keep F.linear on the plain weights (for comparisons)."""
+PROBE_TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 2e-2}
+"""Largest |packed - F.linear| on the probe, relative to the largest |output|."""
+
+
+def _ops_present() -> bool:
+    mkldnn = torch.ops.mkldnn
+    return (torch.backends.mkldnn.is_available() and hasattr(mkldnn, "_reorder_linear_weight")
+            and hasattr(mkldnn, "_linear_pointwise"))
+
+
+def _reorder(weight: torch.Tensor) -> torch.Tensor:
+    return torch.ops.mkldnn._reorder_linear_weight(weight, None)
+
+
+def _multiply(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+
+class PackedWeight:
+    """A linear weight in oneDNN's layout: `packed(x, bias)` is `F.linear(x, plain, bias)`."""
+
+    __slots__ = ("packed", "shape", "dtype", "device")
+
+    def __init__(self, plain: torch.Tensor) -> None:
+        with torch.no_grad():
+            self.packed = _reorder(plain.detach().contiguous())
+        self.shape, self.dtype, self.device = plain.shape, plain.dtype, plain.device
+
+    def __call__(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        return _multiply(x, self.packed, bias)
+
+    def numel(self) -> int:
+        return self.shape.numel()
+
+    def plain(self) -> torch.Tensor:
+        """The weight in the usual (out, in) layout (a new tensor)."""
+        return self.packed.to_dense()
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor | PackedWeight, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """F.linear for a plain or a packed weight."""
+    if isinstance(weight, PackedWeight):
+        return weight(x, bias)
+    return F.linear(x, weight, bias)
+
+
+def plain(weight: torch.Tensor | PackedWeight) -> torch.Tensor:
+    """The weight in the usual layout (the tensor itself when it is not packed)."""
+    return weight.plain() if isinstance(weight, PackedWeight) else weight
+
+
+@functools.cache
+def packing_works(dtype: torch.dtype) -> bool:
+    """Whether weights of `dtype` get packed on this CPU: fp32 everywhere,
+    bf16 where oneDNN has native bf16; the ops must exist and agree with
+    F.linear on a probe (1 and 5 rows, with and without a bias)."""
+    if os.environ.get(DISABLE_ENV, "1") == "0" or dtype not in PROBE_TOLERANCE:
+        return False
+    if not _ops_present():
+        log.warning("packed weights: this torch has no oneDNN packed linear; using F.linear")
+        return False
+    if dtype == torch.bfloat16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        return False  # emulated bf16: packing would not make it fast; the dtype choice avoids it anyway
+    try:
+        gen = torch.Generator().manual_seed(0)
+        w = torch.randn(48, 80, generator=gen).to(dtype)
+        b = torch.randn(48, generator=gen).to(dtype)
+        packed = PackedWeight(w)
+        for rows in (1, 5):
+            x = torch.randn(1, rows, 80, generator=gen).to(dtype)
+            for bias in (None, b):
+                want = F.linear(x, w, bias).float()
+                got = packed(x, bias).float()
+                if got.shape != want.shape or (got - want).abs().max() > PROBE_TOLERANCE[dtype] * want.abs().max():
+                    raise ValueError("packed result differs from F.linear")
+        if not torch.equal(packed.plain(), w):
+            raise ValueError("the packed weight does not give the plain one back")
+    except (RuntimeError, ValueError) as error:
+        log.warning("packed weights: oneDNN's packed linear failed its check (%s); using F.linear",
+                    str(error).splitlines()[0] if str(error) else type(error).__name__)
+        return False
+    return True
+
+
+def maybe_pack(weight: torch.Tensor | PackedWeight) -> torch.Tensor | PackedWeight:
+    """`weight` packed where packing works for its device and dtype, else itself.
+    A loader packs each weight as it reads it: the plain one is freed at once
+    and its memory reused for the next (packing all at the end left a few
+    hundred MB of freed plain weights in the process's heap)."""
+    if isinstance(weight, PackedWeight) or weight.device.type != "cpu" or not packing_works(weight.dtype):
+        return weight
+    return PackedWeight(weight)
+
+
+def is_packed(weights: Any) -> bool:
+    """Whether a lean_forward.LeanWeights' linears are packed."""
+    return isinstance(weights.lm_head, PackedWeight)
+
+
+def pack_weights(weights: Any) -> Any:
+    """A lean_forward.LeanWeights with every linear weight packed (the same
+    object when nothing gets packed: another device or dtype, the check
+    failed, or they are packed already). The norms and the embedding stay
+    plain (the lookup needs its rows), so a tied lm_head is packed beside the
+    embedding, not in its place."""
+    head = weights.lm_head
+    if is_packed(weights) or head.device.type != "cpu" or not packing_works(head.dtype):
+        return weights
+    layers = [replace(layer, qkv=maybe_pack(layer.qkv), o=maybe_pack(layer.o), gate_up=maybe_pack(layer.gate_up),
+                      down=maybe_pack(layer.down)) for layer in weights.layers]
+    return replace(weights, layers=layers, lm_head=maybe_pack(weights.lm_head))
+
+
+def own_plain_tensors(weights: Any) -> Any:
+    """`weights` with its plain tensors (embedding, norms, biases) copied out
+    of whatever memory they share. A checkpoint read in its own dtype hands
+    out tensors mapped from the file; once the linears are packed, those few
+    would keep the whole file mapped, and its pages read for packing resident."""
+    def own(value: Any) -> Any:
+        return value.clone() if isinstance(value, torch.Tensor) else value
+
+    layers = [replace(layer, **{k: own(v) for k, v in vars(layer).items()}) for layer in weights.layers]
+    return replace(weights, layers=layers, embed=own(weights.embed), final_norm=own(weights.final_norm))
