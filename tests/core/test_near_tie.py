@@ -82,7 +82,8 @@ def tied_engine():
     unused = next(t for t in range(model.config.vocab_size - 1, common, -1) if t not in ids)
     with torch.no_grad():
         model.lm_head.weight[unused] = model.lm_head.weight[common]
-    return engine, common
+    # a new engine: the lean forward packs its weights when built, so it must see the tied rows
+    return RacerEngine(model, tokenizer, "tiny-tied"), common
 
 
 PROMPT = "The cat sat on the mat, and the dog sat on the log. The cat sat on the mat, and the dog"

@@ -20,6 +20,7 @@ from racer_core.events import Source
 from racer_core.kv_cache import TreeCache
 from racer_core.models.lean_forward import lean_forward_for
 from racer_core.models.reader import LeanModel, load_lean_model
+from racer_core.packed_linear import plain
 from racer_core.testing import tiny_model, tiny_tokenizer
 from racer_core.tree_attention import TreeMaskBuilder, rope_switch_of
 
@@ -45,8 +46,13 @@ def test_fused_tensors_are_read_and_shared_with_the_transformers_model(tmp_path:
     assert isinstance(lean, LeanModel) and lean.family.model_type == "phi3"
     model = lean.transformers_model()
     attn, mlp = model.model.layers[0].self_attn, model.model.layers[0].mlp
-    assert attn.qkv_proj.weight.data_ptr() == lean.weights.layers[0].qkv.data_ptr()
-    assert mlp.gate_up_proj.weight.data_ptr() == lean.weights.layers[0].gate_up.data_ptr()
+    # The fused linears are packed for the lean forward (packed_linear.py); transformers'
+    # modules get them back in the plain layout, equal to the checkpoint's fused tensors.
+    own = lean.weights.layers[0]
+    with safe_open(str(folder / "model.safetensors"), framework="pt") as f:
+        assert torch.equal(attn.qkv_proj.weight, f.get_tensor("model.layers.0.self_attn.qkv_proj.weight"))
+        assert torch.equal(mlp.gate_up_proj.weight, f.get_tensor("model.layers.0.mlp.gate_up_proj.weight"))
+    assert torch.equal(plain(own.qkv), attn.qkv_proj.weight) and torch.equal(plain(own.gate_up), mlp.gate_up_proj.weight)
     ids = torch.tensor(PROMPT)
     masks = TreeMaskBuilder(torch.float32, "cpu", None)
     with torch.inference_mode():
