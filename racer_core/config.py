@@ -24,6 +24,8 @@ from racer_core.errors import InputError
 METHODS = ("ar", "racer", "retrieval", "logits", "hf", "pld", "eagle3", "suffix", "recycling")
 """Decoding methods. `ar`, `racer`, `retrieval`, `logits`, `eagle3` and the peers
 share one code path; `hf` (transformers' generate) and `pld` (its prompt lookup) are anchors."""
+TRANSFORMERS_METHODS = ("hf", "pld")
+"""The anchors that run transformers' own generate (and its modules, not the lean forward)."""
 HEAD_METHODS = ("eagle3",)
 """The methods that draft with a trained draft head (EAGLE-3's dynamic tree; --draft-model)."""
 DRAFTING_METHODS = ("racer", "retrieval", "logits")

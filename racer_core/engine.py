@@ -26,13 +26,14 @@ from racer_core.budget import (
     CostCurve,
     load_or_measure,
 )
+from racer_core.config import TRANSFORMERS_METHODS
 from racer_core.corpus import Corpus, corpus_path
 from racer_core.decoder import ModelRuntime, SequenceDecoder
 from racer_core.detokenize import IncrementalDecoder
 from racer_core.errors import InputError
 from racer_core.events import EngineInfo, GenerationConfig, Progress, ShouldStop, StepEvent, TokenPiece
 from racer_core.kv_cache import TreeCache, stock_tree_cache
-from racer_core.models.checkpoints import LoadOptions
+from racer_core.models.checkpoints import HALF, LoadOptions
 from racer_core.models.loader import LoadedModel, choose_forward, load, load_draft_head
 from racer_core.models.reader import LeanModel
 from racer_core.multimodal import (
@@ -105,7 +106,9 @@ class RacerEngine:
         self._curve: CostCurve | None = None
         self._policies: dict[str, TreePolicy] = {}
         self.lean = loaded.lean
-        self.info = EngineInfo(model=name, device=str(device), dtype=str(dtype).removeprefix("torch."),
+        # fp16 weights (half_weights.py) multiply in fp32: the name says which model runs.
+        shown = HALF if self.lean is not None and self.lean.half else str(dtype).removeprefix("torch.")
+        self.info = EngineInfo(model=name, device=str(device), dtype=shown,
                                forward="stock" if self.lean is None else "lean",
                                draft_head=None if loaded.head is None else loaded.head.name)
         num_layers = int(config.num_hidden_layers)
@@ -339,7 +342,7 @@ def step_events(engine: RacerEngine, decoder: SequenceDecoder, prompt: list[int]
                 vision: VisionPrompt | None = None) -> Iterator[StepEvent]:
     """Decode after `prompt` (token ids) with `decoder`, one StepEvent per
     forward pass, the text cut by `detok`: a chat turn's loop and a completion's."""
-    if config.method in ("hf", "pld"):
+    if config.method in TRANSFORMERS_METHODS:
         from racer_core.anchors import generate_with_transformers  # transformers is imported only here
 
         pixels = vision.generate_inputs() if vision is not None else {}

@@ -70,16 +70,16 @@ class PackedWeight:
         return self.packed.to_dense()
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor | PackedWeight, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """F.linear for a plain or a packed weight."""
-    if isinstance(weight, PackedWeight):
-        return weight(x, bias)
-    return F.linear(x, weight, bias)
+def linear(x: torch.Tensor, weight: Any, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """F.linear for a plain weight, or a prepared one (PackedWeight, half_weights.HalfWeight)."""
+    if isinstance(weight, torch.Tensor):
+        return F.linear(x, weight, bias)
+    return weight(x, bias)
 
 
-def plain(weight: torch.Tensor | PackedWeight) -> torch.Tensor:
-    """The weight in the usual layout (the tensor itself when it is not packed)."""
-    return weight.plain() if isinstance(weight, PackedWeight) else weight
+def plain(weight: Any) -> torch.Tensor:
+    """The weight in the usual layout (the tensor itself when it is not prepared)."""
+    return weight if isinstance(weight, torch.Tensor) else weight.plain()
 
 
 @functools.cache
@@ -120,8 +120,8 @@ def maybe_pack(weight: torch.Tensor | PackedWeight) -> torch.Tensor | PackedWeig
     A loader packs each weight as it reads it: the plain one is freed at once
     and its memory reused for the next (packing all at the end left a few
     hundred MB of freed plain weights in the process's heap)."""
-    if isinstance(weight, PackedWeight) or weight.device.type != "cpu" or not packing_works(weight.dtype):
-        return weight
+    if not isinstance(weight, torch.Tensor) or weight.device.type != "cpu" or not packing_works(weight.dtype):
+        return weight  # prepared already (packed, fp16 weights), or not for this CPU
     return PackedWeight(weight)
 
 
@@ -133,11 +133,11 @@ def is_packed(weights: Any) -> bool:
 def pack_weights(weights: Any) -> Any:
     """A lean_forward.LeanWeights with every linear weight packed (the same
     object when nothing gets packed: another device or dtype, the check
-    failed, or they are packed already). The norms and the embedding stay
+    failed, or they are prepared already, packed or fp16 weights). The norms and the embedding stay
     plain (the lookup needs its rows), so a tied lm_head is packed beside the
     embedding, not in its place."""
     head = weights.lm_head
-    if is_packed(weights) or head.device.type != "cpu" or not packing_works(head.dtype):
+    if not isinstance(head, torch.Tensor) or head.device.type != "cpu" or not packing_works(head.dtype):
         return weights
     layers = [replace(layer, qkv=maybe_pack(layer.qkv), o=maybe_pack(layer.o), gate_up=maybe_pack(layer.gate_up),
                       down=maybe_pack(layer.down)) for layer in weights.layers]

@@ -5,11 +5,12 @@ so a busy moment on a shared machine hits them alike; the fastest and the
 median round are reported, and ratios against the first variant. `lean` is
 the lean forward as the engine runs it (weights packed once for oneDNN where
 the CPU takes them, packed_linear.py), `lean-flinear` the same on the plain
-weights with F.linear. `--isa avx2` measures the AVX2 class on an AVX-512
+weights with F.linear, `lean-fp16w` with --fp16-weights (half_weights.py). `--isa avx2` measures the AVX2 class on an AVX-512
 machine (the process starts again with the libraries limited, cpu_class.py).
 
     python scripts/verify_cost.py --variants lean-flinear,lean --sizes 1,2,4,8,16,32 --dtype float32
     python scripts/verify_cost.py --variants lean-flinear,lean --sizes 1,2,4,8,16,32 --dtype float32 --isa avx2
+    python scripts/verify_cost.py --variants lean-flinear,lean,lean-fp16w --sizes 1,2,4,8,16,32 --dtype float32
     python scripts/verify_cost.py --variants stock,lean,lean-compiled --dtype bfloat16
 """
 
@@ -54,6 +55,8 @@ def variants(engine: Any, names: list[str]) -> dict[str, Forward]:
         elif name == "lean-flinear":
             assert engine.lean is not None, "this model has no lean forward"
             found[name] = LeanForward(weights_from_model(model, family_of(model.config)), pack=False)
+        elif name == "lean-fp16w":  # --fp16-weights: fbgemm's float16 weights, float32 arithmetic
+            found[name] = LeanForward(weights_from_model(model, family_of(model.config)), half=True)
         elif name == "lean-compiled":
             lean = LeanForward(weights_from_model(model, family_of(model.config)), pack=False)
             assert lean is not None

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from racer_core.half_weights import HalfWeight, halve_weights, is_half
 from racer_core.models.families import family_of
 from racer_core.models.family import Family
 from racer_core.packed_linear import PackedWeight, is_packed, linear, pack_weights
@@ -84,7 +85,7 @@ class LeanWeights:
 
     embed: torch.Tensor
     final_norm: torch.Tensor
-    lm_head: torch.Tensor | PackedWeight
+    lm_head: torch.Tensor | PackedWeight | HalfWeight
     layers: list[_Layer]
     eps: float
     heads: int
@@ -144,12 +145,17 @@ class LeanForward:
     """logits = forward(ids, positions, mask, cache): one call per verification.
 
     The linear weights are packed once for the CPU's matrix library
-    (packed_linear.py) where that works; `weights` is then the packed set
-    (hold it instead of the plain one, so the plain copy can go)."""
+    (packed_linear.py) where that works, or with `half` stored in float16 for
+    fbgemm (half_weights.py); `weights` is then the prepared set (hold it instead of
+    the plain one, so the plain copy can go)."""
 
-    def __init__(self, weights: LeanWeights, pack: bool = True) -> None:
-        self.weights = pack_weights(weights) if pack else weights
+    def __init__(self, weights: LeanWeights, pack: bool = True, half: bool = False) -> None:
+        if half:
+            self.weights = halve_weights(weights)
+        else:
+            self.weights = pack_weights(weights) if pack else weights
         self.packed = is_packed(self.weights)
+        self.half = is_half(self.weights)
         self.scale = weights.head_dim**-0.5
         self.dtype = weights.embed.dtype
         self._cos = self._sin = torch.empty(0)
@@ -235,8 +241,9 @@ def rope_of(config: Any) -> tuple[dict[str, Any], str | None]:
     return params, params.get("rope_type", params.get("type", "default"))
 
 
-def lean_forward_for(model: Any) -> LeanForward | None:
-    """A LeanForward for a supported dense decoder, else None (keep the stock forward)."""
+def lean_forward_for(model: Any, half: bool = False) -> LeanForward | None:
+    """A LeanForward for a supported dense decoder (its linears in float16
+    with `half`), else None (keep the stock forward)."""
     config = getattr(model, "config", None)
     family = family_of(config) if config_supported(config) else None
     if family is None:
@@ -248,6 +255,6 @@ def lean_forward_for(model: Any) -> LeanForward | None:
     if len({p.device for p in model.parameters()}) > 1:
         return None  # spread over devices (device_map): the stock forward moves activations between them
     try:
-        return LeanForward(weights_from_model(model, family))
+        return LeanForward(weights_from_model(model, family), half=half)
     except AttributeError:
         return None

@@ -18,6 +18,7 @@ from racer_core.events import Progress
 from racer_core.models import hub
 from racer_core.models.checkpoints import (
     FORWARDS,
+    HALF,
     LoadOptions,
     check_tree_support,
     first_line,
@@ -157,7 +158,8 @@ def load(model_path: str | os.PathLike[str] | None = None, options: LoadOptions 
     check_forward(options.forward)
     source = resolve(model_path)
     dev = resolve_device(options.device)
-    torch_dtype = resolve_dtype(options.dtype, dev)
+    half = options.quantize == HALF
+    torch_dtype = resolve_dtype("float32" if half else options.dtype, dev)  # fp16 weights, fp32 arithmetic
     place = placement(options, dev, torch_dtype)
     folder = source.folder if source.folder is not None else hub.download(str(source.hub_id), progress)
     if source.gguf_file is not None:
@@ -170,11 +172,11 @@ def load(model_path: str | os.PathLike[str] | None = None, options: LoadOptions 
         return _load_transformers(folder, source.name, options, dev, place)
 
     model = None
-    if options.forward != "stock" and options.quantize is None and "device_map" not in place:
+    if options.forward != "stock" and options.quantize in (None, HALF) and "device_map" not in place:
         from racer_core.models.reader import load_lean_model
 
         try:
-            model = load_lean_model(folder, dev, torch_dtype, lambda: with_transformers()[0])
+            model = load_lean_model(folder, dev, torch_dtype, lambda: with_transformers()[0], half=half)
         except Exception:  # a damaged weights file: transformers' load below says what is wrong in its words
             model = None
     if model is not None:
@@ -184,7 +186,7 @@ def load(model_path: str | os.PathLike[str] | None = None, options: LoadOptions 
     head = load_draft_head(model, options.draft_model, processor) if options.draft_model else None
     if progress:
         progress("Model loaded", 1.0)
-    return LoadedModel(model, tokenizer, processor, source.name, choose_forward(model, options.forward), head)
+    return LoadedModel(model, tokenizer, processor, source.name, choose_forward(model, options.forward, half), head)
 
 
 def load_draft_head(model: Any, path: str, processor: Any = None) -> Eagle3Head:
@@ -205,8 +207,10 @@ def check_forward(forward: str) -> None:
         raise InputError(f"unknown forward {forward!r}; choose one of {', '.join(FORWARDS)}")
 
 
-def choose_forward(model: Any, forward: str) -> LeanForward | None:
-    """The lean forward where the model has one ('auto', 'lean'), or None for transformers' own ('stock')."""
+def choose_forward(model: Any, forward: str, half: bool = False) -> LeanForward | None:
+    """The lean forward where the model has one ('auto', 'lean'), or None for
+    transformers' own ('stock'); with `half` its linears in float16 (refused
+    where the model has no lean forward)."""
     from racer_core.models.lean_forward import lean_forward_for
     from racer_core.models.reader import LeanModel
 
@@ -218,7 +222,10 @@ def choose_forward(model: Any, forward: str) -> LeanForward | None:
         return model.lean
     if forward == "stock":
         return None
-    lean = lean_forward_for(model)
+    lean = lean_forward_for(model, half)
+    if lean is None and half:
+        raise ModelLoadError(f"--fp16-weights runs through the lean forward, which {model.config.model_type} models "
+                             "do not have (Llama-shaped families only: docs/models.md)")
     if lean is None and forward == "lean":
         raise InputError(f"{model.config.model_type} models have no lean forward; use forward 'auto' or 'stock'")
     return lean

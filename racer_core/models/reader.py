@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from racer_core.half_weights import halve, is_half
 from racer_core.models.checkpoint_files import CONFIG, GENERATION_CONFIG, CheckpointConfig, read_json, weight_files
 from racer_core.models.families import family_of
 from racer_core.models.family import Family
@@ -36,7 +37,7 @@ from racer_core.models.lean_forward import (
     rope_of,
     submodule,
 )
-from racer_core.packed_linear import is_packed, maybe_pack, own_plain_tensors, plain
+from racer_core.packed_linear import maybe_pack, own_plain_tensors, plain
 
 
 def rope_inv_freq(config: CheckpointConfig, head_dim: int) -> torch.Tensor | None:
@@ -78,13 +79,13 @@ class LeanModel:
     dtype and the cache keys) and the lean forward."""
 
     def __init__(self, folder: Path, config: CheckpointConfig, family: Family, weights: LeanWeights,
-                 build_transformers: Callable[[], Any]) -> None:
+                 build_transformers: Callable[[], Any], half: bool = False) -> None:
         self.folder = folder
         self.config = config
         self.family = family
         self.generation_config = CheckpointConfig(read_json(folder / GENERATION_CONFIG) or {})
-        self.lean = LeanForward(weights)
-        self.weights = self.lean.weights  # packed where the CPU's library takes them: the plain copy goes
+        self.lean = LeanForward(weights, half=half)
+        self.weights = self.lean.weights  # packed (or fp16 weights) where the CPU's library takes them: the plain copy goes
         self._build_transformers = build_transformers
         self._transformers: Any = None
 
@@ -114,6 +115,8 @@ def share_weights(model: Any, weights: LeanWeights, family: Family) -> None:
         head = submodule(model, family.lm_head).weight
         if head is not embed:  # tied: set with the embedding
             head.data = plain(weights.lm_head)
+        elif is_half(weights):  # the lean head holds the embedding rounded to float16: so must transformers'
+            submodule(model, family.lm_head).weight = torch.nn.Parameter(plain(weights.lm_head), requires_grad=False)
         for layer, lean in zip(submodule(model, family.layers), weights.layers, strict=True):
             part = partial(submodule, layer)
             point_into(plain(lean.qkv), *(part(p).weight for p in family.qkv))
@@ -150,9 +153,10 @@ class _Tensors:
 
 
 def load_lean_model(folder: Path, device: str, dtype: torch.dtype,
-                    build_transformers: Callable[[], Any]) -> LeanModel | None:
+                    build_transformers: Callable[[], Any], half: bool = False) -> LeanModel | None:
     """The checkpoint in `folder` as a LeanModel, or None when it is not one
-    this loader reads exactly (then load it through transformers)."""
+    this loader reads exactly (then load it through transformers); with
+    `half` its linears stored in float16 as they are read (half_weights.py)."""
     data = read_json(folder / CONFIG)
     if data is None or "auto_map" in data or "quantization_config" in data:
         return None
@@ -191,28 +195,30 @@ def load_lean_model(folder: Path, device: str, dtype: torch.dtype,
     if not expected | layer_names <= names or not names <= expected | layer_names | {head_name}:
         return None
     embed = tensors.get(embed_name)
+    prepare = halve if half else maybe_pack
     weights = LeanWeights(
         embed=embed, final_norm=tensors.get(f"{family.final_norm}.weight"),
-        lm_head=maybe_pack(embed if tied else tensors.get(head_name)),
-        layers=[_read_layer(tensors, f"{family.layers}.{i}.", family) for i in range(layers)],
+        lm_head=prepare(embed if tied else tensors.get(head_name)),
+        layers=[_read_layer(tensors, f"{family.layers}.{i}.", family, prepare) for i in range(layers)],
         eps=eps, heads=heads, kv_heads=kv_heads, head_dim=head_dim, inv_freq=inv_freq.to(device),
     )
-    if is_packed(weights):
+    if not isinstance(weights.lm_head, torch.Tensor):  # packed or fp16: the file's plain tensors can go
         weights = own_plain_tensors(weights)
-    return LeanModel(folder, config, family, weights, build_transformers)
+    return LeanModel(folder, config, family, weights, build_transformers, half)
 
 
-def _read_layer(tensors: _Tensors, prefix: str, family: Family) -> _Layer:
+def _read_layer(tensors: _Tensors, prefix: str, family: Family,
+                prepare: Callable[[torch.Tensor], Any]) -> _Layer:
     qkv = [f"{prefix}{name}" for name in family.qkv]
-    # Linears packed as they are read (packed_linear.py): one copy at a time.
+    # Linears prepared (packed or fp16) as they are read: one plain copy at a time.
     return _Layer(
         input_norm=tensors.get(f"{prefix}{family.input_norm}.weight"),
-        qkv=maybe_pack(tensors.get_cat(*(f"{p}.weight" for p in qkv))),
+        qkv=prepare(tensors.get_cat(*(f"{p}.weight" for p in qkv))),
         qkv_bias=tensors.get_cat(*(f"{p}.bias" for p in qkv)) if family.qkv_bias else None,
         q_norm=tensors.get(f"{prefix}{family.q_norm}.weight") if family.qk_norm else None,
         k_norm=tensors.get(f"{prefix}{family.k_norm}.weight") if family.qk_norm else None,
-        o=maybe_pack(tensors.get(f"{prefix}{family.o}.weight")),
+        o=prepare(tensors.get(f"{prefix}{family.o}.weight")),
         post_norm=tensors.get(f"{prefix}{family.post_norm}.weight"),
-        gate_up=maybe_pack(tensors.get_cat(*(f"{prefix}{name}.weight" for name in family.gate_up))),
-        down=maybe_pack(tensors.get(f"{prefix}{family.down}.weight")),
+        gate_up=prepare(tensors.get_cat(*(f"{prefix}{name}.weight" for name in family.gate_up))),
+        down=prepare(tensors.get(f"{prefix}{family.down}.weight")),
     )

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser, **hooks: Any)
         if not key:
             parser.error("--allow-remote needs --api-key (or $RACER_TUI_API_KEY): a remote server without a key "
                          "would run anyone's requests")
-    refusal = o.head_refusal([args.method], args)
+    refusal = o.method_refusal([args.method], args)
     if refusal is not None:  # the default method for requests that name none
         print_error(refusal)
         return 2

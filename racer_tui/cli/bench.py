@@ -170,7 +170,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser, *, engine_loa
         args.methods = ["racer"] if args.answer_file is not None else list(DEFAULT_METHODS)
     if args.question_end is not None and args.question_end <= (args.question_begin or 0):
         parser.error("--question-end must be greater than --question-begin")
-    refusal = o.head_refusal(args.methods, args)
+    refusal = o.method_refusal(args.methods, args)
     if refusal is not None:
         print_error(refusal)
         return 2

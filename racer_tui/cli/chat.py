@@ -51,7 +51,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser, **hooks: Any)
     from racer_tui.app import RacerApp
     from racer_tui.models import default_engine_factory
 
-    refusal = o.head_refusal([args.method or ""], args)
+    refusal = o.method_refusal([args.method or ""], args)
     if refusal is not None:
         print_error(refusal)
         return 2

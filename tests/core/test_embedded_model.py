@@ -57,6 +57,19 @@ def test_racer_equals_plain_greedy_on_the_embedded_model(engine) -> None:
     assert any(p.source == Source.RETRIEVAL for e in events for p in e.pieces)
 
 
+def test_racer_equals_plain_greedy_with_fp16_weights() -> None:
+    """--fp16-weights on the real model: the reply as plain decoding's, drafts accepted."""
+    from racer_core.engine import load_engine
+    from racer_core.half_weights import half_works
+    from racer_core.models.checkpoints import HALF
+
+    if not half_works():
+        pytest.skip("this torch has no fbgemm fp16 linear")
+    engine = load_engine(quantize=HALF)
+    assert engine.info.dtype == HALF and engine.lean.half
+    test_racer_equals_plain_greedy_on_the_embedded_model(engine)
+
+
 def test_a_greedy_reply_on_the_embedded_model_never_imports_transformers() -> None:
     """The later-start path (docs/design.md 1.4): the dequantized checkpoint and
     its tokenizer are read without transformers, and a greedy racer reply

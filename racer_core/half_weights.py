@@ -1,0 +1,112 @@
+"""Linear weights stored in float16 for fbgemm, multiplied in float32.
+
+On a CPU a step of a small model reads every weight once, so the bytes per
+weight set the pace of plain decoding. fbgemm (torch's x86 quantized engine)
+keeps a weight in float16, packed once for its kernels, and multiplies it
+with float32 activations (`quantized::linear_dynamic_fp16`): half of fp32's
+bytes, and on the embedded model a whole step's linears about 3x faster than
+fp32 for one token (docs/performance.md). The activations are never rounded
+to a grid, so a tiny difference between a tree pass and a single-token pass
+stays tiny, and greedy racer equals ar as in float32, a near-tie aside.
+
+int8 was tried first and dropped: with each token's activations quantized
+on its own scale the int8 products are row-exact, but attention over a tree
+and over one token round differently in the last bit, and that bit moved
+activations across a quantization step (logits apart by up to 6): racer
+differed from ar on every question (docs/design.md, "Compact weights").
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import replace
+from typing import Any
+
+import torch
+
+log = logging.getLogger(__name__)
+
+PROBE_TOLERANCE = 2e-3
+"""Largest |fp16-weight - fp32| on the probe, relative to the largest |output|."""
+
+
+def _engine() -> bool:
+    """Select fbgemm's x86 engine for quantized ops (the default on x86); False where there is none."""
+    if torch.backends.quantized.engine in ("x86", "fbgemm"):
+        return True
+    for name in ("x86", "fbgemm"):
+        if name in torch.backends.quantized.supported_engines:
+            torch.backends.quantized.engine = name
+            return True
+    return False
+
+
+class HalfWeight:
+    """A linear weight in float16, packed by fbgemm: `w(x, bias)` is
+    `F.linear(x, plain, bias)` with the weight rounded to float16."""
+
+    __slots__ = ("packed", "shape", "dtype", "device")
+
+    def __init__(self, plain: torch.Tensor) -> None:
+        with torch.no_grad():
+            self.packed = torch.ops.quantized.linear_prepack_fp16(plain.detach().float().contiguous(), None)
+        self.shape, self.dtype, self.device = plain.shape, torch.float32, plain.device
+
+    def __call__(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        y = torch.ops.quantized.linear_dynamic_fp16(x.contiguous(), self.packed)
+        return y if bias is None else y + bias
+
+    def numel(self) -> int:
+        return self.shape.numel()
+
+    def plain(self) -> torch.Tensor:
+        """The weight (its float16 values) in the usual (out, in) layout, as float32 (a new tensor)."""
+        weight, _ = torch.ops.quantized.linear_unpack_fp16(self.packed)
+        return weight.float()
+
+
+@functools.cache
+def half_works() -> bool:
+    """Whether this torch has fbgemm's fp16-weight linear and it behaves on a
+    probe: close to fp32, each row independent of the rows beside it, and
+    the weight given back as float16 values."""
+    try:
+        if not _engine():
+            return False
+        gen = torch.Generator().manual_seed(0)
+        w = torch.randn(48, 80, generator=gen)
+        x = torch.randn(1, 6, 80, generator=gen)
+        weight = HalfWeight(w)
+        got, want = weight(x), x @ w.t()
+        if (got - want).abs().max() > PROBE_TOLERANCE * want.abs().max():
+            raise ValueError("fp16-weight result far from fp32")
+        if not all(torch.equal(weight(x[:, i : i + 1]), got[:, i : i + 1]) for i in range(6)):
+            raise ValueError("a row's result depends on the rows beside it")
+        if not torch.equal(weight.plain(), w.half().float()):
+            raise ValueError("the packed weight does not give its float16 values back")
+    except (RuntimeError, ValueError, AttributeError) as error:
+        log.warning("fp16 weights: fbgemm's fp16 linear failed its check (%s)",
+                    str(error).splitlines()[0] if str(error) else type(error).__name__)
+        return False
+    return True
+
+
+def halve(weight: Any) -> Any:
+    """`weight` (a plain tensor) as a HalfWeight; anything else as it is."""
+    return HalfWeight(weight) if isinstance(weight, torch.Tensor) else weight
+
+
+def is_half(weights: Any) -> bool:
+    """Whether a lean_forward.LeanWeights' linears are fp16 weights."""
+    return isinstance(weights.lm_head, HalfWeight)
+
+
+def halve_weights(weights: Any) -> Any:
+    """A lean_forward.LeanWeights with every linear (the lm_head included) in
+    float16; the embedding, norms and biases stay float32."""
+    if is_half(weights):
+        return weights
+    layers = [replace(layer, qkv=halve(layer.qkv), o=halve(layer.o), gate_up=halve(layer.gate_up),
+                      down=halve(layer.down)) for layer in weights.layers]
+    return replace(weights, layers=layers, lm_head=halve(weights.lm_head))
