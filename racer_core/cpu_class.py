@@ -1,8 +1,9 @@
 """Measuring another CPU class on this machine.
 
 A CPU with AVX-512 can be made to run the kernels an AVX2-only CPU (most
-laptops, many cloud machines) would run, by limiting the three libraries
-torch dispatches to. Each reads its variable once, when it loads, so the
+laptops, many cloud machines) would run, by limiting the libraries torch
+dispatches to: ATen, oneDNN and MKL, and fbgemm (the quantized engine behind
+--fp16-weights). Each reads its variable once, when it loads, so the
 variables must be set before torch is imported: `reexec_with_isa` starts the
 same command again with them set. Torch-free, so a front end may call it first.
 """
@@ -15,7 +16,8 @@ from collections.abc import Sequence
 
 ISA_ENV: dict[str, dict[str, str]] = {
     "native": {},
-    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+             "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2"},
 }
 ISA_CHOICES = tuple(ISA_ENV)
 _MARK = "RACER_CPU_CLASS"

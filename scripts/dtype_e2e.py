@@ -14,6 +14,9 @@ first setup's ar and racer.
 
     python scripts/dtype_e2e.py --suite builtin --question-begin 14 --max-new-tokens 128 --answer-dir DIR
     python scripts/dtype_e2e.py --setups float32:stock,float32:lean --answer-dir DIR   # the forward alone
+    python scripts/dtype_e2e.py --setups float32:lean,fp16w:lean --answer-dir DIR      # --fp16-weights
+
+DTYPE `fp16w` is float32 arithmetic on float16 weights (--fp16-weights, half_weights.py).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from racer_core.bench.runner import run_benchmark
 from racer_core.bench.suites import load_suite
 from racer_core.engine import load_engine
 from racer_core.events import GenerationConfig
+from racer_core.models.checkpoints import HALF
 
 
 def main() -> None:
@@ -58,7 +62,8 @@ def main() -> None:
     print("load before:", os.getloadavg(), flush=True)
     results = {d: BenchResult(methods=list(methods), greedy=config.greedy, dtype=dt) for d, (dt, _) in setups.items()}
     if not args.report:
-        engines = {d: load_engine(device="cpu", dtype=dt, forward=fw) for d, (dt, fw) in setups.items()}
+        engines = {d: load_engine(device="cpu", forward=fw, **({"quantize": HALF} if dt == "fp16w" else {"dtype": dt}))
+                   for d, (dt, fw) in setups.items()}
         for d, engine in engines.items():
             results[d].dtype = engine.info.dtype
             print(f"{d}: {engine.info.dtype}, {engine.info.forward} forward", flush=True)

@@ -44,14 +44,15 @@ def _logits(forward: LeanForward, layers: int) -> torch.Tensor:
     return torch.cat([first, rest])
 
 
-def test_a_half_weight_is_rows_apart_and_gives_its_float16_values_back() -> None:
+def test_a_half_weight_keeps_rows_apart_and_gives_its_float16_values_back() -> None:
     w = torch.randn(40, 24)
     weight = HalfWeight(w)
     assert torch.equal(weight.plain(), w.half().float())
     x = torch.randn(1, 7, 24)
     x[0, 3] *= 100
     full = weight(x)
-    assert all(torch.equal(weight(x[:, i : i + 1]), full[:, i : i + 1]) for i in range(7))
+    alone = torch.cat([weight(x[:, i : i + 1]) for i in range(7)], dim=1)
+    assert (alone - full).abs().max() <= 1e-5 * full.abs().max()  # bit-equal natively, last bits under AVX2
     assert torch.allclose(full, x @ w.half().float().t(), atol=1e-4, rtol=1e-4)
     bias = torch.randn(40)
     assert torch.allclose(weight(x, bias), full + bias)
