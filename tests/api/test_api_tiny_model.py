@@ -112,7 +112,10 @@ def test_a_streamed_reply_equals_the_whole_one(service) -> None:
     assert chunks[0].choices[0].delta.role == "assistant"
     tokens = [t for c in chunks if c.choices and c.choices[0].finish_reason is None
               for t in c.choices[0].model_extra["racer"]["tokens"]]
-    assert tokens == whole.model_extra["racer"]["tokens"]
+    # The same tokens; which came from a draft may differ between two requests (auto sizes
+    # trees on a curve timed on this machine), so the sources are not compared.
+    same = [(t["id"], t["text"]) for t in whole.model_extra["racer"]["tokens"]]
+    assert [(t["id"], t["text"]) for t in tokens] == same
     last_choice = [c for c in chunks if c.choices][-1].choices[0]
     assert last_choice.finish_reason == "length"
     usage = chunks[-1].usage
