@@ -50,6 +50,21 @@ def run(engine: RacerEngine, prompt: list[int], **config: Any) -> tuple[list[int
     return tokens, counts, len(steps)
 
 
+def prompt_logits(forward: Any, layers: int) -> torch.Tensor:
+    """A lean forward's logits for PROMPT, fed in two passes (all but the
+    last 4 tokens, then those 4 on the cache): prefill and a multi-token step."""
+    from racer_core.kv_cache import TreeCache
+    from racer_core.tree_attention import TreeMaskBuilder
+
+    ids = torch.tensor(PROMPT)
+    masks = TreeMaskBuilder(torch.float32, "cpu", None)
+    with torch.inference_mode():
+        cache = TreeCache(layers)
+        first = forward(ids[:-4], torch.arange(len(ids) - 4), masks.causal(0, len(ids) - 4), cache)
+        rest = forward(ids[-4:], torch.arange(len(ids) - 4, len(ids)), masks.causal(len(ids) - 4, 4), cache)
+    return torch.cat([first, rest])
+
+
 def reply_in_a_fresh_process(load_args: str) -> list[str]:
     """In a fresh Python, `load_engine(<load_args>)` and one greedy racer reply;
     returns [transformers imported?, the model's class, the tokenizer's class,

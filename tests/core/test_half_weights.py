@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import pytest
 import torch
-from engine_helpers import PROMPT, SMALL_VOCAB, make_markov, run
+from engine_helpers import PROMPT, SMALL_VOCAB, make_markov, prompt_logits, run
 
 from racer_core.engine import RacerEngine
 from racer_core.errors import ModelLoadError
 from racer_core.half_weights import HalfWeight, half_works
-from racer_core.kv_cache import TreeCache
 from racer_core.models.checkpoints import HALF, LoadOptions, check_half
 from racer_core.models.families import family_of
 from racer_core.models.lean_forward import LeanForward, weights_from_model
 from racer_core.models.loader import LoadedModel, choose_forward
 from racer_core.testing import tiny_model
-from racer_core.tree_attention import TreeMaskBuilder
 
 pytestmark = pytest.mark.skipif(not half_works(), reason="this torch has no fbgemm fp16 linear")
 
@@ -32,16 +30,6 @@ def _rounded(model) -> None:
         for name, param in model.named_parameters():
             if name.endswith("proj.weight") or name.endswith("lm_head.weight"):
                 param.copy_(param.half().float())
-
-
-def _logits(forward: LeanForward, layers: int) -> torch.Tensor:
-    ids = torch.tensor(PROMPT)
-    masks = TreeMaskBuilder(torch.float32, "cpu", None)
-    with torch.inference_mode():
-        cache = TreeCache(layers)
-        first = forward(ids[:-4], torch.arange(len(ids) - 4), masks.causal(0, len(ids) - 4), cache)
-        rest = forward(ids[-4:], torch.arange(len(ids) - 4, len(ids)), masks.causal(len(ids) - 4, 4), cache)
-    return torch.cat([first, rest])
 
 
 def test_a_half_weight_keeps_rows_apart_and_gives_its_float16_values_back() -> None:
@@ -66,7 +54,7 @@ def test_half_logits_match_the_fp32_forward_on_rounded_weights(family: str) -> N
     _rounded(model)
     plain = LeanForward(weights_from_model(model, family_of(model.config)), pack=False)
     layers = model.config.num_hidden_layers
-    a, b = _logits(half, layers), _logits(plain, layers)
+    a, b = prompt_logits(half, layers), prompt_logits(plain, layers)
     assert (a - b).abs().max() <= TOLERANCE
     assert torch.equal(a.argmax(-1), b.argmax(-1))
 
@@ -102,7 +90,7 @@ def test_the_transformers_model_sees_the_rounded_weights() -> None:
     ids = torch.tensor([PROMPT])
     with torch.inference_mode():
         stock = model(input_ids=ids).logits[0]
-    assert (stock - _logits(lean, model.config.num_hidden_layers)).abs().max() <= TOLERANCE
+    assert (stock - prompt_logits(lean, model.config.num_hidden_layers)).abs().max() <= TOLERANCE
 
 
 @pytest.mark.parametrize(("options", "device", "says"), [

@@ -9,15 +9,13 @@ import logging
 
 import pytest
 import torch
-from engine_helpers import PROMPT
+from engine_helpers import prompt_logits
 
 from racer_core import packed_linear
-from racer_core.kv_cache import TreeCache
 from racer_core.models.families import family_of
 from racer_core.models.lean_forward import LeanForward, LeanWeights, weights_from_model
 from racer_core.packed_linear import PackedWeight, packing_works
 from racer_core.testing import tiny_model
-from racer_core.tree_attention import TreeMaskBuilder
 
 DENSE = ("llama", "mistral", "qwen2", "qwen3")
 PACKED_TOLERANCE = 1e-4
@@ -35,16 +33,6 @@ def _weights(model) -> LeanWeights:
     return weights_from_model(model, family_of(model.config))
 
 
-def _logits(forward: LeanForward, layers: int) -> torch.Tensor:
-    ids = torch.tensor(PROMPT)
-    masks = TreeMaskBuilder(torch.float32, "cpu", None)
-    with torch.inference_mode():
-        cache = TreeCache(layers)
-        first = forward(ids[:-4], torch.arange(len(ids) - 4), masks.causal(0, len(ids) - 4), cache)
-        rest = forward(ids[-4:], torch.arange(len(ids) - 4, len(ids)), masks.causal(len(ids) - 4, 4), cache)
-    return torch.cat([first, rest])
-
-
 @pytest.mark.skipif(not packed_linear._ops_present(), reason="this torch has no oneDNN packed linear")
 @pytest.mark.parametrize("family", DENSE)
 def test_packed_logits_match_f_linear(family: str) -> None:
@@ -54,7 +42,7 @@ def test_packed_logits_match_f_linear(family: str) -> None:
     assert packed.packed and not unpacked.packed
     assert isinstance(packed.weights.layers[0].qkv, PackedWeight) and isinstance(packed.weights.lm_head, PackedWeight)
     layers = model.config.num_hidden_layers
-    a, b = _logits(packed, layers), _logits(unpacked, layers)
+    a, b = prompt_logits(packed, layers), prompt_logits(unpacked, layers)
     assert (a - b).abs().max() <= PACKED_TOLERANCE
     assert torch.equal(a.argmax(-1), b.argmax(-1))
 
@@ -81,7 +69,7 @@ def test_falls_back_to_f_linear_when_the_ops_disagree(monkeypatch, caplog) -> No
     assert not forward.packed and forward.weights is weights
     assert len([r for r in caplog.records if "failed its check" in r.getMessage()]) == 1
     layers = model.config.num_hidden_layers
-    assert torch.equal(_logits(forward, layers), _logits(LeanForward(weights, pack=False), layers))
+    assert torch.equal(prompt_logits(forward, layers), prompt_logits(LeanForward(weights, pack=False), layers))
 
 
 def test_falls_back_to_f_linear_when_the_ops_are_missing(monkeypatch, caplog) -> None:
