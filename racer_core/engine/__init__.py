@@ -1,0 +1,1 @@
+"""Loading a model, conversations, and the decoding loop that drafts and verifies."""

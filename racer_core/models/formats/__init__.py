@@ -1,0 +1,1 @@
+"""Weight formats the lean forward multiplies with: packed float32, float16."""

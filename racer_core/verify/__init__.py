@@ -1,0 +1,1 @@
+"""Verifying a draft tree: its mask and positions, the cache, sampling, near ties."""

@@ -1,0 +1,1 @@
+"""The chat's parts that are not widgets: actions, saved files, attachments, the step log."""
