@@ -21,9 +21,9 @@ else:
     compile_args += ["-O3"]
 
 extension = Extension(
-    "racer_core.automaton._automaton",
-    sources=["racer_core/automaton/_automaton.pyx", "racer_core/automaton/automaton.cpp"],
-    include_dirs=["racer_core/automaton", np.get_include()],
+    "racer_core.drafting.automaton._automaton",
+    sources=["racer_core/drafting/automaton/_automaton.pyx", "racer_core/drafting/automaton/automaton.cpp"],
+    include_dirs=["racer_core/drafting/automaton", np.get_include()],
     language="c++",
     extra_compile_args=compile_args,
     extra_link_args=link_args,

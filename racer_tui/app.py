@@ -16,13 +16,13 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.signal import Signal
 
-from racer_core.errors import RacerError
-from racer_core.events import Engine, EngineFactory, EngineInfo
+from racer_core.common.errors import RacerError
+from racer_core.common.events import Engine, EngineFactory, EngineInfo
 from racer_tui.commands import racer_commands
+from racer_tui.engine_loader import default_engine_factory, describe, quiet_loading_bars
 from racer_tui.history_repair import open_history
 from racer_tui.host import EngineUser
 from racer_tui.messages import EngineFailed, EngineReady, LoadProgress
-from racer_tui.models import default_engine_factory, describe, quiet_loading_bars
 from racer_tui.screens.bench import BenchScreen
 from racer_tui.screens.chat import ChatScreen
 from racer_tui.screens.help import HelpScreen, Section
@@ -58,7 +58,7 @@ class RacerApp(App):
         overrides: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
-        from racer_core import paths
+        from racer_core.common import paths
 
         detect_graphics()  # textual-image asks the terminal now, before Textual takes it
 
@@ -235,7 +235,7 @@ class RacerApp(App):
         self.push_screen(SettingsScreen(self.settings), saved)
 
     def clear_learned_drafts(self) -> None:
-        from racer_core.corpus import clear_corpora
+        from racer_core.drafting.corpus import clear_corpora
 
         if self.engine is not None:
             self.engine.forget_chats()  # the loaded model's corpus in memory too

@@ -10,7 +10,7 @@ them as they are.
 
 from __future__ import annotations
 
-from racer_core.events import Source
+from racer_core.common.events import Source
 
 RETRIEVAL_GREEN = "#00af00"  # accepted draft token from the automaton (xterm 34)
 LOGITS_GREEN = "#87ff87"  # accepted draft token from the logits table (xterm 120)

@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from racer_core.events import Engine, Progress
+from racer_core.common.events import Engine, Progress
 from racer_core.models.embedded import EMBEDDED_NAME
 
 
@@ -30,7 +30,7 @@ def default_engine_factory(
     """`load`: quantize / trust_remote_code, as the command line asked."""
     if progress:
         progress("Importing torch...", 0.05)
-    from racer_core.engine import load_engine  # imports torch: worker thread only
+    from racer_core.engine.engine import load_engine  # imports torch: worker thread only
 
     return load_engine(model_path, device=device, dtype=dtype, progress=progress, **load)
 

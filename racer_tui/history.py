@@ -20,8 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from racer_core.errors import RacerError
-from racer_core.events import Source
+from racer_core.common.errors import RacerError
+from racer_core.common.events import Source
 
 # The schema before it had a version number (user_version 0); upgrade 1 adopts it as is.
 SCHEMA_V1 = """

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from racer_core.paths import move_aside as move_file_aside
+from racer_core.common.paths import move_aside as move_file_aside
 from racer_tui.history import HistoryError, HistoryStore, NewerSchemaError, decode_message, title_for
 
 MAX_SKIP = 20_000  # ids tried past an unreadable page before a table scan gives up
@@ -95,7 +95,7 @@ def repair_notice(problem: str, moved: Path, found: Salvage) -> str:
 
 def move_aside(path: Path) -> Path:
     """Move the damaged file aside the way every damaged user file is
-    (`racer_core.paths.move_aside`), taking SQLite's side files along."""
+    (`racer_core.common.paths.move_aside`), taking SQLite's side files along."""
     target = move_file_aside(path)
     for suffix in COMPANIONS:
         side = path.with_name(path.name + suffix)

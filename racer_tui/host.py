@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
-from racer_core.events import Engine, EngineInfo
+from racer_core.common.events import Engine, EngineInfo
 
 if TYPE_CHECKING:
     from textual.dom import DOMNode

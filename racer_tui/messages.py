@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from racer_core.events import Engine, StepEvent
+from racer_core.common.events import Engine, StepEvent
 
 
 class LoadProgress(Message):

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from racer_core.config import DEFAULTS, FIELDS, ConfigError, GenerationConfig
-from racer_core.paths import move_aside
+from racer_core.common.config import DEFAULTS, FIELDS, ConfigError, GenerationConfig
+from racer_core.common.paths import move_aside
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class Settings:
     dtype: str = "auto"
     system_prompt: str = ""
     markdown: bool = False  # show finished replies as Markdown
-    learn_from_chats: bool = True  # drafts start from earlier chats (racer_core/corpus.py)
+    learn_from_chats: bool = True  # drafts start from earlier chats (racer_core/drafting/corpus.py)
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with `changes`; generation parameters among them go through

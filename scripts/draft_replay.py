@@ -13,7 +13,7 @@ nodes.)
     python scripts/draft_replay.py replay traces.json --table token   # rows keyed by the token alone
     python scripts/draft_replay.py replay traces.json --corpus other.json --seed table   # earlier chats
 
-`--corpus` seeds each question's automaton from a chat corpus (racer_core/corpus.py)
+`--corpus` seeds each question's automaton from a chat corpus (racer_core/drafting/corpus.py)
 built from the traces of a file, as a chat is seeded from earlier chats; the
 question replayed is always left out of it (the same file: every other question).
 `--seed table` writes only the logits table, `both` feeds the trie as well;
@@ -40,8 +40,8 @@ def record(args: argparse.Namespace) -> None:
     import torch
 
     from racer_core.bench.suites import load_suite
-    from racer_core.engine import load_engine
-    from racer_core.events import GenerationConfig
+    from racer_core.common.events import GenerationConfig
+    from racer_core.engine.engine import load_engine
 
     engine = load_engine(args.model_path)
     questions = load_suite(args.suite)[args.begin : args.end]
@@ -71,7 +71,7 @@ VOCAB = 1 << 17  # above every id of the traces' models; only bounds the table
 def build_corpus(path: str, exclude: dict | None = None):
     """A corpus of these traces' sequences and top-k rows, oldest first,
     without `exclude` (the question being replayed: no answer seeds itself)."""
-    from racer_core.corpus import Corpus
+    from racer_core.drafting.corpus import Corpus
 
     corpus = Corpus(Path("/nonexistent/corpus.npz"), VOCAB)
     for t in json.load(open(path))["traces"]:
@@ -83,8 +83,8 @@ def build_corpus(path: str, exclude: dict | None = None):
 
 
 def make_automaton(impl: str, table: str):
-    from racer_core.automaton import Automaton, ReferenceAutomaton
-    from racer_core.automaton.variants import variant
+    from racer_core.drafting.automaton import Automaton, ReferenceAutomaton
+    from racer_core.drafting.automaton.variants import variant
 
     cls = Automaton if impl == "compiled" else ReferenceAutomaton
     return variant(cls, max_nodes=10000, min_depth=2, ngram=10, pair_rows=table == "pair")
@@ -177,8 +177,8 @@ def replay(args: argparse.Namespace) -> None:
     cats = sorted({t["category"] for t in traces})
     start = time.perf_counter()
     print(f"{'budget':>6} " + " ".join(f"{c[:8]:>8}" for c in cats) + "      all  est.speedup")
-    from racer_core.budget import CostCurve
-    from racer_core.tree_policy import TreePolicy
+    from racer_core.budget.cost_curve import CostCurve
+    from racer_core.budget.tree_policy import TreePolicy
 
     curve = CostCurve(sorted(cost), [cost[k] / 1000 for k in sorted(cost)])
     runs = [(budget, False) for budget in budgets] + [(budget, True) for budget in budgets if args.corpus]

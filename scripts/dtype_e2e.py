@@ -30,8 +30,8 @@ from racer_core.bench.report import bench_tables, plain_console, print_tables
 from racer_core.bench.results import BenchResult, load_results, tally
 from racer_core.bench.runner import run_benchmark
 from racer_core.bench.suites import load_suite
-from racer_core.engine import load_engine
-from racer_core.events import GenerationConfig
+from racer_core.common.events import GenerationConfig
+from racer_core.engine.engine import load_engine
 from racer_core.models.checkpoints import HALF
 
 

@@ -36,7 +36,7 @@ def now():
     return round(time.monotonic() - spawned, 2)
 marks = {}
 from racer_tui.app import RacerApp
-from racer_tui.models import default_engine_factory
+from racer_tui.engine_loader import default_engine_factory
 marks["ui imports"] = now()
 
 def factory(*args, progress=None, **kwargs):

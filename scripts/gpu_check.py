@@ -40,7 +40,7 @@ def random_engine(device: str, dtype: str, forward: str = "auto"):  # noqa: ANN2
     import torch
     from transformers import AutoModelForCausalLM, LlamaConfig
 
-    from racer_core.engine import RacerEngine
+    from racer_core.engine.engine import RacerEngine
     from racer_core.models.loader import resolve_device, resolve_dtype
 
     dev = resolve_device(device)
@@ -54,7 +54,7 @@ def random_engine(device: str, dtype: str, forward: str = "auto"):  # noqa: ANN2
 
 
 def _reply(engine, images, method: str, max_new_tokens: int) -> tuple[list[int], float]:  # noqa: ANN001
-    from racer_core.events import GenerationConfig
+    from racer_core.common.events import GenerationConfig
 
     config = GenerationConfig(method=method, max_new_tokens=max_new_tokens, max_num_draft=16)
     start = time.perf_counter()
@@ -68,9 +68,9 @@ def family_checks(device: str, max_new_tokens: int) -> bool:
     import torch
     from transformers import AutoModelForImageTextToText
 
-    from racer_core.engine import RacerEngine, load_engine
+    from racer_core.engine.engine import RacerEngine, load_engine
+    from racer_core.engine.multimodal import image_from_pixels
     from racer_core.models.loader import resolve_device
-    from racer_core.multimodal import image_from_pixels
     from racer_core.testing.tiny_vl import tiny_image, tiny_processor, tiny_vl_config, tiny_vl_model
 
     dev = resolve_device(device)
@@ -132,8 +132,8 @@ def main() -> None:
 
     from racer_core.bench.runner import run_benchmark
     from racer_core.bench.suites import load_suite
-    from racer_core.engine import load_engine
-    from racer_core.events import GenerationConfig
+    from racer_core.common.events import GenerationConfig
+    from racer_core.engine.engine import load_engine
 
     if args.families:
         raise SystemExit(0 if family_checks(args.device, args.max_new_tokens) else 1)
@@ -178,7 +178,7 @@ def main() -> None:
             f"MAT {row['mat'] or 0:5.2f}  identical to ar: {row.get('identical_questions')}/{row.get('compared_questions')}"
             f"  near-tie: {row.get('near_tie_questions')}  other: {row.get('other_divergence_questions')}"
         )
-    # In bf16 a divergence from ar must begin at a near-tie (racer_core.near_tie); any other is a bug.
+    # In bf16 a divergence from ar must begin at a near-tie (racer_core.verify.near_tie); any other is a bug.
     for warning in summary["warnings"]:
         print(f"WARNING {warning}")
     if any(row.get("other_divergence_questions") for row in summary["methods"].values()):

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from racer_core.cpu_class import ISA_CHOICES, reexec_with_isa  # noqa: E402
+from racer_core.budget.cpu_class import ISA_CHOICES, reexec_with_isa  # noqa: E402
 
 
 def main() -> None:
@@ -53,8 +53,8 @@ def main() -> None:
     import torch
 
     from racer_core.bench.suites import load_suite
-    from racer_core.engine import load_engine
-    from racer_core.events import GenerationConfig
+    from racer_core.common.events import GenerationConfig
+    from racer_core.engine.engine import load_engine
     from racer_core.models.checkpoints import HALF
     from racer_core.models.embedded import embedded_gguf
 

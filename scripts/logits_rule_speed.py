@@ -2,7 +2,7 @@
 
 Loads the engine once and answers each question with plain greedy decoding
 (`ar`), RACER with the paper's rule (the default) and RACER with the older
-rule (`variant(Automaton, late_halving=True)`, racer_core.automaton.variants), interleaved per question so drift on a
+rule (`variant(Automaton, late_halving=True)`, racer_core.drafting.automaton.variants), interleaved per question so drift on a
 shared machine hits all three alike (the two RACER variants swap order every
 question). Prints tokens per second as a ratio to `ar`, the mean accepted
 tokens per step (MAT), and whether each variant's output equals `ar`'s.
@@ -26,13 +26,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
-import racer_core.decoder as decoder
-from racer_core.automaton import Automaton
-from racer_core.automaton.variants import variant
+import racer_core.engine.decoder as decoder
 from racer_core.bench.suites import Question, load_suite
-from racer_core.engine import load_engine
-from racer_core.events import Engine, GenerationConfig
-from racer_core.stats import is_verification_step
+from racer_core.common.events import Engine, GenerationConfig
+from racer_core.common.stats import is_verification_step
+from racer_core.drafting.automaton import Automaton
+from racer_core.drafting.automaton.variants import variant
+from racer_core.engine.engine import load_engine
 
 VARIANTS = ("ar", "racer paper", "racer late")
 # The second variant's automaton option, per --compare.

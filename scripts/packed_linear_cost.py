@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from racer_core.cpu_class import ISA_CHOICES, reexec_with_isa  # noqa: E402
+from racer_core.budget.cpu_class import ISA_CHOICES, reexec_with_isa  # noqa: E402
 
 
 def main() -> None:
@@ -38,7 +38,7 @@ def main() -> None:
     import torch
     import torch.nn.functional as F
 
-    from racer_core.cpu_class import describe
+    from racer_core.budget.cpu_class import describe
 
     dtype = getattr(torch, args.dtype)
     hidden, inner, kv, layers, vocab = 576, 1536, 192, 30, 49152

@@ -1,7 +1,7 @@
 """Would the logits table's probabilities make the tree policy faster? An offline study.
 
 Today's table keeps only the top-k ids of each row, and the tree policy
-(racer_core/tree_policy.py) learns acceptance per (retrieval context, logits
+(racer_core/budget/tree_policy.py) learns acceptance per (retrieval context, logits
 rank, depth). This replays greedy traces recorded with their top-k
 probabilities (`draft_replay.py record` stores them as `topk_probs`) beside a
 side table that keeps each row entry's probability, and compares policies at
@@ -34,9 +34,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from racer_core.automaton import Automaton
-from racer_core.budget import CostCurve
-from racer_core.tree_policy import _CTX_EDGES, _DEPTH_EDGES, _RANK_EDGES, TreePolicy
+from racer_core.budget.cost_curve import CostCurve
+from racer_core.budget.tree_policy import _CTX_EDGES, _DEPTH_EDGES, _RANK_EDGES, TreePolicy
+from racer_core.drafting.automaton import Automaton
 
 PROB_EDGES = np.array([1e-9, 0.02, 0.1, 0.25, 0.5, 0.75, 0.9])  # absent -> 0, ..., (0.9, 1] -> 7
 PROB_PRIOR = np.array([0.0, 0.01, 0.06, 0.17, 0.37, 0.62, 0.82, 0.95])

@@ -24,15 +24,15 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=128)
     args = parser.parse_args()
 
-    from racer_core import decoder
-    from racer_core.events import GenerationConfig
+    from racer_core.common.events import GenerationConfig
+    from racer_core.engine import decoder
 
     if args.tiny:
         from racer_core.testing import tiny_engine
 
         engine = tiny_engine()
     else:
-        from racer_core.engine import load_engine
+        from racer_core.engine.engine import load_engine
 
         engine = load_engine()
     spent: list[float] = []

@@ -33,7 +33,7 @@ cp "$root/setup.py" "$root/pyproject.toml" "$work/"
 [[ -f "$root/README.md" ]] && cp "$root/README.md" "$work/"
 cp -r "$root/racer_core" "$work/racer_core"
 find "$work/racer_core" \( -name '*.so' -o -name '__pycache__' \) -prune -exec rm -rf {} +
-rm -f "$work/racer_core/automaton/_automaton.cpp"
+rm -f "$work/racer_core/drafting/automaton/_automaton.cpp"
 mkdir "$work/tests"
 mkdir -p "$work/tests/core"
 cp "$root"/tests/core/test_automaton*.py "$work/tests/core/"
@@ -45,7 +45,7 @@ echo "== building the sanitized extension in $work"
     cat "$work/build.log" >&2
     exit 1
 }
-so="$(ls "$work"/racer_core/automaton/_automaton*.so)"
+so="$(ls "$work"/racer_core/drafting/automaton/_automaton*.so)"
 # grep reads all of ldd's output: with -q it could exit at the first match, and
 # under pipefail ldd's SIGPIPE would then fail the check at random.
 if ! ldd "$so" | grep libasan >/dev/null; then
@@ -66,7 +66,7 @@ export PYTHONPATH="$work"
 export PYTHONDONTWRITEBYTECODE=1
 
 "$python" -c "
-import sys, racer_core.automaton._automaton as m
+import sys, racer_core.drafting.automaton._automaton as m
 assert m.__file__.startswith('$work'), 'imported ' + m.__file__ + ', not the sanitized build'
 print('== testing', m.__file__)
 "

@@ -30,10 +30,10 @@ def main() -> None:
     args = parser.parse_args()
 
     from racer_core.bench.suites import load_suite
-    from racer_core.engine import load_engine
-    from racer_core.events import GenerationConfig
-    from racer_core.stats import is_verification_step
-    from racer_tui.models import quiet_loading_bars
+    from racer_core.common.events import GenerationConfig
+    from racer_core.common.stats import is_verification_step
+    from racer_core.engine.engine import load_engine
+    from racer_tui.engine_loader import quiet_loading_bars
 
     quiet_loading_bars()
     engine = load_engine(dtype=args.dtype, forward=args.forward)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from racer_core.cpu_class import ISA_CHOICES, reexec_with_isa  # noqa: E402
+from racer_core.budget.cpu_class import ISA_CHOICES, reexec_with_isa  # noqa: E402
 
 Forward = Callable[[Any, Any, Any, Any], Any]
 
@@ -96,10 +96,10 @@ def main() -> None:
 def run(args: argparse.Namespace) -> None:
     import torch
 
-    from racer_core.cpu_class import describe
-    from racer_core.engine import RacerEngine
-    from racer_core.kv_cache import TreeCache, stock_tree_cache
+    from racer_core.budget.cpu_class import describe
+    from racer_core.engine.engine import RacerEngine
     from racer_core.models.loader import load
+    from racer_core.verify.kv_cache import TreeCache, stock_tree_cache
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -7,8 +7,8 @@ from typing import Any
 
 import torch
 
-from racer_core.engine import RacerEngine
-from racer_core.events import GenerationConfig, Source
+from racer_core.common.events import GenerationConfig, Source
+from racer_core.engine.engine import RacerEngine
 from racer_core.testing import tiny_model
 
 SMALL_VOCAB = 64
@@ -53,8 +53,8 @@ def run(engine: RacerEngine, prompt: list[int], **config: Any) -> tuple[list[int
 def prompt_logits(forward: Any, layers: int) -> torch.Tensor:
     """A lean forward's logits for PROMPT, fed in two passes (all but the
     last 4 tokens, then those 4 on the cache): prefill and a multi-token step."""
-    from racer_core.kv_cache import TreeCache
-    from racer_core.tree_attention import TreeMaskBuilder
+    from racer_core.verify.kv_cache import TreeCache
+    from racer_core.verify.tree_attention import TreeMaskBuilder
 
     ids = torch.tensor(PROMPT)
     masks = TreeMaskBuilder(torch.float32, "cpu", None)
@@ -74,8 +74,8 @@ def reply_in_a_fresh_process(load_args: str) -> list[str]:
 
     script = (
         "import sys\n"
-        "from racer_core.engine import load_engine\n"
-        "from racer_core.events import GenerationConfig\n"
+        "from racer_core.engine.engine import load_engine\n"
+        "from racer_core.common.events import GenerationConfig\n"
         f"engine = load_engine({load_args})\n"
         "chat = engine.new_conversation('You are terse.')\n"
         "config = GenerationConfig(method='racer', max_new_tokens=12)\n"

@@ -1,6 +1,6 @@
 """One scripted engine with no model, for the app tests and the bench tests.
 
-It implements the Engine and Conversation protocols of racer_core.events and
+It implements the Engine and Conversation protocols of racer_core.common.events and
 nothing more. Replies are fixed text cut into word tokens, so every method
 yields the same tokens (as greedy decoding must) unless told to diverge;
 methods differ only in how many tokens each step carries. Every step reports
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 from fake_records import PROMPT_END, fake_record, fake_token_text
 
-from racer_core.errors import InputError, ModelLoadError
-from racer_core.events import (
+from racer_core.common.errors import InputError, ModelLoadError
+from racer_core.common.events import (
     EngineInfo,
     GenerationConfig,
     ShouldStop,
@@ -180,7 +180,7 @@ class FakeEngine:
     prompts: list[tuple[str, list[dict[str, str]]]] = field(default_factory=list)
     conversations: list[FakeConversation] = field(default_factory=list)
     configs: list[GenerationConfig] = field(default_factory=list)
-    learned: list[bool] = field(default_factory=list)  # per send: did the chat learn (racer_core/corpus.py)
+    learned: list[bool] = field(default_factory=list)  # per send: did the chat learn (racer_core/drafting/corpus.py)
     forgotten: int = 0  # forget_chats calls
     notice: str | None = None  # what a learning conversation reports when opened (a damaged corpus)
     paused: threading.Event = field(default_factory=threading.Event)

@@ -5,8 +5,8 @@ accepted path, the budget options)."""
 
 from __future__ import annotations
 
-from racer_core.events import Source, TokenPiece
-from racer_core.step_record import LOGITS_BIT, RETRIEVAL_BIT, BudgetOption, StepRecord
+from racer_core.common.events import Source, TokenPiece
+from racer_core.common.step_record import LOGITS_BIT, RETRIEVAL_BIT, BudgetOption, StepRecord
 
 REJECTED_BASE = 5000  # token ids of drafts the model did not accept
 REJECTED_WORDS = ("maybe ", "the ", "tree ", "draft ", "token ", "cheap ", "model ")

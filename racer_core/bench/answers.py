@@ -14,7 +14,7 @@ settings that produced it, so `--resume` never mixes runs made with different
 settings); each choice also carries `token_ids` (per turn, so runs can be
 compared token for token) and, in greedy runs, `tie_margins` (per turn, each
 token's top-2 logit gap in ulps, so a divergence can be told from rounding:
-racer_core.near_tie). Readers accept lines without them. A question the
+racer_core.verify.near_tie). Readers accept lines without them. A question the
 engine failed on has an `error` field with the reason, and only the choices
 finished before the failure (no text stands in for a reply); `--resume`
 answers it again.
@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from racer_core.errors import InputError
+from racer_core.common.errors import InputError
 
-DATA_DIR_ENV = "RACER_TUI_DATA_DIR"  # read by racer_core.paths.data_dir
+DATA_DIR_ENV = "RACER_TUI_DATA_DIR"  # read by racer_core.common.paths.data_dir
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class Choice:
     accept_lengths: tuple[int, ...]  # tokens per tree verification step over all turns, prefill excluded
     decoding_steps: tuple[int, ...] | None = None  # verification steps per turn; None in files without it
     token_ids: tuple[tuple[int, ...], ...] | None = None  # per turn; None in foreign files
-    tie_margins: tuple[tuple[float, ...], ...] | None = None  # per turn and token, greedy (racer_core.near_tie)
+    tie_margins: tuple[tuple[float, ...], ...] | None = None  # per turn and token, greedy (racer_core.verify.near_tie)
 
     def to_json(self) -> dict[str, Any]:
         obj: dict[str, Any] = {"index": self.index, "turns": list(self.turns)}
@@ -317,6 +317,6 @@ def _slug(text: str) -> str:
 
 def default_answer_dir(suite: str, model: str) -> Path:
     """Stable per (suite, model), so `--resume` finds the previous run's answers."""
-    from racer_core.paths import data_dir
+    from racer_core.common.paths import data_dir
 
     return data_dir() / "bench" / _slug(suite) / _slug(model)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from racer_core.bench.answers import AnswerRecord
 from racer_core.bench.results import BenchResult
 from racer_core.bench.runner import BenchProgress
-from racer_core.stats import UNSTEPPED_METHODS, Stats
+from racer_core.common.stats import UNSTEPPED_METHODS, Stats
 
 
 @dataclass

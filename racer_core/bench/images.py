@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from racer_core.errors import InputError
+from racer_core.common.errors import InputError
 
 if TYPE_CHECKING:  # the headless command lines check question files without importing torch
-    from racer_core.multimodal import ChatImage
+    from racer_core.engine.multimodal import ChatImage
 
 TurnImages = tuple[tuple[str, ...], ...]
 
@@ -55,7 +55,7 @@ def without_image_questions(questions: Sequence[Any], reads_images: bool) -> tup
 
 def images_of_turn(images: TurnImages, turn: int) -> list[ChatImage]:
     """The turn's pictures, read now (a file changed since the check still gives one clear line)."""
-    from racer_core.multimodal import load_image
+    from racer_core.engine.multimodal import load_image
 
     if turn >= len(images):
         return []

@@ -19,7 +19,7 @@ from racer_core.bench.board import BenchBoard
 from racer_core.bench.results import BenchResult
 from racer_core.bench.runner import BenchProgress
 from racer_core.bench.score import MathScore, score_methods
-from racer_core.stats import Row, Stats
+from racer_core.common.stats import Row, Stats
 
 LabelStyle = Callable[[str], str]  # method -> rich style (the dashboard colours methods)
 DASH = "–"

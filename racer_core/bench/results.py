@@ -1,11 +1,11 @@
-"""Totals over answer records (racer_core.stats rows): per method, per category, against a baseline.
+"""Totals over answer records (racer_core.common.stats rows): per method, per category, against a baseline.
 
 The runner builds a BenchResult as it goes; `load_results` rebuilds the same
 shape from answer files, so the dashboard and `racer-tui speed` share it.
 Speedup compares tokens/s with the baseline (`ar`) on the questions both
 answered; identical_to_ar compares token ids per turn (text where a file has
 no ids) and applies only to greedy runs; a question that differs counts as a
-near-tie divergence or an other one (racer_core.near_tie), and other ones are
+near-tie divergence or an other one (racer_core.verify.near_tie), and other ones are
 flagged: they are bugs, not rounding.
 """
 
@@ -18,9 +18,9 @@ from typing import Any
 
 from racer_core.bench.answers import AnswerRecord, read_answers, scan_answers
 from racer_core.bench.suites import report_categories
-from racer_core.errors import InputError
-from racer_core.near_tie import Verdict, classify_turns, worst
-from racer_core.stats import Row, Stats, Versus
+from racer_core.common.errors import InputError
+from racer_core.common.stats import Row, Stats, Versus
+from racer_core.verify.near_tie import Verdict, classify_turns, worst
 
 
 def divergence(a: AnswerRecord, b: AnswerRecord) -> Verdict:

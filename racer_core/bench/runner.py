@@ -28,10 +28,9 @@ from racer_core.bench.answers import AnswerRecord, AnswerWriter, Choice, answer_
 from racer_core.bench.images import images_of_turn, takes_images, without_image_questions
 from racer_core.bench.results import BenchResult, load_results
 from racer_core.bench.suites import Question
-from racer_core.config import DRAFTING_METHODS
-from racer_core.drafters import check_available
-from racer_core.errors import InputError, RacerError
-from racer_core.events import (
+from racer_core.common.config import DRAFTING_METHODS
+from racer_core.common.errors import InputError, RacerError
+from racer_core.common.events import (
     METHODS,
     Conversation,
     Engine,
@@ -40,7 +39,8 @@ from racer_core.events import (
     ShouldStop,
     StepEvent,
 )
-from racer_core.stats import UNSTEPPED_METHODS, is_verification_step
+from racer_core.common.stats import UNSTEPPED_METHODS, is_verification_step
+from racer_core.drafting.peers import check_available
 
 __all__ = [
     "BenchProgress",

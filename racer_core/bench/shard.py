@@ -34,8 +34,8 @@ from racer_core.bench.runner import (
     start_run,
 )
 from racer_core.bench.suites import Question
-from racer_core.errors import InputError, RacerError
-from racer_core.events import Engine, EngineInfo, GenerationConfig
+from racer_core.common.errors import InputError, RacerError
+from racer_core.common.events import Engine, EngineInfo, GenerationConfig
 
 EngineLoader = Callable[[], Engine]
 """Builds the engine inside a worker; must pickle (a module-level function or a functools.partial)."""

@@ -26,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 
 from racer_core.bench.images import TurnImages, parse_turn_images
-from racer_core.errors import InputError, json_error_text
+from racer_core.common.errors import InputError, json_error_text
 
 BUILTIN_SUITES = ("builtin", "humaneval")
 BENCH_NAMES = ("spec_bench", "mt_bench", "gsm8k", "mgsm", "math", "aime", "human_eval")

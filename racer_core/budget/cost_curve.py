@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
-from racer_core.paths import cache_dir, cache_key
+from racer_core.common.paths import cache_dir, cache_key
 
 CPU_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 GPU_GRID = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from racer_core.budget import CostCurve
+from racer_core.budget.cost_curve import CostCurve
 
 WINDOW = 16
 """Chosen trees weighed (the latest ones)."""

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from racer_core.automaton import DraftTree
-from racer_core.budget import CostCurve
-from racer_core.draft_gate import DraftGate
-from racer_core.step_record import BudgetOption
+from racer_core.budget.cost_curve import CostCurve
+from racer_core.budget.draft_gate import DraftGate
+from racer_core.common.step_record import BudgetOption
+from racer_core.drafting.automaton import DraftTree
 
 _CTX_EDGES = np.array([2, 3, 4, 6, 9])  # retrieval context -> 0 (none) .. 5
 _RANK_EDGES = np.array([0, 1, 2, 4])  # logits rank -1 (none), 0, 1, 2-3, 4+ -> 0 .. 4

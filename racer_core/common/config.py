@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from racer_core.errors import InputError
+from racer_core.common.errors import InputError
 
 METHODS = ("ar", "racer", "retrieval", "logits", "hf", "pld", "eagle3", "suffix", "recycling")
 """Decoding methods. `ar`, `racer`, `retrieval`, `logits`, `eagle3` and the peers
@@ -31,7 +31,7 @@ HEAD_METHODS = ("eagle3",)
 DRAFTING_METHODS = ("racer", "retrieval", "logits")
 """The methods that draft trees (their tree size follows the cost curve)."""
 PEER_METHODS = ("suffix", "recycling")
-"""Other papers' drafters (racer_core/drafters), verified by the same tree code
+"""Other papers' drafters (racer_core/drafting/peers), verified by the same tree code
 as racer; each sizes its own tree (docs/evaluation.md)."""
 
 MAX_DRAFT = 4096

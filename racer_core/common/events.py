@@ -12,8 +12,8 @@ from enum import IntEnum
 from typing import Any, Protocol
 
 # The generation parameters live in config; re-exported for the front ends.
-from racer_core.config import METHODS, ConfigError, GenerationConfig  # noqa: F401
-from racer_core.step_record import StepRecord
+from racer_core.common.config import METHODS, ConfigError, GenerationConfig  # noqa: F401
+from racer_core.common.step_record import StepRecord
 
 
 class Source(IntEnum):
@@ -48,7 +48,7 @@ class StepEvent:
     finished: bool = False
     finish_reason: str | None = None  # "eos", "length", "cancelled", "error"
     record: StepRecord | None = None  # the verified draft tree (none for the prefill or the anchors)
-    margins: tuple[float, ...] = ()  # per token, its top-2 logit gap in ulps (greedy; racer_core.near_tie)
+    margins: tuple[float, ...] = ()  # per token, its top-2 logit gap in ulps (greedy; racer_core.verify.near_tie)
 
     @property
     def token_ids(self) -> tuple[int, ...]:
@@ -94,7 +94,7 @@ class Conversation(Protocol):
 
     def send(self, user_text: str, config: GenerationConfig, should_stop: ShouldStop | None = None,
              images: Sequence[Any] = ()) -> Iterator[StepEvent]:
-        """Append the user turn (with its images: racer_core.chat_image.ChatImage;
+        """Append the user turn (with its images: racer_core.engine.chat_image.ChatImage;
         a text-only model refuses them with an InputError), stream the reply one event per step.
 
         The last event has finished=True. `should_stop` is checked before every
@@ -117,7 +117,7 @@ class Engine(Protocol):
         """A fresh chat; `warm_from` hands over that chat's automaton and logits
         table instead of starting them empty (the benchmark's --warm); `learn`
         seeds the drafts from earlier chats and adds this one to them
-        (racer_core/corpus.py)."""
+        (racer_core/drafting/corpus.py)."""
         ...
 
     def forget_chats(self) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from racer_core.paths import cache_dir, cache_key, move_aside
+from racer_core.common.paths import cache_dir, cache_key, move_aside
 
 LIMIT = 32_768
 """Positions kept (about 1 MiB on disk at top-8). Seeding rewrites at most this

@@ -2,7 +2,7 @@
 
 `suffix` (SuffixDecoding, through the arctic-inference library) and
 `recycling` (Token Recycling, our own code) each draft a tree under the root
-in their own way and size it themselves; the decoder (racer_core/decoder.py)
+in their own way and size it themselves; the decoder (racer_core/engine/decoder.py)
 verifies it, accepts and teaches the drafter what the step saw, exactly as
 for racer, so a comparison isolates drafting (docs/evaluation.md).
 
@@ -15,9 +15,9 @@ from __future__ import annotations
 import importlib
 from collections.abc import Sequence
 
-from racer_core.config import PEER_METHODS
-from racer_core.drafters.tree import PeerDrafter, PeerTree, tree_from_parents
-from racer_core.errors import InputError
+from racer_core.common.config import PEER_METHODS
+from racer_core.common.errors import InputError
+from racer_core.drafting.tree import PeerDrafter, PeerTree, tree_from_parents
 
 __all__ = ["EXTRA", "PeerDrafter", "PeerTree", "check_available", "missing_extra", "new_drafter", "tree_from_parents"]
 
@@ -55,9 +55,9 @@ def new_drafter(method: str, vocab_size: int) -> PeerDrafter:
         raise InputError(f"{method!r} is not a peer drafting method")
     check_available([method])
     if method == "suffix":
-        from racer_core.drafters.suffix import SuffixDrafter
+        from racer_core.drafting.suffix import SuffixDrafter
 
         return SuffixDrafter()
-    from racer_core.drafters.recycling import RecyclingDrafter
+    from racer_core.drafting.recycling import RecyclingDrafter
 
     return RecyclingDrafter(vocab_size)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from racer_core.drafters.tree import PeerTree, tree_from_parents
+from racer_core.drafting.tree import PeerTree, tree_from_parents
 
 LOGITS_BIT = 2  # its drafts are the model's own top-k: shown as the logits table's
 TOP_K = 8  # the paper's k (--output-id-topk)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from arctic_inference.suffix_decoding import SuffixDecodingCache
 
-from racer_core.drafters.tree import PeerTree, tree_from_parents
+from racer_core.drafting.tree import PeerTree, tree_from_parents
 
 RETRIEVAL_BIT = 1  # its drafts are copied text: shown as retrieval's
 

@@ -17,8 +17,8 @@ import torch
 from transformers.generation.stopping_criteria import StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
-from racer_core.decoder import Step
-from racer_core.events import GenerationConfig, Source
+from racer_core.common.events import GenerationConfig, Source
+from racer_core.engine.decoder import Step
 
 PLD_TOKENS = 10  # the pld anchor: prompt lookup with 10 draft tokens (README, Methods)
 _DONE = object()

@@ -2,7 +2,7 @@
 named by its path and its content hash (sha256).
 
 The chat UI validates attachments with this before anything is sent, and the
-engine's multimodal prompts take the same objects (racer_core.multimodal)."""
+engine's multimodal prompts take the same objects (racer_core.engine.multimodal)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from racer_core.errors import InputError
+from racer_core.common.errors import InputError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff")
 

@@ -2,7 +2,7 @@
 pass, accept the longest agreeing path plus a bonus token, update the sources.
 
 `ar`, `racer`, `retrieval`, `logits`, `eagle3` (a draft head's tree,
-racer_core/eagle3.py) and the peers (`suffix`, `recycling`: racer_core/drafters)
+racer_core/drafting/eagle3.py) and the peers (`suffix`, `recycling`: racer_core/drafting/peers)
 all run here, through the same cache, mask and acceptance code; `ar` simply
 never drafts. One SequenceDecoder holds one
 conversation's cache, automaton and logits table, so a chat keeps its
@@ -19,19 +19,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from racer_core.automaton import Automaton, DraftTree
-from racer_core.config import DRAFTING_METHODS, HEAD_METHODS, PEER_METHODS
-from racer_core.drafters import PeerDrafter, new_drafter
-from racer_core.eagle3 import HeadDrafter
-from racer_core.errors import InputError
-from racer_core.events import GenerationConfig, Source
+from racer_core.budget.tree_policy import Selection, TreePolicy
+from racer_core.common.config import DRAFTING_METHODS, HEAD_METHODS, PEER_METHODS
+from racer_core.common.errors import InputError
+from racer_core.common.events import GenerationConfig, Source
+from racer_core.common.step_record import StepRecord
+from racer_core.drafting.automaton import Automaton, DraftTree
+from racer_core.drafting.eagle3 import HeadDrafter
+from racer_core.drafting.peers import PeerDrafter, new_drafter
+from racer_core.engine.multimodal import ImageSpan, VisionPrompt
 from racer_core.models.eagle3_head import Eagle3Head
-from racer_core.multimodal import ImageSpan, VisionPrompt
-from racer_core.near_tie import tie_margins
-from racer_core.sampling import TokenSampler, greedy_choices
-from racer_core.step_record import StepRecord
-from racer_core.tree_attention import TreeMaskBuilder
-from racer_core.tree_policy import Selection, TreePolicy
+from racer_core.verify.near_tie import tie_margins
+from racer_core.verify.sampling import TokenSampler, greedy_choices
+from racer_core.verify.tree_attention import TreeMaskBuilder
 
 PREFILL_CHUNK = 256
 
@@ -49,7 +49,7 @@ class Step:
     update_s: float
     finish_reason: str | None = None
     record: StepRecord | None = None  # the verified tree, for the step inspector
-    margins: list[float] = field(default_factory=list)  # per token, greedy only (racer_core.near_tie)
+    margins: list[float] = field(default_factory=list)  # per token, greedy only (racer_core.verify.near_tie)
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ class SequenceDecoder:
         self.offset = 0  # text position = index + offset (the rope delta after images)
         self.automaton: Automaton | None = None
         self._automaton_key: tuple[int, int, int, int] | None = None
-        # A chat corpus (racer_core/corpus.py) seeds every new automaton, and
+        # A chat corpus (racer_core/drafting/corpus.py) seeds every new automaton, and
         # learns each cached position's top-k: `rows` runs beside `cached`.
         self.seed: Callable[[Automaton], None] | None = None
         self.rows: list[np.ndarray | None] | None = None
@@ -496,7 +496,7 @@ def _straddles(switch: int | None, root: int, depths: np.ndarray) -> bool:
 
 
 def _head_draft(drafter: HeadDrafter, cached: list[int], root: int, config: GenerationConfig | None) -> _Draft:
-    """EAGLE-3's dynamic tree under `root` (racer_core/eagle3.py)."""
+    """EAGLE-3's dynamic tree under `root` (racer_core/drafting/eagle3.py)."""
     assert config is not None
     tree = drafter.draft(cached, root, config.total_token, config.depth, config.top_k)
     sources = np.full(len(tree.tokens), HEAD_BIT, dtype=np.uint8)

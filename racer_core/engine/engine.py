@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from racer_core import cpu_class
-from racer_core.budget import (
+from racer_core.budget import cpu_class
+from racer_core.budget.cost_curve import (
     CPU_GRID,
     CPU_QUICK,
     GPU_GRID,
@@ -26,17 +26,14 @@ from racer_core.budget import (
     CostCurve,
     load_or_measure,
 )
-from racer_core.config import TRANSFORMERS_METHODS
-from racer_core.corpus import Corpus, corpus_path
-from racer_core.decoder import ModelRuntime, SequenceDecoder
-from racer_core.detokenize import IncrementalDecoder
-from racer_core.errors import InputError
-from racer_core.events import EngineInfo, GenerationConfig, Progress, ShouldStop, StepEvent, TokenPiece
-from racer_core.kv_cache import TreeCache, stock_tree_cache
-from racer_core.models.checkpoints import HALF, LoadOptions
-from racer_core.models.loader import LoadedModel, choose_forward, load, load_draft_head
-from racer_core.models.reader import LeanModel
-from racer_core.multimodal import (
+from racer_core.budget.tree_policy import TreePolicy
+from racer_core.common.config import TRANSFORMERS_METHODS
+from racer_core.common.errors import InputError
+from racer_core.common.events import EngineInfo, GenerationConfig, Progress, ShouldStop, StepEvent, TokenPiece
+from racer_core.drafting.corpus import Corpus, corpus_path
+from racer_core.engine.decoder import ModelRuntime, SequenceDecoder
+from racer_core.engine.detokenize import IncrementalDecoder
+from racer_core.engine.multimodal import (
     ChatImage,
     VisionAdapter,
     VisionPrompt,
@@ -44,8 +41,11 @@ from racer_core.multimodal import (
     load_image,
     split_inline_images,
 )
-from racer_core.tree_attention import TreeMaskBuilder, cache_argument_name, rope_switch_of, sliding_window_of
-from racer_core.tree_policy import TreePolicy
+from racer_core.models.checkpoints import HALF, LoadOptions
+from racer_core.models.loader import LoadedModel, choose_forward, load, load_draft_head
+from racer_core.models.reader import LeanModel
+from racer_core.verify.kv_cache import TreeCache, stock_tree_cache
+from racer_core.verify.tree_attention import TreeMaskBuilder, cache_argument_name, rope_switch_of, sliding_window_of
 
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "</s>")
 
@@ -343,7 +343,7 @@ def step_events(engine: RacerEngine, decoder: SequenceDecoder, prompt: list[int]
     """Decode after `prompt` (token ids) with `decoder`, one StepEvent per
     forward pass, the text cut by `detok`: a chat turn's loop and a completion's."""
     if config.method in TRANSFORMERS_METHODS:
-        from racer_core.anchors import generate_with_transformers  # transformers is imported only here
+        from racer_core.engine.anchors import generate_with_transformers  # transformers is imported only here
 
         pixels = vision.generate_inputs() if vision is not None else {}
         steps = generate_with_transformers(engine, prompt, config, should_stop, pixels)

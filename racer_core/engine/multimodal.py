@@ -19,15 +19,16 @@ from typing import Any
 
 import torch
 
+from racer_core.common.errors import InputError
+
 # The attached image itself needs no torch: the chat UI reads it too.
-from racer_core.chat_image import (  # noqa: F401  (re-exported)
+from racer_core.engine.chat_image import (  # noqa: F401  (re-exported)
     IMAGE_SUFFIXES,
     ChatImage,
     image_from_pixels,
     load_image,
     split_inline_images,
 )
-from racer_core.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from racer_core.errors import ModelLoadError
+from racer_core.common.errors import ModelLoadError
 
 QUANTIZE_CHOICES = ("8bit", "4bit")
 """bitsandbytes' weights (CUDA)."""
@@ -65,8 +65,8 @@ def model_class(config: Any, name: str, trust_remote_code: bool) -> Any:
         MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
     )
 
+    from racer_core.engine.multimodal import is_vision_config
     from racer_core.models.openpangu import MODEL_TYPE as PANGU
-    from racer_core.multimodal import is_vision_config
 
     model_type = config.model_type
     if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES or model_type == PANGU:
@@ -112,7 +112,7 @@ def placement(options: LoadOptions, device: str, torch_dtype: Any) -> dict[str, 
 
 def check_half(options: LoadOptions, device: str) -> None:
     """fp16 weights are for a CPU, the lean forward and fp32 arithmetic; refuse anything else in one line."""
-    from racer_core.half_weights import half_works
+    from racer_core.models.formats.half_weights import half_works
 
     if device != "cpu":
         raise ModelLoadError("--fp16-weights is for CPUs; on a CUDA GPU use --dtype float16 or bfloat16")
@@ -134,8 +134,8 @@ def check_tree_support(model: Any, name: str) -> None:
     the logits a plain forward gives: one probe, three tokens."""
     import torch
 
-    from racer_core.kv_cache import stock_tree_cache
-    from racer_core.tree_attention import TreeMaskBuilder, cache_argument_name
+    from racer_core.verify.kv_cache import stock_tree_cache
+    from racer_core.verify.tree_attention import TreeMaskBuilder, cache_argument_name
 
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
     device = next(model.parameters()).device

@@ -35,7 +35,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from racer_core.errors import ModelLoadError
+from racer_core.common.errors import ModelLoadError
 from racer_core.models import hub
 from racer_core.models.checkpoint_files import CONFIG, CheckpointConfig, read_json, weight_files
 from racer_core.models.checkpoints import first_line

@@ -13,8 +13,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from racer_core.errors import ModelLoadError
-from racer_core.events import Progress
+from racer_core.common.errors import ModelLoadError
+from racer_core.common.events import Progress
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _ALLOW = ["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "*.py", "*.tiktoken"]

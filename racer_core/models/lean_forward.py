@@ -20,10 +20,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from racer_core.half_weights import HalfWeight, halve_weights, is_half
 from racer_core.models.families import family_of
 from racer_core.models.family import Family
-from racer_core.packed_linear import PackedWeight, is_packed, linear, pack_weights
+from racer_core.models.formats.half_weights import HalfWeight, halve_weights, is_half
+from racer_core.models.formats.packed_linear import PackedWeight, is_packed, linear, pack_weights
 
 
 @dataclass

@@ -13,8 +13,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from racer_core.errors import InputError, ModelLoadError
-from racer_core.events import Progress
+from racer_core.common.errors import InputError, ModelLoadError
+from racer_core.common.events import Progress
+from racer_core.engine.multimodal import is_vision_config
 from racer_core.models import hub
 from racer_core.models.checkpoints import (
     FORWARDS,
@@ -30,7 +31,6 @@ from racer_core.models.checkpoints import (
 from racer_core.models.embedded import EMBEDDED_NAME, embedded_gguf
 from racer_core.models.gguf_cache import ensure_dequantized
 from racer_core.models.vl_processor import load_processor
-from racer_core.multimodal import is_vision_config
 
 if TYPE_CHECKING:
     from racer_core.models.eagle3_head import Eagle3Head
@@ -105,7 +105,7 @@ NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 def cpu_has_native_bf16(cpuinfo: Path = CPUINFO) -> bool:
     """Whether this CPU multiplies bf16 matrices natively (x86 AVX-512 BF16 or AMX,
     read from Linux's /proc/cpuinfo); elsewhere bf16 is emulated and slower than fp32."""
-    from racer_core.cpu_class import limits
+    from racer_core.budget.cpu_class import limits
 
     if limits():
         return False  # the libraries are limited to an older class (cpu_class.py): bf16 is not native there

@@ -24,10 +24,11 @@ from typing import Any
 
 import torch
 
-from racer_core.half_weights import halve, is_half
 from racer_core.models.checkpoint_files import CONFIG, GENERATION_CONFIG, CheckpointConfig, read_json, weight_files
 from racer_core.models.families import family_of
 from racer_core.models.family import Family
+from racer_core.models.formats.half_weights import halve, is_half
+from racer_core.models.formats.packed_linear import maybe_pack, own_plain_tensors, plain
 from racer_core.models.lean_forward import (
     LeanForward,
     LeanWeights,
@@ -37,7 +38,6 @@ from racer_core.models.lean_forward import (
     rope_of,
     submodule,
 )
-from racer_core.packed_linear import maybe_pack, own_plain_tensors, plain
 
 
 def rope_inv_freq(config: CheckpointConfig, head_dim: int) -> torch.Tensor | None:

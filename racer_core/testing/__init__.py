@@ -97,6 +97,6 @@ def tiny_model(family: str = "llama", seed: int = 0, vocab_size: int = TINY_VOCA
 
 def tiny_engine(family: str = "llama", seed: int = 0) -> Any:
     """A RacerEngine over a tiny random model and the tiny tokenizer."""
-    from racer_core.engine import RacerEngine
+    from racer_core.engine.engine import RacerEngine
 
     return RacerEngine(tiny_model(family, seed), tiny_tokenizer(), f"tiny-{family}")

@@ -138,7 +138,7 @@ def tiny_image(seed: int = 0, size: tuple[int, int] = (24, 16)) -> Any:
 
 def tiny_vl_engine(family: str, seed: int = 0) -> Any:
     """A RacerEngine over a tiny VL model and its locally built processor."""
-    from racer_core.engine import RacerEngine
+    from racer_core.engine.engine import RacerEngine
 
     processor = tiny_processor(family)
     return RacerEngine(tiny_vl_model(family, seed), processor.tokenizer, f"tiny-{family}", processor=processor)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from racer_core.errors import ModelLoadError
+from racer_core.common.errors import ModelLoadError
 from racer_core.models.lean_forward import rope_of
 
 

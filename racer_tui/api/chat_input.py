@@ -14,7 +14,7 @@ import io
 from dataclasses import dataclass, field
 from typing import Any
 
-from racer_core.chat_image import ChatImage, image_from_pixels
+from racer_core.engine.chat_image import ChatImage, image_from_pixels
 from racer_tui.api.protocol import ImagePart, Message, TextPart, bad_request
 
 ROLES = {"developer": "system"}  # OpenAI's newer name for the system role

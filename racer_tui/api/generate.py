@@ -1,7 +1,7 @@
 """What a job does on the engine thread: open a conversation per choice, send
 the prompt, and hand each step's tokens to the request.
 
-Only the engine's public interface is used (racer_core.events.Engine: a new
+Only the engine's public interface is used (racer_core.common.events.Engine: a new
 conversation, its messages, `send`), so the scripted engine of the tests
 serves too. Two things only a real RacerEngine has are used where present:
 the prompt's length (`prompt_ids`, for usage and the context check) and plain
@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from racer_core.config import SEED_LIMIT, GenerationConfig
-from racer_core.events import Engine, StepEvent, TokenPiece
+from racer_core.common.config import SEED_LIMIT, GenerationConfig
+from racer_core.common.events import Engine, StepEvent, TokenPiece
 from racer_tui.api.chat_input import ChatPrompt
 from racer_tui.api.protocol import Sampling, bad_request
 from racer_tui.api.reply import StopText, Tally

@@ -19,7 +19,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Static
 
-from racer_core.events import StepEvent
+from racer_core.common.events import StepEvent
 from racer_tui.api.protocol import ApiError
 from racer_tui.api.reply import Tally
 from racer_tui.api.worker import Job

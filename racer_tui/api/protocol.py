@@ -18,8 +18,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from racer_core.config import FIELDS, ConfigError, GenerationConfig
-from racer_core.errors import InputError
+from racer_core.common.config import FIELDS, ConfigError, GenerationConfig
+from racer_core.common.errors import InputError
 
 MAX_CHOICES = 16
 """Most choices (`n`) one request may ask for: each is a whole reply on the one engine."""

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from racer_core.events import Source, StepEvent, TokenPiece
-from racer_core.stats import Stats, is_verification_step
+from racer_core.common.events import Source, StepEvent, TokenPiece
+from racer_core.common.stats import Stats, is_verification_step
 
 SOURCE_NAMES = {Source.RETRIEVAL: "automaton", Source.LOGITS: "logits", Source.MODEL: "bonus"}
 

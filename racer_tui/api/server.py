@@ -26,8 +26,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from racer_core.errors import InputError
-from racer_core.events import Engine
+from racer_core.common.errors import InputError
+from racer_core.common.events import Engine
 from racer_tui.api.chat_input import chat_prompt
 from racer_tui.api.generate import ChoiceEnd, Delta, Started, chat_work, completion_work
 from racer_tui.api.protocol import (

@@ -15,8 +15,8 @@ from typing import Any
 
 import uvicorn
 
-from racer_core.errors import RacerError
-from racer_core.events import Engine, StepEvent
+from racer_core.common.errors import RacerError
+from racer_core.common.events import Engine, StepEvent
 from racer_tui.api.protocol import ApiError
 from racer_tui.api.server import ApiServer, Refused, ServerSettings
 from racer_tui.api.worker import EngineWorker, Job, Observer

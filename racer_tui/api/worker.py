@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from racer_core.events import StepEvent
+from racer_core.common.events import StepEvent
 from racer_tui.api.reply import Tally
 
 

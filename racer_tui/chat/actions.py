@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from racer_core.errors import InputError
-from racer_tui import chat_file
-from racer_tui.attachments import intact_images
+from racer_core.common.errors import InputError
+from racer_tui.chat import json_file as chat_file
+from racer_tui.chat.attachments import intact_images
 from racer_tui.commands import PaletteEntry
 from racer_tui.history import ChatMatch, HistoryError, StoredMessage, title_for
 from racer_tui.screens.chat_dialogs import LineScreen, SearchScreen
@@ -24,10 +24,10 @@ from racer_tui.widgets.turns import ReplyTurn, UserTurn
 if TYPE_CHECKING:
     from textual.containers import VerticalScroll
 
-    from racer_core.chat_image import ChatImage
-    from racer_core.events import Conversation, Engine
+    from racer_core.common.events import Conversation, Engine
+    from racer_core.engine.chat_image import ChatImage
+    from racer_tui.chat.step_log import StepLog
     from racer_tui.host import Host
-    from racer_tui.step_log import StepLog
 
 BANG_HELP = "!!regen, !!remove, !!save [PATH], !!load PATH, !!copy, !!reset, !!exit"
 EDITING = "editing: Enter resends it, Esc keeps the old one"

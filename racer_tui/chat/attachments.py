@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from racer_core.chat_image import IMAGE_SUFFIXES, ChatImage, file_sha256, load_image
-from racer_core.errors import InputError
+from racer_core.common.errors import InputError
+from racer_core.engine.chat_image import IMAGE_SUFFIXES, ChatImage, file_sha256, load_image
 from racer_tui.history import StoredImage
 
 MISSING = "missing"

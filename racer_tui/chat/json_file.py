@@ -17,9 +17,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from racer_core.chat_image import file_sha256
-from racer_core.errors import InputError, json_error_text
-from racer_core.events import Source
+from racer_core.common.errors import InputError, json_error_text
+from racer_core.common.events import Source
+from racer_core.engine.chat_image import file_sha256
 from racer_tui.history import StoredImage, StoredMessage, valid_stats
 
 ROLES = ("system", "user", "assistant")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from racer_core.events import StepEvent, TokenPiece
-from racer_core.step_record import StepRecord
+from racer_core.common.events import StepEvent, TokenPiece
+from racer_core.common.step_record import StepRecord
 
 MAX_NODES = 50_000  # about 10 MB of records
 

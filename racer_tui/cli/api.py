@@ -15,8 +15,8 @@ import sys
 from importlib.util import find_spec
 from typing import Any
 
-from racer_core.config import DEFAULTS, METHODS
-from racer_core.errors import RacerError
+from racer_core.common.config import DEFAULTS, METHODS
+from racer_core.common.errors import RacerError
 from racer_tui.cli import options as o
 from racer_tui.cli.errors import print_error, print_warning
 from racer_tui.cli.params import at_least, param
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser, **hooks: Any)
 def _serve(args: argparse.Namespace, key: str | None, hooks: dict[str, Any]) -> int:
     from racer_tui.api.server import ServerSettings
     from racer_tui.api.service import ApiService, headless_log
-    from racer_tui.models import default_engine_factory, quiet_loading_bars
+    from racer_tui.engine_loader import default_engine_factory, quiet_loading_bars
 
     headless = args.headless or not sys.stdout.isatty()
     quiet_loading_bars()

@@ -32,14 +32,14 @@ from racer_core.bench.runner import check_repeats, run_benchmark
 from racer_core.bench.score import MathScore, references_of, score_answers
 from racer_core.bench.shard import ShardPlan, run_sharded
 from racer_core.bench.suites import Question
-from racer_core.cpu_class import ISA_CHOICES, reexec_with_isa
-from racer_core.drafters import check_available
-from racer_core.errors import RacerError
-from racer_core.events import METHODS, Engine, GenerationConfig
+from racer_core.budget.cpu_class import ISA_CHOICES, reexec_with_isa
+from racer_core.common.errors import RacerError
+from racer_core.common.events import METHODS, Engine, GenerationConfig
+from racer_core.drafting.peers import check_available
 from racer_tui.cli.errors import DEBUG_ENV, print_error
 from racer_tui.cli.eval_flags import add_original_arguments, add_suite_arguments, check_suite, questions_of, shard_plan
 from racer_tui.cli.params import at_least, methods, rule
-from racer_tui.models import quiet_loading_bars
+from racer_tui.engine_loader import quiet_loading_bars
 
 EngineLoader = Callable[..., Engine]
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # end a run like Ctrl-C does
@@ -128,7 +128,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 def _default_loader(**kwargs: Any) -> Engine:
     try:
-        from racer_core.engine import load_engine
+        from racer_core.engine.engine import load_engine
     except ImportError as exc:
         raise RacerError(f"the engine cannot be imported ({exc})") from None
 

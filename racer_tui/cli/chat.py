@@ -12,7 +12,7 @@ import functools
 from typing import Any
 
 import racer_tui.cli.options as o
-from racer_core.drafters import missing_extra
+from racer_core.drafting.peers import missing_extra
 from racer_tui.cli.errors import print_error
 
 DESCRIPTION = "Chat with RACER speculative decoding and benchmark it, in the terminal or a browser."
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser, **hooks: Any)
         print_error(problem)
         return 2
     from racer_tui.app import RacerApp
-    from racer_tui.models import default_engine_factory
+    from racer_tui.engine_loader import default_engine_factory
 
     refusal = o.method_refusal([args.method or ""], args)
     if refusal is not None:

@@ -14,7 +14,7 @@ import racer_tui.cli.options as o
 from racer_core.bench.runner import DEFAULT_SYSTEM_PROMPT
 from racer_core.bench.shard import ShardPlan, check_address, import_ray, plan_workers
 from racer_core.bench.suites import Question, load_bench, load_suite, suite_name
-from racer_core.errors import InputError
+from racer_core.common.errors import InputError
 from racer_tui.cli.params import at_least
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from racer_core.bench.suites import BENCH_NAMES, DEFAULT_DATA_ROOT
-from racer_core.config import (
+from racer_core.common.config import (
     DEFAULTS,
     FIELDS,
     HEAD_METHODS,

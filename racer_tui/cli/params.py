@@ -9,9 +9,9 @@ import argparse
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from racer_core.config import GenerationConfig
-from racer_core.errors import RacerError
-from racer_core.events import METHODS
+from racer_core.common.config import GenerationConfig
+from racer_core.common.errors import RacerError
+from racer_core.common.events import METHODS
 
 T = TypeVar("T")
 

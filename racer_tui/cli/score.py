@@ -17,7 +17,7 @@ import racer_tui.cli.options as o
 from racer_core.bench.answers import AnswerRecord, read_answers
 from racer_core.bench.score import MathScore, references_of, score_answers
 from racer_core.bench.suites import bench_question_file, load_question_file
-from racer_core.errors import RacerError
+from racer_core.common.errors import RacerError
 from racer_tui.cli.errors import print_error
 
 HELP = "math accuracy of answer files (accuracy, pass@k, mean@k)"

@@ -14,7 +14,7 @@ from typing import Any
 from racer_core.bench.report import plain_console, print_tables, speed_tables
 from racer_core.bench.results import load_results
 from racer_core.bench.speed_lines import ranking_lines, run_lines
-from racer_core.errors import RacerError
+from racer_core.common.errors import RacerError
 from racer_tui.cli.errors import print_error
 
 HELP = "speed tables from answer files (ms/token, MAT, speed-up per category)"

@@ -9,9 +9,9 @@ from textual.screen import ModalScreen
 from textual.suggester import Suggester
 from textual.widgets import Input, Static
 
-from racer_core.chat_image import ChatImage
-from racer_core.errors import InputError
-from racer_tui.attachments import complete_path, read_attachment
+from racer_core.common.errors import InputError
+from racer_core.engine.chat_image import ChatImage
+from racer_tui.chat.attachments import complete_path, read_attachment
 
 
 class PathSuggester(Suggester):

@@ -25,9 +25,9 @@ from racer_core.bench.board import BenchBoard
 from racer_core.bench.results import BenchResult, load_results
 from racer_core.bench.runner import BenchProgress, check_repeats, run_benchmark
 from racer_core.bench.suites import Question, load_suite, suite_name
-from racer_core.config import DEFAULTS, HEAD_METHODS
-from racer_core.errors import RacerError
-from racer_core.events import METHODS, Engine, GenerationConfig
+from racer_core.common.config import DEFAULTS, HEAD_METHODS
+from racer_core.common.errors import RacerError
+from racer_core.common.events import METHODS, Engine, GenerationConfig
 from racer_tui.commands import BENCH_COMMANDS
 from racer_tui.host import Host, host_of
 from racer_tui.layout import Folding, Panel

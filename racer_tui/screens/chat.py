@@ -18,12 +18,13 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.worker import get_current_worker
 
-from racer_core.chat_image import ChatImage, split_inline_images
-from racer_core.errors import InputError, RacerError
-from racer_core.events import Conversation, Engine, GenerationConfig
-from racer_core.stats import Stats, is_verification_step
-from racer_tui.attachments import intact_images, read_attachment, stored
-from racer_tui.chat_actions import ACTION_COMMANDS, ChatActions
+from racer_core.common.errors import InputError, RacerError
+from racer_core.common.events import Conversation, Engine, GenerationConfig
+from racer_core.common.stats import Stats, is_verification_step
+from racer_core.engine.chat_image import ChatImage, split_inline_images
+from racer_tui.chat.actions import ACTION_COMMANDS, ChatActions
+from racer_tui.chat.attachments import intact_images, read_attachment, stored
+from racer_tui.chat.step_log import StepLog
 from racer_tui.colors import LOGITS_GREEN, RETRIEVAL_GREEN
 from racer_tui.commands import CHAT_COMMANDS
 from racer_tui.history import HistoryError, StoredMessage, title_for
@@ -34,7 +35,6 @@ from racer_tui.screens.attach_image import AttachImageScreen
 from racer_tui.screens.confirm import ConfirmScreen
 from racer_tui.screens.inspector import InspectorScreen
 from racer_tui.screens.system_prompt import SystemPromptScreen
-from racer_tui.step_log import StepLog
 from racer_tui.widgets.chat_image import AttachmentBar
 from racer_tui.widgets.chat_list import ChatList
 from racer_tui.widgets.prompt_input import PromptInput

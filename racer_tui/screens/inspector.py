@@ -12,8 +12,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from racer_core.stats import is_verification_step
-from racer_tui.step_log import LoggedStep
+from racer_core.common.stats import is_verification_step
+from racer_tui.chat.step_log import LoggedStep
 from racer_tui.widgets.step_tree import TokenText, step_view
 
 

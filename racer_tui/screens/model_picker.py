@@ -10,7 +10,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, RadioButton, RadioSet, Select, Static
 
-from racer_core.errors import ModelLoadError
+from racer_core.common.errors import ModelLoadError
 from racer_core.models.embedded import EMBEDDED_NAME
 
 DEVICES = ("auto", "cpu", "cuda")

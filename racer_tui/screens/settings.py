@@ -8,7 +8,7 @@ from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static, Switch
 
-from racer_core.config import METHODS, ConfigError, GenerationConfig
+from racer_core.common.config import METHODS, ConfigError, GenerationConfig
 from racer_tui.host import host_of
 from racer_tui.settings import Settings
 

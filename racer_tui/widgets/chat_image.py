@@ -14,8 +14,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from racer_core.chat_image import ChatImage
-from racer_tui.attachments import image_label, image_state
+from racer_core.engine.chat_image import ChatImage
+from racer_tui.chat.attachments import image_label, image_state
 from racer_tui.history import StoredImage
 
 PICTURE_ROWS = 10  # the height of a drawn picture, in terminal rows

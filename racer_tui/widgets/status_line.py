@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual.widgets import Static
 
-from racer_core.events import EngineInfo
-from racer_core.stats import Stats
+from racer_core.common.events import EngineInfo
+from racer_core.common.stats import Stats
 from racer_tui.colors import CHART_GREEN
 from racer_tui.widgets.bars import rgb, sparkline
 

@@ -11,10 +11,10 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from racer_core.events import Source
-from racer_core.step_record import StepRecord
+from racer_core.common.events import Source
+from racer_core.common.step_record import StepRecord
+from racer_tui.chat.step_log import LoggedStep
 from racer_tui.colors import CHART_BLUE, HEAD_CYAN, LOGITS_GREEN, RETRIEVAL_GREEN
-from racer_tui.step_log import LoggedStep
 
 TokenText = Callable[[int], str]
 ACCEPTED = f"bold black on {RETRIEVAL_GREEN}"

@@ -8,7 +8,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Markdown, Static
 
-from racer_core.events import Source, TokenPiece
+from racer_core.common.events import Source, TokenPiece
 from racer_tui.colors import SOURCE_STYLE
 from racer_tui.history import Run, StoredImage
 from racer_tui.widgets.chat_image import ImageView

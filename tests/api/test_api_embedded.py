@@ -9,7 +9,7 @@ import importlib.util
 import pytest
 from api_helpers import client, running
 
-from racer_core.events import GenerationConfig
+from racer_core.common.events import GenerationConfig
 
 pytestmark = [
     pytest.mark.slow,
@@ -23,7 +23,7 @@ TOKENS = 64
 
 @pytest.fixture(scope="module")
 def engine():
-    from racer_core.engine import load_engine
+    from racer_core.engine.engine import load_engine
 
     return load_engine(dtype="float32")  # fp32: racer equals ar token for token
 

@@ -15,7 +15,7 @@ import pytest
 from api_helpers import Recorder, client, http, running
 from fake_engine import FakeEngine
 
-from racer_core.errors import InputError
+from racer_core.common.errors import InputError
 
 openai = pytest.importorskip("openai")
 

@@ -16,8 +16,8 @@ torch = pytest.importorskip("torch")
 
 import openai  # noqa: E402
 
-from racer_core.engine import RacerEngine  # noqa: E402
-from racer_core.events import GenerationConfig  # noqa: E402
+from racer_core.common.events import GenerationConfig  # noqa: E402
+from racer_core.engine.engine import RacerEngine  # noqa: E402
 from racer_core.testing import tiny_model, tiny_tokenizer  # noqa: E402
 
 SYSTEM = "Be brief."

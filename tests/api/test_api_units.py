@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("pydantic")
 
-from racer_core.events import Source, TokenPiece  # noqa: E402
+from racer_core.common.events import Source, TokenPiece  # noqa: E402
 from racer_tui.api.chat_input import chat_prompt  # noqa: E402
 from racer_tui.api.protocol import ApiError, ChatRequest, parse, sampling  # noqa: E402
 from racer_tui.api.reply import StopText  # noqa: E402

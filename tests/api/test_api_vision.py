@@ -11,8 +11,8 @@ from api_helpers import client, running
 
 pytest.importorskip("torch")
 
-from racer_core.chat_image import image_from_pixels  # noqa: E402
-from racer_core.events import GenerationConfig  # noqa: E402
+from racer_core.common.events import GenerationConfig  # noqa: E402
+from racer_core.engine.chat_image import image_from_pixels  # noqa: E402
 from racer_core.testing.tiny_vl import tiny_image, tiny_vl_engine  # noqa: E402
 
 TEXT = "The quick brown fox jumps over the lazy dog."

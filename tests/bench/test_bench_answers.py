@@ -17,7 +17,7 @@ from racer_core.bench.answers import (
     default_answer_dir,
     read_answers,
 )
-from racer_core.errors import InputError
+from racer_core.common.errors import InputError
 
 
 def record(qid: int | str = 1, text: str = "hello", method: str = "racer") -> AnswerRecord:

@@ -14,8 +14,8 @@ from fake_engine import REPLY, FakeEngine, tokenize
 from racer_core.bench.answers import AnswerRecord, AnswerWriter, read_answers
 from racer_core.bench.report import ProgressDisplay
 from racer_core.bench.runner import BenchProgress
-from racer_core.errors import ModelLoadError
-from racer_core.events import Source, StepEvent, TokenPiece
+from racer_core.common.errors import ModelLoadError
+from racer_core.common.events import Source, StepEvent, TokenPiece
 from racer_tui.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

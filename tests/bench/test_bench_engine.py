@@ -11,7 +11,7 @@ pytest.importorskip("torch")
 from racer_core.bench.answers import read_answers  # noqa: E402
 from racer_core.bench.runner import run_benchmark  # noqa: E402
 from racer_core.bench.suites import Question  # noqa: E402
-from racer_core.events import GenerationConfig  # noqa: E402
+from racer_core.common.events import GenerationConfig  # noqa: E402
 from racer_tui import cli  # noqa: E402
 
 

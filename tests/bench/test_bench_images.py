@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from racer_core.bench.images import images_of_turn, parse_turn_images
-from racer_core.errors import InputError
+from racer_core.common.errors import InputError
 from racer_core.testing.tiny_vl import tiny_image
 
 
@@ -51,7 +51,7 @@ def _question_file(folder: Path) -> Path:
 def test_a_vl_model_answers_questions_with_images(tmp_path: Path) -> None:
     from racer_core.bench.runner import run_benchmark
     from racer_core.bench.suites import load_question_file
-    from racer_core.events import GenerationConfig
+    from racer_core.common.events import GenerationConfig
     from racer_core.testing.tiny_vl import tiny_vl_engine
 
     questions = load_question_file(_question_file(tmp_path))

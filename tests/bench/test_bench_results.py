@@ -6,7 +6,7 @@ import pytest
 
 from racer_core.bench.answers import AnswerRecord, AnswerWriter
 from racer_core.bench.results import BenchResult, load_results
-from racer_core.errors import InputError
+from racer_core.common.errors import InputError
 
 
 def rec(qid, method, tokens, seconds, category="qa", ids=None, text="t", steps=None, temp=0.0):

@@ -11,8 +11,8 @@ from racer_core.bench import runner
 from racer_core.bench.answers import answer_path, read_answers
 from racer_core.bench.runner import WARMUP_PROMPT, BenchProgress, check_repeats, load_results, run_benchmark
 from racer_core.bench.suites import Question
-from racer_core.errors import InputError
-from racer_core.events import EngineInfo, GenerationConfig, StepEvent
+from racer_core.common.errors import InputError
+from racer_core.common.events import EngineInfo, GenerationConfig, StepEvent
 
 QUESTIONS = [
     Question(1, "qa", ("What is a fox?",)),

@@ -8,8 +8,8 @@ from racer_core.bench.answers import AnswerRecord
 from racer_core.bench.board import BenchBoard
 from racer_core.bench.results import BenchResult
 from racer_core.bench.runner import BenchProgress
-from racer_core.events import Source, StepEvent, TokenPiece
-from racer_core.stats import Stats
+from racer_core.common.events import Source, StepEvent, TokenPiece
+from racer_core.common.stats import Stats
 
 TWO = (TokenPiece(1, "a", Source.RETRIEVAL), TokenPiece(2, "b", Source.MODEL))
 

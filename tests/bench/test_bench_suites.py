@@ -16,7 +16,7 @@ from racer_core.bench.suites import (
     load_suite,
     suite_name,
 )
-from racer_core.errors import InputError
+from racer_core.common.errors import InputError
 
 CATEGORIES = {"multi_turn", "translation", "summarization", "qa", "math_reasoning", "rag", "code"}
 

@@ -17,7 +17,7 @@ from racer_core.bench.suites import (
     load_question_file,
     report_categories,
 )
-from racer_core.errors import InputError
+from racer_core.common.errors import InputError
 
 # Two lines as the original's evaluation writes them: no method, no config, no token ids.
 ORIGINAL_LINES = [

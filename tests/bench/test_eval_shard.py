@@ -22,8 +22,8 @@ from racer_core.bench.answers import read_answers
 from racer_core.bench.runner import run_benchmark
 from racer_core.bench.shard import ShardPlan, check_address, import_ray, plan_workers, run_sharded
 from racer_core.bench.suites import Question
-from racer_core.errors import InputError, RacerError
-from racer_core.events import GenerationConfig
+from racer_core.common.errors import InputError, RacerError
+from racer_core.common.events import GenerationConfig
 from racer_core.testing import tiny_engine
 
 QUESTIONS = [

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from racer_core.automaton import Automaton, ReferenceAutomaton
+from racer_core.drafting.automaton import Automaton, ReferenceAutomaton
 
 IMPLS = [Automaton, ReferenceAutomaton]
 VOCAB = 50

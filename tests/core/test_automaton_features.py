@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from racer_core.automaton import Automaton, ReferenceAutomaton
+from racer_core.drafting.automaton import Automaton, ReferenceAutomaton
 
 
 @pytest.mark.parametrize("cls", [Automaton, ReferenceAutomaton])

@@ -3,7 +3,7 @@ for the original RACER calls its automaton: `Automaton(max_nodes)`
 positionally, `update` with plain lists of rows, `insert(..., freq=N)`,
 `build()`, `trans_tokens`, `retrieve(token, budget, is_chain=...)`, and the
 draft read as the original's `DraftBuffer` of ragged lists
-(`racer_core.automaton.compat`). Nothing here strips padding: a leaf's path
+(`racer_core.drafting.automaton.compat`). Nothing here strips padding: a leaf's path
 is its list, as the original returns it.
 
 Every case runs on the compiled automaton and on the pure-Python reference.
@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from racer_core.automaton import ReferenceAutomaton
-from racer_core.automaton.compat import Automaton, DraftBuffer
+from racer_core.drafting.automaton import ReferenceAutomaton
+from racer_core.drafting.automaton.compat import Automaton, DraftBuffer
 
 
 class ReferenceBacked(Automaton):

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from racer_core.automaton import Automaton, ReferenceAutomaton
-from racer_core.automaton.variants import variant
+from racer_core.drafting.automaton import Automaton, ReferenceAutomaton
+from racer_core.drafting.automaton.variants import variant
 
 IMPLS = [Automaton, ReferenceAutomaton]
 

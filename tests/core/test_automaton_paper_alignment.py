@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from racer_core.automaton import Automaton, ReferenceAutomaton
-from racer_core.automaton.testing import check_draft, check_trie
-from racer_core.automaton.variants import variant
+from racer_core.drafting.automaton import Automaton, ReferenceAutomaton
+from racer_core.drafting.automaton.testing import check_draft, check_trie
+from racer_core.drafting.automaton.variants import variant
 
 
 def full_table(auto: Any, vocab: int, top_k: int) -> None:

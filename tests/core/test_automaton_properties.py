@@ -16,15 +16,15 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from racer_core.automaton import Automaton, ReferenceAutomaton
-from racer_core.automaton.testing import (
+from racer_core.drafting.automaton import Automaton, ReferenceAutomaton
+from racer_core.drafting.automaton.testing import (
     check_draft,
     check_trie,
     draft_paths,
     failure_chain,
     retrieval_paths,
 )
-from racer_core.automaton.variants import variant
+from racer_core.drafting.automaton.variants import variant
 
 SCALE = float(os.environ.get("RACER_HYPOTHESIS_EXAMPLES", "1"))
 

@@ -4,7 +4,7 @@ the lean forward and the stock one.
 
 In bf16 a tree of tokens is computed in other blocks than one token, so a
 reply may leave ar's where the top two logits are within rounding. Every such
-divergence must be a near-tie (racer_core/near_tie.py), none "other": an
+divergence must be a near-tie (racer_core/verify/near_tie.py), none "other": an
 "other" one is a bug, not rounding. Mixture-of-experts families are left out:
 on tiny qwen3_moe models bf16 racer shows divergences that the logits' margins
 do not account for (2 of 4 seeds here). An expert choice can flip on rounding,
@@ -19,10 +19,10 @@ import torch
 
 from racer_core.bench.runner import run_benchmark
 from racer_core.bench.suites import Question
-from racer_core.engine import RacerEngine
-from racer_core.events import GenerationConfig
-from racer_core.near_tie import NEAR_TIE_ULPS
+from racer_core.common.events import GenerationConfig
+from racer_core.engine.engine import RacerEngine
 from racer_core.testing import tiny_model, tiny_tokenizer
+from racer_core.verify.near_tie import NEAR_TIE_ULPS
 
 QUESTIONS = [
     Question(1, "qa", ("The cat sat on the mat, and the dog sat on the log. The cat sat on the mat, and the dog",)),

@@ -6,9 +6,9 @@ import json
 
 import numpy as np
 
-from racer_core.automaton import Automaton
-from racer_core.budget import MAX_MEASUREMENTS, CostCurve, curve_cache_path, load_or_measure
-from racer_core.tree_policy import EfficientSizes, TreePolicy
+from racer_core.budget.cost_curve import MAX_MEASUREMENTS, CostCurve, curve_cache_path, load_or_measure
+from racer_core.budget.tree_policy import EfficientSizes, TreePolicy
+from racer_core.drafting.automaton import Automaton
 
 
 def test_curve_interpolates_and_extrapolates() -> None:

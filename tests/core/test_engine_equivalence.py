@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from engine_helpers import PROMPT, engine_for, run
 
-from racer_core.events import GenerationConfig, Source
+from racer_core.common.events import GenerationConfig, Source
 from racer_core.testing import FAMILIES
 
 NEW_TOKENS = 96
@@ -66,7 +66,7 @@ def test_padded_trees_are_lossless(monkeypatch) -> None:
     cheaper) decode exactly like plain decoding."""
     import numpy as np
 
-    from racer_core.tree_policy import Selection, TreePolicy
+    from racer_core.budget.tree_policy import Selection, TreePolicy
 
     def small_subtree_padded_to_eight(self, tree):
         chosen = np.arange(min(tree.size, 3))  # breadth-first prefix: closed under parents

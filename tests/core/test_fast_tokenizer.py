@@ -371,8 +371,8 @@ def test_a_missing_folder_gives_none(tmp_path) -> None:
 def test_an_engine_on_the_fast_tokenizer_replies_exactly_as_on_transformers_one(tmp_path) -> None:
     """The surface the engine uses (template, ids, end-of-turn ids,
     incremental decoding) gives the same conversation token for token."""
-    from racer_core.engine import RacerEngine
-    from racer_core.events import GenerationConfig
+    from racer_core.common.events import GenerationConfig
+    from racer_core.engine.engine import RacerEngine
     from racer_core.testing import tiny_model
 
     fast, auto = _pair(_tiny_folder(tmp_path))

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from racer_core.engine import load_engine
-from racer_core.errors import ModelLoadError
+from racer_core.common.errors import ModelLoadError
+from racer_core.engine.engine import load_engine
 from racer_core.models import loader
 from racer_core.testing import tiny_model, tiny_tokenizer
 

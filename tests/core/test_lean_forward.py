@@ -8,14 +8,14 @@ import pytest
 import torch
 from engine_helpers import PROMPT, make_markov, run
 
-from racer_core import packed_linear
-from racer_core.engine import RacerEngine
-from racer_core.errors import InputError
-from racer_core.kv_cache import TreeCache, stock_tree_cache
+from racer_core.common.errors import InputError
+from racer_core.engine.engine import RacerEngine
 from racer_core.models.families import FAMILIES as LEAN_FAMILIES
+from racer_core.models.formats import packed_linear
 from racer_core.models.lean_forward import lean_forward_for
 from racer_core.testing import FAMILIES, tiny_model
-from racer_core.tree_attention import TreeMaskBuilder, cache_argument_name
+from racer_core.verify.kv_cache import TreeCache, stock_tree_cache
+from racer_core.verify.tree_attention import TreeMaskBuilder, cache_argument_name
 
 DENSE = tuple(sorted(LEAN_FAMILIES))  # every family file in racer_core/models/families
 

@@ -12,16 +12,16 @@ import pytest
 import torch
 from engine_helpers import PROMPT, reply_in_a_fresh_process, run
 
-from racer_core.anchors import generate_with_transformers
-from racer_core.engine import RacerEngine
-from racer_core.errors import InputError
-from racer_core.events import GenerationConfig
-from racer_core.kv_cache import TreeCache
+from racer_core.common.errors import InputError
+from racer_core.common.events import GenerationConfig
+from racer_core.engine.anchors import generate_with_transformers
+from racer_core.engine.engine import RacerEngine
 from racer_core.models.families import FAMILIES as LEAN_FAMILIES
 from racer_core.models.lean_forward import lean_forward_for
 from racer_core.models.reader import LeanModel, load_lean_model
 from racer_core.testing import tiny_model
-from racer_core.tree_attention import TreeMaskBuilder
+from racer_core.verify.kv_cache import TreeCache
+from racer_core.verify.tree_attention import TreeMaskBuilder
 
 DENSE = tuple(sorted(LEAN_FAMILIES))  # every family file in racer_core/models/families
 

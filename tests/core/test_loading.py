@@ -6,9 +6,9 @@ import importlib.util
 
 import pytest
 
-from racer_core.errors import ModelLoadError
+from racer_core.common.errors import ModelLoadError
 from racer_core.models import loader
-from racer_core.tree_attention import sliding_window_of
+from racer_core.verify.tree_attention import sliding_window_of
 
 
 def test_resolve_is_the_one_model_path_check(tmp_path) -> None:
@@ -91,7 +91,7 @@ def test_uniform_sliding_window_is_used() -> None:
 
 
 def test_checkpoint_folder_roundtrip(tmp_path) -> None:
-    from racer_core.engine import RacerEngine
+    from racer_core.engine.engine import RacerEngine
     from racer_core.testing import tiny_model, tiny_tokenizer
 
     tiny_model("llama").save_pretrained(tmp_path)

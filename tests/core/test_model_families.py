@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from racer_core.engine import load_engine
-from racer_core.errors import ModelLoadError
-from racer_core.events import GenerationConfig
-from racer_core.multimodal import image_from_pixels
+from racer_core.common.errors import ModelLoadError
+from racer_core.common.events import GenerationConfig
+from racer_core.engine.engine import load_engine
+from racer_core.engine.multimodal import image_from_pixels
 from racer_core.testing import tiny_model, tiny_tokenizer
 from racer_core.testing.tiny_vl import tiny_image, tiny_processor, tiny_vl_model
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from racer_core.errors import InputError
-from racer_core.events import GenerationConfig
-from racer_core.multimodal import load_image
+from racer_core.common.errors import InputError
+from racer_core.common.events import GenerationConfig
+from racer_core.engine.multimodal import load_image
 from racer_core.testing import tiny_engine
 from racer_core.testing.tiny_vl import tiny_image, tiny_vl_engine
 
@@ -44,7 +44,7 @@ def test_a_text_model_refuses_an_image_and_keeps_the_chat(tmp_path: Path) -> Non
 def test_image_placeholders_stay_out_of_the_retrieval_corpus() -> None:
     engine = tiny_vl_engine("qwen2_5_vl")
     conversation = engine.new_conversation()
-    from racer_core.multimodal import image_from_pixels
+    from racer_core.engine.multimodal import image_from_pixels
 
     image = image_from_pixels(tiny_image())
     list(conversation.send("The cat sat on the mat", GenerationConfig(method="racer", max_new_tokens=8), images=[image]))
@@ -60,7 +60,7 @@ def test_image_placeholders_stay_out_of_the_retrieval_corpus() -> None:
 def test_a_changed_image_is_not_taken_from_the_cache() -> None:
     """Placeholders of two images are the same tokens; only the hash tells
     them apart, so a different image must be prefilled again."""
-    from racer_core.multimodal import image_from_pixels
+    from racer_core.engine.multimodal import image_from_pixels
 
     engine = tiny_vl_engine("qwen2_5_vl")
     config = GenerationConfig(method="ar", max_new_tokens=12)
@@ -75,7 +75,7 @@ def test_a_changed_image_is_not_taken_from_the_cache() -> None:
 
 
 def test_inline_image_tags_are_taken_out_of_the_text() -> None:
-    from racer_core.multimodal import split_inline_images
+    from racer_core.engine.multimodal import split_inline_images
 
     assert split_inline_images("<image>cat.png</image> What is this?") == ("What is this?", ["cat.png"])
     assert split_inline_images("Compare <image> a b.png </image> and <image>c.jpg</image>") == (

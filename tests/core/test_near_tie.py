@@ -10,10 +10,10 @@ from racer_core.bench.report import bench_tables
 from racer_core.bench.results import BenchResult
 from racer_core.bench.runner import run_benchmark
 from racer_core.bench.suites import Question
-from racer_core.engine import RacerEngine
-from racer_core.events import GenerationConfig
-from racer_core.near_tie import MARGIN_CAP, NEAR_TIE_ULPS, classify_turns, first_difference, tie_margins
+from racer_core.common.events import GenerationConfig
+from racer_core.engine.engine import RacerEngine
 from racer_core.testing import tiny_model, tiny_tokenizer
+from racer_core.verify.near_tie import MARGIN_CAP, NEAR_TIE_ULPS, classify_turns, first_difference, tie_margins
 
 BF16_EPS = torch.finfo(torch.bfloat16).eps
 

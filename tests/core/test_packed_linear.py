@@ -11,10 +11,10 @@ import pytest
 import torch
 from engine_helpers import prompt_logits
 
-from racer_core import packed_linear
 from racer_core.models.families import family_of
+from racer_core.models.formats import packed_linear
+from racer_core.models.formats.packed_linear import PackedWeight, packing_works
 from racer_core.models.lean_forward import LeanForward, LeanWeights, weights_from_model
-from racer_core.packed_linear import PackedWeight, packing_works
 from racer_core.testing import tiny_model
 
 DENSE = ("llama", "mistral", "qwen2", "qwen3")
@@ -63,7 +63,7 @@ def test_falls_back_to_f_linear_when_the_ops_disagree(monkeypatch, caplog) -> No
     monkeypatch.setattr(packed_linear, "_multiply", lambda x, w, b: 2 * torch.nn.functional.linear(x, w, b))
     model = tiny_model("llama", seed=5)
     weights = _weights(model)
-    with caplog.at_level(logging.WARNING, logger="racer_core.packed_linear"):
+    with caplog.at_level(logging.WARNING, logger="racer_core.models.formats.packed_linear"):
         forward = LeanForward(weights)
         LeanForward(weights)  # checked once per dtype: one line in the log
     assert not forward.packed and forward.weights is weights
@@ -74,7 +74,7 @@ def test_falls_back_to_f_linear_when_the_ops_disagree(monkeypatch, caplog) -> No
 
 def test_falls_back_to_f_linear_when_the_ops_are_missing(monkeypatch, caplog) -> None:
     monkeypatch.setattr(packed_linear, "_ops_present", lambda: False)
-    with caplog.at_level(logging.WARNING, logger="racer_core.packed_linear"):
+    with caplog.at_level(logging.WARNING, logger="racer_core.models.formats.packed_linear"):
         forward = LeanForward(_weights(tiny_model("qwen2", seed=5)))
     assert not forward.packed
     assert any("no oneDNN packed linear" in r.getMessage() for r in caplog.records)

@@ -8,10 +8,10 @@ import functools
 import pytest
 from engine_helpers import PROMPT, engine_for
 
-from racer_core import decoder
-from racer_core.automaton import Automaton
-from racer_core.automaton.variants import variant
-from racer_core.events import GenerationConfig
+from racer_core.common.events import GenerationConfig
+from racer_core.drafting.automaton import Automaton
+from racer_core.drafting.automaton.variants import variant
+from racer_core.engine import decoder
 
 
 @pytest.mark.parametrize("pair_rows", [True, False])

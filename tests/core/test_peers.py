@@ -26,11 +26,11 @@ from test_sampling_joint import (
     verified_case,
 )
 
-from racer_core.decoder import _accept
-from racer_core.drafters import check_available, missing_extra
-from racer_core.drafters.recycling import TEMPLATE, AdjacencyMatrix, RecyclingDrafter, TreeTemplate
-from racer_core.errors import InputError
-from racer_core.events import GenerationConfig, Source
+from racer_core.common.errors import InputError
+from racer_core.common.events import GenerationConfig, Source
+from racer_core.drafting.peers import check_available, missing_extra
+from racer_core.drafting.recycling import TEMPLATE, AdjacencyMatrix, RecyclingDrafter, TreeTemplate
+from racer_core.engine.decoder import _accept
 
 NEW_TOKENS = 96
 PEERS = ["recycling", pytest.param("suffix", marks=pytest.mark.skipif(
@@ -106,7 +106,7 @@ def _recycling_case():
 
 def _suffix_case():
     """A suffix chain on a repeating prompt, the root continuing the pattern."""
-    from racer_core.drafters.suffix import SuffixDrafter
+    from racer_core.drafting.suffix import SuffixDrafter
 
     engine = tiny_engine()
     prompt = [0, 1, 2, 3, 4, 2] * 4 + [0, 1]

@@ -14,15 +14,15 @@ import pytest
 import torch
 from engine_helpers import PROMPT, SMALL_VOCAB, run
 
-from racer_core.config import DRAFTING_METHODS
-from racer_core.engine import RacerEngine, load_engine
-from racer_core.events import Source
-from racer_core.kv_cache import TreeCache
+from racer_core.common.config import DRAFTING_METHODS
+from racer_core.common.events import Source
+from racer_core.engine.engine import RacerEngine, load_engine
+from racer_core.models.formats.packed_linear import plain
 from racer_core.models.lean_forward import lean_forward_for
 from racer_core.models.reader import LeanModel, load_lean_model
-from racer_core.packed_linear import plain
 from racer_core.testing import tiny_model, tiny_tokenizer
-from racer_core.tree_attention import TreeMaskBuilder, rope_switch_of
+from racer_core.verify.kv_cache import TreeCache
+from racer_core.verify.tree_attention import TreeMaskBuilder, rope_switch_of
 
 
 def _save(folder: Path, **config: object) -> Path:

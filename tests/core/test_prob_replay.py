@@ -39,8 +39,8 @@ def test_a_node_reads_its_probability_from_the_row_its_parent_expands() -> None:
 def test_the_rank_variant_is_the_engine_policy_as_draft_replay_replays_it() -> None:
     traces = [_trace(s) for s in range(3)]
     mat, _, _ = prob_replay.run(traces, "rank", COST)
-    from racer_core.budget import CostCurve
-    from racer_core.tree_policy import TreePolicy
+    from racer_core.budget.cost_curve import CostCurve
+    from racer_core.budget.tree_policy import TreePolicy
 
     grid = sorted(COST)
     policy = TreePolicy(CostCurve(grid, [COST[k] / 1000 for k in grid]))

@@ -13,9 +13,9 @@ from engine_helpers import PROMPT, engine_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from racer_core.decoder import _accept
-from racer_core.events import GenerationConfig
-from racer_core.sampling import TokenSampler, greedy_choices
+from racer_core.common.events import GenerationConfig
+from racer_core.engine.decoder import _accept
+from racer_core.verify.sampling import TokenSampler, greedy_choices
 
 
 def _chi_square_p(counts_a: np.ndarray, counts_b: np.ndarray) -> float:

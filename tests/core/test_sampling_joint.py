@@ -25,11 +25,11 @@ from functools import cache
 import numpy as np
 import torch
 
-from racer_core.decoder import _accept
-from racer_core.engine import RacerEngine
-from racer_core.events import GenerationConfig
-from racer_core.sampling import TokenSampler
+from racer_core.common.events import GenerationConfig
+from racer_core.engine.decoder import _accept
+from racer_core.engine.engine import RacerEngine
 from racer_core.testing import tiny_model
+from racer_core.verify.sampling import TokenSampler
 
 VOCAB = 5
 K = 4  # tokens in the joint: 5**4 = 625 cells

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from engine_helpers import PROMPT, engine_for
 
-from racer_core.decoder import SequenceDecoder
-from racer_core.events import GenerationConfig, Source
-from racer_core.step_record import BudgetOption, StepRecord
+from racer_core.common.events import GenerationConfig, Source
+from racer_core.common.step_record import BudgetOption, StepRecord
+from racer_core.engine.decoder import SequenceDecoder
 
 
 def _verified_inputs(monkeypatch) -> list[tuple[list[int], list[int], np.ndarray]]:

@@ -84,7 +84,7 @@ def test_mask_is_float_in_model_dtype_with_min_for_blocked() -> None:
 
 
 def test_sliding_window_mask_hides_old_positions() -> None:
-    from racer_core.tree_attention import TreeMaskBuilder
+    from racer_core.verify.tree_attention import TreeMaskBuilder
 
     builder = TreeMaskBuilder(torch.float32, "cpu", window=4)
     built = builder.causal(6, 2)[0, 0]

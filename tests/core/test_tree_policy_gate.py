@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 from engine_helpers import PROMPT, engine_for, run
 
-from racer_core.automaton import Automaton
-from racer_core.budget import CostCurve
-from racer_core.draft_gate import MIN_EVIDENCE, DraftGate
-from racer_core.events import GenerationConfig
-from racer_core.tree_policy import TreePolicy
+from racer_core.budget.cost_curve import CostCurve
+from racer_core.budget.draft_gate import MIN_EVIDENCE, DraftGate
+from racer_core.budget.tree_policy import TreePolicy
+from racer_core.common.events import GenerationConfig
+from racer_core.drafting.automaton import Automaton
 
 # A CPU where a second token costs 40% more than a first, 64 tokens 60% more.
 CURVE = CostCurve([1, 2, 64], [1.0, 1.4, 1.6])

@@ -10,9 +10,9 @@ from functools import cache
 import pytest
 import torch
 
-from racer_core.engine import RacerEngine
-from racer_core.events import GenerationConfig, Source
-from racer_core.multimodal import ChatImage, image_from_pixels
+from racer_core.common.events import GenerationConfig, Source
+from racer_core.engine.engine import RacerEngine
+from racer_core.engine.multimodal import ChatImage, image_from_pixels
 from racer_core.testing.tiny_vl import VL_FAMILIES, tiny_image, tiny_processor, tiny_vl_model
 
 NEW_TOKENS = 48

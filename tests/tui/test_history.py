@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from racer_core.events import Source
+from racer_core.common.events import Source
 from racer_tui.history import (
     SCHEMA_VERSION,
     UPGRADES,

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from racer_core.events import Source
+from racer_core.common.events import Source
 from racer_tui.colors import LOGITS_GREEN, RETRIEVAL_GREEN, SOURCE_STYLE
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

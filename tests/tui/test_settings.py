@@ -12,7 +12,7 @@ from app_pilot import StartApp
 from fake_engine import FakeEngine, ready_chat
 
 from racer_core.bench.answers import read_answers
-from racer_core.config import DEFAULTS, ConfigError, GenerationConfig
+from racer_core.common.config import DEFAULTS, ConfigError, GenerationConfig
 from racer_tui import cli
 from racer_tui.settings import Settings, SettingsStore
 

@@ -6,7 +6,7 @@ from app_pilot import StartApp
 from fake_engine import FakeEngine, ready_chat, wait_for
 from textual.widgets import SelectionList
 
-from racer_core.events import EngineInfo
+from racer_core.common.events import EngineInfo
 from racer_tui.screens.bench import BenchScreen
 
 

@@ -11,7 +11,7 @@ from app_pilot import SIZE, StartApp
 from fake_engine import REPLY, FakeEngine, make_app, ready_chat, wait_for
 from textual.widgets import Input, OptionList
 
-from racer_core.events import Source
+from racer_core.common.events import Source
 from racer_tui.screens.chat import ChatScreen
 from racer_tui.screens.chat_dialogs import LineScreen, SearchScreen
 from racer_tui.widgets.chat_list import ChatList

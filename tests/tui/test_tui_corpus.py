@@ -1,4 +1,4 @@
-"""Learning from earlier chats (racer_core/corpus.py) in the app: on by default,
+"""Learning from earlier chats (racer_core/drafting/corpus.py) in the app: on by default,
 a setting turns it off at once, the settings screen clears it."""
 
 from __future__ import annotations

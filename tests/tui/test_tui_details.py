@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.text import Text
 from textual.widgets import Input, OptionList
 
-from racer_core.events import Source
+from racer_core.common.events import Source
 from racer_tui.colors import CHART_BLUE, CHART_GREEN, LOGITS_GREEN, RETRIEVAL_GREEN, SOURCE_STYLE, rgb_of
 from racer_tui.history import HistoryStore, StoredMessage
 from racer_tui.screens import chat as chat_screen

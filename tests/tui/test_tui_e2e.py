@@ -9,7 +9,7 @@ import pytest
 from app_pilot import StartApp
 from fake_engine import wait_for
 
-from racer_tui.models import default_engine_factory
+from racer_tui.engine_loader import default_engine_factory
 from racer_tui.screens.chat import ChatScreen
 from racer_tui.screens.model_error import ModelErrorScreen
 from racer_tui.widgets.bars import StepBars

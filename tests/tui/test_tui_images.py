@@ -14,11 +14,11 @@ from fake_engine import FakeEngine, ready_chat, wait_for
 from PIL import Image
 from textual.command import CommandPalette
 
-from racer_core.chat_image import file_sha256
-from racer_core.errors import InputError
-from racer_core.events import Source
-from racer_tui import chat_file
-from racer_tui.attachments import CHANGED, MISSING, complete_path, image_label, image_state, read_attachment
+from racer_core.common.errors import InputError
+from racer_core.common.events import Source
+from racer_core.engine.chat_image import file_sha256
+from racer_tui.chat import json_file as chat_file
+from racer_tui.chat.attachments import CHANGED, MISSING, complete_path, image_label, image_state, read_attachment
 from racer_tui.history import StoredImage, StoredMessage
 from racer_tui.screens.attach_image import AttachImageScreen, PathInput
 from racer_tui.screens.chat import ChatScreen

@@ -8,9 +8,9 @@ from fake_engine import ready_chat, wait_for
 from textual.geometry import Region
 from textual.widgets import Static
 
+from racer_tui.chat.step_log import StepLog
 from racer_tui.screens.chat import ChatScreen
 from racer_tui.screens.inspector import InspectorScreen
-from racer_tui.step_log import StepLog
 from racer_tui.widgets.step_chart import StepChart
 
 
@@ -97,8 +97,8 @@ async def test_stored_replies_have_no_trees_and_say_so(start_app: StartApp) -> N
 
 
 def test_step_log_is_bounded_oldest_reply_first() -> None:
-    from racer_core.events import StepEvent, TokenPiece
-    from racer_core.step_record import StepRecord
+    from racer_core.common.events import StepEvent, TokenPiece
+    from racer_core.common.step_record import StepRecord
 
     record = StepRecord.build([1, 2, 3], [-1, 0, 1], [0, 1, 2], [0, 1, 1], [0, 3, 4], [-1, -1, -1], [0, 1], 9, 3, 3,
                               "fixed")
@@ -116,9 +116,9 @@ def test_step_log_is_bounded_oldest_reply_first() -> None:
 def test_a_paused_step_shows_the_gate_decision() -> None:
     from rich.console import Console
 
-    from racer_core.events import Source, TokenPiece
-    from racer_core.step_record import BudgetOption, StepRecord
-    from racer_tui.step_log import LoggedStep
+    from racer_core.common.events import Source, TokenPiece
+    from racer_core.common.step_record import BudgetOption, StepRecord
+    from racer_tui.chat.step_log import LoggedStep
     from racer_tui.widgets.step_tree import step_view
 
     why = "drafting paused, the root verified alone: the last 16 trees chosen made 14.2 tokens/s by the cost curve, plain decoding 18.5"

@@ -13,9 +13,9 @@ from pathlib import Path
 from app_pilot import SIZE, SMALL, StartApp
 from fake_engine import REPLY, FakeEngine, factory_for, failing_factory, make_app, ready_chat, tokenize, wait_for
 
-from racer_core.config import DEFAULTS
-from racer_core.errors import ModelLoadError, RacerError
-from racer_core.events import Source
+from racer_core.common.config import DEFAULTS
+from racer_core.common.errors import ModelLoadError, RacerError
+from racer_core.common.events import Source
 from racer_tui.colors import LOGITS_GREEN, RETRIEVAL_GREEN
 from racer_tui.history import HistoryStore, StoredMessage
 from racer_tui.screens.bench import BENCH_MAX_NEW_TOKENS, BenchScreen

@@ -150,7 +150,7 @@ async def test_the_running_dashboard_shows_its_progress(
 async def test_a_chat_with_an_image_shows_its_stand_ins(start_app: StartApp, tmp_path: Path) -> None:
     from PIL import Image
 
-    from racer_tui.attachments import read_attachment
+    from racer_tui.chat.attachments import read_attachment
     from racer_tui.widgets.chat_image import AttachmentBar
 
     for name, size in (("cat.png", (24, 16)), ("dog.jpg", (8, 8))):

@@ -59,7 +59,7 @@ def test_chat_with_an_image(snap_compare, tmp_path: Path) -> None:
     both as their text stand-ins (headless: never drawn, so the frame is fixed)."""
     from PIL import Image
 
-    from racer_tui.attachments import read_attachment
+    from racer_tui.chat.attachments import read_attachment
     from racer_tui.widgets.chat_image import AttachmentBar
 
     for name, size in (("cat.png", (24, 16)), ("dog.jpg", (8, 8))):

@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from racer_core.events import EngineInfo, Source, StepEvent, TokenPiece
-from racer_core.stats import Stats
+from racer_core.common.events import EngineInfo, Source, StepEvent, TokenPiece
+from racer_core.common.stats import Stats
 from racer_tui.history import HistoryStore, StoredMessage, title_for
 from racer_tui.widgets.status_line import format_status
 

@@ -54,7 +54,7 @@ def engine_reply(engine, chat: ChatScreen, images: dict[int, tuple]) -> str:
 
 def assert_the_picture_reached_the_model(engine, chat: ChatScreen, index: int, picture: Path) -> None:
     """The app's last reply is the one the picture at message `index` gives, not the one without it."""
-    from racer_core.chat_image import load_image
+    from racer_core.engine.chat_image import load_image
 
     seen = chat.conv.messages[-1]["content"]
     with_it = engine_reply(engine, chat, {index: (load_image(str(picture)),)})
@@ -102,7 +102,7 @@ async def test_an_image_attached_by_key_reaches_a_vl_model(start_app: StartApp, 
 async def test_a_reopened_chat_shows_the_model_the_unchanged_picture_only(
         start_app: StartApp, tmp_path: Path) -> None:
     from racer_core.testing.tiny_vl import tiny_image, tiny_vl_engine
-    from racer_tui.attachments import read_attachment
+    from racer_tui.chat.attachments import read_attachment
 
     kept, changed = cat_picture(tmp_path), tmp_path / "changed.png"
     tiny_image(seed=4).save(changed)

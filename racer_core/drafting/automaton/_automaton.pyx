@@ -5,7 +5,7 @@
 Every argument is validated here before the C++ object is touched, so a call
 that raises leaves the automaton unchanged. Common inputs (lists of Python
 ints, aligned native int32/int64 arrays) are checked in C; anything else goes
-through racer_core.automaton._checks, which is also what the reference uses,
+through racer_core.drafting.automaton._checks, which is also what the reference uses,
 so both raise the same exceptions with the same messages.
 """
 
@@ -19,8 +19,8 @@ from libcpp.vector cimport vector
 
 cimport numpy as cnp
 
-from racer_core.automaton import _checks
-from racer_core.automaton.draft import DraftTree
+from racer_core.drafting.automaton import _checks
+from racer_core.drafting.automaton.draft import DraftTree
 
 cnp.import_array()
 
@@ -98,7 +98,7 @@ cdef class Automaton:
     cdef bint busy
 
     def __cinit__(self, max_nodes=10000, min_depth=2, ngram=10, *, _variant=(False, True)):
-        # _variant: (late_halving, pair_rows), set through racer_core.automaton.variants only
+        # _variant: (late_halving, pair_rows), set through racer_core.drafting.automaton.variants only
         late_halving, pair_rows = _variant
         cdef int32_t m = _checks.check_param("max_nodes", max_nodes, 2)
         cdef int32_t d = _checks.check_param("min_depth", min_depth, 1)

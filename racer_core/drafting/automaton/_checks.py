@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 # The draft tree's bound (its attention mask is T x T booleans) is the engine's too.
-from racer_core.config import MAX_DRAFT
+from racer_core.common.config import MAX_DRAFT
 
 # Tokens are stored as int32 in the compiled automaton; -1 marks the root and
 # padding, so before the vocabulary is known a token must stay below this.

@@ -1,6 +1,6 @@
 """Replays a synthetic decoding trace through the automaton and times it.
 
-    python -m racer_core.automaton.bench [--steps N] [--reference-steps N] [--seed S]
+    python -m racer_core.drafting.automaton.bench [--steps N] [--reference-steps N] [--seed S]
 
 The trie is filled to max_nodes = 10000 from a prompt, the logits table has
 vocabulary 49,152 and top_k 8, the budget is 64. Text is a Zipf-distributed
@@ -23,8 +23,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from racer_core.automaton import Automaton, DraftTree, ReferenceAutomaton
-from racer_core.automaton.variants import variant
+from racer_core.drafting.automaton import Automaton, DraftTree, ReferenceAutomaton
+from racer_core.drafting.automaton.variants import variant
 
 VOCAB = 49152
 TOP_K = 8

@@ -3,7 +3,7 @@
 Code written against the original (its tests, its evaluation scripts) runs
 with one changed import:
 
-    from racer_core.automaton.compat import Automaton
+    from racer_core.drafting.automaton.compat import Automaton
 
 `Automaton(max_nodes=1000)`, `init_logits`, `update(tokens, adj_vectors)`,
 `insert(pattern, freq=1)`, `build`, `trans_tokens` and
@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from racer_core.automaton._automaton import Automaton as _Compiled
-from racer_core.automaton.draft import DraftTree
+from racer_core.drafting.automaton._automaton import Automaton as _Compiled
+from racer_core.drafting.automaton.draft import DraftTree
 
 __all__ = ["Automaton", "DraftBuffer"]
 

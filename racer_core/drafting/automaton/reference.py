@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from racer_core.automaton import _checks as C
-from racer_core.automaton.draft import DraftTree
+from racer_core.drafting.automaton import _checks as C
+from racer_core.drafting.automaton.draft import DraftTree
 
 ROOT = 0
 
@@ -31,7 +31,7 @@ class ReferenceAutomaton:
         *,
         _variant: tuple[bool, bool] = (False, True),
     ) -> None:
-        # _variant: (late_halving, pair_rows), set through racer_core.automaton.variants only
+        # _variant: (late_halving, pair_rows), set through racer_core.drafting.automaton.variants only
         late_halving, pair_rows = _variant
         self._max_nodes = C.check_param("max_nodes", max_nodes, 2)
         self._min_depth = C.check_param("min_depth", min_depth, 1)

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from racer_core.automaton.draft import DraftTree
+from racer_core.drafting.automaton.draft import DraftTree
 
 Snapshot = dict[tuple[int, ...], tuple[int, tuple[int, ...]]]
 
