@@ -245,7 +245,16 @@ class SequenceDecoder:
     def _step(self, root: int, reply: _Reply) -> tuple[Step, int]:
         """One forward pass: draft a tree under `root`, verify it, accept the
         longest path the model agrees with plus a bonus token, update the cache
-        and the sources. Returns the Step and the next root (the bonus)."""
+        and the sources. Returns the Step and the next root (the bonus).
+
+        The three phases are separate so that a batched server can run many
+        conversations' `prepare`d trees through one pass (LeanForward.batch)."""
+        pending = self.prepare(root, reply)
+        logits = self._forward(pending.ids, pending.positions, pending.mask, capture=pending.capture)
+        return self.complete(pending, logits)
+
+    def prepare(self, root: int, reply: _Reply) -> Pending:
+        """Draft this step's tree under `root` and lay out what the pass feeds."""
         t0 = time.perf_counter()
         base = len(self.cached)
         prev = self.cached[-1] if self.cached else -1  # the token before the root
@@ -264,9 +273,14 @@ class SequenceDecoder:
         mask = self.rt.masks.build(base, draft.ancestors, draft.depths)
         ids = torch.from_numpy(draft.fed_tokens).to(self.rt.device)
         positions = torch.from_numpy(draft.depths + base + self.offset).to(self.rt.device)
-        t1 = time.perf_counter()
         capture = reply.drafter.head.aux_layers if reply.drafter is not None else ()
-        logits = self._forward(ids, positions, mask, capture=capture)[: draft.size]  # padding rows are dropped
+        return Pending(reply, root, prev, base, draft, ids, positions, mask, capture, t0, time.perf_counter())
+
+    def complete(self, pending: Pending, logits: torch.Tensor) -> tuple[Step, int]:
+        """Accept along the verified tree's `logits` (one row per fed token or
+        per node), commit the cache and teach the sources."""
+        reply, draft, base, prev, root = pending.reply, pending.draft, pending.base, pending.prev, pending.root
+        logits = logits[: draft.size]  # padding rows are dropped
         if self.rt.device.type == "cuda":
             torch.cuda.synchronize()  # so verify_s is the forward pass alone
         t2 = time.perf_counter()
@@ -286,7 +300,9 @@ class SequenceDecoder:
             self.rows.extend(top[path] if top is not None else [None] * len(path))
         record = _record(draft, path, bonus, reply.policy is not None)
         t3 = time.perf_counter()
-        return Step(tokens, sources, draft.size, draft.fed, t1 - t0, t2 - t1, t3 - t2, reason, record, margins), bonus
+        step = Step(tokens, sources, draft.size, draft.fed, pending.t1 - pending.t0, t2 - pending.t1, t3 - t2,
+                    reason, record, margins)
+        return step, bonus
 
     def _margins(self, rows: torch.Tensor, reply: _Reply) -> list[float]:
         """Tie margins of the rows that chose tokens; greedy only (sampling needs no accounting)."""
@@ -452,6 +468,23 @@ class _Draft:
     @property
     def fed(self) -> int:
         return len(self.fed_tokens)
+
+
+@dataclass
+class Pending:
+    """A prepared step: the drafted tree and what its pass feeds (SequenceDecoder.prepare)."""
+
+    reply: _Reply
+    root: int
+    prev: int  # the token before the root
+    base: int  # cached length before the tree
+    draft: _Draft
+    ids: torch.Tensor
+    positions: torch.Tensor
+    mask: torch.Tensor
+    capture: tuple[int, ...]
+    t0: float
+    t1: float
 
 
 def _draft(

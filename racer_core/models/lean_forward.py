@@ -13,6 +13,7 @@ values into the same TreeCache the stock path uses. Models of other shapes
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import reduce
 from typing import Any
@@ -24,6 +25,7 @@ from racer_core.models.families import family_of
 from racer_core.models.family import Family
 from racer_core.models.formats.half_weights import HalfWeight, halve_weights, is_half
 from racer_core.models.formats.packed_linear import PackedWeight, is_packed, linear, pack_weights
+from racer_core.verify.attention import attend
 
 
 @dataclass
@@ -176,17 +178,32 @@ class LeanForward:
 
         With `capture` (layer ids, as an EAGLE-3 head names them): (logits, the
         states entering those layers concatenated, (T, len(capture) * hidden))."""
+        (logits, captured), = self._run([Part(ids, positions, mask, cache, logit_rows)], capture)
+        return (logits, captured) if capture else logits
+
+    def batch(self, parts: Sequence[Part]) -> list[torch.Tensor]:
+        """The logits of several sequences' rows in one pass (continuous batching):
+        every linear runs once over all the parts' rows, attention per part over
+        its own cache and mask (racer_core/verify/attention.py). Each part's
+        logits are what a pass of that part alone gives, as far as the linears
+        are row-invariant (packed float32 is, by test)."""
+        return [logits for logits, _ in self._run(list(parts), ())]
+
+    def _run(self, parts: list[Part], capture: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
         w = self.weights
-        if int(positions.max()) >= self._cos.shape[0]:
-            self._grow_rope(int(positions.max()) + 1)
+        top = max(int(part.positions.max()) for part in parts)
+        if top >= self._cos.shape[0]:
+            self._grow_rope(top + 1)
+        sizes = [part.ids.shape[0] for part in parts]
+        ids = parts[0].ids if len(parts) == 1 else torch.cat([part.ids for part in parts])
+        positions = parts[0].positions if len(parts) == 1 else torch.cat([part.positions for part in parts])
         t = ids.shape[0]
         cos = self._cos[positions][None, None]  # (1, 1, T, D)
         sin = self._sin[positions][None, None]
         h = F.embedding(ids, w.embed)[None]  # (1, T, H)
         nq, nkv, d = w.heads * w.head_dim, w.kv_heads * w.head_dim, w.head_dim
-        gqa = w.heads != w.kv_heads
         captured: dict[int, torch.Tensor] = {}
-        for index, (layer, cache_layer) in enumerate(zip(w.layers, cache.layers, strict=True)):
+        for index, layer in enumerate(w.layers):
             if index in capture:
                 captured[index] = h[0]
             x = _rms(h, layer.input_norm, w.eps)
@@ -199,15 +216,47 @@ class LeanForward:
                 k = _rms(k, layer.k_norm, w.eps)
             q = _rotate(q.transpose(1, 2), cos, sin)
             k = _rotate(k.transpose(1, 2), cos, sin)
-            keys, values = cache_layer.update(k, v.transpose(1, 2))
-            a = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scale, enable_gqa=gqa)
+            v = v.transpose(1, 2)
+            outs = []
+            start = 0
+            for part, size in zip(parts, sizes, strict=True):
+                rows = slice(start, start + size)
+                keys, values = part.cache.layers[index].update(k[:, :, rows], v[:, :, rows])
+                outs.append(attend(q[:, :, rows], keys, values, part.mask, self.scale))
+                start += size
+            a = outs[0] if len(outs) == 1 else torch.cat(outs, dim=2)
             h = h + linear(a.transpose(1, 2).reshape(1, t, nq), layer.o)
             x = _rms(h, layer.post_norm, w.eps)
             gate, up = linear(x, layer.gate_up).chunk(2, dim=-1)
             h = h + linear(F.silu(gate) * up, layer.down)
-        rows = h[0] if logit_rows is None else h[0, :logit_rows]
+        # Only the rows whose logits are asked for go through the head.
+        keep, start = [], 0
+        for part, size in zip(parts, sizes, strict=True):
+            keep.append((start, start + (size if part.logit_rows is None else min(part.logit_rows, size))))
+            start += size
+        if len(parts) == 1:
+            rows = h[0, keep[0][0] : keep[0][1]] if parts[0].logit_rows is not None else h[0]
+        else:
+            rows = torch.cat([h[0, a:b] for a, b in keep])
         logits = linear(_rms(rows, w.final_norm, w.eps), w.lm_head)
-        return (logits, torch.cat([captured[i] for i in capture], dim=-1)) if capture else logits
+        out, at = [], 0
+        for first, last in keep:
+            out.append((logits[at : at + last - first], None))
+            at += last - first
+        if capture:  # one part only (eagle3 runs per conversation): every fed row's states
+            out = [(out[0][0], torch.cat([captured[i] for i in capture], dim=-1))]
+        return out
+
+
+@dataclass
+class Part:
+    """One sequence's rows in a (batched) verification pass."""
+
+    ids: torch.Tensor  # (T,) the fed tokens
+    positions: torch.Tensor  # (T,) their rope positions
+    mask: torch.Tensor  # (1, 1, T, L + T) additive, over the sequence's cache then these rows
+    cache: Any  # the sequence's TreeCache; the rows' keys and values are appended to it
+    logit_rows: int | None = None  # only the first rows' logits (None: all)
 
 
 def config_supported(config: Any) -> bool:
