@@ -69,7 +69,8 @@ def generate_with_transformers(
     if config.greedy:
         kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
     else:
-        kwargs.update(do_sample=True, temperature=config.temperature, top_p=config.top_p, top_k=None)
+        kwargs.update(do_sample=True, temperature=config.temperature, top_p=config.top_p,
+                      top_k=config.sample_top_k or None, min_p=config.min_p or None)
     if config.method == "pld":
         kwargs["prompt_lookup_num_tokens"] = PLD_TOKENS
     if config.seed is not None:

@@ -30,7 +30,7 @@ from racer_core.drafting.peers import PeerDrafter, new_drafter
 from racer_core.engine.multimodal import ImageSpan, VisionPrompt
 from racer_core.models.eagle3_head import Eagle3Head
 from racer_core.verify.near_tie import tie_margins
-from racer_core.verify.sampling import TokenSampler, greedy_choices
+from racer_core.verify.sampling import TokenSampler, greedy_choices, token_logprobs
 from racer_core.verify.tree_attention import TreeMaskBuilder
 
 PREFILL_CHUNK = 256
@@ -50,6 +50,7 @@ class Step:
     finish_reason: str | None = None
     record: StepRecord | None = None  # the verified tree, for the step inspector
     margins: list[float] = field(default_factory=list)  # per token, greedy only (racer_core.verify.near_tie)
+    logprobs: list[tuple[float, list[tuple[int, float]]]] | None = None  # per token, when config.logprobs asks
 
 
 @dataclass(frozen=True)
@@ -301,7 +302,7 @@ class SequenceDecoder:
         record = _record(draft, path, bonus, reply.policy is not None)
         t3 = time.perf_counter()
         step = Step(tokens, sources, draft.size, draft.fed, pending.t1 - pending.t0, t2 - pending.t1, t3 - t2,
-                    reason, record, margins)
+                    reason, record, margins, _logprobs(reply, logits[path[: len(tokens)]], tokens))
         return step, bonus
 
     def _margins(self, rows: torch.Tensor, reply: _Reply) -> list[float]:
@@ -327,7 +328,8 @@ class SequenceDecoder:
         drafting = config.method in DRAFTING_METHODS
         budget = None if config.max_num_draft == "auto" else int(config.max_num_draft)
         return _Reply(
-            sampler=TokenSampler(config.temperature, config.top_p, config.seed, self.rt.device),
+            sampler=TokenSampler(config.temperature, config.top_p, config.seed, self.rt.device,
+                                 config.sample_top_k, config.min_p),
             max_new=min(config.max_new_tokens, self.rt.max_length - len(prompt)),  # >= 1: the prompt fits
             automaton=self._ensure_automaton(config) if drafting else None,
             policy=self.rt.policy_for(config.method) if drafting and budget is None else None,
@@ -382,7 +384,7 @@ class SequenceDecoder:
         # root reads the text up to, not including, that root.
         margins = self._margins(logits[None, :], reply)
         return Step([root], [Source.MODEL], len(fresh), 1, 0.0, time.perf_counter() - start, 0.0, reason,
-                    margins=margins)
+                    margins=margins, logprobs=_logprobs(reply, logits[None, :], [root]))
 
     def _learn(
         self, reply: _Reply, draft: _Draft, logits: torch.Tensor, emitted: list[int], prev: int
@@ -587,6 +589,12 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
 
 
 HEAD_BIT = 4  # a node drafted by an EAGLE-3 head (the automaton's bits are 1 and 2)
+
+
+def _logprobs(reply: _Reply, rows: torch.Tensor, tokens: list[int]) -> list[tuple[float, list[tuple[int, float]]]] | None:
+    """The tokens' log-probabilities from the rows that chose them, only when the reply asks."""
+    wanted = reply.config.logprobs if reply.config is not None else None
+    return None if wanted is None else token_logprobs(rows, tokens, wanted)
 
 
 def _source(bits: int) -> Source:
