@@ -22,6 +22,7 @@ from racer_core.budget.cost_curve import (
     CPU_GRID,
     CPU_QUICK,
     GPU_GRID,
+    MAX_MEASUREMENTS,
     QUICK_ROUNDS,
     CostCurve,
     load_or_measure,
@@ -167,9 +168,9 @@ class RacerEngine:
             if self.lean is not None:  # the two forwards cost differently; a stock engine keeps its curves
                 key = (*key, "lean", *(["packed"] if self.lean.packed else []))
             key = (*key, *cpu_class.limits())  # a limited CPU class (cpu_class.py) costs differently
-            def told() -> None:
+            def told(measurement: int) -> None:
                 if progress:
-                    progress("Measuring the verification cost of a few tree sizes (once per model and device)...", None)
+                    progress(measuring_message(measurement, refresh), None)
 
             # A CPU measures a few sizes briefly (the grid between is interpolated).
             quick = CPU_QUICK if self.runtime.device.type == "cpu" else None
@@ -383,6 +384,17 @@ def step_events(engine: RacerEngine, decoder: SequenceDecoder, prompt: list[int]
         )
 
 
+def measuring_message(measurement: int, refresh: bool = False) -> str:
+    """What the loading screen says while the cost curve is measured (cost_curve.load_or_measure)."""
+    if refresh:
+        return "Measuring the verification cost of a few tree sizes again (a benchmark measures afresh)..."
+    if measurement == 1:
+        return ("Measuring the verification cost of a few tree sizes for this model and device "
+                f"(if the machine is busy, measured again at up to {MAX_MEASUREMENTS - 1} later starts)...")
+    return (f"Measuring the verification cost again (measurement {measurement} of at most {MAX_MEASUREMENTS}: "
+            "the last one was taken while the machine was busy)...")
+
+
 def _token_logprobs(engine: RacerEngine, tokens: list[int],
                     raw: list[tuple[float, list[tuple[int, float]]]] | None) -> list[TokenLogprob | None]:
     """A step's log-probabilities (racer_core.verify.sampling.token_logprobs) with the tokens' texts."""
@@ -397,7 +409,8 @@ def load_engine(model_path: str | os.PathLike[str] | None = None, options: LoadO
     """Load a model (the embedded default when `model_path` is None) with
     `options` (racer_core.models.checkpoints.LoadOptions; any of its fields by
     keyword overrides it: device, dtype, quantize, trust_remote_code, forward)
-    and measure its cost curve (once per model, device and dtype, then read
+    and measure its cost curve (once per model, device and dtype, measured
+    again at up to two later starts when the machine was busy, then read
     from the cache)."""
     engine = RacerEngine.from_loaded(load(model_path, options, progress, **fields))
     engine.cost_curve(progress)
