@@ -7,9 +7,12 @@ draft tree samples from exactly the distribution plain decoding would use there.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
+
+from racer_core.verify.penalties import Penalizer, Penalties
 
 
 def greedy_choices(logits: torch.Tensor) -> list[int]:
@@ -23,8 +26,11 @@ def greedy_choices(logits: torch.Tensor) -> list[int]:
 
 class TokenSampler:
     def __init__(self, temperature: float, top_p: float, seed: int | None, device: torch.device | str,
-                 top_k: int = 0, min_p: float = 0.0) -> None:
+                 top_k: int = 0, min_p: float = 0.0, penalties: Penalties | None = None,
+                 prompt: Sequence[int] = ()) -> None:
         self.greedy = temperature <= 0.0
+        # None: rows are used as they are (and greedy acceptance takes every node's argmax at once)
+        self.penalizer = Penalizer(penalties, prompt) if penalties is not None and penalties.active else None
         processors: list[Any] = []
         if not self.greedy:
             # Imported here: a greedy engine never needs transformers (a faster start).
@@ -57,6 +63,10 @@ class TokenSampler:
         for processor in self.processors:
             scores = processor(self._no_ids, scores)
         return torch.softmax(scores, dim=-1)[0]
+
+    def penalized(self, logits: torch.Tensor, reply: Sequence[int]) -> torch.Tensor:
+        """One row with the penalties for `reply` (the reply's tokens before it); as it is without penalties."""
+        return logits if self.penalizer is None else self.penalizer(logits, reply)
 
     def sample(self, logits: torch.Tensor) -> int:
         if self.greedy:

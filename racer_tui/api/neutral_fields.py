@@ -1,7 +1,7 @@
 """OpenAI's request fields this server takes only at their neutral values.
 
 Clients and frameworks send many of OpenAI's fields by default, at values that
-change nothing (`frequency_penalty: 0`, `tools: []`, `logit_bias: {}`). Those
+change nothing (`tools: []`, `logit_bias: {}`, `store: false`). Those
 pass; any other value of them is refused in one sentence that names the field
 and the value and says what is not supported, never ignored: a request that
 asks for tool calls or JSON output must not get plain text as if it had them.
@@ -10,17 +10,8 @@ asks for tool calls or JSON output must not get plain text as if it had them.
 from __future__ import annotations
 
 import json
-import numbers
 from collections.abc import Callable
 from typing import Any
-
-
-def _zero(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and value == 0
-
-
-def _one(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and value == 1
 
 
 def _empty(value: Any) -> bool:
@@ -56,9 +47,6 @@ def _string(value: Any) -> bool:
 
 
 CHAT: dict[str, Rule] = {
-    "frequency_penalty": (_zero, "no repetition penalties (only 0)"),
-    "presence_penalty": (_zero, "no repetition penalties (only 0)"),
-    "repetition_penalty": (_one, "no repetition penalties (only 1)"),
     "logit_bias": (_empty, "no logit bias (only {})"),
     "tools": (_empty, f"{NO_TOOLS} (only [])"),
     "tool_choice": (_is("none", "auto"), f"{NO_TOOLS} (only \"none\", or \"auto\" with no tools)"),
@@ -84,7 +72,7 @@ CHAT: dict[str, Rule] = {
     "moderation": (_never, "no moderation (only null)"),
 }
 COMPLETION: dict[str, Rule] = {
-    **{name: CHAT[name] for name in ("frequency_penalty", "presence_penalty", "repetition_penalty", "logit_bias")},
+    "logit_bias": CHAT["logit_bias"],
     "suffix": (_empty, "no insertion (only \"\")"),
     "echo": (_is(False), "the prompt is not echoed (only false)"),
 }

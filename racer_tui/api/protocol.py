@@ -9,8 +9,8 @@ implemented are accepted at their neutral values only (neutral_fields.py), any
 other value refused in words that name it. Unknown fields are refused, as
 OpenAI does, rather than silently ignored.
 
-Beside OpenAI's fields, `top_k` and `min_p` (as llama.cpp's and vLLM's servers
-take them), and the racer-tui extension, one object `racer`: the decoding
+Beside OpenAI's fields, `top_k`, `min_p` and `repetition_penalty` (as
+llama.cpp's and vLLM's servers take them), and the racer-tui extension, one object `racer`: the decoding
 method and its drafting settings (any GenerationConfig field OpenAI has no
 name for).
 """
@@ -30,7 +30,8 @@ from racer_tui.api import neutral_fields
 MAX_CHOICES = 16
 """Most choices (`n`) one request may ask for: each is a whole reply on the one engine."""
 MAX_STOPS = 4  # as OpenAI
-OPENAI_NAMED = ("max_new_tokens", "temperature", "top_p", "seed", "sample_top_k", "min_p", "logprobs")
+OPENAI_NAMED = ("max_new_tokens", "temperature", "top_p", "seed", "sample_top_k", "min_p", "logprobs",
+                "frequency_penalty", "presence_penalty", "repetition_penalty")
 """GenerationConfig fields that come from the request's own fields (OpenAI's, and top_k, min_p)."""
 RACER_FIELDS = tuple(name for name in FIELDS if name not in OPENAI_NAMED)
 """What the `racer` extension object may set: the method and its drafting settings."""
@@ -122,11 +123,10 @@ class _Sampling(_Strict):
     top_k: int | None = None  # not OpenAI's: llama.cpp's and vLLM's
     min_p: float | None = None
     racer: dict[str, Any] | None = None
-    # OpenAI's, taken at their neutral values only (neutral_fields)
-    frequency_penalty: Any = None
-    presence_penalty: Any = None
-    repetition_penalty: Any = None  # not OpenAI's: vLLM's and transformers'
-    logit_bias: Any = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    repetition_penalty: float | None = None  # not OpenAI's: vLLM's and transformers'
+    logit_bias: Any = None  # OpenAI's, taken at its neutral value only (neutral_fields), as those below
 
 
 class ChatRequest(_Sampling):
@@ -254,6 +254,12 @@ def sampling(request: _Sampling, default_method: str, max_tokens: int | None = N
     fields["sample_top_k"] = 0 if request.top_k in (None, -1) else request.top_k  # -1: off, as vLLM
     fields["min_p"] = request.min_p or 0.0
     fields["logprobs"] = _logprobs(request)
+    fields["frequency_penalty"] = request.frequency_penalty or 0.0
+    fields["presence_penalty"] = request.presence_penalty or 0.0
+    fields["repetition_penalty"] = 1.0 if request.repetition_penalty is None else request.repetition_penalty
+    penalized = fields["frequency_penalty"] or fields["presence_penalty"] or fields["repetition_penalty"] != 1.0
+    if penalized and fields["method"] in TRANSFORMERS_METHODS:
+        raise bad_request(f"penalties are not supported with method {fields['method']}", "frequency_penalty")
     if fields["logprobs"] is not None and fields["method"] in TRANSFORMERS_METHODS:
         raise bad_request(f"logprobs is not supported with method {fields['method']} (transformers' generate "
                           "here reports no logits)", "logprobs")

@@ -92,9 +92,6 @@ def test_every_completion_field_at_its_neutral_value_changes_nothing(service) ->
 
 
 REFUSED = [
-    ("chat", "frequency_penalty", 0.5),
-    ("chat", "presence_penalty", -1),
-    ("chat", "repetition_penalty", 1.2),
     ("chat", "logit_bias", {"5": 10}),
     ("chat", "tools", [{"type": "function", "function": {"name": "f", "parameters": {}}}]),
     ("chat", "tool_choice", "required"),
@@ -107,7 +104,6 @@ REFUSED = [
     ("text", "echo", True),
     ("text", "suffix", "the end"),
     ("text", "best_of", 3),
-    ("text", "frequency_penalty", 2),
 ]
 
 
@@ -214,6 +210,45 @@ def test_top_k_and_min_p_reach_the_sampler(service) -> None:
     first = ask(service, temperature=1.0, seed=9, extra_body=again).choices[0].message.content
     assert ask(service, temperature=1.0, seed=9, extra_body=again).choices[0].message.content == first
     for body, says in (({"top_k": -2}, "top_k must be"), ({"min_p": 1.5}, "min_p must be")):
+        answer = http(service, "/v1/chat/completions", json.dumps({"messages": MESSAGES, **body}))
+        assert answer.status == 400 and says in answer.text, answer.text
+
+
+# -- penalties ---------------------------------------------------------------------
+
+FREQUENCY, PRESENCE, REPETITION = 0.05, 0.05, 1.02  # mild: the reply still repeats enough for drafts to be accepted
+PENALTIES = {"frequency_penalty": FREQUENCY, "presence_penalty": PRESENCE, "extra_body": {"repetition_penalty": REPETITION}}
+
+
+def _penalized_greedy(engine: RacerEngine, prompt_ids: list[int], count: int) -> list[int]:
+    """Plain greedy decoding with the penalties, written out: one full forward pass per token."""
+    reply: list[int] = []
+    with torch.inference_mode():
+        for _ in range(count):
+            row = engine.model(input_ids=torch.tensor([prompt_ids + reply])).logits[0, -1].float()
+            seen = set(prompt_ids) | set(reply)
+            for t in seen:
+                row[t] = row[t] / REPETITION if row[t] > 0 else row[t] * REPETITION
+            for t in set(reply):
+                row[t] -= FREQUENCY * reply.count(t) + PRESENCE
+            reply.append(int(row.argmax()))
+    return reply
+
+
+def test_penalties_keep_racer_equal_to_ar_and_to_plain_decoding(service, engine) -> None:
+    racer = ask(service, **PENALTIES)
+    extra = {**PENALTIES["extra_body"], "racer": {"method": "ar"}}
+    ar = ask(service, **{**PENALTIES, "extra_body": extra})
+    tokens = [t["id"] for t in racer.choices[0].model_extra["racer"]["tokens"]]
+    assert racer.choices[0].model_extra["racer"]["accepted_tokens"] > 0  # drafts were verified with penalties
+    assert [t["id"] for t in ar.choices[0].model_extra["racer"]["tokens"]] == tokens
+    assert racer.choices[0].message.content != ask(service).choices[0].message.content  # they change the reply
+    conv = engine.new_conversation(SYSTEM)
+    conv.messages.append({"role": "user", "content": PROMPT})
+    assert tokens == _penalized_greedy(engine, conv.prompt_ids(), TOKENS)
+    for body, says in (({"frequency_penalty": 3}, "frequency_penalty must be a number from -2 to 2"),
+                       ({"repetition_penalty": 0}, "repetition_penalty must be a number in (0, 10]"),
+                       ({"presence_penalty": 1, "racer": {"method": "pld"}}, "penalties are not supported with method pld")):
         answer = http(service, "/v1/chat/completions", json.dumps({"messages": MESSAGES, **body}))
         assert answer.status == 400 and says in answer.text, answer.text
 
