@@ -179,8 +179,6 @@ class ApiServer:
             raise bad_request("send one prompt per request", "prompt")
         if not prompts[0]:
             raise bad_request("the prompt is empty", "prompt")
-        if req.echo:
-            raise bad_request("echo is not supported", "echo")
         work = completion_work(self.engine, prompts[0], plan, self.worker.step)
         return await self._answer(request, "completion", plan, work)
 
