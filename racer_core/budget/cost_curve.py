@@ -103,13 +103,14 @@ def load_or_measure(
     key_parts: Sequence[str],
     grid: Sequence[int],
     measure: Callable[[Sequence[int]], list[float]],
-    on_measure: Callable[[], None] | None = None,
+    on_measure: Callable[[int], None] | None = None,
     quick: Sequence[int] | None = None,
     refresh: bool = False,
     busy: Callable[[], bool] = machine_is_busy,
 ) -> CostCurve:
     """The cached curve for this (model, device, dtype), measuring it once
-    (`on_measure` is told first, for a progress message); with `quick` only
+    (`on_measure` is told first, with the number of this measurement: 1 for
+    the first, more for a re-measurement; for a progress message); with `quick` only
     those sizes are measured and the rest of `grid` is interpolated. A curve
     measured on a busy machine is measured again at the next starts, and
     `refresh` measures again in any case; each size keeps its fastest time."""
@@ -120,7 +121,7 @@ def load_or_measure(
         if not was_busy or count >= MAX_MEASUREMENTS:
             return curve
     if on_measure is not None:
-        on_measure()
+        on_measure(1 if stored is None else stored[2] + 1)
     busy_now = busy()
     # Kept as measured: where a larger size is cheaper (fp32 on a CPU: 2 and 3
     # tokens cost more than 4), the tree policy pads up to it.

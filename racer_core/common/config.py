@@ -44,6 +44,10 @@ INT_LIMIT = 2**31 - 1
 """The automaton stores its sizes as int32."""
 SEED_LIMIT = 2**64 - 1
 """torch generators take 64-bit seeds."""
+MAX_REPETITION_PENALTY = 10.0
+"""Beyond this a seen token is all but forbidden."""
+MAX_LOGPROBS = 20
+"""Most alternatives a token's log-probabilities list (OpenAI's top_logprobs limit)."""
 
 
 class ConfigError(InputError, ValueError):
@@ -117,6 +121,15 @@ def _thinking(name: str, value: Any) -> bool | None:
     return None if value is None else _flag(name, value)
 
 
+def _logprobs(name: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if not _is_int(value) or not 0 <= int(value) <= MAX_LOGPROBS:
+        raise ConfigError(name, f"{name} must be empty (none) or a whole number from 0 to {MAX_LOGPROBS}, "
+                                f"not {_show(value)}")
+    return int(value)
+
+
 def _seed(name: str, value: Any) -> int | None:
     if value is None:
         return None
@@ -139,6 +152,13 @@ FIELDS: dict[str, FieldSpec] = {
     "max_new_tokens": FieldSpec(_int_range(1, INT_LIMIT), "int", "tokens to generate per reply"),
     "temperature": FieldSpec(_float_range(0.0, MAX_TEMPERATURE, note=" (0 is greedy)"), "float", "0 is greedy"),
     "top_p": FieldSpec(_float_range(0.0, 1.0, low_open=True), "float", "nucleus sampling mass"),
+    "sample_top_k": FieldSpec(_int_range(0, INT_LIMIT), "int", "sample from the k likeliest tokens only (0: all)"),
+    "min_p": FieldSpec(_float_range(0.0, 1.0), "float", "drop tokens below min_p times the likeliest's probability"),
+    "logprobs": FieldSpec(_logprobs, "seed", "report each token's log-probability and this many alternatives"),
+    "frequency_penalty": FieldSpec(_float_range(-2.0, 2.0), "float", "minus this times a token's count in the reply"),
+    "presence_penalty": FieldSpec(_float_range(-2.0, 2.0), "float", "minus this once a token is in the reply"),
+    "repetition_penalty": FieldSpec(_float_range(0.0, MAX_REPETITION_PENALTY, low_open=True), "float",
+                                    "divide the logits of tokens already seen by this (1: none)"),
     "max_num_draft": FieldSpec(_budget, "budget", "draft tree budget, or auto"),
     # 0 turns a source off, as in the original: racer then drafts as logits (ngram 0) or retrieval (max_breadth 0)
     "ngram": FieldSpec(_int_range(0, INT_LIMIT), "int", "automaton n-gram length (0: no retrieval drafts)"),
@@ -167,6 +187,12 @@ class GenerationConfig:
     max_new_tokens: int = 256
     temperature: float = 0.0  # 0 means greedy
     top_p: float = 1.0
+    sample_top_k: int = 0  # 0: no top-k cut (`top_k` below is eagle3's tree width)
+    min_p: float = 0.0
+    logprobs: int | None = None  # None: none; k: the chosen token's and its k likeliest alternatives'
+    frequency_penalty: float = 0.0  # racer_core/verify/penalties.py: each tree node's from its own path
+    presence_penalty: float = 0.0
+    repetition_penalty: float = 1.0
     max_num_draft: int | str = "auto"  # a budget from 1 to MAX_DRAFT, or "auto"
     ngram: int = 10
     max_nodes: int = 10000

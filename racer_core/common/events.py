@@ -26,12 +26,32 @@ class Source(IntEnum):
 
 
 @dataclass(frozen=True)
+class Alternative:
+    """A token the model could have chosen, with its log-probability."""
+
+    token_id: int
+    text: str  # the token's text on its own
+    logprob: float
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """A generated token's log-probability under the model (from the verifier's
+    logits row that chose it: what plain decoding computes), and the row's likeliest tokens."""
+
+    text: str  # the token's text on its own (TokenPiece.text may hold back part of a character)
+    logprob: float
+    top: tuple[Alternative, ...] = ()
+
+
+@dataclass(frozen=True)
 class TokenPiece:
     """One generated token with its decoded text and origin."""
 
     token_id: int
     text: str
     source: Source
+    logprob: TokenLogprob | None = None  # only when the config asks (GenerationConfig.logprobs)
 
 
 @dataclass(frozen=True)

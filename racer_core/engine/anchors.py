@@ -17,8 +17,10 @@ import torch
 from transformers.generation.stopping_criteria import StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
+from racer_core.common.errors import InputError
 from racer_core.common.events import GenerationConfig, Source
 from racer_core.engine.decoder import Step
+from racer_core.verify.penalties import penalties_of
 
 PLD_TOKENS = 10  # the pld anchor: prompt lookup with 10 draft tokens (README, Methods)
 _DONE = object()
@@ -56,6 +58,8 @@ def generate_with_transformers(
     """One Step per chunk `generate` streams (one token for `hf`, an accepted
     run for `pld`); the drafts' origin is not reported, so all count as MODEL.
     `pixels`: a VL prompt's image inputs, handed to `generate` as they are."""
+    if penalties_of(config).active:
+        raise InputError(f"{config.method} does not apply frequency, presence or repetition penalties")
     rt = engine.runtime
     streamer = _QueueStreamer()
     stop = _StopWhen(should_stop or (lambda: False))
@@ -69,7 +73,8 @@ def generate_with_transformers(
     if config.greedy:
         kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
     else:
-        kwargs.update(do_sample=True, temperature=config.temperature, top_p=config.top_p, top_k=None)
+        kwargs.update(do_sample=True, temperature=config.temperature, top_p=config.top_p,
+                      top_k=config.sample_top_k or None, min_p=config.min_p or None)
     if config.method == "pld":
         kwargs["prompt_lookup_num_tokens"] = PLD_TOKENS
     if config.seed is not None:

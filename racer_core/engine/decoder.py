@@ -12,7 +12,7 @@ retrieval corpus across turns.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +30,8 @@ from racer_core.drafting.peers import PeerDrafter, new_drafter
 from racer_core.engine.multimodal import ImageSpan, VisionPrompt
 from racer_core.models.eagle3_head import Eagle3Head
 from racer_core.verify.near_tie import tie_margins
-from racer_core.verify.sampling import TokenSampler, greedy_choices
+from racer_core.verify.penalties import penalties_of
+from racer_core.verify.sampling import TokenSampler, greedy_choices, token_logprobs
 from racer_core.verify.tree_attention import TreeMaskBuilder
 
 PREFILL_CHUNK = 256
@@ -50,6 +51,7 @@ class Step:
     finish_reason: str | None = None
     record: StepRecord | None = None  # the verified tree, for the step inspector
     margins: list[float] = field(default_factory=list)  # per token, greedy only (racer_core.verify.near_tie)
+    logprobs: list[tuple[float, list[tuple[int, float]]]] | None = None  # per token, when config.logprobs asks
 
 
 @dataclass(frozen=True)
@@ -284,7 +286,7 @@ class SequenceDecoder:
         if self.rt.device.type == "cuda":
             torch.cuda.synchronize()  # so verify_s is the forward pass alone
         t2 = time.perf_counter()
-        path, bonus = _accept(logits, draft.tokens, draft.parents, reply.sampler)
+        path, bonus = _accept(logits, draft.tokens, draft.parents, reply.sampler, reply.generated)
         tokens, sources, reason = reply.take(draft, path, bonus, self.rt.eos_ids)
         # node path[i] chose token i: its logits' top-2 gap is that token's tie margin
         margins = self._margins(logits[path[: len(tokens)]], reply) if tokens else []
@@ -301,7 +303,7 @@ class SequenceDecoder:
         record = _record(draft, path, bonus, reply.policy is not None)
         t3 = time.perf_counter()
         step = Step(tokens, sources, draft.size, draft.fed, pending.t1 - pending.t0, t2 - pending.t1, t3 - t2,
-                    reason, record, margins)
+                    reason, record, margins, _logprobs(reply, logits[path[: len(tokens)]], tokens))
         return step, bonus
 
     def _margins(self, rows: torch.Tensor, reply: _Reply) -> list[float]:
@@ -327,7 +329,8 @@ class SequenceDecoder:
         drafting = config.method in DRAFTING_METHODS
         budget = None if config.max_num_draft == "auto" else int(config.max_num_draft)
         return _Reply(
-            sampler=TokenSampler(config.temperature, config.top_p, config.seed, self.rt.device),
+            sampler=TokenSampler(config.temperature, config.top_p, config.seed, self.rt.device,
+                                 config.sample_top_k, config.min_p, penalties_of(config), prompt),
             max_new=min(config.max_new_tokens, self.rt.max_length - len(prompt)),  # >= 1: the prompt fits
             automaton=self._ensure_automaton(config) if drafting else None,
             policy=self.rt.policy_for(config.method) if drafting and budget is None else None,
@@ -373,7 +376,7 @@ class SequenceDecoder:
             self.seen = text
         if reply.peer is not None:
             reply.peer.start([t for t in prompt if t not in self.rt.placeholder_ids])
-        root = reply.sampler.sample(logits)
+        root = reply.sampler.sample(reply.sampler.penalized(logits, ()))
         reply.generated.append(root)
         if reply.peer is not None:
             reply.peer.emitted([root])
@@ -382,7 +385,7 @@ class SequenceDecoder:
         # root reads the text up to, not including, that root.
         margins = self._margins(logits[None, :], reply)
         return Step([root], [Source.MODEL], len(fresh), 1, 0.0, time.perf_counter() - start, 0.0, reason,
-                    margins=margins)
+                    margins=margins, logprobs=_logprobs(reply, logits[None, :], [root]))
 
     def _learn(
         self, reply: _Reply, draft: _Draft, logits: torch.Tensor, emitted: list[int], prev: int
@@ -589,24 +592,33 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
 HEAD_BIT = 4  # a node drafted by an EAGLE-3 head (the automaton's bits are 1 and 2)
 
 
+def _logprobs(reply: _Reply, rows: torch.Tensor, tokens: list[int]) -> list[tuple[float, list[tuple[int, float]]]] | None:
+    """The tokens' log-probabilities from the rows that chose them, only when the reply asks."""
+    wanted = reply.config.logprobs if reply.config is not None else None
+    return None if wanted is None else token_logprobs(rows, tokens, wanted)
+
+
 def _source(bits: int) -> Source:
     if bits & HEAD_BIT:
         return Source.HEAD
     return Source.RETRIEVAL if bits & 1 else Source.LOGITS
 
 
-def _accept(logits: torch.Tensor, tokens: np.ndarray, parents: np.ndarray, sampler: TokenSampler) -> tuple[list[int], int]:
+def _accept(logits: torch.Tensor, tokens: np.ndarray, parents: np.ndarray, sampler: TokenSampler,
+            generated: Sequence[int] = ()) -> tuple[list[int], int]:
     """Walk the tree from the root along the model's choices (docs/design.md 1.5).
 
     Greedy: the argmax at each node. Sampling: one sample per visited node,
     shared by every path through it, which keeps the target distribution.
+    With penalties each visited node's row is penalized for `generated` (the
+    reply so far, the root included) plus the path's tokens down to it.
     Returns the accepted node indices (root first) and the bonus token.
     """
     children: dict[tuple[int, int], int] = {}
     for index in range(1, len(tokens)):
         children[(int(parents[index]), int(tokens[index]))] = index
     path = [0]
-    if sampler.greedy:
+    if sampler.greedy and sampler.penalizer is None:
         choice = greedy_choices(logits)
         node = 0
         while (node, choice[node]) in children:
@@ -614,10 +626,12 @@ def _accept(logits: torch.Tensor, tokens: np.ndarray, parents: np.ndarray, sampl
             path.append(node)
         return path, choice[node]
     node = 0
+    before = list(generated) if sampler.penalizer is not None else []
     while True:
-        token = sampler.sample(logits[node])
+        token = sampler.sample(sampler.penalized(logits[node], before))
         nxt = children.get((node, token))
         if nxt is None:
             return path, token
         node = nxt
         path.append(node)
+        before.append(token)

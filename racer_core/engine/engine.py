@@ -22,6 +22,7 @@ from racer_core.budget.cost_curve import (
     CPU_GRID,
     CPU_QUICK,
     GPU_GRID,
+    MAX_MEASUREMENTS,
     QUICK_ROUNDS,
     CostCurve,
     load_or_measure,
@@ -29,7 +30,16 @@ from racer_core.budget.cost_curve import (
 from racer_core.budget.tree_policy import TreePolicy
 from racer_core.common.config import TRANSFORMERS_METHODS
 from racer_core.common.errors import InputError
-from racer_core.common.events import EngineInfo, GenerationConfig, Progress, ShouldStop, StepEvent, TokenPiece
+from racer_core.common.events import (
+    Alternative,
+    EngineInfo,
+    GenerationConfig,
+    Progress,
+    ShouldStop,
+    StepEvent,
+    TokenLogprob,
+    TokenPiece,
+)
 from racer_core.drafting.corpus import Corpus, corpus_path
 from racer_core.engine.decoder import ModelRuntime, SequenceDecoder
 from racer_core.engine.detokenize import IncrementalDecoder
@@ -158,9 +168,9 @@ class RacerEngine:
             if self.lean is not None:  # the two forwards cost differently; a stock engine keeps its curves
                 key = (*key, "lean", *(["packed"] if self.lean.packed else []))
             key = (*key, *cpu_class.limits())  # a limited CPU class (cpu_class.py) costs differently
-            def told() -> None:
+            def told(measurement: int) -> None:
                 if progress:
-                    progress("Measuring the verification cost of a few tree sizes (once per model and device)...", None)
+                    progress(measuring_message(measurement, refresh), None)
 
             # A CPU measures a few sizes briefly (the grid between is interpolated).
             quick = CPU_QUICK if self.runtime.device.type == "cpu" else None
@@ -292,20 +302,28 @@ class ChatConversation:
             parts.append({"role": message["role"], "content": content})
         return self.engine.vision.render(parts, attached, enable_thinking)
 
-    def prompt_ids(self, enable_thinking: bool | None = False) -> list[int]:
+    def prompt_ids(self, enable_thinking: bool | None = False, prefill: str = "") -> list[int]:
+        """The chat as the model reads it, up to the reply; `prefill`: the reply's
+        given start, which the model continues (a text model's only)."""
         if self.engine.vision is not None:
+            if prefill:
+                raise InputError("an assistant prefill is supported for text-only models only")
             return self.vision_prompt(enable_thinking).ids
         tokenizer = self.engine.tokenizer
         if getattr(tokenizer, "chat_template", None):
+            messages = [*self.messages, {"role": "assistant", "content": prefill}] if prefill else self.messages
             text = tokenizer.apply_chat_template(
-                self.messages, tokenize=False, add_generation_prompt=True, **thinking_switch(enable_thinking)
+                messages, tokenize=False, add_generation_prompt=not prefill, continue_final_message=bool(prefill),
+                **thinking_switch(enable_thinking),
             )
         else:  # a base model: plain concatenation of the turns
-            text = "\n\n".join(m["content"] for m in self.messages) + "\n\n"
+            text = "\n\n".join(m["content"] for m in self.messages) + "\n\n" + prefill
         return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def send(self, user_text: str, config: GenerationConfig, should_stop: ShouldStop | None = None,
-             images: Sequence[ChatImage] = ()) -> Iterator[StepEvent]:
+             images: Sequence[ChatImage] = (), prefill: str = "") -> Iterator[StepEvent]:
+        """The Conversation protocol's send; `prefill` starts the reply with that
+        text (the model continues it; the events carry the continuation only)."""
         # The original CLI's inline syntax: <image>PATH</image> anywhere in the message.
         user_text, inline = split_inline_images(user_text) if "<image>" in user_text else (user_text, [])
         images = [*images, *(load_image(path) for path in inline)]
@@ -313,12 +331,14 @@ class ChatConversation:
             raise InputError("the message is empty")
         if images and self.engine.vision is None:
             raise InputError(f"{self.engine.info.model} reads text only: it cannot take an image")
+        if prefill and self.engine.vision is not None:
+            raise InputError("an assistant prefill is supported for text-only models only")
         self.messages.append({"role": "user", "content": user_text})
         if images:
             self.images[len(self.messages) - 1] = tuple(images)
         try:
             vision = self.vision_prompt(config.enable_thinking) if self.engine.vision is not None else None
-            prompt = vision.ids if vision is not None else self.prompt_ids(config.enable_thinking)
+            prompt = vision.ids if vision is not None else self.prompt_ids(config.enable_thinking, prefill)
         except BaseException:
             self._drop_last_user_message()
             raise
@@ -329,7 +349,7 @@ class ChatConversation:
             # Keep the conversation consistent: a failed turn leaves no half reply.
             self._drop_last_user_message()
             raise
-        self.messages.append({"role": "assistant", "content": detok.text()})
+        self.messages.append({"role": "assistant", "content": prefill + detok.text()})
         self._teach_corpus()
 
     def _drop_last_user_message(self) -> None:
@@ -353,7 +373,9 @@ def step_events(engine: RacerEngine, decoder: SequenceDecoder, prompt: list[int]
         texts = [detok.push(t) for t in step.tokens]
         if step.finish_reason is not None and texts:
             texts[-1] += detok.flush()
-        pieces = tuple(TokenPiece(t, x, s) for t, x, s in zip(step.tokens, texts, step.sources, strict=True))
+        logprobs = _token_logprobs(engine, step.tokens, step.logprobs)
+        pieces = tuple(TokenPiece(t, x, s, lp) for t, x, s, lp in zip(step.tokens, texts, step.sources, logprobs,
+                                                                       strict=True))
         yield StepEvent(
             step=count, pieces=pieces, tree_size=step.tree_size, budget=step.budget,
             draft_s=step.draft_s, verify_s=step.verify_s, update_s=step.update_s,
@@ -362,12 +384,33 @@ def step_events(engine: RacerEngine, decoder: SequenceDecoder, prompt: list[int]
         )
 
 
+def measuring_message(measurement: int, refresh: bool = False) -> str:
+    """What the loading screen says while the cost curve is measured (cost_curve.load_or_measure)."""
+    if refresh:
+        return "Measuring the verification cost of a few tree sizes again (a benchmark measures afresh)..."
+    if measurement == 1:
+        return ("Measuring the verification cost of a few tree sizes for this model and device "
+                f"(if the machine is busy, measured again at up to {MAX_MEASUREMENTS - 1} later starts)...")
+    return (f"Measuring the verification cost again (measurement {measurement} of at most {MAX_MEASUREMENTS}: "
+            "the last one was taken while the machine was busy)...")
+
+
+def _token_logprobs(engine: RacerEngine, tokens: list[int],
+                    raw: list[tuple[float, list[tuple[int, float]]]] | None) -> list[TokenLogprob | None]:
+    """A step's log-probabilities (racer_core.verify.sampling.token_logprobs) with the tokens' texts."""
+    if raw is None:
+        return [None] * len(tokens)
+    return [TokenLogprob(engine.token_text(t), lp, tuple(Alternative(a, engine.token_text(a), alp) for a, alp in top))
+            for t, (lp, top) in zip(tokens, raw, strict=True)]
+
+
 def load_engine(model_path: str | os.PathLike[str] | None = None, options: LoadOptions | None = None,
                 progress: Progress | None = None, **fields: Any) -> RacerEngine:
     """Load a model (the embedded default when `model_path` is None) with
     `options` (racer_core.models.checkpoints.LoadOptions; any of its fields by
     keyword overrides it: device, dtype, quantize, trust_remote_code, forward)
-    and measure its cost curve (once per model, device and dtype, then read
+    and measure its cost curve (once per model, device and dtype, measured
+    again at up to two later starts when the machine was busy, then read
     from the cache)."""
     engine = RacerEngine.from_loaded(load(model_path, options, progress, **fields))
     engine.cost_curve(progress)

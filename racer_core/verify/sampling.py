@@ -1,11 +1,18 @@
 """Choosing a token from a row of logits: argmax, or a sample from the target
-distribution after transformers' temperature and top-p processors."""
+distribution after transformers' temperature, top-k, top-p and min-p processors
+(in the order transformers' generate applies them).
+
+Each processor reads one row alone (no earlier tokens), so every node of a
+draft tree samples from exactly the distribution plain decoding would use there."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
+
+from racer_core.verify.penalties import Penalizer, Penalties
 
 
 def greedy_choices(logits: torch.Tensor) -> list[int]:
@@ -18,17 +25,30 @@ def greedy_choices(logits: torch.Tensor) -> list[int]:
 
 
 class TokenSampler:
-    def __init__(self, temperature: float, top_p: float, seed: int | None, device: torch.device | str) -> None:
+    def __init__(self, temperature: float, top_p: float, seed: int | None, device: torch.device | str,
+                 top_k: int = 0, min_p: float = 0.0, penalties: Penalties | None = None,
+                 prompt: Sequence[int] = ()) -> None:
         self.greedy = temperature <= 0.0
+        # None: rows are used as they are (and greedy acceptance takes every node's argmax at once)
+        self.penalizer = Penalizer(penalties, prompt) if penalties is not None and penalties.active else None
         processors: list[Any] = []
         if not self.greedy:
             # Imported here: a greedy engine never needs transformers (a faster start).
-            from transformers.generation.logits_process import TemperatureLogitsWarper, TopPLogitsWarper
+            from transformers.generation.logits_process import (
+                MinPLogitsWarper,
+                TemperatureLogitsWarper,
+                TopKLogitsWarper,
+                TopPLogitsWarper,
+            )
 
             if temperature != 1.0:
                 processors.append(TemperatureLogitsWarper(temperature))
+            if top_k > 0:
+                processors.append(TopKLogitsWarper(top_k))
             if top_p < 1.0:
                 processors.append(TopPLogitsWarper(top_p))
+            if min_p > 0.0:
+                processors.append(MinPLogitsWarper(min_p))
         self.processors = processors
         self.generator = torch.Generator(device=device)
         if seed is None:
@@ -44,7 +64,23 @@ class TokenSampler:
             scores = processor(self._no_ids, scores)
         return torch.softmax(scores, dim=-1)[0]
 
+    def penalized(self, logits: torch.Tensor, reply: Sequence[int]) -> torch.Tensor:
+        """One row with the penalties for `reply` (the reply's tokens before it); as it is without penalties."""
+        return logits if self.penalizer is None else self.penalizer(logits, reply)
+
     def sample(self, logits: torch.Tensor) -> int:
         if self.greedy:
             return greedy_choices(logits[None, :])[0]
         return int(torch.multinomial(self.probabilities(logits), 1, generator=self.generator))
+
+
+def token_logprobs(rows: torch.Tensor, tokens: list[int], top: int) -> list[tuple[float, list[tuple[int, float]]]]:
+    """Each chosen token's log-probability under its row of logits (the model's
+    own distribution, before temperature and the other processors), with the
+    `top` likeliest tokens of that row: [(logprob, [(token, logprob), ...])]."""
+    logp = torch.log_softmax(rows.float(), dim=-1)
+    chosen = logp[torch.arange(len(tokens)), torch.tensor(tokens, dtype=torch.long)].tolist()
+    if top <= 0:
+        return [(lp, []) for lp in chosen]
+    values, ids = torch.topk(logp, min(top, logp.shape[-1]), dim=-1)
+    return [(lp, list(zip(i, v, strict=True))) for lp, i, v in zip(chosen, ids.tolist(), values.tolist(), strict=True)]

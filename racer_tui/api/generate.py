@@ -14,6 +14,7 @@ becomes the HTTP answer). The worker adds FINISHED.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -77,6 +78,8 @@ def chat_work(engine: Engine, prompt: ChatPrompt, sampling: Sampling, step: Step
         for i in range(sampling.n):
             conv = engine.new_conversation()
             if i == 0:
+                if prompt.prefill and "prefill" not in inspect.signature(conv.send).parameters:
+                    raise bad_request(f"{engine.info.model} cannot continue an assistant prefill", "messages")
                 length = _chat_prompt_length(conv, prompt, sampling.config)
                 if length is not None:
                     check_room(length, sampling, context_length(engine))
@@ -89,7 +92,8 @@ def chat_work(engine: Engine, prompt: ChatPrompt, sampling: Sampling, step: Step
             def should_stop(stops: StopText = stops) -> bool:
                 return job.should_stop() or stops.hit
 
-            events = conv.send(prompt.text, choice(sampling.config, i), should_stop, prompt.attached)
+            prefill = {"prefill": prompt.prefill} if prompt.prefill else {}  # an engine without it is told at i == 0
+            events = conv.send(prompt.text, choice(sampling.config, i), should_stop, prompt.attached, **prefill)
             if not _stream_choice(job, i, events, stops, step):
                 return
 
@@ -148,7 +152,7 @@ def _chat_prompt_length(conv: Any, prompt: ChatPrompt, config: GenerationConfig)
     conv.messages = [*prompt.history, {"role": "user", "content": prompt.text}]
     _set_images(conv, {**prompt.history_images, len(prompt.history): prompt.attached} if prompt.attached
                 else prompt.history_images)
-    length = len(ids_of(config.enable_thinking))
+    length = len(ids_of(config.enable_thinking, prompt.prefill) if prompt.prefill else ids_of(config.enable_thinking))
     conv.images = {}
     return length
 

@@ -4,10 +4,15 @@ Field names, types and defaults are OpenAI's (a missing temperature is 1, as
 there). Types are checked strictly by pydantic (a "5" is no max_tokens, true is
 no n); values by `GenerationConfig`, the rule every other entry point uses, so
 temperature 7 or NaN is refused here in the same words as on the command line.
-Unknown fields are refused, as OpenAI does, rather than silently ignored.
+Every field of OpenAI's chat and completions requests is known: those not
+implemented are accepted at their neutral values only (neutral_fields.py), any
+other value refused in words that name it. Unknown fields are refused, as
+OpenAI does, rather than silently ignored.
 
-The racer-tui extension is one object, `racer`: the decoding method and its
-drafting settings (any GenerationConfig field OpenAI has no name for).
+Beside OpenAI's fields, `top_k`, `min_p` and `repetition_penalty` (as
+llama.cpp's and vLLM's servers take them), and the racer-tui extension, one object `racer`: the decoding
+method and its drafting settings (any GenerationConfig field OpenAI has no
+name for).
 """
 
 from __future__ import annotations
@@ -18,17 +23,19 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from racer_core.common.config import FIELDS, ConfigError, GenerationConfig
+from racer_core.common.config import FIELDS, TRANSFORMERS_METHODS, ConfigError, GenerationConfig
 from racer_core.common.errors import InputError
+from racer_tui.api import neutral_fields
 
 MAX_CHOICES = 16
 """Most choices (`n`) one request may ask for: each is a whole reply on the one engine."""
 MAX_STOPS = 4  # as OpenAI
-OPENAI_NAMED = ("max_new_tokens", "temperature", "top_p", "seed")
-"""GenerationConfig fields that come from OpenAI's own request fields."""
+OPENAI_NAMED = ("max_new_tokens", "temperature", "top_p", "seed", "sample_top_k", "min_p", "logprobs",
+                "frequency_penalty", "presence_penalty", "repetition_penalty")
+"""GenerationConfig fields that come from the request's own fields (OpenAI's, and top_k, min_p)."""
 RACER_FIELDS = tuple(name for name in FIELDS if name not in OPENAI_NAMED)
 """What the `racer` extension object may set: the method and its drafting settings."""
-PARAM_NAMES = {"max_new_tokens": "max_tokens"}  # a GenerationConfig field -> the request's name for it
+PARAM_NAMES = {"max_new_tokens": "max_tokens", "sample_top_k": "top_k"}  # a GenerationConfig field -> the request's name
 
 
 class ApiError(Exception):
@@ -59,29 +66,45 @@ class _Strict(BaseModel):
 class TextPart(_Strict):
     type: Literal["text"]
     text: str
+    prompt_cache_breakpoint: Any = None  # accepted and unused: each request is its own conversation
 
 
 class ImageUrl(_Strict):
     url: str
-    detail: Literal["auto", "low", "high"] | None = None
+    detail: Literal["auto", "low", "high", "original"] | None = None
 
 
 class ImagePart(_Strict):
     type: Literal["image_url"]
     image_url: ImageUrl
+    prompt_cache_breakpoint: Any = None
 
 
-Part = Annotated[TextPart | ImagePart, Field(discriminator="type")]
+class OtherPart(BaseModel):
+    """A content part OpenAI has and this server does not read (refused by name in chat_input)."""
+
+    model_config = ConfigDict(extra="allow")
+    type: Literal["input_audio", "file", "refusal"]
+
+
+Part = Annotated[TextPart | ImagePart | OtherPart, Field(discriminator="type")]
 
 
 class Message(_Strict):
-    role: Literal["system", "developer", "user", "assistant"]
-    content: str | list[Part]
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[Part] | None = None
     name: str | None = None
+    # an assistant turn's tool calls, refusal and audio, a tool turn's call id: accepted when empty
+    tool_calls: Any = None
+    function_call: Any = None
+    tool_call_id: Any = None
+    refusal: Any = None
+    audio: Any = None
 
 
 class StreamOptions(_Strict):
     include_usage: bool = False
+    include_obfuscation: bool | None = None
 
 
 class _Sampling(_Strict):
@@ -97,17 +120,48 @@ class _Sampling(_Strict):
     stream_options: StreamOptions | None = None
     n: int = 1
     user: str | None = None
+    top_k: int | None = None  # not OpenAI's: llama.cpp's and vLLM's
+    min_p: float | None = None
     racer: dict[str, Any] | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    repetition_penalty: float | None = None  # not OpenAI's: vLLM's and transformers'
+    logit_bias: Any = None  # OpenAI's, taken at its neutral value only (neutral_fields), as those below
 
 
 class ChatRequest(_Sampling):
     messages: list[Message]
     max_completion_tokens: int | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+    tools: Any = None
+    tool_choice: Any = None
+    functions: Any = None
+    function_call: Any = None
+    parallel_tool_calls: Any = None
+    response_format: Any = None
+    store: Any = None
+    metadata: Any = None
+    service_tier: Any = None
+    modalities: Any = None
+    audio: Any = None
+    prediction: Any = None
+    web_search_options: Any = None
+    reasoning_effort: Any = None
+    verbosity: Any = None
+    prompt_cache_key: Any = None
+    prompt_cache_options: Any = None
+    prompt_cache_retention: Any = None
+    safety_identifier: Any = None
+    moderation: Any = None
 
 
 class CompletionRequest(_Sampling):
     prompt: str | list[str]
-    echo: bool = False
+    echo: Any = None
+    suffix: Any = None
+    logprobs: int | None = None  # the completions API's: how many alternatives (0 to 5 at OpenAI)
+    best_of: int | None = None
 
 
 @dataclass(frozen=True)
@@ -152,7 +206,8 @@ def parse(model: type[_Sampling], data: dict[str, Any]) -> Any:
 
 def _is_type_tag(part: Any) -> bool:
     # pydantic names a union's member in the location ('stop', 'str'); the user wrote only 'stop'
-    return part in ("str", "list[str]", "text", "image_url", "list[tagged-union[TextPart,ImagePart]]")
+    return part in ("str", "list[str]", "text", "image_url", "int", "float", "bool",
+                    "list[tagged-union[TextPart,ImagePart,OtherPart]]")
 
 
 def sampling(request: _Sampling, default_method: str, max_tokens: int | None = None) -> Sampling:
@@ -160,8 +215,18 @@ def sampling(request: _Sampling, default_method: str, max_tokens: int | None = N
 
     `max_tokens`: what a request that names no limit gets (None: the room
     left in the context, which the engine then enforces)."""
+    chat = isinstance(request, ChatRequest)
+    refused = neutral_fields.first_not_neutral(dict(request), neutral_fields.CHAT if chat else neutral_fields.COMPLETION)
+    if refused is not None:
+        raise bad_request(refused[1], refused[0])
     if not 1 <= request.n <= MAX_CHOICES:
         raise bad_request(f"n must be a whole number from 1 to {MAX_CHOICES}, not {request.n}", "n")
+    if isinstance(request, CompletionRequest) and request.best_of not in (None, request.n):
+        raise bad_request(f"best_of {request.best_of} is not supported: every choice generated is returned "
+                          "(only best_of equal to n)", "best_of")
+    if request.stream_options is not None and request.stream_options.include_obfuscation:
+        raise bad_request("stream_options.include_obfuscation true is not supported: chunks are not padded "
+                          "(only false)", "stream_options.include_obfuscation")
     stops = (request.stop,) if isinstance(request.stop, str) else tuple(request.stop or ())
     if len(stops) > MAX_STOPS or any(not s for s in stops):
         raise bad_request(f"stop takes at most {MAX_STOPS} sequences, none of them empty", "stop")
@@ -186,6 +251,18 @@ def sampling(request: _Sampling, default_method: str, max_tokens: int | None = N
     fields["temperature"] = 1.0 if request.temperature is None else request.temperature
     fields["top_p"] = 1.0 if request.top_p is None else request.top_p
     fields["seed"] = request.seed
+    fields["sample_top_k"] = 0 if request.top_k in (None, -1) else request.top_k  # -1: off, as vLLM
+    fields["min_p"] = request.min_p or 0.0
+    fields["logprobs"] = _logprobs(request)
+    fields["frequency_penalty"] = request.frequency_penalty or 0.0
+    fields["presence_penalty"] = request.presence_penalty or 0.0
+    fields["repetition_penalty"] = 1.0 if request.repetition_penalty is None else request.repetition_penalty
+    penalized = fields["frequency_penalty"] or fields["presence_penalty"] or fields["repetition_penalty"] != 1.0
+    if penalized and fields["method"] in TRANSFORMERS_METHODS:
+        raise bad_request(f"penalties are not supported with method {fields['method']}", "frequency_penalty")
+    if fields["logprobs"] is not None and fields["method"] in TRANSFORMERS_METHODS:
+        raise bad_request(f"logprobs is not supported with method {fields['method']} (transformers' generate "
+                          "here reports no logits)", "logprobs")
     try:
         for name, value in fields.items():  # each by its own rule, named as the request names it
             FIELDS[name].check(_param_name(name), value)
@@ -196,6 +273,23 @@ def sampling(request: _Sampling, default_method: str, max_tokens: int | None = N
         raise bad_request("stream_options is only allowed with stream true", "stream_options")
     include_usage = bool(request.stream_options and request.stream_options.include_usage)
     return Sampling(config, request.n, stops, request.stream, include_usage, given)
+
+
+def _logprobs(request: _Sampling) -> int | None:
+    """The alternatives each token's log-probabilities list (None: no log-probabilities)."""
+    if isinstance(request, CompletionRequest):
+        return request.logprobs
+    assert isinstance(request, ChatRequest)
+    if request.top_logprobs is not None and not request.logprobs:
+        raise bad_request("top_logprobs needs logprobs true", "top_logprobs")
+    if not request.logprobs:
+        return None
+    if request.top_logprobs is None:
+        return 0
+    try:
+        return FIELDS["logprobs"].check("top_logprobs", request.top_logprobs)
+    except ConfigError as exc:
+        raise bad_request(str(exc), "top_logprobs") from None
 
 
 def _param_name(field: str) -> str:

@@ -11,10 +11,10 @@ included (MAT). Each emitted token also names its source: `automaton`,
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from racer_core.common.events import Source, StepEvent, TokenPiece
+from racer_core.common.events import Source, StepEvent, TokenLogprob, TokenPiece
 from racer_core.common.stats import Stats, is_verification_step
 
 SOURCE_NAMES = {Source.RETRIEVAL: "automaton", Source.LOGITS: "logits", Source.MODEL: "bonus"}
@@ -121,6 +121,36 @@ def _cut(pieces: list[TokenPiece], at: int) -> list[TokenPiece]:
         if end >= at:
             break
         keep = p.text[: at - end]
-        out.append(p if len(keep) == len(p.text) else TokenPiece(p.token_id, keep, p.source))
+        out.append(p if len(keep) == len(p.text) else replace(p, text=keep))
         end += len(p.text)
+    return out
+
+
+def chat_logprobs(pieces: list[TokenPiece]) -> dict[str, Any] | None:
+    """OpenAI's chat `logprobs` object for these tokens (None: none were asked for)."""
+    if not pieces or pieces[0].logprob is None:
+        return None
+    return {"content": [_chat_token(p.logprob) for p in pieces if p.logprob is not None], "refusal": None}
+
+
+def _chat_token(lp: TokenLogprob) -> dict[str, Any]:
+    return {**_token(lp.text, lp.logprob), "top_logprobs": [_token(a.text, a.logprob) for a in lp.top]}
+
+
+def _token(text: str, logprob: float) -> dict[str, Any]:
+    return {"token": text, "logprob": logprob, "bytes": list(text.encode("utf-8", "surrogatepass"))}
+
+
+def completion_logprobs(pieces: list[TokenPiece], offset: int) -> dict[str, Any] | None:
+    """The completions API's `logprobs` object; `offset`: where these tokens' text begins in the reply."""
+    if not pieces or pieces[0].logprob is None:
+        return None
+    out: dict[str, list[Any]] = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
+    for p in pieces:
+        assert p.logprob is not None
+        out["tokens"].append(p.logprob.text)
+        out["token_logprobs"].append(p.logprob.logprob)
+        out["top_logprobs"].append({a.text: a.logprob for a in p.logprob.top})
+        out["text_offset"].append(offset)
+        offset += len(p.text)
     return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -40,7 +41,7 @@ from racer_tui.api.protocol import (
     read_json,
     sampling,
 )
-from racer_tui.api.reply import Tally, pieces_json
+from racer_tui.api.reply import Tally, chat_logprobs, completion_logprobs, pieces_json
 from racer_tui.api.worker import FINISHED, EngineWorker, Job, QueueFull
 
 DEFAULT_MAX_BODY = 8 * 2**20  # room for a few images as data: URLs
@@ -73,6 +74,13 @@ def as_api_error(exc: BaseException) -> ApiError:
     return ApiError(500, f"the server failed on this request ({type(exc).__name__}: {exc})", kind="server_error")
 
 
+def model_id(name: str) -> str:
+    """A display name as a plain model id: 'SmolLM2-135M-Instruct (Q4_1, embedded)' ->
+    'smollm2-135m-instruct-q4_1' (lower case, words joined by '-', the provenance note dropped)."""
+    words = [w for w in re.split(r"[^a-z0-9._]+", name.lower()) if w and w != "embedded"]
+    return "-".join(words) or "model"
+
+
 def error_response(error: ApiError) -> JSONResponse:
     return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
 
@@ -86,13 +94,15 @@ class ApiServer:
         self.worker = worker
         self.settings = settings
         self.refused = refused
-        self.model = engine.info.model
+        self.name = engine.info.model  # the display name: an alias of the id
+        self.model = model_id(self.name)
         self.created = int(time.time())
 
     def app(self) -> Starlette:
         routes = [
             Route("/health", self.health, methods=["GET"]),
             Route("/v1/models", self._guarded(self.models), methods=["GET"]),
+            Route("/v1/models/{model:path}", self._guarded(self.model_info), methods=["GET"]),
             Route("/v1/chat/completions", self._guarded(self.chat), methods=["POST"]),
             Route("/v1/completions", self._guarded(self.completions), methods=["POST"]),
         ]
@@ -139,9 +149,19 @@ class ApiServer:
     async def health(self, request: Request) -> Response:
         return JSONResponse({"status": "ok", "queued": self.worker.waiting, "busy": self.worker.running is not None})
 
+    def _model_json(self) -> dict[str, Any]:
+        return {"id": self.model, "object": "model", "created": self.created, "owned_by": "racer-tui",
+                "name": self.name}
+
     async def models(self, request: Request) -> Response:
-        return JSONResponse({"object": "list", "data": [
-            {"id": self.model, "object": "model", "created": self.created, "owned_by": "racer-tui"}]})
+        return JSONResponse({"object": "list", "data": [self._model_json()]})
+
+    async def model_info(self, request: Request) -> Response:
+        wanted = request.path_params["model"]
+        if wanted not in (self.model, self.name):
+            raise ApiError(404, f"the model {wanted!r} does not exist: this server serves {self.model!r}",
+                           "model", kind="invalid_request_error", code="model_not_found")
+        return JSONResponse(self._model_json())
 
     async def chat(self, request: Request) -> Response:
         req = parse(ChatRequest, read_json(await self._body(request)))
@@ -159,8 +179,6 @@ class ApiServer:
             raise bad_request("send one prompt per request", "prompt")
         if not prompts[0]:
             raise bad_request("the prompt is empty", "prompt")
-        if req.echo:
-            raise bad_request("echo is not supported", "echo")
         work = completion_work(self.engine, prompts[0], plan, self.worker.step)
         return await self._answer(request, "completion", plan, work)
 
@@ -244,12 +262,18 @@ class _Shape:
         return {"prompt_tokens": job.prompt_tokens, "completion_tokens": total.tokens,
                 "total_tokens": job.prompt_tokens + total.tokens, "racer": total.to_json(self.plan.config.method)}
 
-    def piece(self, index: int, text: str, first: bool, extra: dict[str, Any]) -> dict[str, Any]:
+    def logprobs(self, pieces: list[Any], offset: int) -> dict[str, Any] | None:
+        """The tokens' log-probabilities in this endpoint's shape; `offset`: their text's start in the reply."""
+        return chat_logprobs(pieces) if self.endpoint == "chat" else completion_logprobs(pieces, offset)
+
+    def piece(self, index: int, pieces: list[Any], first: bool, offset: int, extra: dict[str, Any]) -> dict[str, Any]:
         """One streamed choice fragment."""
+        text = "".join(p.text for p in pieces)
+        logprobs = self.logprobs(pieces, offset)
         if self.endpoint == "chat":
             delta = {"role": "assistant", "content": text} if first else ({"content": text} if text else {})
-            return {"index": index, "delta": delta, "logprobs": None, **extra}
-        return {"index": index, "text": text, "logprobs": None, **extra}
+            return {"index": index, "delta": delta, "logprobs": logprobs, **extra}
+        return {"index": index, "text": text, "logprobs": logprobs, **extra}
 
 
 async def _collect(job: Job, watch: asyncio.Future[None], shape: _Shape) -> dict[str, Any]:
@@ -269,7 +293,7 @@ async def _collect(job: Job, watch: asyncio.Future[None], shape: _Shape) -> dict
     for i in range(n):
         text = "".join(p.text for p in pieces[i])
         body = {"message": {"role": "assistant", "content": text}} if shape.endpoint == "chat" else {"text": text}
-        choices.append({"index": i, **body, "logprobs": None, "finish_reason": ends[i].finish_reason,
+        choices.append({"index": i, **body, "logprobs": shape.logprobs(pieces[i], 0), "finish_reason": ends[i].finish_reason,
                         "racer": {**ends[i].tally.to_json(shape.plan.config.method), "tokens": pieces_json(pieces[i])}})
     return {**shape.envelope(False, choices), "usage": shape.usage(job, [ends[i].tally for i in range(n)])}
 
@@ -278,6 +302,7 @@ async def _stream(job: Job, shape: _Shape) -> AsyncIterator[ServerSentEvent]:
     """OpenAI's chunks, one per engine step and choice, then [DONE]."""
     tallies: list[Tally] = []
     opened: set[int] = set()
+    offsets: dict[int, int] = {}  # each choice's text so far, in characters (the completions' text_offset)
     usage = {"usage": None} if shape.plan.include_usage else {}
 
     def event(choices: list[dict[str, Any]], **extra: Any) -> ServerSentEvent:
@@ -289,14 +314,15 @@ async def _stream(job: Job, shape: _Shape) -> AsyncIterator[ServerSentEvent]:
                 yield ServerSentEvent(data=json.dumps(as_api_error(item).body()))
                 return
             if isinstance(item, Delta):
-                text = "".join(p.text for p in item.pieces)
-                fragment = shape.piece(item.index, text, item.index not in opened,
+                offset = offsets.get(item.index, 0)
+                fragment = shape.piece(item.index, item.pieces, item.index not in opened, offset,
                                        {"finish_reason": None, "racer": {"tokens": pieces_json(item.pieces)}})
+                offsets[item.index] = offset + sum(len(p.text) for p in item.pieces)
                 opened.add(item.index)
                 yield event([fragment], **usage)
             elif isinstance(item, ChoiceEnd):
                 tallies.append(item.tally)
-                fragment = shape.piece(item.index, "", item.index not in opened, {
+                fragment = shape.piece(item.index, [], item.index not in opened, 0, {
                     "finish_reason": item.finish_reason, "racer": item.tally.to_json(shape.plan.config.method)})
                 opened.add(item.index)
                 yield event([fragment], **usage)

@@ -106,7 +106,8 @@ def _serve(args: argparse.Namespace, key: str | None, hooks: dict[str, Any]) -> 
     if headless:
         observe, refused = headless_log()
         service = ApiService(engine, settings, args.host, args.port, args.queue, [observe], refused)
-        print(f"racer-tui api: serving {engine.info.model} on {service.url} (ctrl+c stops)", flush=True)
+        print(f"racer-tui api: serving {engine.info.model} on {service.url} as model {service.routes.model!r} "
+              "(ctrl+c stops)", flush=True)
         try:
             service.run()
         except KeyboardInterrupt:  # uvicorn shut down cleanly, then handed Ctrl-C on

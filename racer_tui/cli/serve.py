@@ -24,7 +24,11 @@ DESCRIPTION = "Serve the chat in a web browser: one app process per browser tab.
 EPILOG = (
     "Only loopback addresses (127.0.0.1, ::1, localhost) are served unless --allow-remote is given: "
     "the app has no login, so anyone who reaches it sees your chat history, can load any model path "
-    "on this machine and can start heavy benchmarks."
+    "on this machine and can start heavy benchmarks. Other web pages cannot drive it: a WebSocket whose "
+    "Origin is not the served page's is refused, and so is a request whose Host is not the loopback "
+    "address and port served (DNS rebinding). --allow-remote keeps the Origin check but accepts any Host "
+    "(the machine is reached by its own names), so it does not stop DNS rebinding: use it on trusted "
+    "networks only."
 )
 REACHABLE = "your chat history, any model path on this machine, and heavy benchmarks anyone can start"
 
@@ -69,5 +73,5 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser, **hooks: Any)
 
     command = build_serve_command(chat.app_args(args))
     print(f"racer-tui: serving on {page_url(args.host, args.port)} (ctrl+c stops)", flush=True)
-    PageServer(command, args.host, args.port).serve()
+    PageServer(command, args.host, args.port, allow_remote=args.allow_remote).serve()
     return 0

@@ -5,7 +5,8 @@ its font from Google's font service (so offline the text falls back), and
 writes its addresses as http://HOST:PORT, which is not an address for an IPv6
 host. This server keeps textual-serve's app sessions and swaps in our page
 (app_index.html beside this file), an icon drawn from the chat's palette, and
-bracketed IPv6 addresses.
+bracketed IPv6 addresses; and it refuses what other web pages could do with
+the app (origin_guard.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from aiohttp import web
 from textual_serve.server import Server
 
 from racer_tui.colors import LOGITS_GREEN, RETRIEVAL_GREEN
+from racer_tui.serve_page.origin_guard import LOOPBACK_NAMES, guard
 
 TITLE = "racer-tui"
 PAGE_BACKGROUND = "#0c181f"  # the page behind the terminal, as textual-serve has it
@@ -64,9 +66,11 @@ def favicon_ico() -> bytes:
 
 
 class PageServer(Server):
-    """textual-serve's server with racer-tui's page and icon."""
+    """textual-serve's server with racer-tui's page and icon; a WebSocket from
+    another origin is refused, and unless `allow_remote` so is a Host other than
+    the loopback address served."""
 
-    def __init__(self, command: str, host: str, port: int) -> None:
+    def __init__(self, command: str, host: str, port: int, allow_remote: bool = False) -> None:
         super().__init__(
             command,
             host=bind_host(host),
@@ -75,9 +79,12 @@ class PageServer(Server):
             public_url=page_url(host, port),
             templates_path=PAGE_DIR,
         )
+        self.allow_remote = allow_remote
+        self.served_names = LOOPBACK_NAMES | {url_host(host).lower()}
 
     async def _make_app(self) -> web.Application:
         app = await super()._make_app()
+        app.middlewares.append(guard(self.served_names, check_host=not self.allow_remote))
         app.router.add_get("/favicon.ico", self.handle_favicon)
         return app
 

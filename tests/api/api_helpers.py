@@ -41,6 +41,21 @@ def client(where: ApiService | str, api_key: str = "unused") -> OpenAI:
     return OpenAI(base_url=url, api_key=api_key, max_retries=0, timeout=TIMEOUT)
 
 
+def weak_attention_engine() -> Any:
+    """A tiny qwen3 whose attention is weak: its replies fall into cycles the drafts predict."""
+    import torch
+
+    from racer_core.engine.engine import RacerEngine
+    from racer_core.testing import tiny_model, tiny_tokenizer
+
+    model = tiny_model("qwen3", 0)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("o_proj.weight"):
+                param.mul_(0.05)
+    return RacerEngine(model, tiny_tokenizer(), "tiny-qwen3")
+
+
 class Recorder:
     """An observer that keeps what the worker told: (kind, job id, outcome, tokens)."""
 

@@ -123,7 +123,7 @@ def test_a_headless_server_logs_one_line_per_request_and_stops_on_ctrl_c() -> No
 
     try:
         line = next_line()
-        assert "serving fake-model on http://127.0.0.1:" in line, line
+        assert "serving fake-model on http://127.0.0.1:" in line and "as model 'fake-model'" in line, line
         url = line.split(" on ")[1].split()[0]
         api = client(url)
         assert api.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}]).choices

@@ -10,7 +10,7 @@ import json
 import threading
 
 import pytest
-from api_helpers import Answer, Recorder, client, http, running
+from api_helpers import Answer, Recorder, client, http, running, weak_attention_engine
 
 torch = pytest.importorskip("torch")
 
@@ -18,7 +18,6 @@ import openai  # noqa: E402
 
 from racer_core.common.events import GenerationConfig  # noqa: E402
 from racer_core.engine.engine import RacerEngine  # noqa: E402
-from racer_core.testing import tiny_model, tiny_tokenizer  # noqa: E402
 
 SYSTEM = "Be brief."
 PROMPT = "The cat sat on the mat, and the dog sat on the log. The cat sat"
@@ -27,13 +26,7 @@ TOKENS = 60
 
 @pytest.fixture(scope="module")
 def engine() -> RacerEngine:
-    """A tiny qwen3 whose attention is weak: its replies fall into cycles the drafts predict."""
-    model = tiny_model("qwen3", 0)
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if name.endswith("o_proj.weight"):
-                param.mul_(0.05)
-    return RacerEngine(model, tiny_tokenizer(), "tiny-qwen3")
+    return weak_attention_engine()
 
 
 @pytest.fixture(scope="module")

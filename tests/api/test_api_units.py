@@ -106,3 +106,18 @@ def test_messages_become_a_history_and_a_last_user_turn() -> None:
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}]})
     with pytest.raises(ApiError, match="not readable"):
         chat_prompt(broken.messages)
+
+
+def test_docs_list_every_method_setting_and_request_field() -> None:
+    """docs/api.md names every decoding method, every `racer` setting and every request field."""
+    import re
+    from pathlib import Path
+
+    from racer_core.common.config import METHODS
+    from racer_tui.api.protocol import RACER_FIELDS, CompletionRequest
+
+    doc = Path(__file__).resolve().parents[2].joinpath("docs", "api.md").read_text()
+    named = set(re.findall(r"`([a-z0-9_]+)", doc))
+    assert set(METHODS) - named == set()
+    assert set(RACER_FIELDS) - named == set()
+    assert (set(ChatRequest.model_fields) | set(CompletionRequest.model_fields)) - named == set()

@@ -123,9 +123,21 @@ def test_a_busy_curve_stops_being_measured_after_a_few_starts(tmp_path, monkeypa
         calls.append(1)
         return [1.0] * len(sizes)
 
+    told: list[int] = []
     for _ in range(5):
-        load_or_measure(("m", "cpu"), (1, 2), measure, busy=lambda: True)
+        load_or_measure(("m", "cpu"), (1, 2), measure, told.append, busy=lambda: True)
     assert len(calls) == MAX_MEASUREMENTS
+    assert told == list(range(1, MAX_MEASUREMENTS + 1))  # the screen is told which measurement this is
+
+
+def test_the_loading_screen_says_when_and_why_the_curve_is_measured() -> None:
+    from racer_core.engine.engine import measuring_message
+
+    first = measuring_message(1)
+    assert "for this model and device" in first and f"up to {MAX_MEASUREMENTS - 1} later starts" in first
+    again = measuring_message(2)
+    assert "again" in again and f"2 of at most {MAX_MEASUREMENTS}" in again and "busy" in again
+    assert "once" not in first + again
 
 
 def test_a_refresh_measures_again_and_never_raises_a_stored_cost(tmp_path, monkeypatch) -> None:

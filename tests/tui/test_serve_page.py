@@ -4,6 +4,7 @@ works offline), and an IPv6 address a browser can open."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 import re
@@ -15,11 +16,13 @@ import time
 import urllib.request
 from pathlib import Path
 
+import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from PIL import Image
 
 from racer_tui.serve_page import PageServer, favicon_ico, url_host
+from racer_tui.serve_page.origin_guard import split_host
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -114,3 +117,52 @@ def test_serve_on_ipv6_prints_the_address_that_serves_the_page(tmp_path: Path) -
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
+
+
+async def _handshake(client: TestClient, **headers: str) -> int:
+    """The status of a WebSocket upgrade to /ws with `headers` (101: accepted)."""
+    try:
+        ws = await asyncio.wait_for(client.ws_connect("/ws", headers=headers), 20)
+    except aiohttp.WSServerHandshakeError as refused:
+        return refused.status
+    await ws.close()
+    return 101
+
+
+async def test_other_pages_cannot_drive_the_app() -> None:
+    """A WebSocket from another origin, and any request naming another Host
+    (DNS rebinding), are refused; the page's own origin still connects."""
+    server = PageServer("true", "127.0.0.1", 0)
+    async with TestServer(await server._make_app(), host="127.0.0.1") as site, TestClient(site) as client:
+        port = site.port
+        own = f"127.0.0.1:{port}"
+        assert await _handshake(client, Origin=f"http://{own}") == 101
+        assert await _handshake(client) == 101  # no Origin: a program, not a page
+        assert await _handshake(client, Origin="https://attacker.example") == 403
+        assert await _handshake(client, Origin=f"http://localhost:{port}") == 403  # another origin, even so
+        assert await _handshake(client, Origin="null") == 403
+        rebound = f"attacker.example:{port}"
+        assert await _handshake(client, Host=rebound, Origin=f"http://{rebound}") == 403
+        assert (await client.get("/", headers={"Host": rebound})).status == 403
+        assert (await client.get("/", headers={"Host": f"127.0.0.1:{port + 1}"})).status == 403
+        refused = await client.get("/", headers={"Host": rebound})
+        assert "Host 'attacker.example" in await refused.text()
+        for name in ("localhost", "127.0.0.1"):
+            assert (await client.get("/", headers={"Host": f"{name}:{port}"})).status == 200
+            assert await _handshake(client, Host=f"{name}:{port}", Origin=f"http://{name}:{port}") == 101
+
+
+async def test_allow_remote_accepts_any_host_but_not_another_origin() -> None:
+    server = PageServer("true", "127.0.0.1", 0, allow_remote=True)
+    async with TestServer(await server._make_app(), host="127.0.0.1") as site, TestClient(site) as client:
+        named = f"racer-box.lan:{site.port}"
+        assert (await client.get("/", headers={"Host": named})).status == 200
+        assert await _handshake(client, Host=named, Origin=f"http://{named}") == 101
+        assert await _handshake(client, Host=named, Origin="https://attacker.example") == 403
+
+
+def test_host_headers_are_read_with_their_port() -> None:
+    assert split_host("localhost:8000") == ("localhost", 8000)
+    assert split_host("[::1]:8000") == ("[::1]", 8000)
+    assert split_host("127.0.0.1") == ("127.0.0.1", None)
+    assert split_host("Attacker.Example:1") == ("attacker.example", 1)
