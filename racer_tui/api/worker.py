@@ -193,7 +193,8 @@ class EngineWorker:
                 job.post(exc)
         job.finished_at = time.monotonic()
         self._durations.append(job.seconds)
-        self.served += 1
+        with self._cond:  # several engine threads finish jobs
+            self.served += 1
         self._tell("finished", job)  # before the request's last item: its client then finds it told
         job.post(FINISHED)
 
