@@ -3,13 +3,15 @@
 Each request of the API server runs its own decoder on its own thread, as it
 would alone; the decoders' forward (`ModelRuntime.lean`) is this object
 instead of the LeanForward itself. A forward call hands its rows over as a
-Part and waits; one batching thread runs LeanForward.batch over the parts
-submitted so far once every seated sequence has submitted (or the oldest part
-has waited `wait_s`: a sequence busy elsewhere does not hold the others up),
-and hands each caller its own logits. Linears run once over all the rows,
-attention per sequence over its own cache and mask, so each sequence gets
-what its pass alone gives (racer_core/models/lean_forward.py) and its
-acceptance, cache and sampling stay its own.
+Part and waits; once every seated sequence has handed its part over (or the
+oldest part has waited `wait_s`: a sequence busy elsewhere does not hold the
+others up) and no pass is running, the calling thread that finds it so runs
+LeanForward.batch over the waiting parts and hands each caller its own
+logits. No thread of its own: one sequence alone runs its pass itself, as
+without batching. Linears run once over all the rows, attention per
+sequence over its own cache and mask, so each sequence gets what its pass
+alone gives (racer_core/models/lean_forward.py) and its acceptance, cache
+and sampling stay its own.
 
 Parts are taken first come first served while the pass stays within
 `max_rows` rows (the first always goes, however large): a part left out is
@@ -99,7 +101,7 @@ class BatchedForward:
         self._local = threading.local()
         self._cond = threading.Condition()
         self._stopping = False
-        self._thread: threading.Thread | None = None
+        self._busy = False  # a pass is running (in the thread that leads it)
 
     def __getattr__(self, name: str) -> Any:  # packed, half, weights: the wrapped forward's
         return getattr(self.lean, name)
@@ -139,25 +141,51 @@ class BatchedForward:
             if seat is not None:
                 seat.engaged = True
             self._pending.append(ticket)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._serve, name="racer-batch", daemon=True)
-                self._thread.start()
             self._cond.notify_all()
-        ticket.done.wait()
+            while not ticket.done.is_set():
+                taken = self._lead()
+                if taken is None:
+                    continue
+                self._cond.release()  # the pass runs unlocked: others may queue their parts meanwhile
+                try:
+                    self._run(taken)
+                finally:
+                    self._cond.acquire()
+                    self._busy = False
+                    self._cond.notify_all()
         if ticket.error is not None:
             raise ticket.error
         return ticket.result
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """End the batching thread; parts still waiting get an error."""
+    def _lead(self) -> list[_Ticket] | None:
+        """(Locked.) The next pass's parts, for the calling thread to run, once
+        no pass runs and everyone is in or the oldest part has waited enough;
+        else wait (None)."""
+        if self._stopping:
+            for ticket in self._pending:
+                ticket.error = RuntimeError("the batch has stopped")
+                ticket.done.set()
+            self._pending.clear()
+            if self._busy:  # the caller's part is in the running pass
+                self._cond.wait()
+            return None
+        if self._busy or not self._pending:
+            self._cond.wait()
+            return None
+        left = self._pending[0].at + self.wait_s - time.monotonic()
+        if left > 0 and not self._everyone_in():
+            self._cond.wait(left)
+            return None
+        self._busy = True
+        return self._take()
+
+    def stop(self) -> None:
+        """Refuse new parts; parts still waiting get an error."""
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
-            thread = self._thread
-        if thread is not None:
-            thread.join(timeout)
 
-    # -- the batching thread -----------------------------------------------------------
+    # -- the passes ----------------------------------------------------------------------
 
     def _everyone_in(self) -> bool:
         waiting = {id(t.seat) for t in self._pending if t.seat is not None}
@@ -175,26 +203,6 @@ class BatchedForward:
                 rows += ticket.rows
         del self._pending[: len(taken)]
         return taken
-
-    def _serve(self) -> None:
-        while True:
-            with self._cond:
-                while not self._pending and not self._stopping:
-                    self._cond.wait()
-                if self._stopping:
-                    for ticket in self._pending:
-                        ticket.error = RuntimeError("the batch has stopped")
-                        ticket.done.set()
-                    self._pending.clear()
-                    return
-                deadline = self._pending[0].at + self.wait_s
-                while not self._stopping and not self._everyone_in():
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        break
-                    self._cond.wait(left)
-                taken = self._take()
-            self._run(taken)
 
     def _run(self, taken: list[_Ticket]) -> None:
         try:
