@@ -4,10 +4,10 @@ Each request of the API server runs its own decoder on its own thread, as it
 would alone; the decoders' forward (`ModelRuntime.lean`) is this object
 instead of the LeanForward itself. A forward call hands its rows over as a
 Part and waits; once every seated sequence has handed its part over (or the
-oldest part has waited `wait_s`: a sequence busy elsewhere does not hold the
-others up) and no pass is running, the calling thread that finds it so runs
-LeanForward.batch over the waiting parts and hands each caller its own
-logits. No thread of its own: one sequence alone runs its pass itself, as
+oldest part has waited `wait_s`, or half the last pass's time if longer: a
+sequence busy elsewhere does not hold the others up for long) and no pass
+is running, the calling thread that finds it so runs LeanForward.batch over
+the waiting parts and hands each caller its own logits. No thread of its own: one sequence alone runs its pass itself, as
 without batching. Linears run once over all the rows, attention per
 sequence over its own cache and mask, so each sequence gets what its pass
 alone gives (racer_core/models/lean_forward.py) and its acceptance, cache
@@ -43,7 +43,10 @@ from racer_core.models.lean_forward import LeanForward, Part
 DEFAULT_MAX_ROWS = 256
 """Rows per pass: a prefill chunk (256) or many requests' trees."""
 DEFAULT_WAIT_S = 0.02
-"""How long a submitted part waits for seated sequences that have not submitted yet."""
+"""How long a submitted part waits at least for seated sequences that have not submitted yet."""
+PATIENCE = 0.5
+"""...and at most this share of the last pass's seconds when that is longer: a
+straggler left out waits a whole pass, and the passes then split in two groups."""
 
 
 @dataclass(eq=False)  # seats are told apart by identity (two may hold the same figures)
@@ -102,6 +105,7 @@ class BatchedForward:
         self._cond = threading.Condition()
         self._stopping = False
         self._busy = False  # a pass is running (in the thread that leads it)
+        self._last_pass_s = 0.0
 
     def __getattr__(self, name: str) -> Any:  # packed, half, weights: the wrapped forward's
         return getattr(self.lean, name)
@@ -172,7 +176,8 @@ class BatchedForward:
         if self._busy or not self._pending:
             self._cond.wait()
             return None
-        left = self._pending[0].at + self.wait_s - time.monotonic()
+        patience = max(self.wait_s, PATIENCE * self._last_pass_s)
+        left = self._pending[0].at + patience - time.monotonic()
         if left > 0 and not self._everyone_in():
             self._cond.wait(left)
             return None
@@ -205,6 +210,7 @@ class BatchedForward:
         return taken
 
     def _run(self, taken: list[_Ticket]) -> None:
+        start = time.perf_counter()
         try:
             with torch.inference_mode():
                 if taken[0].capture:
@@ -218,6 +224,7 @@ class BatchedForward:
                 ticket.done.set()
             return
         rows = sum(t.rows for t in taken)
+        self._last_pass_s = time.perf_counter() - start
         self.passes += 1
         self.rows += rows
         self.last_rows, self.last_parts = rows, len(taken)
