@@ -1,18 +1,24 @@
-"""Load `racer-tui api` with N concurrent clients for M rounds, racer against ar.
+"""Load `racer-tui api` with N concurrent clients for M rounds, racer against
+ar, the batched server against the sequential one.
 
-Each round sends N streamed requests at once with one method, then N with the
-other (the order alternating from round to round, so both meet the same
-machine load); prompts are the builtin suite's first turns. Reported per
-method: requests/s (requests over the wall time of its rounds), time to first
-token, and per request tokens/s (whole request, and after the first token),
-with RACER's mean accepted tokens from each answer's statistics.
+For each client count N (`--clients 1,2,4,8,16`) each round sends N streamed
+requests at once per (server, method), the order of the pairs rotating from
+round to round so all meet the same machine load; prompts are the builtin
+suite's first turns. Reported per server and method: total tokens/s over all
+clients, requests/s (requests over the wall time of its rounds), time to
+first token (median and 95th percentile), and per request tokens/s (whole
+request, and after the first token), with RACER's mean accepted tokens from
+each answer's statistics; then the ratios batched/sequential and racer/ar.
 
-    python scripts/api_load.py --clients 4 --requests 3 --max-tokens 128 --dtype float32
+    python scripts/api_load.py --clients 1,4,8 --requests 2 --max-tokens 128 --dtype float32
+    python scripts/api_load.py --servers batched --clients 4      # the batched server only
     python scripts/api_load.py --url http://127.0.0.1:8000/v1 --api-key KEY   # a server already running
 
 Without --url, `racer-tui api --headless` serves the model (the embedded one
-unless --model) on a free loopback port for the run, in its own process. Needs
-the `api` and `test` extras (the openai client).
+unless --model) on a free loopback port for the run, in its own process: one
+process per server kind (`--max-batch` for the batched one, `--sequential`),
+both started before the first round. Needs the `api` and `test` extras (the
+openai client).
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from typing import Any
 
 @dataclass
 class Sample:
+    server: str
+    clients: int
     method: str
     round: int
     ttft: float  # seconds from sending to the first streamed text
@@ -41,7 +49,8 @@ class Sample:
     error: str | None = None
 
 
-def one_request(api: Any, method: str, prompt: str, max_tokens: int, round_: int) -> Sample:
+def one_request(api: Any, server: str, clients: int, method: str, prompt: str, max_tokens: int,
+                round_: int) -> Sample:
     start = time.perf_counter()
     first = None
     usage = None
@@ -55,19 +64,21 @@ def one_request(api: Any, method: str, prompt: str, max_tokens: int, round_: int
             if chunk.usage is not None:
                 usage = chunk.usage
     except Exception as exc:  # noqa: BLE001 - counted and shown, the run goes on
-        return Sample(method, round_, 0.0, time.perf_counter() - start, 0, None, f"{type(exc).__name__}: {exc}")
+        return Sample(server, clients, method, round_, 0.0, time.perf_counter() - start, 0, None,
+                      f"{type(exc).__name__}: {exc}")
     end = time.perf_counter()
     racer = (usage.model_extra or {}).get("racer", {}) if usage is not None else {}
-    return Sample(method, round_, (first or end) - start, end - start, usage.completion_tokens if usage else 0,
-                  racer.get("mean_accepted_tokens"))
+    return Sample(server, clients, method, round_, (first or end) - start, end - start,
+                  usage.completion_tokens if usage else 0, racer.get("mean_accepted_tokens"))
 
 
-def run_round(api: Any, method: str, prompts: list[str], max_tokens: int, round_: int) -> tuple[list[Sample], float]:
+def run_round(api: Any, server: str, method: str, prompts: list[str], max_tokens: int,
+              round_: int) -> tuple[list[Sample], float]:
     samples: list[Sample] = []
     lock = threading.Lock()
 
     def client(prompt: str) -> None:
-        sample = one_request(api, method, prompt, max_tokens, round_)
+        sample = one_request(api, server, len(prompts), method, prompt, max_tokens, round_)
         with lock:
             samples.append(sample)
 
@@ -84,6 +95,14 @@ def median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
+def p95(values: list[float]) -> float | None:
+    """The 95th percentile (nearest rank)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, -(-95 * len(ordered) // 100) - 1))]
+
+
 def summary(samples: list[Sample], wall: float) -> dict[str, Any]:
     ok = [s for s in samples if s.error is None]
     mats = [s.mat for s in ok if s.mat is not None]
@@ -92,6 +111,7 @@ def summary(samples: list[Sample], wall: float) -> dict[str, Any]:
         "failed": len(samples) - len(ok),
         "requests_per_s": len(ok) / wall if wall > 0 else None,
         "ttft_median_s": median([s.ttft for s in ok]),
+        "ttft_p95_s": p95([s.ttft for s in ok]),
         "ttft_mean_s": statistics.fmean([s.ttft for s in ok]) if ok else None,
         "tokens_per_s_median": median([s.tokens / s.seconds for s in ok if s.seconds > 0]),
         "decode_tokens_per_s_median": median([(s.tokens - 1) / (s.seconds - s.ttft) for s in ok
@@ -107,51 +127,77 @@ def show(value: float | None, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
-def print_table(results: dict[str, dict[str, Any]], methods: list[str]) -> None:
-    rows = [("requests/s", "requests_per_s", ".3f"), ("TTFT median s", "ttft_median_s", ".3f"),
-            ("TTFT mean s", "ttft_mean_s", ".3f"), ("tok/s per request (median)", "tokens_per_s_median", ".1f"),
-            ("tok/s after first token (median)", "decode_tokens_per_s_median", ".1f"),
-            ("tok/s all clients", "aggregate_tokens_per_s", ".1f"), ("MAT (mean)", "mat_mean", ".2f"),
-            ("tokens", "tokens", "d"), ("failed", "failed", "d")]
-    width = max(len(r[0]) for r in rows)
-    print(f"{'':{width}}  " + "  ".join(f"{m:>10}" for m in methods) + ("  racer/ar" if len(methods) == 2 else ""))
-    for label, key, fmt in rows:
-        values = [results[m][key] for m in methods]
-        line = f"{label:{width}}  " + "  ".join(f"{show(v, fmt):>10}" for v in values)
-        if len(methods) == 2 and all(isinstance(v, float) and v for v in values) and key != "mat_mean":
-            line += f"  {values[0] / values[1]:8.2f}x"
-        print(line)
+ROWS = [("tok/s all clients", "aggregate_tokens_per_s", ".1f"), ("requests/s", "requests_per_s", ".3f"),
+        ("TTFT median s", "ttft_median_s", ".2f"), ("TTFT p95 s", "ttft_p95_s", ".2f"),
+        ("tok/s per request (median)", "tokens_per_s_median", ".1f"),
+        ("tok/s after first token (median)", "decode_tokens_per_s_median", ".1f"), ("MAT (mean)", "mat_mean", ".2f"),
+        ("tokens", "tokens", "d"), ("failed", "failed", "d")]
+RATIOS = ("aggregate_tokens_per_s", "requests_per_s", "tokens_per_s_median")
 
 
-def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen[str], str]:
-    """`racer-tui api --headless` on a free loopback port, in its own process (the
-    clients' threads here must not share the engine's interpreter lock); its URL."""
+def print_table(results: dict[tuple[str, str], dict[str, Any]]) -> None:
+    """One column per (server, method), then the ratios of the throughputs."""
+    columns = list(results)
+    width = max(len(r[0]) for r in ROWS)
+    print(f"{'':{width}}  " + "  ".join(f"{s[:5] + ' ' + m:>12}" for s, m in columns))
+    for label, key, fmt in ROWS:
+        print(f"{label:{width}}  " + "  ".join(f"{show(results[c][key], fmt):>12}" for c in columns))
+    servers = sorted({s for s, _ in columns})
+    methods = sorted({m for _, m in columns}, reverse=True)  # racer before ar
+    pairs = [(f"batched/sequential {m}", ("batched", m), ("sequential", m)) for m in methods]
+    pairs += [(f"racer/ar {s}", (s, "racer"), (s, "ar")) for s in servers]
+    for label, top, bottom in pairs:
+        if top in results and bottom in results:
+            ratios = []
+            for key in RATIOS:
+                a, b = results[top][key], results[bottom][key]
+                ratios.append(f"{a / b:.2f}x" if a and b else "-")
+            print(f"  {label}: total tok/s {ratios[0]}, requests/s {ratios[1]}, per-request tok/s {ratios[2]}")
+
+
+def start_server(args: argparse.Namespace, kind: str) -> tuple[subprocess.Popen[str], str]:
+    """`racer-tui api --headless` (batched or sequential) on a free loopback port, in its
+    own process (the clients' threads here must not share the engine's interpreter lock); its URL."""
+    most = max(args.clients)
     words = [sys.executable, "-m", "racer_tui.cli", "api", "--headless", "--port", "0", "--device", args.device,
-             "--dtype", args.dtype, "--queue", str(max(16, args.clients))]
+             "--dtype", args.dtype, "--queue", str(max(16, most))]
+    words += ["--sequential"] if kind == "sequential" else ["--max-batch", str(args.max_batch or most)]
     if args.model:
         words += ["--model", args.model]
     server = subprocess.Popen(words, stdout=subprocess.PIPE, text=True)
     assert server.stdout is not None
     for line in server.stdout:
         if " on http://" in line:
-            print(line.strip(), file=sys.stderr)
+            print(f"{kind}: {line.strip()}", file=sys.stderr)
             url = line.split(" on ")[-1].split()[0]
             threading.Thread(target=server.stdout.read, daemon=True).start()  # keep its log flowing
             return server, url
-    raise SystemExit(f"the server did not start (exit status {server.wait()})")
+    raise SystemExit(f"the {kind} server did not start (exit status {server.wait()})")
+
+
+def counts(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of client counts: {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError("client counts must be at least 1")
+    return values
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--url", default=None, help="a running server's base URL (default: start one here)")
+    p.add_argument("--url", default=None, help="a running server's base URL (default: start them here)")
     p.add_argument("--api-key", default="none")
     p.add_argument("--model", default=None, help="without --url: the model to serve (default: embedded)")
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto")
-    p.add_argument("--clients", type=int, default=4, help="concurrent clients (N)")
-    p.add_argument("--requests", type=int, default=3, help="requests per client and method (M rounds)")
+    p.add_argument("--clients", type=counts, default=[4], help="concurrent clients, one count or several: 1,2,4,8,16")
+    p.add_argument("--requests", type=int, default=3, help="requests per client, server and method (M rounds)")
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--methods", default="racer,ar")
+    p.add_argument("--servers", default="batched,sequential", help="without --url: batched, sequential or both")
+    p.add_argument("--max-batch", type=int, default=None, help="the batched server's (default: the most clients)")
     p.add_argument("--json", type=Path, default=None, help="write every sample and the summaries here")
     args = p.parse_args()
     from openai import OpenAI
@@ -160,30 +206,47 @@ def main() -> int:
 
     prompts = [q.turns[0] for q in load_builtin()]
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    server, url = (None, args.url) if args.url else start_server(args)
-    api = OpenAI(base_url=url, api_key=args.api_key, max_retries=0, timeout=600)
-    samples: dict[str, list[Sample]] = {m: [] for m in methods}
-    walls = dict.fromkeys(methods, 0.0)
+    kinds = ["given"] if args.url else [k.strip() for k in args.servers.split(",") if k.strip()]
+    if not set(kinds) <= {"given", "batched", "sequential"}:
+        p.error("--servers takes batched, sequential or both")
+    servers: dict[str, subprocess.Popen[str]] = {}
+    apis: dict[str, Any] = {}
+    samples: dict[tuple[int, str, str], list[Sample]] = {}
+    walls: dict[tuple[int, str, str], float] = {}
     try:
-        one_request(api, methods[0], prompts[0], 8, -1)  # warm-up, not counted
-        for r in range(args.requests):
-            batch = [prompts[(r * args.clients + i) % len(prompts)] for i in range(args.clients)]
-            for method in methods if r % 2 == 0 else methods[::-1]:
-                got, wall = run_round(api, method, batch, args.max_tokens, r)
-                samples[method] += got
-                walls[method] += wall
-                print(f"round {r + 1}/{args.requests} {method}: {wall:.1f} s", file=sys.stderr)
+        for kind in kinds:
+            url = args.url
+            if url is None:
+                servers[kind], url = start_server(args, kind)
+            apis[kind] = OpenAI(base_url=url, api_key=args.api_key, max_retries=0, timeout=600)
+            one_request(apis[kind], kind, 1, methods[0], prompts[0], 8, -1)  # warm-up, not counted
+        pairs = [(k, m) for k in kinds for m in methods]
+        for n in args.clients:
+            for r in range(args.requests):
+                batch = [prompts[(r * n + i) % len(prompts)] for i in range(n)]
+                shift = r % len(pairs)
+                for kind, method in pairs[shift:] + pairs[:shift]:
+                    got, wall = run_round(apis[kind], kind, method, batch, args.max_tokens, r)
+                    samples.setdefault((n, kind, method), []).extend(got)
+                    walls[n, kind, method] = walls.get((n, kind, method), 0.0) + wall
+                    print(f"{n} clients, round {r + 1}/{args.requests}, {kind} {method}: {wall:.1f} s",
+                          file=sys.stderr)
     finally:
-        if server is not None:
+        for server in servers.values():
             server.send_signal(signal.SIGINT)
+        for server in servers.values():
             server.wait(60)
-    results = {m: summary(samples[m], walls[m]) for m in methods}
-    print(f"{args.clients} clients x {args.requests} requests per method, max_tokens {args.max_tokens}, greedy, "
-          f"interleaved rounds")
-    print_table(results, methods)
+    summaries = {}
+    for n in args.clients:
+        results = {(k, m): summary(samples[n, k, m], walls[n, k, m]) for k in kinds for m in methods}
+        summaries[n] = results
+        print(f"\n{n} clients x {args.requests} requests per server and method, max_tokens {args.max_tokens}, "
+              f"greedy, interleaved rounds")
+        print_table(results)
     if args.json:
-        args.json.write_text(json.dumps({"summary": results, "samples": [asdict(s) for m in methods
-                                                                          for s in samples[m]]}, indent=1))
+        args.json.write_text(json.dumps({
+            "summary": {str(n): {f"{k} {m}": v for (k, m), v in r.items()} for n, r in summaries.items()},
+            "samples": [asdict(s) for got in samples.values() for s in got]}, indent=1))
     return 0
 
 

@@ -15,6 +15,8 @@ the choices would pay again or the automaton matches a long context.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -83,8 +85,11 @@ class TreePolicy:
     _hits: np.ndarray = field(init=False)
     _trials: np.ndarray = field(init=False)
     sizes: EfficientSizes = field(init=False)
-    _pending: list = field(init=False, default_factory=list)
     gate: DraftGate = field(init=False)
+    load: Callable[[], tuple[int, int]] | None = None
+    """Under continuous batching (racer_core/engine/batching.py): the other
+    sequences in this thread's pass and their rows; a tree is then weighed by
+    what it adds to the whole pass (`batch_value`)."""
 
     def __post_init__(self) -> None:
         prior = self._prior()
@@ -92,6 +97,35 @@ class TreePolicy:
         self._trials = np.full(prior.shape, self.prior_weight)
         self.sizes = EfficientSizes.from_curve(self.curve, self.largest)
         self.gate = DraftGate(self.curve)
+        # Concurrent replies (the batched server) share one policy: the
+        # statistics under a lock, each thread's (so each reply's) trees to label apart.
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._based: dict[int, EfficientSizes] = {}
+
+    @property
+    def _pending(self) -> list:
+        pending = getattr(self._local, "pending", None)
+        if pending is None:
+            pending = self._local.pending = []
+        return pending
+
+    @_pending.setter
+    def _pending(self, value: list) -> None:
+        self._local.pending = value
+
+    def sizes_on(self, base: int) -> EfficientSizes:
+        """The efficient sizes of a tree added to `base` rows of other sequences in the same pass."""
+        if base == 0:
+            return self.sizes
+        sizes = self._based.get(base)
+        if sizes is None:
+            if len(self._based) > 4096:
+                self._based = {}
+            shifted = CostCurve(list(range(1, self.largest + 1)),
+                                [self.curve(base + s) for s in range(1, self.largest + 1)])
+            sizes = self._based[base] = EfficientSizes.from_curve(shifted, self.largest)
+        return sizes
 
     def _prior(self) -> np.ndarray:
         """Starting acceptance per bucket, shaped like the buckets' index space."""
@@ -106,7 +140,8 @@ class TreePolicy:
 
     def path_probabilities(self, tree: DraftTree) -> np.ndarray:
         """Estimated P(node accepted) for every node; 1 for the root."""
-        edge = (self._hits / self._trials)[self._buckets(tree)]
+        with self._lock:
+            edge = (self._hits / self._trials)[self._buckets(tree)]
         edge[0] = 1.0
         parents = tree.parents
         # Siblings exclude each other: their chances cannot add up past 1.
@@ -132,13 +167,18 @@ class TreePolicy:
         probs = self.path_probabilities(tree)
         order = np.argsort(-probs[1:], kind="stable") + 1  # parents outrank children
         gains = np.concatenate([[0.0], np.cumsum(probs[order])])  # expected drafts with n nodes
-        sizes = self.sizes
-        best_n, best_value = 0, 1.0 / float(sizes.seconds[0])
+        # Batched with others: the pass makes at least one token per other
+        # sequence and costs the curve at all its rows; a tree pays only if
+        # its drafts outweigh what its rows add to everyone's pass. Alone
+        # (others 0) this is the plain (1 + drafts) / t(size).
+        others, base = self.load() if self.load is not None else (0, 0)
+        sizes = self.sizes_on(base)
+        best_n, best_value = 0, (1.0 + others) / float(sizes.seconds[0])
         options = [BudgetOption(1, int(sizes.sizes[0]), 1.0, float(sizes.seconds[0]))]
         best = 0
         for size, seconds in zip(sizes.sizes, sizes.seconds, strict=True):
             n = min(int(size) - 1, len(order))
-            value = (1.0 + gains[n]) / float(seconds)
+            value = (1.0 + others + gains[n]) / float(seconds)
             if n > 0:
                 options.append(BudgetOption(n + 1, int(size), 1.0 + float(gains[n]), float(seconds)))
             if value > best_value * 1.0001:
@@ -148,7 +188,8 @@ class TreePolicy:
         chosen = np.sort(np.concatenate([[0], order[:best_n]]))
         selection = Selection(chosen, sizes.padded(len(chosen)), float(gains[best_n]), probs, tuple(options), best)
         drafts = tree.context[1:]
-        draft, why = self.gate.allows(int(drafts.max()) if len(drafts) else 0)
+        with self._lock:
+            draft, why = self.gate.allows(int(drafts.max()) if len(drafts) else 0)
         if draft:
             return replace(selection, gate=why)
         # Plain decoding: the root alone, one row; the policy's own choice is
@@ -187,13 +228,14 @@ class TreePolicy:
                 on_path[node] = True
             tested = on_path[np.maximum(parents, 0)] & (depths <= known)
             tested[0] = False
-            if tested.any():
-                self._hits *= self.decay
-                self._trials *= self.decay
-                np.add.at(self._trials, tuple(b[tested] for b in buckets), 1.0)
-                passed = tested & on_path
-                np.add.at(self._hits, tuple(b[passed] for b in buckets), 1.0)
-            if choice is not None and len(choice[0]) > 1:  # the root alone is plain decoding: nothing to score
-                chosen, fed = choice
-                self.gate.observe(fed, int(on_path[chosen].sum()))  # the root (1) + the drafts it would accept
+            with self._lock:
+                if tested.any():
+                    self._hits *= self.decay
+                    self._trials *= self.decay
+                    np.add.at(self._trials, tuple(b[tested] for b in buckets), 1.0)
+                    passed = tested & on_path
+                    np.add.at(self._hits, tuple(b[passed] for b in buckets), 1.0)
+                if choice is not None and len(choice[0]) > 1:  # the root alone is plain decoding: nothing to score
+                    chosen, fed = choice
+                    self.gate.observe(fed, int(on_path[chosen].sum()))  # the root (1) + the drafts it would accept
         self._pending = keep

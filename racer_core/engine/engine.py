@@ -9,8 +9,10 @@ one StepEvent per forward pass.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -41,6 +43,7 @@ from racer_core.common.events import (
     TokenPiece,
 )
 from racer_core.drafting.corpus import Corpus, corpus_path
+from racer_core.engine.batching import DEFAULT_MAX_ROWS, BatchedForward
 from racer_core.engine.decoder import ModelRuntime, SequenceDecoder
 from racer_core.engine.detokenize import IncrementalDecoder
 from racer_core.engine.multimodal import (
@@ -115,6 +118,8 @@ class RacerEngine:
         self._grid = GPU_GRID if device.type == "cuda" else CPU_GRID
         self._curve: CostCurve | None = None
         self._policies: dict[str, TreePolicy] = {}
+        self._policy_lock = threading.Lock()  # concurrent requests (the batched API server) share the policies
+        self.batcher: BatchedForward | None = None
         self.lean = loaded.lean
         # fp16 weights (half_weights.py) multiply in fp32: the name says which model runs.
         shown = HALF if self.lean is not None and self.lean.half else str(dtype).removeprefix("torch.")
@@ -209,9 +214,28 @@ class RacerEngine:
     def _policy(self, method: str) -> TreePolicy:
         """One policy per method, shared by conversations: what it learns about
         this model's acceptance carries over from chat to chat."""
-        if method not in self._policies:
-            self._policies[method] = TreePolicy(self.cost_curve(), largest=self._grid[-1])
-        return self._policies[method]
+        with self._policy_lock:
+            if method not in self._policies:
+                policy = TreePolicy(self.cost_curve(), largest=self._grid[-1])
+                if self.batcher is not None:
+                    policy.load = self.batcher.load
+                self._policies[method] = policy
+            return self._policies[method]
+
+    def batched(self, max_rows: int = DEFAULT_MAX_ROWS) -> BatchedForward | None:
+        """Serve concurrent conversations' forward passes together from now on
+        (racer_core/engine/batching.py; the API server's continuous batching),
+        the tree policies weighing the batch's cost; None where the model has
+        no lean forward (the stock forward is not batched)."""
+        if self.lean is None:
+            return None
+        if self.batcher is None:
+            self.batcher = BatchedForward(self.lean, max_rows)
+            self.runtime = dataclasses.replace(self.runtime, lean=self.batcher)
+            with self._policy_lock:
+                for policy in self._policies.values():
+                    policy.load = self.batcher.load
+        return self.batcher
 
     # -- conversations ---------------------------------------------------------
 

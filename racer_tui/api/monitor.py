@@ -22,7 +22,7 @@ from textual.widgets import DataTable, Footer, Static
 from racer_core.common.events import StepEvent
 from racer_tui.api.protocol import ApiError
 from racer_tui.api.reply import Tally
-from racer_tui.api.worker import Job
+from racer_tui.api.worker import Job, batch_figures
 from racer_tui.colors import SOURCE_STYLE
 
 if TYPE_CHECKING:
@@ -87,7 +87,8 @@ class ApiMonitor(App[int]):
         super().__init__()
         self.service = service
         self.queued = 0
-        self.running: Job | None = None
+        self.running: Job | None = None  # the one whose reply is shown: the newest started
+        self.active: dict[str, Job] = {}  # every running job (several when batched)
         self.requests = 0  # finished, whatever their outcome
         self.done = 0
         self.total = Totals()
@@ -142,15 +143,18 @@ class ApiMonitor(App[int]):
         elif kind == "started":
             self.queued = max(0, self.queued - 1)
             self.running = job
+            self.active[job.id] = job
             self._live = Text()
-        elif kind == "step" and message.event is not None:
+        elif kind == "step" and message.event is not None and job is self.running:
             for piece in message.event.pieces:
                 self._live.append(piece.text, style=SOURCE_STYLE[piece.source] or None)
             if len(self._live) > 2 * LIVE_CHARS:
                 self._live = self._live[-LIVE_CHARS:]
         elif kind == "finished":
-            if self.running is job:
-                self.running = None
+            if self.active.pop(job.id, None) is not None:
+                if self.running is job:  # show another running one, if any (its reply from now on)
+                    self.running = next(reversed(self.active.values()), None)
+                    self._live = Text()
             elif job.outcome == "cancelled":  # left before it started
                 self.queued = max(0, self.queued - 1)
             self._add_row(job)
@@ -167,7 +171,11 @@ class ApiMonitor(App[int]):
     # -- drawing ---------------------------------------------------------------------
 
     def _show_queue(self) -> None:
-        line = f"queue: {self.queued} waiting  │  {'busy' if self.running else 'idle'}  │  refused: {self.refusals}"
+        busy = f"{len(self.active)} running" if len(self.active) > 1 else ("busy" if self.running else "idle")
+        batcher = getattr(self.service, "batcher", None)
+        if batcher is not None and batcher.passes:
+            busy += f" ({batcher.last_rows} rows in the last pass, {batcher.rows / batcher.passes:.1f} on average)"
+        line = f"queue: {self.queued} waiting  │  {busy}  │  refused: {self.refusals}"
         if self.last_refusal:
             line += f" (last: {self.last_refusal})"
         self.query_one("#queue", Static).update(Text(line, no_wrap=True, overflow="ellipsis"))
@@ -181,6 +189,9 @@ class ApiMonitor(App[int]):
             stats = (f"{job.id}  {job.client}  {job.endpoint} {job.method}  │  {s.tokens} tokens  "
                      f"{_num(s.tokens_per_s, '.1f')} tok/s  MAT {_num(s.mat, '.2f')}  "
                      f"accepted {job.tally.accepted}/{job.tally.drafted}")
+            rows = batch_figures(job)
+            if rows:
+                stats += f"  │  {rows}"
         self.query_one("#live-stats", Static).update(Text(stats, no_wrap=True, overflow="ellipsis"))
         self.query_one("#live-text", Static).update(self._live[-LIVE_CHARS:] if job is not None else "")
 

@@ -19,9 +19,13 @@ from racer_core.common.errors import RacerError
 from racer_core.common.events import Engine, StepEvent
 from racer_tui.api.protocol import ApiError
 from racer_tui.api.server import ApiServer, Refused, ServerSettings
-from racer_tui.api.worker import EngineWorker, Job, Observer
+from racer_tui.api.worker import EngineWorker, Job, Observer, batch_figures
 
 DEFAULT_QUEUE = 16
+DEFAULT_MAX_BATCH = 8
+"""Requests decoded at once, their forward passes shared (racer_core/engine/batching.py)."""
+DEFAULT_MAX_ROWS = 256
+"""Rows per shared pass: a prefill chunk, or many requests' trees."""
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -40,11 +44,16 @@ def bind(host: str, port: int) -> socket.socket:
 class ApiService:
     def __init__(self, engine: Engine, settings: ServerSettings, host: str = "127.0.0.1", port: int = 8000,
                  queue: int = DEFAULT_QUEUE, observers: list[Observer] | None = None,
-                 refused: Refused | None = None) -> None:
+                 refused: Refused | None = None, max_batch: int = DEFAULT_MAX_BATCH,
+                 max_rows: int = DEFAULT_MAX_ROWS) -> None:
         self.engine = engine
         self.settings = settings
         self.host = host
-        self.worker = EngineWorker(queue, observers)
+        # An engine with a lean forward batches its requests' passes; others
+        # (the stock forward, the tests' scripted engine) serve one at a time.
+        batched = getattr(engine, "batched", None) if max_batch > 1 else None
+        self.batcher = batched(max_rows) if batched is not None else None
+        self.worker = EngineWorker(queue, observers, max_batch, self.batcher.seat if self.batcher else None)
         self.routes = ApiServer(engine, self.worker, settings, refused)
         self.app = self.routes.app()
         self.sock = bind(host, port)
@@ -104,6 +113,9 @@ def log_line(job: Job) -> str:
         parts.append(f"MAT {s.mat:.2f}")
     if job.tally.drafted:
         parts.append(f"accepted {job.tally.accepted}/{job.tally.drafted}")
+    rows = batch_figures(job)
+    if rows:
+        parts.append(rows)
     if job.error:
         parts.append(job.error)
     return "racer-tui api: " + " ".join(parts)

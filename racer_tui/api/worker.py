@@ -1,21 +1,27 @@
-"""One engine, one thread, one queue: requests are answered in the order they came.
+"""The engine's threads and one queue: requests start in the order they came.
 
-A request becomes a Job. The engine thread runs jobs one at a time; each job's
-results go back to the request's event loop through its item queue, and every
-engine step is told to the observers (the live monitor, the headless log).
-The queue is bounded: a full one refuses new jobs with a retry hint.
-Cancelling a job (its client went away) stops its generation before the next
-step, or skips it if it has not started.
+A request becomes a Job. Up to `max_batch` jobs run at once, each on its own
+engine thread; with a batching engine (racer_core/engine/batching.py) their
+forward passes are shared, each thread seated in the batch for its job
+(`seat`). With `max_batch` 1 (or an engine that cannot batch) jobs run one at
+a time, as a sequential server. Each job's results go back to the request's
+event loop through its item queue, and every engine step is told to the
+observers (the live monitor, the headless log). The queue is bounded: a full
+one refuses new jobs with a retry hint. Cancelling a job (its client went
+away) stops its generation before its next step, or skips it if it has not
+started.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +49,7 @@ class Job:
     last_pieces: tuple[Any, ...] = ()  # the newest step's tokens (the monitor colours them)
     outcome: str = "queued"  # queued, running, done, cancelled, failed
     error: str | None = None
+    batch: Any = None  # its Seat in the batch while batched (rows_per_pass, parts_per_pass)
 
     def post(self, item: Any) -> None:
         """Hand an item to the request (thread-safe)."""
@@ -61,6 +68,14 @@ class Job:
         return (self.finished_at or time.monotonic()) - self.started_at
 
 
+def batch_figures(job: Job) -> str:
+    """Its shared passes' mean rows and requests ("" when it was not batched)."""
+    seat = job.batch
+    if seat is None or not seat.passes:
+        return ""
+    return f"{seat.rows_per_pass:.1f} rows/pass ({seat.parts_per_pass:.1f} requests)"
+
+
 class Finished:
     """The last item of every job."""
 
@@ -75,40 +90,60 @@ class QueueFull(Exception):
 
 
 Observer = Callable[[str, Job, StepEvent | None], None]
-"""Told (from the engine thread or a request's) of "queued", "started", "step" and "finished"."""
+"""Told (from an engine thread or a request's) of "queued", "started", "step" and "finished"."""
+
+Seats = Callable[[], AbstractContextManager[Any]]
+"""A batching engine's `seat`: the calling thread's place in the shared passes, for a job."""
 
 
 class EngineWorker:
-    """The engine's thread and its bounded, in-order queue."""
+    """The engine's threads and their bounded, in-order queue."""
 
-    def __init__(self, capacity: int, observers: list[Observer] | None = None) -> None:
+    def __init__(self, capacity: int, observers: list[Observer] | None = None, max_batch: int = 1,
+                 seats: Seats | None = None) -> None:
         self.capacity = capacity
         self.observers: list[Observer] = list(observers or [])
-        self.running: Job | None = None
+        self.max_batch = max_batch if seats is not None else 1  # no batching: one job at a time
+        self.active: list[Job] = []  # running jobs, oldest first
         self.served = 0  # finished jobs, whatever their outcome
+        self._seats = seats
         self._waiting: deque[Job] = deque()
         self._cond = threading.Condition()
         self._durations: deque[float] = deque(maxlen=20)  # recent jobs' seconds: the retry hint
         self._stopping = False
-        self._thread = threading.Thread(target=self._serve, name="racer-engine", daemon=True)
+        self._threads = [threading.Thread(target=self._serve, name=f"racer-engine-{i}", daemon=True)
+                         for i in range(self.max_batch)]
+
+    @property
+    def running(self) -> Job | None:
+        """The oldest running job (None: the engine is idle)."""
+        with self._cond:
+            return self.active[0] if self.active else None
 
     @property
     def waiting(self) -> int:
         with self._cond:
             return len(self._waiting)
 
+    @property
+    def alive(self) -> bool:
+        """Whether any engine thread still runs."""
+        return any(thread.is_alive() for thread in self._threads)
+
     def start(self) -> None:
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Cancel what is queued and running, and end the thread."""
+        """Cancel what is queued and running, and end the threads."""
         with self._cond:
             self._stopping = True
-            for job in [*self._waiting, *([self.running] if self.running else [])]:
+            for job in [*self._waiting, *self.active]:
                 job.cancel()
             self._cond.notify_all()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
+        for thread in self._threads:
+            if thread.is_alive():
+                thread.join(timeout)
 
     def submit(self, job: Job) -> None:
         """Queue `job`, or raise QueueFull when `capacity` jobs already wait."""
@@ -120,9 +155,10 @@ class EngineWorker:
         self._tell("queued", job)
 
     def _retry_after(self) -> int:
-        """Seconds until a place is likely free: the recent mean job time per waiting job."""
+        """Seconds until a place is likely free: the recent mean job time per waiting job
+        (max_batch of them run at once)."""
         mean = sum(self._durations) / len(self._durations) if self._durations else 1.0
-        return max(1, math.ceil(mean * len(self._waiting)))
+        return max(1, math.ceil(mean * len(self._waiting) / self.max_batch))
 
     def _serve(self) -> None:
         while True:
@@ -132,12 +168,12 @@ class EngineWorker:
                 if self._stopping and not self._waiting:
                     return
                 job = self._waiting.popleft()
-                self.running = job
+                self.active.append(job)
             try:
                 self._run(job)
             finally:
                 with self._cond:
-                    self.running = None
+                    self.active.remove(job)
 
     def _run(self, job: Job) -> None:
         job.started_at = time.monotonic()
@@ -147,7 +183,9 @@ class EngineWorker:
             job.outcome = "running"
             self._tell("started", job)
             try:
-                job.work(job)
+                with self._seats() if self._seats is not None else contextlib.nullcontext() as seat:
+                    job.batch = seat
+                    job.work(job)
                 job.outcome = "cancelled" if job.should_stop() else ("failed" if job.error else "done")
             except BaseException as exc:  # noqa: BLE001 - one failed request never stops the server
                 job.outcome = "failed"
@@ -155,9 +193,10 @@ class EngineWorker:
                 job.post(exc)
         job.finished_at = time.monotonic()
         self._durations.append(job.seconds)
-        self.served += 1
+        with self._cond:  # several engine threads finish jobs
+            self.served += 1
+        self._tell("finished", job)  # before the request's last item: its client then finds it told
         job.post(FINISHED)
-        self._tell("finished", job)
 
     def step(self, job: Job, event: StepEvent) -> None:
         """Count one engine step of `job` (called from its work) and tell the observers."""

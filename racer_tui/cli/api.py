@@ -31,7 +31,8 @@ DESCRIPTION = (
 EPILOG = (
     "Only loopback addresses (127.0.0.1, ::1, localhost) are served unless --allow-remote is given, and "
     "then only with --api-key (or $RACER_TUI_API_KEY): clients send it as 'Authorization: Bearer KEY'. "
-    "Requests queue for the one engine and are answered in order; a full queue answers 429. "
+    "Up to --max-batch requests are decoded at once, their verification passes shared (continuous batching); "
+    "the rest queue and start in order; a full queue answers 429. "
     "Exit status: 0, 1 run-time error, 2 usage error, 130 stopped by Ctrl-C."
 )
 KEY_ENV = "RACER_TUI_API_KEY"
@@ -54,6 +55,13 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="for requests that name none (default: up to the model's context)")
     g.add_argument("--queue", type=at_least(1), default=16, metavar="N",
                    help="requests that may wait for the engine; more are answered 429 (default: 16)")
+    g.add_argument("--max-batch", type=at_least(1), default=8, metavar="N",
+                   help="requests decoded at once, every step's trees verified in one shared forward pass "
+                        "(default: 8; 1 serves one request at a time)")
+    g.add_argument("--sequential", action="store_true", help="serve one request at a time (--max-batch 1)")
+    g.add_argument("--max-rows", type=at_least(1), default=256, metavar="N",
+                   help="rows (tree tokens and prompt chunks) per shared pass; the oldest part always goes "
+                        "(default: 256)")
     g.add_argument("--max-body", type=at_least(1024), default=8 * 2**20, metavar="BYTES",
                    help="largest request body (default: 8 MiB)")
     g.add_argument("--headless", action="store_true",
@@ -101,11 +109,13 @@ def _serve(args: argparse.Namespace, key: str | None, hooks: dict[str, Any]) -> 
     engine = factory(args.model_path, device=args.device, dtype=args.dtype, progress=progress)
     settings = ServerSettings(api_key=key, max_body=args.max_body, default_method=args.method,
                               max_tokens=args.max_tokens)
+    max_batch = 1 if args.sequential else args.max_batch
     if not is_loopback(args.host):
         print_warning(f"serving on {args.host}: anyone who has the key can run requests on this machine")
     if headless:
         observe, refused = headless_log()
-        service = ApiService(engine, settings, args.host, args.port, args.queue, [observe], refused)
+        service = ApiService(engine, settings, args.host, args.port, args.queue, [observe], refused, max_batch,
+                             args.max_rows)
         print(f"racer-tui api: serving {engine.info.model} on {service.url} as model {service.routes.model!r} "
               "(ctrl+c stops)", flush=True)
         try:
@@ -115,6 +125,7 @@ def _serve(args: argparse.Namespace, key: str | None, hooks: dict[str, Any]) -> 
         return 0
     from racer_tui.api.monitor import ApiMonitor
 
-    monitor = ApiMonitor(ApiService(engine, settings, args.host, args.port, args.queue))
+    monitor = ApiMonitor(ApiService(engine, settings, args.host, args.port, args.queue, max_batch=max_batch,
+                                    max_rows=args.max_rows))
     monitor.run()
     return int(monitor.return_code or 0)

@@ -58,4 +58,4 @@ async def test_the_monitor_shows_the_running_request_and_the_finished_ones() -> 
         await pilot.pause(0.05)
         assert "refused: 1" in text_of(app, "#queue") and "not valid JSON" in text_of(app, "#queue")
         await pilot.press("ctrl+q")
-    assert not service.worker._thread.is_alive()  # quitting stopped the server and its engine thread
+    assert not service.worker.alive  # quitting stopped the server and its engine threads

@@ -1,0 +1,240 @@
+"""Continuous batching of the lean forward across concurrent sequences.
+
+Each request of the API server runs its own decoder on its own thread, as it
+would alone; the decoders' forward (`ModelRuntime.lean`) is this object
+instead of the LeanForward itself. A forward call hands its rows over as a
+Part and waits; once every seated sequence has handed its part over (or the
+oldest part has waited `wait_s`, or half the last pass's time if longer: a
+sequence busy elsewhere does not hold the others up for long) and no pass
+is running, the calling thread that finds it so runs LeanForward.batch over
+the waiting parts and hands each caller its own logits. No thread of its own: one sequence alone runs its pass itself, as
+without batching. Linears run once over all the rows, attention per
+sequence over its own cache and mask, so each sequence gets what its pass
+alone gives (racer_core/models/lean_forward.py) and its acceptance, cache
+and sampling stay its own.
+
+Parts are taken first come first served while the pass stays within
+`max_rows` rows (the first always goes, however large): a part left out is
+the oldest at the next pass, so none waits more than one pass for room. A
+prefill chunk is one part (at most the decoder's PREFILL_CHUNK rows), so a
+long prompt shares passes with the others' steps instead of stalling them
+for its whole length. A call asking for captured states (eagle3) runs in a
+pass of its own.
+
+A thread joins with `seat()` (a context: it leaves when its request ends);
+only seated threads that have submitted once are waited for, so a thread
+still tokenizing its prompt holds nobody up. Calls from unseated threads
+(a cost-curve measurement) are served too, in the next pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from racer_core.models.lean_forward import LeanForward, Part
+
+DEFAULT_MAX_ROWS = 256
+"""Rows per pass: a prefill chunk (256) or many requests' trees."""
+DEFAULT_WAIT_S = 0.02
+"""How long a submitted part waits at least for seated sequences that have not submitted yet."""
+PATIENCE = 0.5
+"""...and at most this share of the last pass's seconds when that is longer: a
+straggler left out waits a whole pass, and the passes then split in two groups."""
+
+
+@dataclass(eq=False)  # seats are told apart by identity (two may hold the same figures)
+class Seat:
+    """One sequence's place in the batch: what its passes were like."""
+
+    passes: int = 0
+    rows: int = 0  # rows of all the passes it was in (its own and the others')
+    parts: int = 0  # sequences in those passes, itself included
+    others: int = 0  # the last pass's other sequences
+    other_rows: int = 0  # and their rows
+    engaged: bool = False  # submitted once: the batch waits for it
+
+    @property
+    def rows_per_pass(self) -> float | None:
+        return self.rows / self.passes if self.passes else None
+
+    @property
+    def parts_per_pass(self) -> float | None:
+        return self.parts / self.passes if self.passes else None
+
+
+@dataclass
+class _Ticket:
+    part: Part
+    capture: tuple[int, ...]
+    seat: Seat | None
+    at: float = field(default_factory=time.monotonic)
+    done: threading.Event = field(default_factory=threading.Event)
+    result: Any = None
+    error: BaseException | None = None
+
+    @property
+    def rows(self) -> int:
+        return int(self.part.ids.shape[0])
+
+
+class BatchedForward:
+    """A LeanForward's call signature, served in shared passes (see the module doc)."""
+
+    def __init__(self, lean: LeanForward, max_rows: int = DEFAULT_MAX_ROWS, wait_s: float = DEFAULT_WAIT_S) -> None:
+        if max_rows < 1:
+            raise ValueError("max_rows must be at least 1")
+        self.lean = lean
+        self.max_rows = max_rows
+        self.wait_s = wait_s
+        self.passes = 0
+        self.rows = 0  # over all passes
+        self.last_rows = 0
+        self.last_parts = 0
+        self.most_rows = 0  # the largest pass so far, in rows
+        self.most_parts = 0  # and in sequences
+        self._pending: list[_Ticket] = []
+        self._seats: list[Seat] = []
+        self._local = threading.local()
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._busy = False  # a pass is running (in the thread that leads it)
+        self._last_pass_s = 0.0
+
+    def __getattr__(self, name: str) -> Any:  # packed, half, weights: the wrapped forward's
+        return getattr(self.lean, name)
+
+    # -- the sequences' side ----------------------------------------------------------
+
+    @contextlib.contextmanager
+    def seat(self, engaged: bool = False) -> Iterator[Seat]:
+        """Seat the calling thread for the block (one request's generation);
+        `engaged`: waited for from the start, not from its first part (the
+        tests seat several sequences first, so their passes are shared whatever
+        the threads' timing)."""
+        seat = Seat(engaged=engaged)
+        self._local.seat = seat
+        with self._cond:
+            self._seats.append(seat)
+        try:
+            yield seat
+        finally:
+            self._local.seat = None
+            with self._cond:
+                self._seats.remove(seat)
+                self._cond.notify_all()  # the batch no longer waits for it
+
+    def load(self) -> tuple[int, int]:
+        """(other sequences, their rows) in the calling thread's last pass: the tree policy's load."""
+        seat = getattr(self._local, "seat", None)
+        return (0, 0) if seat is None else (seat.others, seat.other_rows)
+
+    def __call__(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: Any,
+                 logit_rows: int | None = None, capture: tuple[int, ...] = ()) -> Any:
+        seat = getattr(self._local, "seat", None)
+        ticket = _Ticket(Part(ids, positions, mask, cache, logit_rows), capture, seat)
+        with self._cond:
+            if self._stopping:
+                raise RuntimeError("the batch has stopped")
+            if seat is not None:
+                seat.engaged = True
+            self._pending.append(ticket)
+            self._cond.notify_all()
+            while not ticket.done.is_set():
+                taken = self._lead()
+                if taken is None:
+                    continue
+                self._cond.release()  # the pass runs unlocked: others may queue their parts meanwhile
+                try:
+                    self._run(taken)
+                finally:
+                    self._cond.acquire()
+                    self._busy = False
+                    self._cond.notify_all()
+        if ticket.error is not None:
+            raise ticket.error
+        return ticket.result
+
+    def _lead(self) -> list[_Ticket] | None:
+        """(Locked.) The next pass's parts, for the calling thread to run, once
+        no pass runs and everyone is in or the oldest part has waited enough;
+        else wait (None)."""
+        if self._stopping:
+            for ticket in self._pending:
+                ticket.error = RuntimeError("the batch has stopped")
+                ticket.done.set()
+            self._pending.clear()
+            if self._busy:  # the caller's part is in the running pass
+                self._cond.wait()
+            return None
+        if self._busy or not self._pending:
+            self._cond.wait()
+            return None
+        patience = max(self.wait_s, PATIENCE * self._last_pass_s)
+        left = self._pending[0].at + patience - time.monotonic()
+        if left > 0 and not self._everyone_in():
+            self._cond.wait(left)
+            return None
+        self._busy = True
+        return self._take()
+
+    def stop(self) -> None:
+        """Refuse new parts; parts still waiting get an error."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+
+    # -- the passes ----------------------------------------------------------------------
+
+    def _everyone_in(self) -> bool:
+        waiting = {id(t.seat) for t in self._pending if t.seat is not None}
+        return all(id(seat) in waiting for seat in self._seats if seat.engaged)
+
+    def _take(self) -> list[_Ticket]:
+        """The next pass's tickets: first come first served within the rows budget."""
+        taken = [self._pending[0]]
+        if not taken[0].capture:
+            rows = taken[0].rows
+            for ticket in self._pending[1:]:
+                if ticket.capture or rows + ticket.rows > self.max_rows:
+                    break
+                taken.append(ticket)
+                rows += ticket.rows
+        del self._pending[: len(taken)]
+        return taken
+
+    def _run(self, taken: list[_Ticket]) -> None:
+        start = time.perf_counter()
+        try:
+            with torch.inference_mode():
+                if taken[0].capture:
+                    p = taken[0].part
+                    results = [self.lean(p.ids, p.positions, p.mask, p.cache, p.logit_rows, taken[0].capture)]
+                else:
+                    results = self.lean.batch([t.part for t in taken])
+        except BaseException as exc:  # noqa: BLE001 - every caller of the pass gets the error
+            for ticket in taken:
+                ticket.error = exc
+                ticket.done.set()
+            return
+        rows = sum(t.rows for t in taken)
+        self._last_pass_s = time.perf_counter() - start
+        self.passes += 1
+        self.rows += rows
+        self.last_rows, self.last_parts = rows, len(taken)
+        self.most_rows, self.most_parts = max(self.most_rows, rows), max(self.most_parts, len(taken))
+        for ticket, result in zip(taken, results, strict=True):
+            seat = ticket.seat
+            if seat is not None:
+                seat.passes += 1
+                seat.rows += rows
+                seat.parts += len(taken)
+                seat.others, seat.other_rows = len(taken) - 1, rows - ticket.rows
+            ticket.result = result
+            ticket.done.set()

@@ -1,0 +1,84 @@
+"""Tree sizes under load (racer_core/budget/tree_policy.py with a load hook):
+a request's tree is weighed by what its rows add to the whole shared pass, so
+trees shrink toward the root as the batch grows, and alone nothing changes.
+Scripted cost curves and acceptance only; no clock is read."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from racer_core.budget.cost_curve import CostCurve
+from racer_core.budget.tree_policy import TreePolicy
+from racer_core.drafting.automaton import Automaton
+
+# Flat up to 8 rows (a small step costs what one row costs), then rows cost in earnest.
+CURVE = CostCurve([1, 8, 64, 512], [1.0, 1.1, 8.0, 64.0])
+
+
+def _tree():
+    a = Automaton(ngram=6)
+    a.init_logits(100, 4)
+    a.feed([1, 2, 3, 4, 5, 6, 7, 8] * 4 + [1, 2])
+    a.update(np.array([3, 4, 5]), np.array([[4, 9, 8, 7], [5, 9, 8, 7], [6, 9, 8, 7]]))
+    return a.retrieve(3, 64)
+
+
+def _policy(p: float, load: tuple[int, int] | None) -> TreePolicy:
+    policy = TreePolicy(CURVE)
+    policy._hits[:] = p * policy._trials  # every kind of node accepted with chance p
+    if load is not None:
+        policy.load = lambda: load
+    return policy
+
+
+def test_alone_the_choice_is_todays() -> None:
+    tree = _tree()
+    for p in (0.05, 0.3, 0.9):
+        today = _policy(p, None).choose(tree)
+        alone = _policy(p, (0, 0)).choose(tree)
+        assert np.array_equal(today.chosen, alone.chosen) and today.fed == alone.fed
+        assert today.options == alone.options
+
+
+def test_under_load_a_weak_tree_shrinks_to_the_root() -> None:
+    tree = _tree()
+    assert len(_policy(0.05, (0, 0)).choose(tree).chosen) > 1  # alone, cheap rows: drafting pays
+    for load in ((3, 3), (7, 60), (15, 200)):
+        chosen = _policy(0.05, load).choose(tree)
+        assert chosen.chosen.tolist() == [0] and chosen.fed == 1  # plain batched decoding
+
+
+def test_trees_shrink_as_the_pass_grows_and_a_strong_tree_still_pays() -> None:
+    tree = _tree()
+    sizes = [len(_policy(0.2, load).choose(tree).chosen) for load in ((0, 0), (1, 1), (3, 3))]
+    assert sizes == sorted(sizes, reverse=True) and sizes[0] > sizes[-1] > 1
+    assert len(_policy(0.9, (15, 200)).choose(tree).chosen) > 1
+
+
+def test_a_chosen_tree_never_expects_fewer_tokens_per_second_than_plain_batched_decoding() -> None:
+    tree = _tree()
+    for p in (0.02, 0.1, 0.3, 0.7):
+        for others, rows in ((1, 1), (3, 12), (7, 60), (15, 200)):
+            choice = _policy(p, (others, rows)).choose(tree)
+            plain = (1 + others) / CURVE(rows + 1)
+            drafted = (1 + others + choice.expected) / CURVE(rows + choice.fed)
+            assert drafted >= plain * 0.9999
+
+
+def test_a_batched_engine_hands_its_policies_the_load() -> None:
+    from engine_helpers import SMALL_VOCAB
+
+    from racer_core.engine.engine import RacerEngine
+    from racer_core.testing import tiny_model
+
+    engine = RacerEngine(tiny_model("llama", 0, vocab_size=SMALL_VOCAB), None, "tiny", eos_ids=frozenset())
+    engine._curve = CURVE
+    before = engine._policy("racer")
+    assert before.load is None
+    batcher = engine.batched()
+    assert batcher is not None and engine.runtime.lean is batcher
+    assert before.load == batcher.load and engine._policy("retrieval").load == batcher.load
+    with batcher.seat() as seat:
+        seat.others, seat.other_rows = 3, 17
+        assert before.load() == (3, 17)
+    assert before.load() == (0, 0)  # an unseated thread decodes as alone
