@@ -25,6 +25,7 @@ from racer_core.models.families import family_of
 from racer_core.models.family import Family
 from racer_core.models.formats.half_weights import HalfWeight, halve_weights, is_half
 from racer_core.models.formats.packed_linear import PackedWeight, is_packed, linear, pack_weights
+from racer_core.models.formats.quant_weights import describe
 from racer_core.verify.attention import attend
 
 
@@ -158,6 +159,7 @@ class LeanForward:
             self.weights = pack_weights(weights) if pack else weights
         self.packed = is_packed(self.weights)
         self.half = is_half(self.weights)
+        self.quant = describe(self.weights)  # e.g. 'gguf Q4_1+Q8_0': a GGUF's own blocks (quant_weights.py)
         self.scale = weights.head_dim**-0.5
         self.dtype = weights.embed.dtype
         self._cos = self._sin = torch.empty(0)
