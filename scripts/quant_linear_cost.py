@@ -10,7 +10,7 @@ fastest round is reported with its ratio to the format's one-row step.
 
     python scripts/quant_linear_cost.py --sizes 1,2,4,8,16,32
     python scripts/quant_linear_cost.py --sizes 1,2,4,8,16,32 --isa avx2
-    python scripts/quant_linear_cost.py --formats fp32-1t,fp16-1t,q4-1t  # a loaded machine: threads wait on each other
+    python scripts/quant_linear_cost.py --formats fp32-1t,fp16-1t,q4-1t  --clock cpu  # a loaded machine
 """
 
 from __future__ import annotations
@@ -64,6 +64,8 @@ def main() -> None:
     parser.add_argument("--formats", default="fp32,fp16,q4,q4-1t")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--isa", choices=ISA_CHOICES, default="native")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="cpu: process CPU time, robust on a shared machine for -1t formats")
     args = parser.parse_args()
     reexec_with_isa(args.isa)
     import torch
@@ -75,6 +77,7 @@ def main() -> None:
     formats = args.formats.split(",")
     weights = step_weights(formats)
     threads = torch.get_num_threads()
+    clock = time.perf_counter if args.clock == "wall" else time.process_time
     print(f"CPU class {describe()}, kernel ISA {kernel_isa()}, torch threads {threads}")
     best: dict[tuple[str, int], float] = {}
     with torch.inference_mode():
@@ -83,10 +86,10 @@ def main() -> None:
                 for fmt in formats:
                     torch.set_num_threads(1 if fmt.endswith("-1t") else threads)
                     xs = {cols: torch.randn(1, t, cols) for cols in (576, 1536)}
-                    start = time.perf_counter()
+                    start = clock()
                     for w in weights[fmt]:
                         w(xs[w.shape[1]])
-                    took = time.perf_counter() - start
+                    took = clock() - start
                     best[fmt, t] = min(best.get((fmt, t), took), took)
             torch.set_num_threads(threads)
     print("ms for a step's linears (fastest round); x = ratio to the format's own 1 row")

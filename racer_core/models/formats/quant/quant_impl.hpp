@@ -109,9 +109,65 @@ inline void panel(const float* buf, int64_t cols, const float* x, int64_t T, flo
     if constexpr (P > A) rows_of<P - A>(buf + A * cols, cols, x, T, y + A, ldy);
 }
 
+// A few activation rows (T <= VEC::R): each block of the panel's P rows is
+// unpacked to the stack and used at once for every row, no panel buffer.
+// The same per-accumulator operations as tile(): chunks of W in k order.
+template <int TYPE, int P, int R>
+inline void fused(const uint8_t* w, int64_t row_bytes, int64_t cols, const float* x, float* y, int64_t ldy) {
+    constexpr int64_t bytes = TYPE == racer_quant::Q4_0 ? 18 : TYPE == racer_quant::Q4_1 ? 20 : 34;
+    typename VEC::V acc[P][R];
+    for (int p = 0; p < P; ++p)
+        for (int r = 0; r < R; ++r) acc[p][r] = VEC::zero();
+    alignas(64) float blk[32];
+    for (int64_t b = 0; b < cols / 32; ++b) {
+        for (int p = 0; p < P; ++p) {
+            const uint8_t* block = w + p * row_bytes + b * bytes;
+            if constexpr (TYPE == racer_quant::Q4_0) unpack_q4_0(block, blk);
+            else if constexpr (TYPE == racer_quant::Q4_1) unpack_q4_1(block, blk);
+            else unpack_q8_0(block, blk);
+            for (int c = 0; c < 32; c += VEC::W) {
+                const typename VEC::V wv = VEC::load(blk + c);
+                for (int r = 0; r < R; ++r) acc[p][r] = VEC::fma(wv, VEC::load(x + r * cols + b * 32 + c), acc[p][r]);
+            }
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int p = 0; p < P; ++p) y[r * ldy + p] = VEC::sum(acc[p][r]);
+}
+
+template <int TYPE, int P, int R>
+inline void fused_rows(int r, const uint8_t* w, int64_t row_bytes, int64_t cols, const float* x, float* y,
+                       int64_t ldy) {
+    if constexpr (R > 1) {
+        if (r < R) return fused_rows<TYPE, P, R - 1>(r, w, row_bytes, cols, x, y, ldy);
+    }
+    fused<TYPE, P, R>(w, row_bytes, cols, x, y, ldy);
+}
+
+template <int TYPE>
+void matmul_few(const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y, int threads) {
+    constexpr int64_t bytes = TYPE == racer_quant::Q4_0 ? 18 : TYPE == racer_quant::Q4_1 ? 20 : 34;
+    constexpr int FP = 4;  // output rows per fused panel
+    const int64_t row_bytes = cols / 32 * bytes;
+    const int64_t panels = (rows + FP - 1) / FP;
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1 && panels > 1)
+    for (int64_t i = 0; i < panels; ++i) {
+        const int64_t o = i * FP;
+        const uint8_t* wp = w + o * row_bytes;
+        const int t = static_cast<int>(T);
+        switch (rows - o < FP ? rows - o : FP) {
+            case 4: fused_rows<TYPE, 4, VEC::R>(t, wp, row_bytes, cols, x, y + o, rows); break;
+            case 3: fused_rows<TYPE, 3, VEC::R>(t, wp, row_bytes, cols, x, y + o, rows); break;
+            case 2: fused_rows<TYPE, 2, VEC::R>(t, wp, row_bytes, cols, x, y + o, rows); break;
+            default: fused_rows<TYPE, 1, VEC::R>(t, wp, row_bytes, cols, x, y + o, rows); break;
+        }
+    }
+}
+
 template <int TYPE>
 void matmul_typed(const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y, int threads) {
     constexpr int64_t bytes = TYPE == racer_quant::Q4_0 ? 18 : TYPE == racer_quant::Q4_1 ? 20 : 34;
+    if (T <= VEC::R) return matmul_few<TYPE>(w, rows, cols, x, T, y, threads);
     const int64_t row_bytes = cols / 32 * bytes;
     const int64_t panels = (rows + PANEL - 1) / PANEL;
 #pragma omp parallel num_threads(threads) if (threads > 1 && panels > 1)
