@@ -114,7 +114,7 @@ def share_weights(model: Any, weights: LeanWeights, family: Family) -> None:
     (the `hf` and `pld` anchors) holds its linears twice from then on."""
     with torch.no_grad():
         embed = submodule(model, family.embed).weight
-        embed.data = weights.embed
+        embed.data = plain(weights.embed)
         submodule(model, family.final_norm).weight.data = weights.final_norm
         head = submodule(model, family.lm_head).weight
         if head is not embed:  # tied: set with the embedding
@@ -201,9 +201,9 @@ def load_lean_model(folder: Path, device: str, dtype: torch.dtype,
     names = tensors.names()
     if not expected | layer_names <= names or not names <= expected | layer_names | {head_name}:
         return None
-    embed = tensors.get(embed_name)
     prepare = halve if half else maybe_pack
     quantized = _checked(quantized or {}, tensors, f"{family.layers}.0.", family)
+    embed = quantized.get(embed_name) or tensors.get(embed_name)  # blocks: rows dequantized as looked up
 
     def linear(*names: str) -> Any:
         """The linear of the stacked `names`: their blocks where all are quantized alike, else read and prepared."""
@@ -216,7 +216,7 @@ def load_lean_model(folder: Path, device: str, dtype: torch.dtype,
 
     weights = LeanWeights(
         embed=embed, final_norm=tensors.get(f"{family.final_norm}.weight"),
-        lm_head=linear(head_name) if not tied else quantized.get(embed_name) or prepare(embed),
+        lm_head=linear(head_name) if not tied else embed if isinstance(embed, QuantWeight) else prepare(embed),
         layers=[_read_layer(tensors, f"{family.layers}.{i}.", family, linear) for i in range(layers)],
         eps=eps, heads=heads, kv_heads=kv_heads, head_dim=head_dim, inv_freq=inv_freq.to(device),
     )

@@ -35,6 +35,7 @@ def test_the_default_on_a_cpu_multiplies_the_files_blocks(engine) -> None:
     assert all(isinstance(w, QuantWeight) for layer in weights.layers for w in (layer.qkv, layer.o, layer.gate_up,
                                                                                  layer.down))
     assert isinstance(weights.lm_head, QuantWeight) and weights.lm_head.type_name == "Q8_0"
+    assert weights.embed is weights.lm_head  # tied: one Q8_0 copy, rows dequantized as looked up
 
 
 def test_racer_equals_plain_greedy_on_the_blocks(engine) -> None:

@@ -76,6 +76,8 @@ def test_a_quant_weight_keeps_rows_apart_and_takes_a_bias() -> None:
     bias = torch.randn(40)
     assert torch.equal(w(x, bias), full + bias)
     assert w.shape == (40, 64) and w.numel() == 40 * 64
+    ids = torch.tensor([[3, 0, 39, 3]])
+    assert torch.equal(w.rows(ids), w.plain()[ids])  # an embedding looked up in its blocks
 
 
 @pytest.mark.parametrize(("family", "name"), [("llama", "Q4_1"), ("llama", "Q4_0"), ("qwen2", "Q8_0"),

@@ -95,6 +95,17 @@ class QuantWeight:
     def numel(self) -> int:
         return self.shape.numel()
 
+    def rows(self, ids: torch.Tensor) -> torch.Tensor:
+        """Rows `ids` of the weight as float32 (ids' shape + (cols,)): an
+        embedding looked up in its blocks (a tied Q8_0 token_embd is both the
+        embedding and the head, with no float32 copy)."""
+        from racer_core.models.formats.quant import _quant
+
+        picked = np.ascontiguousarray(self.blocks[ids.reshape(-1).cpu().numpy()])
+        cols = int(self.shape[1])
+        out = _quant.dequantize(self.qtype, picked, picked.shape[0], cols, self.isa)
+        return torch.from_numpy(out).reshape(*ids.shape, cols)
+
     @property
     def type_name(self) -> str:
         return TYPE_NAMES[self.qtype]
