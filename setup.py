@@ -30,4 +30,15 @@ extension = Extension(
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
 )
 
-setup(ext_modules=cythonize([extension], language_level=3, compiler_directives={"boundscheck": False, "wraparound": False}))
+quant = Extension(
+    "racer_core.models.formats.quant._quant",
+    sources=["racer_core/models/formats/quant/_quant.pyx", "racer_core/models/formats/quant/quant.cpp",
+             "racer_core/models/formats/quant/quant_avx2.cpp", "racer_core/models/formats/quant/quant_avx512.cpp"],
+    include_dirs=["racer_core/models/formats/quant", np.get_include()],
+    language="c++",
+    extra_compile_args=[*compile_args, "-fopenmp", "-ffp-contract=off"],
+    extra_link_args=[*link_args, "-fopenmp"],
+    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+)
+
+setup(ext_modules=cythonize([extension, quant], language_level=3, compiler_directives={"boundscheck": False, "wraparound": False}))

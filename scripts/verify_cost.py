@@ -5,13 +5,15 @@ so a busy moment on a shared machine hits them alike; the fastest and the
 median round are reported, and ratios against the first variant. `lean` is
 the lean forward as the engine runs it (weights packed once for oneDNN where
 the CPU takes them, packed_linear.py), `lean-flinear` the same on the plain
-weights with F.linear, `lean-fp16w` with --fp16-weights (half_weights.py). `--isa avx2` measures the AVX2 class on an AVX-512
+weights with F.linear, `lean-fp16w` with --fp16-weights (half_weights.py), `lean-q4` the embedded GGUF's
+own Q4_1/Q8_0 blocks in the tree kernel (formats/quant_weights.py, the default for a GGUF on a CPU). `--isa avx2` measures the AVX2 class on an AVX-512
 machine (the process starts again with the libraries limited, cpu_class.py).
 
     python scripts/verify_cost.py --variants lean-flinear,lean --sizes 1,2,4,8,16,32 --dtype float32
     python scripts/verify_cost.py --variants lean-flinear,lean --sizes 1,2,4,8,16,32 --dtype float32 --isa avx2
     python scripts/verify_cost.py --variants lean-flinear,lean,lean-fp16w --sizes 1,2,4,8,16,32 --dtype float32
     python scripts/verify_cost.py --variants stock,lean,lean-compiled --dtype bfloat16
+    python scripts/verify_cost.py --variants lean,lean-fp16w,lean-q4 --sizes 1,2,4,8,16,32 --threads 1 --clock cpu
 """
 
 from __future__ import annotations
@@ -57,6 +59,13 @@ def variants(engine: Any, names: list[str]) -> dict[str, Forward]:
             found[name] = LeanForward(weights_from_model(model, family_of(model.config)), pack=False)
         elif name == "lean-fp16w":  # --fp16-weights: fbgemm's float16 weights, float32 arithmetic
             found[name] = LeanForward(weights_from_model(model, family_of(model.config)), half=True)
+        elif name == "lean-q4":  # the embedded GGUF's own blocks in the tree kernel (formats/quant_weights.py)
+            from racer_core.models.loader import load
+
+            lean = load(None, device="cpu").lean
+            assert lean is not None and lean.quant, "the GGUF's blocks did not load (see the log)"
+            print(f"lean-q4: weights {lean.quant}")
+            found[name] = lean
         elif name == "lean-compiled":
             lean = LeanForward(weights_from_model(model, family_of(model.config)), pack=False)
             assert lean is not None

@@ -123,6 +123,7 @@ class RacerEngine:
         self.lean = loaded.lean
         # fp16 weights (half_weights.py) multiply in fp32: the name says which model runs.
         shown = HALF if self.lean is not None and self.lean.half else str(dtype).removeprefix("torch.")
+        shown = self.lean.quant if self.lean is not None and self.lean.quant else shown  # a GGUF's own blocks
         self.info = EngineInfo(model=name, device=str(device), dtype=shown,
                                forward="stock" if self.lean is None else "lean",
                                draft_head=None if loaded.head is None else loaded.head.name)

@@ -25,6 +25,7 @@ from racer_core.models.families import family_of
 from racer_core.models.family import Family
 from racer_core.models.formats.half_weights import HalfWeight, halve_weights, is_half
 from racer_core.models.formats.packed_linear import PackedWeight, is_packed, linear, pack_weights
+from racer_core.models.formats.quant_weights import QuantWeight, describe
 from racer_core.verify.attention import attend
 
 
@@ -85,7 +86,7 @@ class LeanWeights:
     and the few numbers of the config; from a transformers model
     (`weights_from_model`) or straight from a checkpoint (reader.py)."""
 
-    embed: torch.Tensor
+    embed: torch.Tensor | QuantWeight
     final_norm: torch.Tensor
     lm_head: torch.Tensor | PackedWeight | HalfWeight
     layers: list[_Layer]
@@ -158,6 +159,7 @@ class LeanForward:
             self.weights = pack_weights(weights) if pack else weights
         self.packed = is_packed(self.weights)
         self.half = is_half(self.weights)
+        self.quant = describe(self.weights)  # e.g. 'gguf Q4_1+Q8_0': a GGUF's own blocks (quant_weights.py)
         self.scale = weights.head_dim**-0.5
         self.dtype = weights.embed.dtype
         self._cos = self._sin = torch.empty(0)
@@ -200,7 +202,8 @@ class LeanForward:
         t = ids.shape[0]
         cos = self._cos[positions][None, None]  # (1, 1, T, D)
         sin = self._sin[positions][None, None]
-        h = F.embedding(ids, w.embed)[None]  # (1, T, H)
+        # a GGUF's tied embedding stays in its blocks (quant_weights.py): rows dequantized as looked up
+        h = (F.embedding(ids, w.embed) if isinstance(w.embed, torch.Tensor) else w.embed.rows(ids))[None]  # (1, T, H)
         nq, nkv, d = w.heads * w.head_dim, w.kv_heads * w.head_dim, w.head_dim
         captured: dict[int, torch.Tensor] = {}
         for index, layer in enumerate(w.layers):

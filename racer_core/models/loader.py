@@ -8,6 +8,7 @@ dequantizing it.
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -159,7 +160,9 @@ def load(model_path: str | os.PathLike[str] | None = None, options: LoadOptions 
     source = resolve(model_path)
     dev = resolve_device(options.device)
     half = options.quantize == HALF
-    torch_dtype = resolve_dtype("float32" if half else options.dtype, dev)  # fp16 weights, fp32 arithmetic
+    blocks = gguf_blocks_wanted(source, options, dev)
+    # fp16 weights and a GGUF's own blocks: fp32 arithmetic
+    torch_dtype = resolve_dtype("float32" if half or blocks else options.dtype, dev)
     place = placement(options, dev, torch_dtype)
     folder = source.folder if source.folder is not None else hub.download(str(source.hub_id), progress)
     if source.gguf_file is not None:
@@ -176,7 +179,9 @@ def load(model_path: str | os.PathLike[str] | None = None, options: LoadOptions 
         from racer_core.models.reader import load_lean_model
 
         try:
-            model = load_lean_model(folder, dev, torch_dtype, lambda: with_transformers()[0], half=half)
+            quantized = read_gguf_blocks(source, folder) if blocks else None
+            model = load_lean_model(folder, dev, torch_dtype, lambda: with_transformers()[0], half=half,
+                                    quantized=quantized)
         except Exception:  # a damaged weights file: transformers' load below says what is wrong in its words
             model = None
     if model is not None:
@@ -189,6 +194,40 @@ def load(model_path: str | os.PathLike[str] | None = None, options: LoadOptions 
     return LoadedModel(model, tokenizer, processor, source.name, choose_forward(model, options.forward, half), head)
 
 
+def gguf_blocks_wanted(source: ModelSource, options: LoadOptions, device: str) -> bool:
+    """Whether a GGUF's quantized weights stay in their blocks (formats/quant_weights.py):
+    the default for a GGUF on a CPU whose kernel runs; `--dtype float32` (or
+    any dtype named), fp16 weights or the stock forward keep the dequantized path."""
+    from racer_core.models.formats.quant_weights import kernel_isa
+
+    return (source.gguf_file is not None and device == "cpu" and options.dtype == "auto"
+            and options.quantize is None and options.forward != "stock" and kernel_isa() is not None)
+
+
+def read_gguf_blocks(source: ModelSource, folder: Path) -> dict[str, Any] | None:
+    """The GGUF's linears the kernel reads, by checkpoint name (None when its
+    family's names do not map onto llama.cpp's), the others named in one log line."""
+    from racer_core.models.checkpoint_files import CheckpointConfig, read_json
+    from racer_core.models.families import family_of
+    from racer_core.models.gguf_blocks import family_fits, log_left_out, read_blocks
+
+    assert source.folder is not None and source.gguf_file is not None
+    config = CheckpointConfig(read_json(folder / "config.json") or {})
+    family = family_of(config)
+    if family is None or not family_fits(family):
+        return None
+    try:
+        heads = int(config.num_attention_heads)
+        found = read_blocks(source.folder / source.gguf_file, family, int(config.num_hidden_layers), heads,
+                            int(getattr(config, "num_key_value_heads", None) or heads))
+    except (AttributeError, TypeError, ValueError, KeyError, OSError) as error:
+        logging.getLogger(__name__).warning("4-bit weights: cannot read the GGUF's blocks (%s); using float32",
+                                            first_line(error))
+        return None
+    log_left_out(found)
+    return found.weights
+
+
 def load_draft_head(model: Any, path: str, processor: Any = None) -> Eagle3Head:
     """An EAGLE-3 head for `model` (models/eagle3_head.py), refused in one line if it is for another target."""
     from racer_core.models.eagle3_head import load_head
@@ -197,7 +236,9 @@ def load_draft_head(model: Any, path: str, processor: Any = None) -> Eagle3Head:
     if processor is not None:
         raise ModelLoadError("an EAGLE-3 draft head drafts for text models only; this model reads images")
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    embed = model.lean.weights.embed if isinstance(model, LeanModel) else model.get_input_embeddings().weight
+    from racer_core.models.formats.packed_linear import plain
+
+    embed = plain(model.lean.weights.embed) if isinstance(model, LeanModel) else model.get_input_embeddings().weight
     return load_head(path, config, embed.detach())
 
 

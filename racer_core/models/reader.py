@@ -16,8 +16,9 @@ loads through transformers as before.
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from racer_core.models.families import family_of
 from racer_core.models.family import Family
 from racer_core.models.formats.half_weights import halve, is_half
 from racer_core.models.formats.packed_linear import maybe_pack, own_plain_tensors, plain
+from racer_core.models.formats.quant_weights import QuantWeight
 from racer_core.models.lean_forward import (
     LeanForward,
     LeanWeights,
@@ -38,6 +40,8 @@ from racer_core.models.lean_forward import (
     rope_of,
     submodule,
 )
+
+log = logging.getLogger(__name__)
 
 
 def rope_inv_freq(config: CheckpointConfig, head_dim: int) -> torch.Tensor | None:
@@ -110,7 +114,7 @@ def share_weights(model: Any, weights: LeanWeights, family: Family) -> None:
     (the `hf` and `pld` anchors) holds its linears twice from then on."""
     with torch.no_grad():
         embed = submodule(model, family.embed).weight
-        embed.data = weights.embed
+        embed.data = plain(weights.embed)
         submodule(model, family.final_norm).weight.data = weights.final_norm
         head = submodule(model, family.lm_head).weight
         if head is not embed:  # tied: set with the embedding
@@ -153,10 +157,13 @@ class _Tensors:
 
 
 def load_lean_model(folder: Path, device: str, dtype: torch.dtype,
-                    build_transformers: Callable[[], Any], half: bool = False) -> LeanModel | None:
+                    build_transformers: Callable[[], Any], half: bool = False,
+                    quantized: Mapping[str, QuantWeight] | None = None) -> LeanModel | None:
     """The checkpoint in `folder` as a LeanModel, or None when it is not one
     this loader reads exactly (then load it through transformers); with
-    `half` its linears stored in float16 as they are read (half_weights.py)."""
+    `half` its linears stored in float16 as they are read (half_weights.py);
+    the linears named in `quantized` (a GGUF's own blocks, gguf_blocks.py)
+    taken from there instead of the folder's float32 copy."""
     data = read_json(folder / CONFIG)
     if data is None or "auto_map" in data or "quantization_config" in data:
         return None
@@ -194,12 +201,23 @@ def load_lean_model(folder: Path, device: str, dtype: torch.dtype,
     names = tensors.names()
     if not expected | layer_names <= names or not names <= expected | layer_names | {head_name}:
         return None
-    embed = tensors.get(embed_name)
     prepare = halve if half else maybe_pack
+    quantized = _checked(quantized or {}, tensors, f"{family.layers}.0.", family)
+    embed = quantized.get(embed_name) or tensors.get(embed_name)  # blocks: rows dequantized as looked up
+
+    def linear(*names: str) -> Any:
+        """The linear of the stacked `names`: their blocks where all are quantized alike, else read and prepared."""
+        parts = [quantized.get(name) for name in names]
+        if all(parts) and len({p.qtype for p in parts}) == 1:  # type: ignore[union-attr]
+            return parts[0] if len(parts) == 1 else QuantWeight.stack(parts)  # type: ignore[arg-type]
+        if any(parts):
+            log.warning("4-bit weights: %s mix block types; dequantized to float32", ", ".join(names))
+        return prepare(tensors.get_cat(*names))
+
     weights = LeanWeights(
         embed=embed, final_norm=tensors.get(f"{family.final_norm}.weight"),
-        lm_head=prepare(embed if tied else tensors.get(head_name)),
-        layers=[_read_layer(tensors, f"{family.layers}.{i}.", family, prepare) for i in range(layers)],
+        lm_head=linear(head_name) if not tied else embed if isinstance(embed, QuantWeight) else prepare(embed),
+        layers=[_read_layer(tensors, f"{family.layers}.{i}.", family, linear) for i in range(layers)],
         eps=eps, heads=heads, kv_heads=kv_heads, head_dim=head_dim, inv_freq=inv_freq.to(device),
     )
     if not isinstance(weights.lm_head, torch.Tensor):  # packed or fp16: the file's plain tensors can go
@@ -207,18 +225,30 @@ def load_lean_model(folder: Path, device: str, dtype: torch.dtype,
     return LeanModel(folder, config, family, weights, build_transformers, half)
 
 
-def _read_layer(tensors: _Tensors, prefix: str, family: Family,
-                prepare: Callable[[torch.Tensor], Any]) -> _Layer:
+def _checked(quantized: Mapping[str, QuantWeight], tensors: _Tensors, prefix: str,
+             family: Family) -> Mapping[str, QuantWeight]:
+    """`quantized`, or nothing if the first layer's q/k/v blocks do not give
+    the checkpoint's own float32 values back (a row order this reader does
+    not know): a wrong model must never run quietly."""
+    for name in (f"{prefix}{part}.weight" for part in family.qkv):
+        weight = quantized.get(name)
+        if weight is not None and not torch.equal(weight.plain(), tensors.get(name).float().cpu()):
+            log.warning("4-bit weights: %s's blocks differ from the dequantized checkpoint; using float32", name)
+            return {}
+    return quantized
+
+
+def _read_layer(tensors: _Tensors, prefix: str, family: Family, linear: Callable[..., Any]) -> _Layer:
     qkv = [f"{prefix}{name}" for name in family.qkv]
     # Linears prepared (packed or fp16) as they are read: one plain copy at a time.
     return _Layer(
         input_norm=tensors.get(f"{prefix}{family.input_norm}.weight"),
-        qkv=prepare(tensors.get_cat(*(f"{p}.weight" for p in qkv))),
+        qkv=linear(*(f"{p}.weight" for p in qkv)),
         qkv_bias=tensors.get_cat(*(f"{p}.bias" for p in qkv)) if family.qkv_bias else None,
         q_norm=tensors.get(f"{prefix}{family.q_norm}.weight") if family.qk_norm else None,
         k_norm=tensors.get(f"{prefix}{family.k_norm}.weight") if family.qk_norm else None,
-        o=prepare(tensors.get(f"{prefix}{family.o}.weight")),
+        o=linear(f"{prefix}{family.o}.weight"),
         post_norm=tensors.get(f"{prefix}{family.post_norm}.weight"),
-        gate_up=prepare(tensors.get_cat(*(f"{prefix}{name}.weight" for name in family.gate_up))),
-        down=prepare(tensors.get(f"{prefix}{family.down}.weight")),
+        gate_up=linear(*(f"{prefix}{name}.weight" for name in family.gate_up)),
+        down=linear(f"{prefix}{family.down}.weight"),
     )

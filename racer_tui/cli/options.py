@@ -108,7 +108,8 @@ DEVICE = Option(("--device",), "device", "auto, cpu, cuda or cuda:N; auto spread
 DTYPE = Option(
     ("--dtype",), "dtype",
     "auto, float32, bfloat16 or float16; auto is bfloat16 on CUDA and on CPUs with native bf16, else float32 "
-    "(only float32 keeps greedy racer equal to ar token for token)",
+    "(only float32 keeps greedy racer equal to ar token for token); a GGUF on a CPU runs in its own 4-bit "
+    "blocks under auto (racer equal to ar), float32 dequantizes it",
     default=_load_default("dtype"),
 )
 TRUST_REMOTE_CODE = Option(

@@ -1,0 +1,40 @@
+// Runtime dispatch between the ISA builds of the kernel.
+#include "quant.hpp"
+
+namespace racer_quant {
+
+void matmul_avx2(int, const uint8_t*, int64_t, int64_t, const float*, int64_t, float*, int);
+void matmul_avx512(int, const uint8_t*, int64_t, int64_t, const float*, int64_t, float*, int);
+void dequantize_avx2(int, const uint8_t*, int64_t, int64_t, float*);
+void dequantize_avx512(int, const uint8_t*, int64_t, int64_t, float*);
+
+int64_t block_bytes(int type) {
+    switch (type) {
+        case Q4_0: return 18;
+        case Q4_1: return 20;
+        case Q8_0: return 34;
+        default: return 0;
+    }
+}
+
+int best_isa() {
+    __builtin_cpu_init();
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    if (!avx2) return NONE;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+        return AVX512;
+    return AVX2;
+}
+
+void matmul(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
+            int threads) {
+    if (isa == AVX512) matmul_avx512(type, w, rows, cols, x, T, y, threads);
+    else if (isa == AVX2) matmul_avx2(type, w, rows, cols, x, T, y, threads);
+}
+
+void dequantize(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols, float* out) {
+    if (isa == AVX512) dequantize_avx512(type, w, rows, cols, out);
+    else if (isa == AVX2) dequantize_avx2(type, w, rows, cols, out);
+}
+
+}  // namespace racer_quant

@@ -1,0 +1,37 @@
+// The kernel compiled for AVX2 + FMA + F16C (8 float lanes).
+#include <cstdint>
+#include <cstring>
+#include <immintrin.h>
+
+#include "quant.hpp"
+
+#pragma GCC target("avx2,fma,f16c")
+
+namespace {
+struct Avx2 {
+    using V = __m256;
+    static constexpr int W = 8;
+    static constexpr int R = 3;  // activation rows per tile: 4x3 accumulators + 3 x + 1 w in 16 registers
+    static V zero() { return _mm256_setzero_ps(); }
+    static V load(const float* p) { return _mm256_loadu_ps(p); }
+    static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+    static float sum(V v) {  // fixed order: halves, then pairs
+        __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        return _mm_cvtss_f32(s);
+    }
+};
+}  // namespace
+#define VEC Avx2
+#include "quant_impl.hpp"
+
+namespace racer_quant {
+void matmul_avx2(int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
+                 int threads) {
+    matmul_any(type, w, rows, cols, x, T, y, threads);
+}
+void dequantize_avx2(int type, const uint8_t* w, int64_t rows, int64_t cols, float* out) {
+    dequantize_any(type, w, rows, cols, out);
+}
+}  // namespace racer_quant

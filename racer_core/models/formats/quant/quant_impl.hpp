@@ -1,0 +1,218 @@
+// The kernel's body, included by one translation unit per ISA (quant_avx2.cpp,
+// quant_avx512.cpp), each compiled for its ISA by a target pragma placed after
+// the standard headers. Everything here is in an unnamed namespace so the two
+// units' copies never merge at link time. Needs VEC (a vector traits struct)
+// and UNPACK_WIDTH defined by the includer.
+#include <cstring>
+
+namespace {
+
+using racer_quant::Type;
+
+inline float half_to_float(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+// One block of 32 values to float32, written to out[0..32): ggml's formulas,
+// in the same float32 operations as gguf.quants' numpy reference.
+inline void unpack_q4_0(const uint8_t* b, float* out) {
+    const __m256 d = _mm256_set1_ps(half_to_float(b));
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2));
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    const __m128i lo = _mm_and_si128(q, mask), hi = _mm_and_si128(_mm_srli_epi16(q, 4), mask);
+    const __m256i eight = _mm256_set1_epi32(8);
+    const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    for (int i = 0; i < 4; ++i) {
+        __m256 v = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(parts[i]), eight));
+        _mm256_storeu_ps(out + 8 * i, _mm256_mul_ps(d, v));
+    }
+}
+
+inline void unpack_q4_1(const uint8_t* b, float* out) {
+    const __m256 d = _mm256_set1_ps(half_to_float(b));
+    const __m256 m = _mm256_set1_ps(half_to_float(b + 2));
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 4));
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    const __m128i lo = _mm_and_si128(q, mask), hi = _mm_and_si128(_mm_srli_epi16(q, 4), mask);
+    const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    for (int i = 0; i < 4; ++i) {
+        __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(parts[i]));
+        _mm256_storeu_ps(out + 8 * i, _mm256_add_ps(_mm256_mul_ps(d, v), m));  // mul then add, as ggml: no fma
+    }
+}
+
+inline void unpack_q8_0(const uint8_t* b, float* out) {
+    const __m256 d = _mm256_set1_ps(half_to_float(b));
+    for (int i = 0; i < 4; ++i) {
+        const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + 8 * i));
+        _mm256_storeu_ps(out + 8 * i, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q))));
+    }
+}
+
+template <int TYPE>
+inline void unpack_row(const uint8_t* row, int64_t cols, float* out) {
+    constexpr int64_t bytes = TYPE == racer_quant::Q4_0 ? 18 : TYPE == racer_quant::Q4_1 ? 20 : 34;
+    for (int64_t b = 0; b < cols / 32; ++b) {
+        if constexpr (TYPE == racer_quant::Q4_0) unpack_q4_0(row + b * bytes, out + 32 * b);
+        else if constexpr (TYPE == racer_quant::Q4_1) unpack_q4_1(row + b * bytes, out + 32 * b);
+        else unpack_q8_0(row + b * bytes, out + 32 * b);
+    }
+}
+
+constexpr int PANEL = 8;  // output rows unpacked together
+
+// P output rows (unpacked in buf, P x cols) times R activation rows: every
+// (p, r) accumulator sees the same operations whatever P and R are.
+template <int P, int R>
+inline void tile(const float* buf, int64_t cols, const float* x, int64_t cols_x, float* y, int64_t ldy) {
+    typename VEC::V acc[P][R];
+    for (int p = 0; p < P; ++p)
+        for (int r = 0; r < R; ++r) acc[p][r] = VEC::zero();
+    for (int64_t k = 0; k < cols; k += VEC::W) {
+        typename VEC::V xv[R];
+        for (int r = 0; r < R; ++r) xv[r] = VEC::load(x + r * cols_x + k);
+        for (int p = 0; p < P; ++p) {
+            const typename VEC::V w = VEC::load(buf + p * cols + k);
+            for (int r = 0; r < R; ++r) acc[p][r] = VEC::fma(w, xv[r], acc[p][r]);
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int p = 0; p < P; ++p) y[r * ldy + p] = VEC::sum(acc[p][r]);
+}
+
+template <int P, int R>
+inline void rows_tile(int r, const float* buf, int64_t cols, const float* x, float* y, int64_t ldy) {
+    if constexpr (R > 1) {
+        if (r < R) return rows_tile<P, R - 1>(r, buf, cols, x, y, ldy);
+    }
+    tile<P, R>(buf, cols, x, cols, y, ldy);
+}
+
+// P output rows (P <= 4) times all T activation rows: tiles of VEC::R rows, then the remainder.
+template <int P>
+inline void rows_of(const float* buf, int64_t cols, const float* x, int64_t T, float* y, int64_t ldy) {
+    int64_t t = 0;
+    for (; t + VEC::R <= T; t += VEC::R) tile<P, VEC::R>(buf, cols, x + t * cols, cols, y + t * ldy, ldy);
+    if (t < T) rows_tile<P, VEC::R>(static_cast<int>(T - t), buf, cols, x + t * cols, y + t * ldy, ldy);
+}
+
+// A panel of P <= 8 unpacked output rows: a single activation row takes all
+// of them in one tile (8 independent accumulators in flight), more rows
+// take them four at a time.
+template <int P>
+inline void panel(const float* buf, int64_t cols, const float* x, int64_t T, float* y, int64_t ldy) {
+    if (T == 1) return tile<P, 1>(buf, cols, x, cols, y, ldy);
+    constexpr int A = P < 4 ? P : 4;
+    rows_of<A>(buf, cols, x, T, y, ldy);
+    if constexpr (P > A) rows_of<P - A>(buf + A * cols, cols, x, T, y + A, ldy);
+}
+
+// A few activation rows (T <= VEC::R): each block of the panel's P rows is
+// unpacked to the stack and used at once for every row, no panel buffer.
+// The same per-accumulator operations as tile(): chunks of W in k order.
+template <int TYPE, int P, int R>
+inline void fused(const uint8_t* w, int64_t row_bytes, int64_t cols, const float* x, float* y, int64_t ldy) {
+    constexpr int64_t bytes = TYPE == racer_quant::Q4_0 ? 18 : TYPE == racer_quant::Q4_1 ? 20 : 34;
+    typename VEC::V acc[P][R];
+    for (int p = 0; p < P; ++p)
+        for (int r = 0; r < R; ++r) acc[p][r] = VEC::zero();
+    alignas(64) float blk[32];
+    for (int64_t b = 0; b < cols / 32; ++b) {
+        for (int p = 0; p < P; ++p) {
+            const uint8_t* block = w + p * row_bytes + b * bytes;
+            if constexpr (TYPE == racer_quant::Q4_0) unpack_q4_0(block, blk);
+            else if constexpr (TYPE == racer_quant::Q4_1) unpack_q4_1(block, blk);
+            else unpack_q8_0(block, blk);
+            for (int c = 0; c < 32; c += VEC::W) {
+                const typename VEC::V wv = VEC::load(blk + c);
+                for (int r = 0; r < R; ++r) acc[p][r] = VEC::fma(wv, VEC::load(x + r * cols + b * 32 + c), acc[p][r]);
+            }
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int p = 0; p < P; ++p) y[r * ldy + p] = VEC::sum(acc[p][r]);
+}
+
+template <int TYPE, int P, int R>
+inline void fused_rows(int r, const uint8_t* w, int64_t row_bytes, int64_t cols, const float* x, float* y,
+                       int64_t ldy) {
+    if constexpr (R > 1) {
+        if (r < R) return fused_rows<TYPE, P, R - 1>(r, w, row_bytes, cols, x, y, ldy);
+    }
+    fused<TYPE, P, R>(w, row_bytes, cols, x, y, ldy);
+}
+
+template <int TYPE>
+void matmul_few(const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y, int threads) {
+    constexpr int64_t bytes = TYPE == racer_quant::Q4_0 ? 18 : TYPE == racer_quant::Q4_1 ? 20 : 34;
+    constexpr int FP = 4;  // output rows per fused panel
+    const int64_t row_bytes = cols / 32 * bytes;
+    const int64_t panels = (rows + FP - 1) / FP;
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1 && panels > 1)
+    for (int64_t i = 0; i < panels; ++i) {
+        const int64_t o = i * FP;
+        const uint8_t* wp = w + o * row_bytes;
+        const int t = static_cast<int>(T);
+        switch (rows - o < FP ? rows - o : FP) {
+            case 4: fused_rows<TYPE, 4, VEC::R>(t, wp, row_bytes, cols, x, y + o, rows); break;
+            case 3: fused_rows<TYPE, 3, VEC::R>(t, wp, row_bytes, cols, x, y + o, rows); break;
+            case 2: fused_rows<TYPE, 2, VEC::R>(t, wp, row_bytes, cols, x, y + o, rows); break;
+            default: fused_rows<TYPE, 1, VEC::R>(t, wp, row_bytes, cols, x, y + o, rows); break;
+        }
+    }
+}
+
+template <int TYPE>
+void matmul_typed(const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y, int threads) {
+    constexpr int64_t bytes = TYPE == racer_quant::Q4_0 ? 18 : TYPE == racer_quant::Q4_1 ? 20 : 34;
+    if (T <= VEC::R) return matmul_few<TYPE>(w, rows, cols, x, T, y, threads);
+    const int64_t row_bytes = cols / 32 * bytes;
+    const int64_t panels = (rows + PANEL - 1) / PANEL;
+#pragma omp parallel num_threads(threads) if (threads > 1 && panels > 1)
+    {
+        float* buf = new float[PANEL * cols];
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < panels; ++i) {
+            const int64_t o = i * PANEL;
+            const int n = static_cast<int>(rows - o < PANEL ? rows - o : PANEL);
+            for (int p = 0; p < n; ++p) unpack_row<TYPE>(w + (o + p) * row_bytes, cols, buf + p * cols);
+            switch (n) {
+                case 8: panel<8>(buf, cols, x, T, y + o, rows); break;
+                case 7: panel<7>(buf, cols, x, T, y + o, rows); break;
+                case 6: panel<6>(buf, cols, x, T, y + o, rows); break;
+                case 5: panel<5>(buf, cols, x, T, y + o, rows); break;
+                case 4: panel<4>(buf, cols, x, T, y + o, rows); break;
+                case 3: panel<3>(buf, cols, x, T, y + o, rows); break;
+                case 2: panel<2>(buf, cols, x, T, y + o, rows); break;
+                default: panel<1>(buf, cols, x, T, y + o, rows); break;
+            }
+        }
+        delete[] buf;
+    }
+}
+
+void matmul_any(int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
+                int threads) {
+    switch (type) {
+        case racer_quant::Q4_0: matmul_typed<racer_quant::Q4_0>(w, rows, cols, x, T, y, threads); break;
+        case racer_quant::Q4_1: matmul_typed<racer_quant::Q4_1>(w, rows, cols, x, T, y, threads); break;
+        case racer_quant::Q8_0: matmul_typed<racer_quant::Q8_0>(w, rows, cols, x, T, y, threads); break;
+        default: break;
+    }
+}
+
+void dequantize_any(int type, const uint8_t* w, int64_t rows, int64_t cols, float* out) {
+    const int64_t row_bytes = cols / 32 * racer_quant::block_bytes(type);
+    for (int64_t o = 0; o < rows; ++o) {
+        switch (type) {
+            case racer_quant::Q4_0: unpack_row<racer_quant::Q4_0>(w + o * row_bytes, cols, out + o * cols); break;
+            case racer_quant::Q4_1: unpack_row<racer_quant::Q4_1>(w + o * row_bytes, cols, out + o * cols); break;
+            case racer_quant::Q8_0: unpack_row<racer_quant::Q8_0>(w + o * row_bytes, cols, out + o * cols); break;
+            default: break;
+        }
+    }
+}
+
+}  // namespace

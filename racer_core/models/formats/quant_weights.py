@@ -1,0 +1,132 @@
+"""Linear weights kept in a GGUF's own blocks (Q4_0, Q4_1, Q8_0), multiplied
+by the tree kernel (quant/quant.hpp) with float32 activations.
+
+A small model's CPU step reads every weight once; a 4-bit block holds 32
+weights in 18-20 bytes instead of 128, and the kernel unpacks each block
+once per step for all the rows of a tree, in registers and a per-thread
+buffer, so the weights are the file's own values and nothing else is
+rounded. Each output is summed in one fixed order whatever the number of
+rows, their places, or the thread count: a row's result alone is bit for
+bit its result beside other rows (tested), so greedy racer equals ar.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from typing import Any
+
+import numpy as np
+import torch
+
+log = logging.getLogger(__name__)
+
+ISA_ENV = "RACER_QUANT_ISA"
+"""Limit the kernel to an ISA class ('avx2'); cpu_class.py sets it with the libraries' limits."""
+Q4_0, Q4_1, Q8_0 = 2, 3, 8
+TYPE_NAMES = {Q4_0: "Q4_0", Q4_1: "Q4_1", Q8_0: "Q8_0"}
+"""ggml's type ids the kernel reads."""
+
+
+@functools.cache
+def kernel_isa() -> str | None:
+    """The ISA the kernel runs with here ('avx512' or 'avx2'), None where it cannot run."""
+    try:
+        from racer_core.models.formats.quant import _quant
+    except ImportError:
+        log.warning("4-bit weights: the kernel extension is not built (python setup.py build_ext --inplace)")
+        return None
+    best = _quant.best()
+    if best == "none":
+        return None
+    wanted = os.environ.get(ISA_ENV, best)
+    return "avx2" if wanted == "avx2" else best
+
+
+def supported(qtype: int) -> bool:
+    return qtype in TYPE_NAMES
+
+
+def bytes_per_block(qtype: int) -> int:
+    """Bytes of one 32-value block (ggml's layouts: d, [m,] quants)."""
+    return {Q4_0: 18, Q4_1: 20, Q8_0: 34}[qtype]
+
+
+class QuantWeight:
+    """A (rows, cols) linear weight in ggml blocks: `w(x, bias)` is
+    `F.linear(x, w.plain(), bias)` summed in the kernel's fixed order."""
+
+    __slots__ = ("blocks", "qtype", "shape", "dtype", "device", "isa")
+
+    def __init__(self, blocks: np.ndarray, qtype: int, rows: int, cols: int) -> None:
+        from racer_core.models.formats.quant import _quant
+
+        isa = kernel_isa()
+        if isa is None:
+            raise RuntimeError("the 4-bit kernel does not run on this CPU")
+        if not supported(qtype):
+            raise ValueError(f"block type {qtype} is not one the kernel reads")
+        self.blocks = np.ascontiguousarray(blocks, dtype=np.uint8).reshape(rows, -1)
+        if self.blocks.shape[1] != cols // 32 * _quant.bytes_per_block(qtype) or cols % 32:
+            raise ValueError(f"{self.blocks.shape} bytes do not hold a ({rows}, {cols}) {TYPE_NAMES[qtype]} matrix")
+        self.qtype, self.isa = qtype, isa
+        self.shape, self.dtype, self.device = torch.Size((rows, cols)), torch.float32, torch.device("cpu")
+
+    @classmethod
+    def stack(cls, parts: list[QuantWeight]) -> QuantWeight:
+        """One weight holding `parts`' rows one after another (a fused q|k|v or gate|up)."""
+        if len({p.qtype for p in parts}) != 1 or len({p.shape[1] for p in parts}) != 1:
+            raise ValueError("only weights of one block type and width stack")
+        blocks = np.concatenate([p.blocks for p in parts])
+        return cls(blocks, parts[0].qtype, blocks.shape[0], int(parts[0].shape[1]))
+
+    def __call__(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        from racer_core.models.formats.quant import _quant
+
+        rows, cols = self.shape
+        flat = x.detach().reshape(-1, cols).float().contiguous()
+        out = torch.empty((flat.shape[0], rows), dtype=torch.float32)
+        _quant.matmul(self.qtype, self.blocks, rows, cols, flat.numpy(), out.numpy(), self.isa,
+                      torch.get_num_threads())
+        out = out.reshape(*x.shape[:-1], rows)
+        return out if bias is None else out + bias
+
+    def numel(self) -> int:
+        return self.shape.numel()
+
+    def rows(self, ids: torch.Tensor) -> torch.Tensor:
+        """Rows `ids` of the weight as float32 (ids' shape + (cols,)): an
+        embedding looked up in its blocks (a tied Q8_0 token_embd is both the
+        embedding and the head, with no float32 copy)."""
+        from racer_core.models.formats.quant import _quant
+
+        picked = np.ascontiguousarray(self.blocks[ids.reshape(-1).cpu().numpy()])
+        cols = int(self.shape[1])
+        out = _quant.dequantize(self.qtype, picked, picked.shape[0], cols, self.isa)
+        return torch.from_numpy(out).reshape(*ids.shape, cols)
+
+    @property
+    def type_name(self) -> str:
+        return TYPE_NAMES[self.qtype]
+
+    def plain(self) -> torch.Tensor:
+        """The weight's float32 values (exactly those the kernel multiplies with), (rows, cols)."""
+        from racer_core.models.formats.quant import _quant
+
+        rows, cols = self.shape
+        return torch.from_numpy(_quant.dequantize(self.qtype, self.blocks, rows, cols, self.isa))
+
+
+def is_quant(weights: Any) -> bool:
+    """Whether a lean_forward.LeanWeights' layers multiply with block-quantized weights."""
+    return any(isinstance(w, QuantWeight) for layer in weights.layers for w in (layer.qkv, layer.gate_up))
+
+
+def describe(weights: Any) -> str | None:
+    """'gguf Q4_1+Q8_0' for a LeanWeights with block-quantized linears (their types), else None."""
+    found = {w.type_name for layer in weights.layers for w in (layer.qkv, layer.o, layer.gate_up, layer.down)
+             if isinstance(w, QuantWeight)}
+    if isinstance(weights.lm_head, QuantWeight):
+        found.add(weights.lm_head.type_name)
+    return "gguf " + "+".join(sorted(found)) if found else None

