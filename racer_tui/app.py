@@ -13,6 +13,7 @@ from typing import Any
 from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.signal import Signal
 
@@ -121,6 +122,12 @@ class RacerApp(App):
         self.settings = self.settings.replace(**changes)
         self._saved = self._saved.replace(**changes)
         self.settings_store.save(self._saved)
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = False) -> None:
+        """Every notice as plain text: they quote chat titles, paths, commands
+        and errors, whose brackets are never markup (a `[/]` would raise)."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
 
     def on_mount(self) -> None:
         for notice in self.startup_notices:

@@ -35,7 +35,7 @@ def speed_text(stats: Stats) -> tuple[str, str]:
 
 
 def _table(title: str, headers: list[str]) -> Table:
-    table = Table(title=title, title_justify="left", padding=(0, 1))
+    table = Table(title=Text(title), title_justify="left", padding=(0, 1))  # a category is data, not markup
     table.add_column(headers[0])
     for name in headers[1:]:
         table.add_column(name, justify="right")
@@ -43,7 +43,7 @@ def _table(title: str, headers: list[str]) -> Table:
 
 
 def _label(label: str, style: LabelStyle | None) -> str | Text:
-    return label if style is None else Text(label, style=style(label))
+    return Text(label) if style is None else Text(label, style=style(label))
 
 
 def _groups(result: BenchResult, categories: bool) -> list[tuple[str, dict[str, Row]]]:

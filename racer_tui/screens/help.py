@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
@@ -44,17 +45,17 @@ class HelpScreen(ModalScreen[None]):
         table = Table(box=None, show_header=False, expand=True, padding=(0, 1))
         table.add_column("key", style="bold", no_wrap=True, min_width=14)
         table.add_column("what it does")
-        table.add_row("[b u]Anywhere[/]", "")
+        table.add_row(Text("Anywhere", style="bold underline"), "")
         for key, text in BUILTIN_KEYS:
-            table.add_row(key, text)
+            table.add_row(Text(key), Text(text))
         for title, items in self.sections:
             table.add_row("", "")
-            table.add_row(f"[b u]{title}[/]", "")
+            table.add_row(Text(title, style="bold underline"), "")
             for binding in _bindings(items):
                 if binding.action in ("quit",) or binding.system:
                     continue
                 key = ", ".join(self.app.get_key_display(Binding(k, "")) for k in binding.key.split(","))
-                table.add_row(key, binding.description or binding.action.replace("_", " "))
+                table.add_row(Text(key), Text(binding.description or binding.action.replace("_", " ")))
         return table
 
     def compose(self) -> ComposeResult:

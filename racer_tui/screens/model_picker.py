@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -85,7 +86,7 @@ class ModelPickerScreen(ModalScreen[ModelChoice | None]):
                     raise ModelLoadError("enter a checkpoint folder or a .gguf file path")
                 resolve(path)  # the engine's own checks, before anything loads
             except ModelLoadError as exc:
-                self.query_one("#picker-error", Static).update(str(exc))
+                self.query_one("#picker-error", Static).update(Text(str(exc)))
                 return
         device = str(self.query_one("#device", Select).value)
         dtype = str(self.query_one("#dtype", Select).value)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
@@ -50,7 +51,7 @@ class SettingsScreen(ModalScreen[Settings | None]):
             with Grid(id="settings-grid"):
                 yield Label("Method")
                 yield Select(
-                    [(METHOD_HELP[m], m) for m in METHODS],
+                    [(Text(METHOD_HELP[m]), m) for m in METHODS],
                     value=g.method,
                     allow_blank=False,
                     id="method",
@@ -87,7 +88,7 @@ class SettingsScreen(ModalScreen[Settings | None]):
     def action_save(self) -> None:
         settings, problems = self.read_form()
         if settings is None:
-            self.query_one("#settings-errors", Static).update("\n".join(problems))
+            self.query_one("#settings-errors", Static).update(Text("\n".join(problems)))
             return
         self.dismiss(settings)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import OptionList
@@ -34,7 +35,7 @@ class ChatList(OptionList):
 
     def show_chats(self, chats: list[ChatSummary], current: int | None) -> None:
         self.clear_options()
-        self.add_options([Option(c.title or "(untitled)", id=str(c.id)) for c in chats])
+        self.add_options([Option(Text(c.title or "(untitled)"), id=str(c.id)) for c in chats])
         ids = [c.id for c in chats]
         self.highlighted = ids.index(current) if current in ids else None
 
