@@ -10,6 +10,7 @@ declared below; ChatScreen defines them (no import of the screen: no cycle).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from racer_core.common.errors import InputError
@@ -18,6 +19,7 @@ from racer_tui.chat.attachments import intact_images
 from racer_tui.commands import PaletteEntry
 from racer_tui.history import ChatMatch, HistoryError, StoredMessage, title_for
 from racer_tui.screens.chat_dialogs import LineScreen, SearchScreen
+from racer_tui.screens.confirm import ConfirmScreen
 from racer_tui.widgets.prompt_input import PromptInput
 from racer_tui.widgets.turns import ReplyTurn, UserTurn
 
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
     from racer_tui.chat.step_log import StepLog
     from racer_tui.host import Host
 
-BANG_HELP = "!!regen, !!remove, !!save [PATH], !!load PATH, !!copy, !!reset, !!exit"
+BANG_HELP = "!!regen [T], !!remove, !!save [PATH], !!save! PATH, !!load PATH, !!copy, !!reset, !!exit"
 EDITING = "editing: Enter resends it, Esc keeps the old one"
 
 ACTION_COMMANDS: list[PaletteEntry] = [
@@ -53,6 +55,11 @@ def trim_conversation(conv: Conversation, keep: int) -> None:
     if isinstance(images, dict):
         for index in [i for i in images if i >= keep]:
             del images[index]
+
+
+def _taken(path: Path) -> bool:
+    """A file is there that a save would replace (a folder is refused by the write itself)."""
+    return path.exists() and not path.is_dir()
 
 
 class ChatActions:
@@ -246,20 +253,42 @@ class ChatActions:
             return
 
         def chosen(name: str | None) -> None:
-            if name:
+            if not name:
+                return
+            path = chat_file.json_path(name)
+            if not _taken(path):
                 self.save_chat(name)
+                return
+
+            def replace(yes: bool | None) -> None:
+                if yes:
+                    self.save_chat(name, overwrite=True)
+
+            self.app.push_screen(ConfirmScreen(f"{path} exists. Replace it?", yes="Replace"), replace)
 
         self.app.push_screen(LineScreen("Save the chat as JSON to", self._default_json()), chosen)
 
-    def save_chat(self, name: str | None = None) -> bool:
+    def save_chat(self, name: str | None = None, *, overwrite: bool = False) -> bool:
         """Write the open chat to NAME (".json" added without an extension), by
-        default to the export folder; False, with a notice, when it could not."""
+        default to the export folder; an existing file only with `overwrite`,
+        and only into a folder that exists (the export folder is made). False,
+        with a notice, when it did not write."""
         if self.chat_id is None:
             self.notify("Nothing to save yet.", severity="warning")
             return False
         path = chat_file.json_path(name or self._default_json())
+        if _taken(path) and not overwrite:
+            self.notify(f"{path} exists: !!save! {name or path} replaces it.", title="Save", severity="warning",
+                        timeout=10)
+            return False
         history = self.host.history
         try:
+            if path.parent == self.host.export_dir:  # the app's own folder is made when first used
+                path.parent.mkdir(parents=True, exist_ok=True)
+            elif not path.parent.is_dir():
+                self.notify(f"Cannot write {path}: the folder {path.parent} does not exist.", title="Save",
+                            severity="error", timeout=10)
+                return False
             chat = chat_file.ChatFile(history.system_prompt(self.chat_id), history.messages(self.chat_id))
             chat_file.save(chat, path)
         except HistoryError as exc:
@@ -309,8 +338,8 @@ class ChatActions:
         did not run, so the prompt keeps the line to fix."""
         command, _, argument = text.partition(" ")
         argument = argument.strip()
-        if command == "!!save":
-            return self.save_chat(argument or None)
+        if command in ("!!save", "!!save!"):
+            return self.save_chat(argument or None, overwrite=command == "!!save!")
         if command == "!!load":
             if not argument:
                 self.notify("usage: !!load PATH (PATH.json is tried when PATH does not exist)", severity="warning")

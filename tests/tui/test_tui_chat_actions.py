@@ -14,6 +14,7 @@ from textual.widgets import Input, OptionList
 from racer_core.common.events import Source
 from racer_tui.screens.chat import ChatScreen
 from racer_tui.screens.chat_dialogs import LineScreen, SearchScreen
+from racer_tui.screens.confirm import ConfirmScreen
 from racer_tui.widgets.chat_list import ChatList
 from racer_tui.widgets.prompt_input import PromptInput
 from racer_tui.widgets.step_chart import StepChart
@@ -338,3 +339,42 @@ async def test_the_last_chat_reopens_at_start(tmp_path: Path) -> None:
         await say(pilot, chat, "and now?")  # the reply follows the reopened turns
         assert engine.prompts[0][1][:2] == [{"role": "user", "content": "newest"},
                                             {"role": "assistant", "content": REPLY}]
+
+
+async def test_save_never_replaces_a_file_unasked_nor_makes_folders(start_app: StartApp, tmp_path: Path) -> None:
+    """Issue 29, bug 9: `!!save` refuses an existing file (`!!save!` replaces
+    it; Ctrl+S asks) and a path whose folder does not exist."""
+    pilot = await start_app(FakeEngine())
+    chat = await ready_chat(pilot)
+    await say(pilot, chat, "hello")
+    missing = tmp_path / "no-such-folder" / "x.json"
+    await command(pilot, f"!!save {missing}")
+    assert "does not exist" in notices(pilot)[-1]
+    assert not missing.parent.exists()
+    chat.query_one(PromptInput).clear()
+    kept = tmp_path / "kept.json"
+    kept.write_text("precious")
+    await command(pilot, f"!!save {kept}")
+    assert "!!save!" in notices(pilot)[-1] and kept.read_text() == "precious"
+    assert chat.query_one(PromptInput).text == f"!!save {kept}"  # the line stays to fix
+    chat.query_one(PromptInput).clear()
+    await command(pilot, f"!!save! {kept}")
+    assert json.loads(kept.read_text())[0]["content"] == "hello"
+    # Ctrl+S asks before replacing
+    kept.write_text("precious")
+    await pilot.press("ctrl+s")
+    await dialog(pilot, LineScreen)
+    pilot.app.screen.query_one(Input).value = str(kept)
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmScreen))
+    await pilot.press("escape")
+    await wait_for(pilot, lambda: pilot.app.screen is chat)
+    assert kept.read_text() == "precious"
+    await pilot.press("ctrl+s")
+    await dialog(pilot, LineScreen)
+    pilot.app.screen.query_one(Input).value = str(kept)
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmScreen))
+    await pilot.press("y")
+    await wait_for(pilot, lambda: pilot.app.screen is chat)
+    assert json.loads(kept.read_text())[0]["content"] == "hello"
