@@ -128,3 +128,34 @@ def test_a_paused_step_shows_the_gate_decision() -> None:
     console.print(step_view(LoggedStep(3, (TokenPiece(9, "x", Source.MODEL),), 1, record), lambda t: f"t{t}"))
     text = console.export_text()
     assert "drafting paused: plain decoding" in text and "14.2 tokens/s" in text and "1 rows fed" in text
+
+
+def test_a_step_cut_at_an_end_of_turn_draft_shows_no_bonus() -> None:
+    """Issue 29, bug 7: the reply ended at an accepted end-of-turn draft: the
+    count says so, and the tree does not show the bonus as emitted."""
+    from rich.console import Console
+
+    from racer_core.common.events import Source, TokenPiece
+    from racer_core.common.step_record import RETRIEVAL_BIT, StepRecord
+    from racer_tui.chat.step_log import LoggedStep
+    from racer_tui.widgets.step_tree import step_view
+
+    # root 5, drafts 7 (<|im_end|>) then 8, both accepted; the model's bonus after them is 9
+    record = StepRecord.build([5, 7, 8], [-1, 0, 1], [0, 1, 2], [0, RETRIEVAL_BIT, RETRIEVAL_BIT], [0, 3, 4],
+                              [-1, -1, -1], [0, 1, 2], 9, 2, 3, "auto")
+    names = {5: "x", 7: "<|im_end|>", 8: "y", 9: "z"}
+    entry = LoggedStep(4, (TokenPiece(7, "", Source.RETRIEVAL),), 3, record)
+    console = Console(width=200, record=True)
+    console.print(step_view(entry, names.__getitem__))
+    text = console.export_text()
+    assert "1 token (1 accepted draft; the reply ended there, no bonus)" in text
+    assert "bonus not emitted" in text and "bonus: the model's own" not in text
+    assert "'y'  automaton" in text and "accepted, not emitted" in text
+    # the whole path emitted: drafts and the bonus, as before
+    whole = LoggedStep(4, (TokenPiece(7, "a", Source.RETRIEVAL), TokenPiece(8, "b", Source.RETRIEVAL),
+                           TokenPiece(9, "c", Source.MODEL)), 3, record)
+    console = Console(width=200, record=True)
+    console.print(step_view(whole, names.__getitem__))
+    text = console.export_text()
+    assert "3 tokens (2 accepted drafts + the bonus)" in text and "bonus: the model's own" in text
+    assert "not emitted" not in text
