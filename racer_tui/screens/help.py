@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -45,12 +46,12 @@ class HelpScreen(ModalScreen[None]):
         table = Table(box=None, show_header=False, expand=True, padding=(0, 1))
         table.add_column("key", style="bold", no_wrap=True, min_width=14)
         table.add_column("what it does")
-        table.add_row(Text("Anywhere", style="bold underline"), "")
+        table.add_row("[b u]Anywhere[/]", "")
         for key, text in BUILTIN_KEYS:
             table.add_row(Text(key), Text(text))
         for title, items in self.sections:
             table.add_row("", "")
-            table.add_row(Text(title, style="bold underline"), "")
+            table.add_row(f"[b u]{escape(title)}[/]", "")
             for binding in _bindings(items):
                 if binding.action in ("quit",) or binding.system:
                     continue
