@@ -407,7 +407,7 @@ class ChatScreen(ChatActions, Screen):
         if event.pieces or not event.finished:  # a closing event may carry no step
             self.stats.add_step(event)
             if is_verification_step(event):  # the chart, like MAT, leaves out the prefill
-                self.query_one(StepChart).add(event.accept_length)
+                self.query_one(StepChart).add(event.accept_length, tuple(p.source for p in event.pieces))
             self.budget = event.budget
             self.steps.add(message.reply_id, event)
         self._turn.add_pieces(event.pieces, f"screen.inspect_step({message.reply_id}, {event.step - 1})")

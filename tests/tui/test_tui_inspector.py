@@ -159,3 +159,30 @@ def test_a_step_cut_at_an_end_of_turn_draft_shows_no_bonus() -> None:
     text = console.export_text()
     assert "3 tokens (2 accepted drafts + the bonus)" in text and "bonus: the model's own" in text
     assert "not emitted" not in text
+
+
+async def test_the_chart_colours_each_draft_by_its_own_source(start_app: StartApp) -> None:
+    """Issue 29, bug 6: a step whose drafts came from the logits table shows
+    them in the logits colour in the chart, as the reply's text does."""
+    from rich.color import Color
+
+    from racer_core.common.events import Source
+    from racer_tui.colors import SOURCE_STYLE
+
+    pilot = await start_app()
+    chat = await _replied(pilot)
+    chart = chat.query_one(StepChart)
+    steps = [s for s in chat.steps.steps(chat.reply_id) if s.record is not None]
+    mixed = next(i for i, s in enumerate(steps) if Source.LOGITS in {p.source for p in s.pieces[:-1]})
+    drafts = [p.source for p in steps[mixed].pieces[:-1]]
+    drawn = chart.render()
+    column = 3 + mixed  # the axis labels, then one column per step
+    lines = drawn.split("\n")
+    colours = []
+    for line in reversed(lines[1:-1]):  # the bars, bottom row first
+        spans = [span for span in line.spans if span.start <= column < span.end]
+        if line.plain[column] != " " and spans:
+            colours.append(Color.parse(str(spans[-1].style).split()[0]).triplet)
+    expected = {Color.parse(SOURCE_STYLE[s]).triplet for s in drafts}
+    assert expected <= set(colours[1:])  # the bottom cell is the bonus
+    assert Color.parse(SOURCE_STYLE[Source.LOGITS]).triplet in colours
