@@ -65,10 +65,10 @@ class ModelPickerScreen(ModalScreen[ModelChoice | None]):
         self.query_one("#model-path", Input).disabled = not self._custom()
 
     def on_radio_set_changed(self, _event: RadioSet.Changed) -> None:
+        # The focus stays on the choice: Tab goes on to the path box, now enabled, as the form reads
+        # (jumping to it made Tab skip it, to Device).
         self._sync_path_field()
         self.query_one("#picker-error", Static).update("")
-        if self._custom():
-            self.query_one("#model-path", Input).focus()
 
     def on_input_submitted(self, _event: Input.Submitted) -> None:
         self.action_load()
