@@ -196,6 +196,11 @@ class ChatScreen(ChatActions, Screen):
 
     def _fit(self) -> None:
         self.update_classes(self.folding.classes(self.size.width))
+        # Narrow: the footer's keys closer together and without the palette's key (Ctrl+P still
+        # works; F1 lists it), so F1 stays on screen.
+        footer = self.query_one(Footer)
+        footer.compact = self.size.width < self.SIDEBAR_WIDTH
+        footer.show_command_palette = self.size.width >= self.SIDEBAR_WIDTH
         self.show_status()
 
     def action_toggle_sidebar(self) -> None:

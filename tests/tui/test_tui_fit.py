@@ -27,3 +27,63 @@ async def test_tab_goes_from_the_model_choice_to_its_path_box(start_app: StartAp
     await pilot.press("tab")
     await pilot.pause()
     assert isinstance(app.focused, Select) and app.focused.id == "device"
+
+
+def _inside(screen, box_id: str, width: int) -> None:
+    """Every widget of the dialog lies within the terminal's columns."""
+    box = screen.query_one(f"#{box_id}")
+    assert 0 <= box.region.x and box.region.right <= width, box.region
+    for widget in box.query("*"):
+        if widget.display and widget.region.width:
+            assert 0 <= widget.region.x and widget.region.right <= box.region.right, (widget, widget.region)
+
+
+async def test_settings_and_help_fit_80_columns(start_app: StartApp) -> None:
+    from racer_tui.screens.help import HelpScreen
+    from racer_tui.screens.settings import SettingsScreen
+
+    pilot = await start_app(size=SMALL)
+    app = pilot.app
+    await ready_chat(pilot)
+    await pilot.press("f4")
+    await wait_for(pilot, lambda: isinstance(app.screen, SettingsScreen) and app.screen.query("#temperature"))
+    await pilot.pause()
+    _inside(app.screen, "settings-box", SMALL[0])
+    for field in ("#temperature", "#max_new_tokens", "#method"):  # the right-hand column of the wide form
+        widget = app.screen.query_one(field)
+        widget.focus()  # scrolled into view
+        await pilot.pause()
+        assert widget.region.width >= 10 and widget.region.right <= SMALL[0]
+    await pilot.press("escape")
+    await pilot.press("f1")
+    await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+    await pilot.pause()
+    _inside(app.screen, "help-box", SMALL[0])
+
+
+async def test_the_status_line_and_footer_keep_their_essentials_at_80_columns(start_app: StartApp) -> None:
+    from textual.widgets._footer import FooterKey
+
+    from racer_tui.widgets.status_line import StatusLine
+
+    pilot = await start_app(size=SMALL)
+    chat = await ready_chat(pilot)
+    await pilot.press(*"hello", "enter")
+    await wait_for(pilot, lambda: chat.stats.steps and not chat.generating)
+    await pilot.pause()
+    status = chat.query_one(StatusLine)
+    text = "".join(s.text for s in status.render_lines(status.region.reset_offset))
+    assert "cpu float32" in text and "MAT" in text and "tok/s" in text
+    keys = {k.key: k for k in chat.query(FooterKey)}
+    assert keys["f1"].region.right <= SMALL[0]
+    assert not chat.query("FooterKey.-command-palette")  # nothing docked over the keys
+
+
+def test_a_long_status_line_drops_parts_and_keeps_device_and_dtype() -> None:
+    from racer_core.common.events import EngineInfo
+    from racer_tui.widgets.status_line import fit_parts, status_parts
+
+    parts = status_parts(None, "auto", "racer", EngineInfo("SmolLM2-135M-Instruct (Q4_1, embedded)", "cpu", "float32"))
+    assert fit_parts(parts, 200).endswith("SmolLM2-135M-Instruct (Q4_1, embedded) │ cpu float32")
+    line = fit_parts(parts, 60)
+    assert len(line) <= 60 and line.endswith("cpu float32") and "racer" in line and "steps" not in line
