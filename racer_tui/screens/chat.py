@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Footer, Markdown, Static
 from textual.worker import get_current_worker
 
 from racer_core.common.errors import InputError, RacerError
@@ -121,6 +121,7 @@ class ChatScreen(ChatActions, Screen):
         self._reply_method = ""
         self.steps = StepLog()  # the open chat's draft trees, for the inspector
         self._chart_reply: int | None = None  # whose steps the chart shows (None: a stored reply)
+        self._end_after_markdown = False  # scroll to the end once the last reply's Markdown is laid out
         self._editing: int | None = None  # the chat whose last message the prompt holds to resend
         self.attached: list[ChatImage] = []  # images the next message carries
         self._sent_attached: list[ChatImage] = []  # put back if the reply fails
@@ -459,6 +460,7 @@ class ChatScreen(ChatActions, Screen):
         stats = self._reply_stats(finish_reason)
         self._save_reply(stats)
         turn.finish(reply_note(stats))
+        self._end_after_markdown = True
         turn.show_markdown(self.host.settings.markdown)
         self.generating = False
         self.host.release_engine()
@@ -547,7 +549,17 @@ class ChatScreen(ChatActions, Screen):
                 last_stats = msg.stats
         self.show_stored_stats(last_stats, None)
         self.refresh_sidebar()
+        self._end_after_markdown = True
         self._scroll_to_end()
+
+    def on_markdown_table_of_contents_updated(self, message: Markdown.TableOfContentsUpdated) -> None:
+        """A reply's Markdown lays itself out after it is mounted, and grows
+        the conversation then: the view follows to the end once the last
+        reply's has (else it stays where the plain text ended, or at the top)."""
+        replies = self.query(ReplyTurn)
+        if self._end_after_markdown and replies and message.markdown in replies.last().children:
+            self._end_after_markdown = False
+            self.call_after_refresh(self._scroll_to_end)
 
     def show_stored_stats(self, stats: dict, reply_id: int | None) -> None:
         """The chart and status line of a finished reply, from its stored

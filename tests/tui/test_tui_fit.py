@@ -87,3 +87,29 @@ def test_a_long_status_line_drops_parts_and_keeps_device_and_dtype() -> None:
     assert fit_parts(parts, 200).endswith("SmolLM2-135M-Instruct (Q4_1, embedded) │ cpu float32")
     line = fit_parts(parts, 60)
     assert len(line) <= 60 and line.endswith("cpu float32") and "racer" in line and "steps" not in line
+
+
+async def test_markdown_mode_follows_a_streaming_reply(start_app: StartApp) -> None:
+    """Issue 29, bug 4: with Markdown on, the conversation keeps its end in
+    view while a reply streams and when it turns into Markdown."""
+    from fake_engine import REPLY, FakeEngine
+
+    engine = FakeEngine(reply=REPLY * 3, gate_after=40)
+    pilot = await start_app(engine, size=SMALL)
+    chat = await ready_chat(pilot)
+    await pilot.press("ctrl+t")
+    assert chat.host.settings.markdown
+    await pilot.press(*"go", "enter")
+    await wait_for(pilot, lambda: engine.paused.is_set())
+    await pilot.pause(0.2)
+    view = chat.conversation_view
+    assert view.max_scroll_y > 0 and view.scroll_y == view.max_scroll_y
+    engine.release()
+    await wait_for(pilot, lambda: not chat.generating)
+    await wait_for(pilot, lambda: view.max_scroll_y > 0 and view.scroll_y == view.max_scroll_y, timeout=5)
+    # a chat reopened with Markdown on shows its end too
+    chat_id = chat.chat_id
+    await pilot.press("ctrl+n")
+    await pilot.pause()
+    await chat.open_chat(chat_id)
+    await wait_for(pilot, lambda: view.max_scroll_y > 0 and view.scroll_y == view.max_scroll_y, timeout=5)
