@@ -19,6 +19,7 @@ from textual.signal import Signal
 
 from racer_core.common.errors import RacerError
 from racer_core.common.events import Engine, EngineFactory, EngineInfo
+from racer_tui.chat.actions import BANG_COMMANDS
 from racer_tui.commands import racer_commands
 from racer_tui.engine_loader import default_engine_factory, describe, quiet_loading_bars
 from racer_tui.history_repair import open_history
@@ -259,7 +260,7 @@ class RacerApp(App):
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):
             return
-        self.push_screen(HelpScreen(help_sections()))
+        self.push_screen(HelpScreen(help_sections(), BANG_COMMANDS))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from racer_commands(self, screen)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from racer_core.common.config import ConfigError, GenerationConfig
 from racer_core.common.errors import InputError
 from racer_tui.chat import json_file as chat_file
 from racer_tui.chat.attachments import intact_images
@@ -31,11 +32,25 @@ if TYPE_CHECKING:
     from racer_tui.chat.step_log import StepLog
     from racer_tui.host import Host
 
-BANG_HELP = "!!regen [T], !!remove, !!save [PATH], !!save! PATH, !!load PATH, !!copy, !!reset, !!exit"
+# The original chat's commands, typed in the prompt box (F1 lists them).
+BANG_COMMANDS: list[tuple[str, str]] = [
+    ("!!regen", "Generate the last reply again (F12)"),
+    ("!!regen T", "The last reply again, sampled at temperature T (Shift+F12: 0.8)"),
+    ("!!remove", "Delete the last message and its reply"),
+    ("!!save [PATH]", "Save the chat as JSON (default: the export folder); never replaces a file"),
+    ("!!save! PATH", "Save the chat as JSON, replacing PATH"),
+    ("!!load PATH", "Open a saved conversation as a new chat"),
+    ("!!copy", "Copy the last reply"),
+    ("!!reset", "Start a new chat"),
+    ("!!exit", "Quit"),
+]
+BANG_HELP = ", ".join(usage for usage, _ in BANG_COMMANDS)
 EDITING = "editing: Enter resends it, Esc keeps the old one"
 
 ACTION_COMMANDS: list[PaletteEntry] = [
     ("Regenerate the last reply", "Generate the last reply again (F12, !!regen)", "screen.regenerate"),
+    ("Regenerate with sampling", "The last reply again, sampled at temperature 0.8 (Shift+F12, !!regen T)",
+     "screen.regenerate(0.8)"),
     ("Edit the last message", "Edit the last message and resend it (Up in an empty prompt)", "screen.edit_last"),
     ("Remove the last exchange", "Delete the last message and its reply (!!remove)", "screen.remove_last"),
     ("Copy the last reply", "Put the last reply on the clipboard (!!copy)", "screen.copy_reply"),
@@ -74,7 +89,8 @@ class ChatActions:
         def conversation_view(self) -> VerticalScroll: ...
         def _busy(self) -> bool: ...
         def _history_failed(self, exc: HistoryError) -> None: ...
-        def send(self, engine: Engine, text: str, images: list[ChatImage] | None = None) -> bool: ...
+        def send(self, engine: Engine, text: str, images: list[ChatImage] | None = None, *,
+                 temperature: float | None = None) -> bool: ...
         def refresh_sidebar(self) -> None: ...
         def show_stored_stats(self, stats: dict, reply_id: int | None) -> None: ...
         async def open_chat(self, chat_id: int) -> None: ...
@@ -137,14 +153,16 @@ class ChatActions:
                         "since sent: resent without them.", severity="warning")
         return images
 
-    def action_regenerate(self) -> None:
+    def action_regenerate(self, temperature: float | None = None) -> None:
+        """The last reply again; at `temperature` instead of the settings' (sampled: another reply)."""
         engine = self._ready_engine()
         if engine is None:
             return
         message = self._drop_last_exchange()
         if message is None:
             return
-        if not self.send(engine, message.content, self._images_again(message)) and not self._prompt().text.strip():
+        sent = self.send(engine, message.content, self._images_again(message), temperature=temperature)
+        if not sent and not self._prompt().text.strip():
             self._prompt().text = message.content  # the message stays, ready to send again
 
     def action_edit_last(self) -> None:
@@ -345,6 +363,14 @@ class ChatActions:
                 self.notify("usage: !!load PATH (PATH.json is tried when PATH does not exist)", severity="warning")
                 return False
             return await self.load_chat(argument)
+        if command == "!!regen" and argument:
+            try:
+                temperature = GenerationConfig.parse_field("temperature", argument)
+            except ConfigError as exc:
+                self.notify(f"!!regen T: {exc}", severity="warning")
+                return False
+            self.action_regenerate(temperature)
+            return True
         if argument:
             self.notify(f"{command} takes no argument.", severity="warning")
             return False

@@ -42,7 +42,8 @@ from racer_tui.widgets.status_line import StatusLine
 from racer_tui.widgets.step_chart import StepChart
 from racer_tui.widgets.turns import FINISH_NOTES, INTERRUPTED, ReplyTurn, UserTurn
 
-SAVE_EVERY_S = 2.0  # a streaming reply is written to the history this often, to survive a kill
+SAVE_EVERY_S = 2.0
+SAMPLED_TEMPERATURE = 0.8  # Shift+F12's: a different reply than greedy F12 gives again  # a streaming reply is written to the history this often, to survive a kill
 
 
 def stored_stats(stats: dict) -> Stats:
@@ -64,6 +65,8 @@ def reply_note(stats: dict) -> str:
         parts.append(f"MAT {mat:.2f}")
     if stats.get("method"):
         parts.append(stats["method"])
+    if stats.get("temperature"):
+        parts.append(f"T {stats['temperature']:g}")
     note = FINISH_NOTES.get(stats.get("finish_reason") or "")
     if note:
         parts.append(note)
@@ -93,6 +96,8 @@ class ChatScreen(ChatActions, Screen):
         Binding("ctrl+l", "focus_prompt", "Focus prompt", show=False),
         Binding("ctrl+o", "inspect", "Inspect step", show=False),
         Binding("f12", "regenerate", "Regenerate the last reply", show=False),
+        Binding("shift+f12", f"regenerate({SAMPLED_TEMPERATURE})",
+                f"Regenerate the last reply sampled at temperature {SAMPLED_TEMPERATURE}", show=False),
         Binding("ctrl+f", "search_chats", "Search chats", show=False),
         Binding("ctrl+s", "save_chat", "Save the chat as JSON", show=False),
         Binding("f10", "attach_image", "Attach image", show=False),
@@ -119,6 +124,7 @@ class ChatScreen(ChatActions, Screen):
         self._next_save = 0.0  # time.monotonic() of the streaming reply's next save
         self._prompt_text = ""
         self._reply_method = ""
+        self._reply_temperature = 0.0
         self.steps = StepLog()  # the open chat's draft trees, for the inspector
         self._chart_reply: int | None = None  # whose steps the chart shows (None: a stored reply)
         self._end_after_markdown = False  # scroll to the end once the last reply's Markdown is laid out
@@ -338,15 +344,19 @@ class ChatScreen(ChatActions, Screen):
             prompt.clear()  # done: a command that failed stays typed, to fix
 
     def send(self, engine: Engine, text: str, images: list[ChatImage] | None = None, *,
-             typed: str | None = None, attached: list[ChatImage] | None = None) -> bool:
+             typed: str | None = None, attached: list[ChatImage] | None = None,
+             temperature: float | None = None) -> bool:
         """Start a reply to `text` with its `images`; False when it could not
         start (the user was told why). Should the reply fail, the prompt gets
-        back `typed` (default: `text`) and the attachments `attached` (default: `images`)."""
+        back `typed` (default: `text`) and the attachments `attached` (default: `images`).
+        `temperature`: this reply's, instead of the settings' (a sampled regeneration)."""
         images = list(images or [])
         if not self.host.claim_engine("chat"):
             return False
         history = self.host.history
         config = self.host.settings.generation
+        if temperature is not None:
+            config = config.replace(temperature=temperature)
         try:
             if self.chat_id is None:
                 self.chat_id = history.create_chat(title_for(text), self.host.settings.system_prompt)
@@ -372,6 +382,7 @@ class ChatScreen(ChatActions, Screen):
         self.stats = Stats()
         self.budget = None
         self._reply_method = config.method
+        self._reply_temperature = config.temperature
         self._stop.clear()
         self.generating = True
         view = self.conversation_view
@@ -434,6 +445,7 @@ class ChatScreen(ChatActions, Screen):
             "accept_lengths": self.stats.accept_lengths,
             "method": self._reply_method,
             "finish_reason": finish_reason,
+            **({"temperature": self._reply_temperature} if self._reply_temperature else {}),
         }
 
     def _save_reply(self, stats: dict) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from rich.markup import escape
 from rich.table import Table
@@ -38,9 +38,11 @@ def _bindings(items: Iterable[BindingType]) -> list[Binding]:
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,f1,q", "dismiss(None)", "Close")]
 
-    def __init__(self, sections: list[Section]) -> None:
+    def __init__(self, sections: list[Section], commands: Sequence[tuple[str, str]] = ()) -> None:
+        """`commands`: what may be typed in the prompt box, as (usage, what it does)."""
         super().__init__()
         self.sections = sections
+        self.commands = commands
 
     def _table(self) -> Table:
         table = Table(box=None, show_header=False, expand=True, padding=(0, 1))
@@ -57,6 +59,11 @@ class HelpScreen(ModalScreen[None]):
                     continue
                 key = ", ".join(self.app.get_key_display(Binding(k, "")) for k in binding.key.split(","))
                 table.add_row(Text(key), Text(binding.description or binding.action.replace("_", " ")))
+        if self.commands:
+            table.add_row("", "")
+            table.add_row("[b u]Typed in the prompt (Enter runs them)[/]", "")
+            for usage, text in self.commands:
+                table.add_row(Text(usage), Text(text))
         return table
 
     def compose(self) -> ComposeResult:

@@ -378,3 +378,47 @@ async def test_save_never_replaces_a_file_unasked_nor_makes_folders(start_app: S
     await pilot.press("y")
     await wait_for(pilot, lambda: pilot.app.screen is chat)
     assert json.loads(kept.read_text())[0]["content"] == "hello"
+
+
+async def test_regenerate_with_sampling(start_app: StartApp) -> None:
+    """Issue 29: F12 at temperature 0 gives the same reply again; `!!regen T`
+    and Shift+F12 regenerate sampled, the reply's note says at what temperature."""
+    engine = FakeEngine()
+    pilot = await start_app(engine)
+    chat = await ready_chat(pilot)
+    await say(pilot, chat, "hello")
+    assert engine.configs[-1].temperature == 0.0
+    await command(pilot, "!!regen 0.7")
+    await wait_for(pilot, lambda: len(engine.configs) == 2 and not chat.generating)
+    await pilot.pause()
+    assert engine.configs[-1].temperature == 0.7
+    assert consistent(chat) == [("user", "hello"), ("assistant", REPLY)]  # one exchange, replaced
+    assert "T 0.7" in str(chat.query(ReplyTurn).last().border_subtitle)
+    assert chat.host.settings.generation.temperature == 0.0  # the settings stay as they were
+    await command(pilot, "!!regen hot")
+    assert "!!regen T" in notices(pilot)[-1] and len(engine.configs) == 2
+    assert chat.query_one(PromptInput).text == "!!regen hot"
+    chat.query_one(PromptInput).clear()
+    await pilot.press("shift+f12")
+    await wait_for(pilot, lambda: len(engine.configs) == 3 and not chat.generating)
+    assert engine.configs[-1].temperature == 0.8
+    await pilot.press("f12")
+    await wait_for(pilot, lambda: len(engine.configs) == 4 and not chat.generating)
+    assert engine.configs[-1].temperature == 0.0
+
+
+async def test_help_lists_the_prompt_commands(start_app: StartApp) -> None:
+    from rich.console import Console
+
+    from racer_tui.screens.help import HelpScreen
+
+    pilot = await start_app()
+    await ready_chat(pilot)
+    await pilot.press("f1")
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, HelpScreen))
+    console = Console(width=100, record=True)
+    console.print(pilot.app.screen._table())
+    text = console.export_text()
+    for usage in ("!!regen T", "!!remove", "!!save [PATH]", "!!save! PATH", "!!load PATH", "!!copy", "!!reset",
+                  "!!exit"):
+        assert usage in text
