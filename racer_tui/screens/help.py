@@ -6,7 +6,6 @@ from collections.abc import Iterable, Sequence
 
 from rich.markup import escape
 from rich.table import Table
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
@@ -50,7 +49,7 @@ class HelpScreen(ModalScreen[None]):
         table.add_column("what it does")
         table.add_row("[b u]Anywhere[/]", "")
         for key, text in BUILTIN_KEYS:
-            table.add_row(Text(key), Text(text))
+            table.add_row(escape(key), escape(text))
         for title, items in self.sections:
             table.add_row("", "")
             table.add_row(f"[b u]{escape(title)}[/]", "")
@@ -58,12 +57,12 @@ class HelpScreen(ModalScreen[None]):
                 if binding.action in ("quit",) or binding.system:
                     continue
                 key = ", ".join(self.app.get_key_display(Binding(k, "")) for k in binding.key.split(","))
-                table.add_row(Text(key), Text(binding.description or binding.action.replace("_", " ")))
+                table.add_row(escape(key), escape(binding.description or binding.action.replace("_", " ")))
         if self.commands:
             table.add_row("", "")
             table.add_row("[b u]Typed in the prompt (Enter runs them)[/]", "")
             for usage, text in self.commands:
-                table.add_row(Text(usage), Text(text))
+                table.add_row(escape(usage), escape(text))
         return table
 
     def compose(self) -> ComposeResult:
