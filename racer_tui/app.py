@@ -32,7 +32,7 @@ from racer_tui.screens.loading import LoadingScreen
 from racer_tui.screens.model_error import ModelErrorScreen
 from racer_tui.screens.model_picker import ModelChoice, ModelPickerScreen
 from racer_tui.screens.settings import SettingsScreen
-from racer_tui.settings import Settings, SettingsStore
+from racer_tui.settings import Settings, SettingsStore, with_recent
 from racer_tui.widgets.chat_image import detect_graphics
 
 
@@ -201,7 +201,8 @@ class RacerApp(App):
     def _save_model_choice(self, choice: ModelChoice) -> None:
         self._trying = None
         self.model_override = self.device_override = self.dtype_override = None
-        self.update_settings(model_path=choice.model_path, device=choice.device, dtype=choice.dtype)
+        self.update_settings(model_path=choice.model_path, device=choice.device, dtype=choice.dtype,
+                             recent_models=with_recent(self._saved.recent_models, choice.model_path))
 
     # -- actions ---------------------------------------------------------
 
@@ -229,7 +230,8 @@ class RacerApp(App):
                 self.use_model(choice.model_path, choice.device, choice.dtype)
 
         current = self.model_choice
-        self.push_screen(ModelPickerScreen(current.model_path, current.device, current.dtype), chosen)
+        recent = with_recent(self._saved.recent_models, current.model_path)
+        self.push_screen(ModelPickerScreen(current.model_path, current.device, current.dtype, recent), chosen)
 
     def action_settings_screen(self) -> None:
         def saved(settings: Settings | None) -> None:

@@ -113,3 +113,52 @@ async def test_markdown_mode_follows_a_streaming_reply(start_app: StartApp) -> N
     await pilot.pause()
     await chat.open_chat(chat_id)
     await wait_for(pilot, lambda: view.max_scroll_y > 0 and view.scroll_y == view.max_scroll_y, timeout=5)
+
+
+async def test_f5_lists_recent_models(start_app: StartApp, tmp_path) -> None:
+    """Issue 29: models that loaded are offered again in F5, the latest first;
+    picking one fills in its path."""
+    from fake_engine import FakeEngine
+    from textual.widgets import OptionList
+
+    from racer_tui.screens.chat import ChatScreen
+    from racer_tui.settings import SettingsStore
+
+    engine = FakeEngine()
+    loads: list[str | None] = []
+
+    def factory(model_path, **kwargs):
+        loads.append(model_path)
+        return engine
+
+    folders = []
+    for name in ("first-ckpt", "second-ckpt"):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "config.json").write_text("{}")
+        folders.append(str(folder))
+    pilot = await start_app(factory)
+    app = pilot.app
+    for folder in folders:
+        await ready_chat(pilot)
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: isinstance(app.screen, ModelPickerScreen) and app.screen.query("#model-path"))
+        picker = app.screen
+        await pilot.click("#custom")
+        picker.query_one("#model-path").value = folder
+        picker.action_load()
+        await wait_for(pilot, lambda f=folder: loads[-1] == f and isinstance(app.screen, ChatScreen))
+    saved = SettingsStore(tmp_path / "config" / "settings.json").load()
+    assert saved.recent_models == (folders[1], folders[0])
+    await ready_chat(pilot)
+    await pilot.press("f5")
+    await wait_for(pilot, lambda: isinstance(app.screen, ModelPickerScreen) and app.screen.query(OptionList))
+    await pilot.pause()
+    recent = app.screen.query_one("#recent-models", OptionList)
+    assert [o.prompt.plain for o in recent.options] == [folders[1], folders[0]]
+    recent.focus()
+    recent.highlighted = 1
+    await pilot.press("enter")
+    await pilot.pause()
+    assert app.screen.query_one("#model-path", Input).value == folders[0]
+    assert app.screen.query_one("#custom").value
