@@ -206,6 +206,11 @@ class RacerApp(App):
 
     # -- actions ---------------------------------------------------------
 
+    def ready_engine(self) -> Engine | None:
+        if self.engine is None:
+            self.notify("No model is loaded yet.", severity="warning")
+        return self.engine
+
     def claim_engine(self, user: EngineUser) -> bool:
         if self._refuse_while_busy():
             return False

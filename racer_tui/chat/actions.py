@@ -101,9 +101,8 @@ class ChatActions:
     def _ready_engine(self) -> Engine | None:
         """The engine, when a reply could start now; else None and a notice.
         Checked before anything is taken back, so a refused reply loses nothing."""
-        engine = self.host.engine
+        engine = self.host.ready_engine()
         if engine is None:
-            self.notify("No model is loaded yet.", severity="warning")
             return None
         if self._busy() or not self.host.claim_engine("chat"):  # each says why
             return None

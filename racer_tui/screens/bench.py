@@ -217,9 +217,8 @@ class BenchScreen(Screen):
     def action_start(self) -> None:
         if self.running:
             return
-        engine = self.host.engine
+        engine = self.host.ready_engine()
         if engine is None:
-            self.notify("No model is loaded yet.", severity="warning")
             return
         try:
             suite = self._suite()

@@ -289,9 +289,8 @@ class ChatScreen(ChatActions, Screen):
             if self.resend_edited(text):
                 message.prompt.clear()
             return
-        engine = self.host.engine
+        engine = self.host.ready_engine()
         if engine is None:
-            self.notify("No model is loaded yet.", severity="warning")
             return
         try:
             words, images = self._message_images(text)
