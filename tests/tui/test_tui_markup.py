@@ -154,3 +154,39 @@ async def test_help_lists_keys_as_plain_text(start_app) -> None:
     await wait_for(pilot, lambda: isinstance(pilot.app.screen, HelpScreen))
     await pilot.pause()
     assert pilot.app._exception is None
+
+
+async def test_the_api_monitor_shows_markup_as_typed() -> None:
+    """The monitor's address line names the model, and its live panel shows
+    the reply: neither is read as markup."""
+    import json
+    import urllib.request
+
+    from racer_core.common.events import EngineInfo
+    from racer_tui.api.monitor import ApiMonitor
+    from racer_tui.api.server import ServerSettings
+    from racer_tui.api.service import ApiService
+
+    text = "x[/] or [bold] [@click=app.quit]q[/]"
+    engine = FakeEngine(info=EngineInfo("model [/] [b]", "cpu", "float32"), reply=f"{text} end", gate_after=2)
+    service = ApiService(engine, ServerSettings(), "127.0.0.1", 0)
+    app = ApiMonitor(service)
+    async with app.run_test(size=(140, 36)) as pilot:
+        assert "model [/] [b]" in app.query_one("#address", Static).content.plain
+
+        def ask() -> None:
+            body = json.dumps({"model": "m", "messages": [{"role": "user", "content": text}]}).encode()
+            request = urllib.request.Request(service.url + "/chat/completions", data=body,
+                                             headers={"Content-Type": "application/json"})
+            urllib.request.urlopen(request, timeout=30).read()
+
+        reply = asyncio.create_task(asyncio.to_thread(ask))
+        await wait_for(pilot, lambda: engine.paused.is_set() and app.running is not None)
+        await pilot.pause(0.1)
+        assert app.query_one("#live-text", Static).content.plain.startswith("x[/] or [bold]")
+        engine.release()
+        await asyncio.wait_for(reply, 30)
+        await wait_for(pilot, lambda: app.requests == 1)
+        await pilot.pause(0.05)
+        assert app._exception is None
+        await pilot.press("ctrl+q")
