@@ -13,11 +13,13 @@ from typing import Any
 from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.signal import Signal
 
 from racer_core.common.errors import RacerError
 from racer_core.common.events import Engine, EngineFactory, EngineInfo
+from racer_tui.chat.actions import BANG_COMMANDS
 from racer_tui.commands import racer_commands
 from racer_tui.engine_loader import default_engine_factory, describe, quiet_loading_bars
 from racer_tui.history_repair import open_history
@@ -30,7 +32,7 @@ from racer_tui.screens.loading import LoadingScreen
 from racer_tui.screens.model_error import ModelErrorScreen
 from racer_tui.screens.model_picker import ModelChoice, ModelPickerScreen
 from racer_tui.screens.settings import SettingsScreen
-from racer_tui.settings import Settings, SettingsStore
+from racer_tui.settings import Settings, SettingsStore, with_recent
 from racer_tui.widgets.chat_image import detect_graphics
 
 
@@ -122,6 +124,12 @@ class RacerApp(App):
         self._saved = self._saved.replace(**changes)
         self.settings_store.save(self._saved)
 
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = False) -> None:
+        """Every notice as plain text: they quote chat titles, paths, commands
+        and errors, whose brackets are never markup (a `[/]` would raise)."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
+
     def on_mount(self) -> None:
         for notice in self.startup_notices:
             self.notify(notice, title="Your data", severity="warning", timeout=30)
@@ -193,9 +201,15 @@ class RacerApp(App):
     def _save_model_choice(self, choice: ModelChoice) -> None:
         self._trying = None
         self.model_override = self.device_override = self.dtype_override = None
-        self.update_settings(model_path=choice.model_path, device=choice.device, dtype=choice.dtype)
+        self.update_settings(model_path=choice.model_path, device=choice.device, dtype=choice.dtype,
+                             recent_models=with_recent(self._saved.recent_models, choice.model_path))
 
     # -- actions ---------------------------------------------------------
+
+    def ready_engine(self) -> Engine | None:
+        if self.engine is None:
+            self.notify("No model is loaded yet.", severity="warning")
+        return self.engine
 
     def claim_engine(self, user: EngineUser) -> bool:
         if self._refuse_while_busy():
@@ -221,7 +235,8 @@ class RacerApp(App):
                 self.use_model(choice.model_path, choice.device, choice.dtype)
 
         current = self.model_choice
-        self.push_screen(ModelPickerScreen(current.model_path, current.device, current.dtype), chosen)
+        recent = with_recent(self._saved.recent_models, current.model_path)
+        self.push_screen(ModelPickerScreen(current.model_path, current.device, current.dtype, recent), chosen)
 
     def action_settings_screen(self) -> None:
         def saved(settings: Settings | None) -> None:
@@ -252,7 +267,7 @@ class RacerApp(App):
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):
             return
-        self.push_screen(HelpScreen(help_sections()))
+        self.push_screen(HelpScreen(help_sections(), BANG_COMMANDS))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from racer_commands(self, screen)

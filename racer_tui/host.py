@@ -48,6 +48,10 @@ class Host(Protocol):
         """Published after every successful (re)load."""
         ...
 
+    def ready_engine(self) -> Engine | None:
+        """The loaded engine; None, and the notice "No model is loaded yet.", while there is none."""
+        ...
+
     def claim_engine(self, user: EngineUser) -> bool:
         """Take the engine for a reply or a benchmark; False (and a notice) when it is in use."""
         ...

@@ -31,6 +31,7 @@ class Settings:
     system_prompt: str = ""
     markdown: bool = False  # show finished replies as Markdown
     learn_from_chats: bool = True  # drafts start from earlier chats (racer_core/drafting/corpus.py)
+    recent_models: tuple[str, ...] = ()  # model paths that loaded, the latest first (F5 offers them)
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with `changes`; generation parameters among them go through
@@ -52,8 +53,10 @@ APP_FIELDS: dict[str, tuple[type, ...]] = {
     "system_prompt": (str,),
     "markdown": (bool,),
     "learn_from_chats": (bool,),
+    "recent_models": (list,),
 }
-_JSON_TYPE = {str: "text", bool: "true or false", type(None): "null"}
+_JSON_TYPE = {str: "text", bool: "true or false", type(None): "null", list: "a list of paths"}
+RECENT_MODELS = 8  # paths kept in recent_models
 
 
 def _app_field(name: str, value: Any) -> Any:
@@ -61,7 +64,19 @@ def _app_field(name: str, value: Any) -> Any:
     if not isinstance(value, kinds):
         allowed = " or ".join(_JSON_TYPE[k] for k in kinds)
         raise ConfigError(name, f"{name} must be {allowed}, not {value!r}")
+    if isinstance(value, list):
+        if not all(isinstance(item, str) for item in value):
+            raise ConfigError(name, f"{name} must be a list of paths, not {value!r}")
+        return tuple(value[:RECENT_MODELS])
     return value
+
+
+def with_recent(recent: tuple[str, ...], model_path: str | None) -> tuple[str, ...]:
+    """`recent` with `model_path` (a model that just loaded) first; the embedded
+    model (None) is always offered and is not kept."""
+    if not model_path:
+        return recent
+    return (model_path, *(p for p in recent if p != model_path))[:RECENT_MODELS]
 
 
 class SettingsStore:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 from rich.table import Table
 from rich.text import Text
@@ -35,7 +36,8 @@ def speed_text(stats: Stats) -> tuple[str, str]:
 
 
 def _table(title: str, headers: list[str]) -> Table:
-    table = Table(title=title, title_justify="left", padding=(0, 1))
+    # a category is data, not markup: its brackets are shown as they are
+    table = Table(title=escape(title), title_justify="left", padding=(0, 1))
     table.add_column(headers[0])
     for name in headers[1:]:
         table.add_column(name, justify="right")
@@ -43,7 +45,7 @@ def _table(title: str, headers: list[str]) -> Table:
 
 
 def _label(label: str, style: LabelStyle | None) -> str | Text:
-    return label if style is None else Text(label, style=style(label))
+    return Text(label) if style is None else Text(label, style=style(label))
 
 
 def _groups(result: BenchResult, categories: bool) -> list[tuple[str, dict[str, Row]]]:

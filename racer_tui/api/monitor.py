@@ -127,7 +127,7 @@ class ApiMonitor(App[int]):
             info = self.service.engine.info
             key = "key required" if self.service.settings.api_key else "no key (loopback)"
             self.query_one("#address", Static).update(
-                f"{self.service.url}  │  {info.model} on {info.device} {info.dtype}  │  {key}  │  ctrl+q stops")
+                Text(f"{self.service.url}  │  {info.model} on {info.device} {info.dtype}  │  {key}  │  ctrl+q stops"))
         self._show_queue()
         self._show_live()
         self._show_totals()

@@ -10,14 +10,17 @@ declared below; ChatScreen defines them (no import of the screen: no cycle).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from racer_core.common.config import ConfigError, GenerationConfig
 from racer_core.common.errors import InputError
 from racer_tui.chat import json_file as chat_file
 from racer_tui.chat.attachments import intact_images
 from racer_tui.commands import PaletteEntry
 from racer_tui.history import ChatMatch, HistoryError, StoredMessage, title_for
 from racer_tui.screens.chat_dialogs import LineScreen, SearchScreen
+from racer_tui.screens.confirm import ConfirmScreen
 from racer_tui.widgets.prompt_input import PromptInput
 from racer_tui.widgets.turns import ReplyTurn, UserTurn
 
@@ -29,11 +32,25 @@ if TYPE_CHECKING:
     from racer_tui.chat.step_log import StepLog
     from racer_tui.host import Host
 
-BANG_HELP = "!!regen, !!remove, !!save [PATH], !!load PATH, !!copy, !!reset, !!exit"
+# The original chat's commands, typed in the prompt box (F1 lists them).
+BANG_COMMANDS: list[tuple[str, str]] = [
+    ("!!regen", "Generate the last reply again (F12)"),
+    ("!!regen T", "The last reply again, sampled at temperature T (Shift+F12: 0.8)"),
+    ("!!remove", "Delete the last message and its reply"),
+    ("!!save [PATH]", "Save the chat as JSON (default: the export folder); never replaces a file"),
+    ("!!save! PATH", "Save the chat as JSON, replacing PATH"),
+    ("!!load PATH", "Open a saved conversation as a new chat"),
+    ("!!copy", "Copy the last reply"),
+    ("!!reset", "Start a new chat"),
+    ("!!exit", "Quit"),
+]
+BANG_HELP = ", ".join(usage for usage, _ in BANG_COMMANDS)
 EDITING = "editing: Enter resends it, Esc keeps the old one"
 
 ACTION_COMMANDS: list[PaletteEntry] = [
     ("Regenerate the last reply", "Generate the last reply again (F12, !!regen)", "screen.regenerate"),
+    ("Regenerate with sampling", "The last reply again, sampled at temperature 0.8 (Shift+F12, !!regen T)",
+     "screen.regenerate(0.8)"),
     ("Edit the last message", "Edit the last message and resend it (Up in an empty prompt)", "screen.edit_last"),
     ("Remove the last exchange", "Delete the last message and its reply (!!remove)", "screen.remove_last"),
     ("Copy the last reply", "Put the last reply on the clipboard (!!copy)", "screen.copy_reply"),
@@ -55,6 +72,11 @@ def trim_conversation(conv: Conversation, keep: int) -> None:
             del images[index]
 
 
+def _taken(path: Path) -> bool:
+    """A file is there that a save would replace (a folder is refused by the write itself)."""
+    return path.exists() and not path.is_dir()
+
+
 class ChatActions:
     if TYPE_CHECKING:  # what the mixin uses of ChatScreen (Textual's Screen gives the rest)
         host: Host
@@ -67,7 +89,8 @@ class ChatActions:
         def conversation_view(self) -> VerticalScroll: ...
         def _busy(self) -> bool: ...
         def _history_failed(self, exc: HistoryError) -> None: ...
-        def send(self, engine: Engine, text: str, images: list[ChatImage] | None = None) -> bool: ...
+        def send(self, engine: Engine, text: str, images: list[ChatImage] | None = None, *,
+                 temperature: float | None = None) -> bool: ...
         def refresh_sidebar(self) -> None: ...
         def show_stored_stats(self, stats: dict, reply_id: int | None) -> None: ...
         async def open_chat(self, chat_id: int) -> None: ...
@@ -78,9 +101,8 @@ class ChatActions:
     def _ready_engine(self) -> Engine | None:
         """The engine, when a reply could start now; else None and a notice.
         Checked before anything is taken back, so a refused reply loses nothing."""
-        engine = self.host.engine
+        engine = self.host.ready_engine()
         if engine is None:
-            self.notify("No model is loaded yet.", severity="warning")
             return None
         if self._busy() or not self.host.claim_engine("chat"):  # each says why
             return None
@@ -130,14 +152,16 @@ class ChatActions:
                         "since sent: resent without them.", severity="warning")
         return images
 
-    def action_regenerate(self) -> None:
+    def action_regenerate(self, temperature: float | None = None) -> None:
+        """The last reply again; at `temperature` instead of the settings' (sampled: another reply)."""
         engine = self._ready_engine()
         if engine is None:
             return
         message = self._drop_last_exchange()
         if message is None:
             return
-        if not self.send(engine, message.content, self._images_again(message)) and not self._prompt().text.strip():
+        sent = self.send(engine, message.content, self._images_again(message), temperature=temperature)
+        if not sent and not self._prompt().text.strip():
             self._prompt().text = message.content  # the message stays, ready to send again
 
     def action_edit_last(self) -> None:
@@ -246,20 +270,42 @@ class ChatActions:
             return
 
         def chosen(name: str | None) -> None:
-            if name:
+            if not name:
+                return
+            path = chat_file.json_path(name)
+            if not _taken(path):
                 self.save_chat(name)
+                return
+
+            def replace(yes: bool | None) -> None:
+                if yes:
+                    self.save_chat(name, overwrite=True)
+
+            self.app.push_screen(ConfirmScreen(f"{path} exists. Replace it?", yes="Replace"), replace)
 
         self.app.push_screen(LineScreen("Save the chat as JSON to", self._default_json()), chosen)
 
-    def save_chat(self, name: str | None = None) -> bool:
+    def save_chat(self, name: str | None = None, *, overwrite: bool = False) -> bool:
         """Write the open chat to NAME (".json" added without an extension), by
-        default to the export folder; False, with a notice, when it could not."""
+        default to the export folder; an existing file only with `overwrite`,
+        and only into a folder that exists (the export folder is made). False,
+        with a notice, when it did not write."""
         if self.chat_id is None:
             self.notify("Nothing to save yet.", severity="warning")
             return False
         path = chat_file.json_path(name or self._default_json())
+        if _taken(path) and not overwrite:
+            self.notify(f"{path} exists: !!save! {name or path} replaces it.", title="Save", severity="warning",
+                        timeout=10)
+            return False
         history = self.host.history
         try:
+            if path.parent == self.host.export_dir:  # the app's own folder is made when first used
+                path.parent.mkdir(parents=True, exist_ok=True)
+            elif not path.parent.is_dir():
+                self.notify(f"Cannot write {path}: the folder {path.parent} does not exist.", title="Save",
+                            severity="error", timeout=10)
+                return False
             chat = chat_file.ChatFile(history.system_prompt(self.chat_id), history.messages(self.chat_id))
             chat_file.save(chat, path)
         except HistoryError as exc:
@@ -309,13 +355,21 @@ class ChatActions:
         did not run, so the prompt keeps the line to fix."""
         command, _, argument = text.partition(" ")
         argument = argument.strip()
-        if command == "!!save":
-            return self.save_chat(argument or None)
+        if command in ("!!save", "!!save!"):
+            return self.save_chat(argument or None, overwrite=command == "!!save!")
         if command == "!!load":
             if not argument:
                 self.notify("usage: !!load PATH (PATH.json is tried when PATH does not exist)", severity="warning")
                 return False
             return await self.load_chat(argument)
+        if command == "!!regen" and argument:
+            try:
+                temperature = GenerationConfig.parse_field("temperature", argument)
+            except ConfigError as exc:
+                self.notify(f"!!regen T: {exc}", severity="warning")
+                return False
+            self.action_regenerate(temperature)
+            return True
         if argument:
             self.notify(f"{command} takes no argument.", severity="warning")
             return False

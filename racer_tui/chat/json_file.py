@@ -65,8 +65,8 @@ def to_json(chat: ChatFile) -> list[dict]:
 
 
 def save(chat: ChatFile, path: Path) -> None:
-    """Write atomically: a failed write leaves an earlier file whole."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write atomically: a failed write leaves an earlier file whole. The
+    folder must exist (a mistyped one is not made)."""
     tmp = path.with_name(path.name + ".tmp")
     try:
         tmp.write_text(json.dumps(to_json(chat), ensure_ascii=False, indent=1), encoding="utf-8")

@@ -217,9 +217,8 @@ class BenchScreen(Screen):
     def action_start(self) -> None:
         if self.running:
             return
-        engine = self.host.engine
+        engine = self.host.ready_engine()
         if engine is None:
-            self.notify("No model is loaded yet.", severity="warning")
             return
         try:
             suite = self._suite()
@@ -245,10 +244,10 @@ class BenchScreen(Screen):
         self.board = BenchBoard(methods=methods, question_count=len(questions))
         self.query_one("#bench-table", Static).update("")
         tries = f" · {repeats} tries each, the median kept" if repeats > 1 else ""
-        self.query_one("#bench-info", Static).update(
+        self.query_one("#bench-info", Static).update(Text(
             f"{name}: {len(questions)} questions × {', '.join(methods)} on {engine.info.model}{tries} "
             f"· answers in {self.host.show_path(answer_dir)}"
-        )
+        ))
         self.show_board()
         self._stop.clear()
         self._set_running(True)
@@ -348,7 +347,7 @@ class BenchScreen(Screen):
             return
         self.result = result
         self.board = BenchBoard.from_result(result)
-        self.query_one("#bench-info", Static).update(
+        self.query_one("#bench-info", Static).update(Text(
             f"results from {folder} · model {result.model or '?'} · {len(result.question_order)} questions"
-        )
+        ))
         self.show_result()

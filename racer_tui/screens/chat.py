@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Footer, Markdown, Static
 from textual.worker import get_current_worker
 
 from racer_core.common.errors import InputError, RacerError
@@ -42,7 +42,8 @@ from racer_tui.widgets.status_line import StatusLine
 from racer_tui.widgets.step_chart import StepChart
 from racer_tui.widgets.turns import FINISH_NOTES, INTERRUPTED, ReplyTurn, UserTurn
 
-SAVE_EVERY_S = 2.0  # a streaming reply is written to the history this often, to survive a kill
+SAVE_EVERY_S = 2.0
+SAMPLED_TEMPERATURE = 0.8  # Shift+F12's: a different reply than greedy F12 gives again  # a streaming reply is written to the history this often, to survive a kill
 
 
 def stored_stats(stats: dict) -> Stats:
@@ -64,6 +65,8 @@ def reply_note(stats: dict) -> str:
         parts.append(f"MAT {mat:.2f}")
     if stats.get("method"):
         parts.append(stats["method"])
+    if stats.get("temperature"):
+        parts.append(f"T {stats['temperature']:g}")
     note = FINISH_NOTES.get(stats.get("finish_reason") or "")
     if note:
         parts.append(note)
@@ -93,6 +96,8 @@ class ChatScreen(ChatActions, Screen):
         Binding("ctrl+l", "focus_prompt", "Focus prompt", show=False),
         Binding("ctrl+o", "inspect", "Inspect step", show=False),
         Binding("f12", "regenerate", "Regenerate the last reply", show=False),
+        Binding("shift+f12", f"regenerate({SAMPLED_TEMPERATURE})",
+                f"Regenerate the last reply sampled at temperature {SAMPLED_TEMPERATURE}", show=False),
         Binding("ctrl+f", "search_chats", "Search chats", show=False),
         Binding("ctrl+s", "save_chat", "Save the chat as JSON", show=False),
         Binding("f10", "attach_image", "Attach image", show=False),
@@ -119,8 +124,10 @@ class ChatScreen(ChatActions, Screen):
         self._next_save = 0.0  # time.monotonic() of the streaming reply's next save
         self._prompt_text = ""
         self._reply_method = ""
+        self._reply_temperature = 0.0
         self.steps = StepLog()  # the open chat's draft trees, for the inspector
         self._chart_reply: int | None = None  # whose steps the chart shows (None: a stored reply)
+        self._end_after_markdown = False  # scroll to the end once the last reply's Markdown is laid out
         self._editing: int | None = None  # the chat whose last message the prompt holds to resend
         self.attached: list[ChatImage] = []  # images the next message carries
         self._sent_attached: list[ChatImage] = []  # put back if the reply fails
@@ -196,6 +203,11 @@ class ChatScreen(ChatActions, Screen):
 
     def _fit(self) -> None:
         self.update_classes(self.folding.classes(self.size.width))
+        # Narrow: the footer's keys closer together and without the palette's key (Ctrl+P still
+        # works; F1 lists it), so F1 stays on screen.
+        footer = self.query_one(Footer)
+        footer.compact = self.size.width < self.SIDEBAR_WIDTH
+        footer.show_command_palette = self.size.width >= self.SIDEBAR_WIDTH
         self.show_status()
 
     def action_toggle_sidebar(self) -> None:
@@ -277,9 +289,8 @@ class ChatScreen(ChatActions, Screen):
             if self.resend_edited(text):
                 message.prompt.clear()
             return
-        engine = self.host.engine
+        engine = self.host.ready_engine()
         if engine is None:
-            self.notify("No model is loaded yet.", severity="warning")
             return
         try:
             words, images = self._message_images(text)
@@ -332,15 +343,19 @@ class ChatScreen(ChatActions, Screen):
             prompt.clear()  # done: a command that failed stays typed, to fix
 
     def send(self, engine: Engine, text: str, images: list[ChatImage] | None = None, *,
-             typed: str | None = None, attached: list[ChatImage] | None = None) -> bool:
+             typed: str | None = None, attached: list[ChatImage] | None = None,
+             temperature: float | None = None) -> bool:
         """Start a reply to `text` with its `images`; False when it could not
         start (the user was told why). Should the reply fail, the prompt gets
-        back `typed` (default: `text`) and the attachments `attached` (default: `images`)."""
+        back `typed` (default: `text`) and the attachments `attached` (default: `images`).
+        `temperature`: this reply's, instead of the settings' (a sampled regeneration)."""
         images = list(images or [])
         if not self.host.claim_engine("chat"):
             return False
         history = self.host.history
         config = self.host.settings.generation
+        if temperature is not None:
+            config = config.replace(temperature=temperature)
         try:
             if self.chat_id is None:
                 self.chat_id = history.create_chat(title_for(text), self.host.settings.system_prompt)
@@ -366,6 +381,7 @@ class ChatScreen(ChatActions, Screen):
         self.stats = Stats()
         self.budget = None
         self._reply_method = config.method
+        self._reply_temperature = config.temperature
         self._stop.clear()
         self.generating = True
         view = self.conversation_view
@@ -407,7 +423,7 @@ class ChatScreen(ChatActions, Screen):
         if event.pieces or not event.finished:  # a closing event may carry no step
             self.stats.add_step(event)
             if is_verification_step(event):  # the chart, like MAT, leaves out the prefill
-                self.query_one(StepChart).add(event.accept_length)
+                self.query_one(StepChart).add(event.accept_length, tuple(p.source for p in event.pieces))
             self.budget = event.budget
             self.steps.add(message.reply_id, event)
         self._turn.add_pieces(event.pieces, f"screen.inspect_step({message.reply_id}, {event.step - 1})")
@@ -428,6 +444,7 @@ class ChatScreen(ChatActions, Screen):
             "accept_lengths": self.stats.accept_lengths,
             "method": self._reply_method,
             "finish_reason": finish_reason,
+            **({"temperature": self._reply_temperature} if self._reply_temperature else {}),
         }
 
     def _save_reply(self, stats: dict) -> bool:
@@ -454,6 +471,7 @@ class ChatScreen(ChatActions, Screen):
         stats = self._reply_stats(finish_reason)
         self._save_reply(stats)
         turn.finish(reply_note(stats))
+        self._end_after_markdown = True
         turn.show_markdown(self.host.settings.markdown)
         self.generating = False
         self.host.release_engine()
@@ -542,7 +560,17 @@ class ChatScreen(ChatActions, Screen):
                 last_stats = msg.stats
         self.show_stored_stats(last_stats, None)
         self.refresh_sidebar()
+        self._end_after_markdown = True
         self._scroll_to_end()
+
+    def on_markdown_table_of_contents_updated(self, message: Markdown.TableOfContentsUpdated) -> None:
+        """A reply's Markdown lays itself out after it is mounted, and grows
+        the conversation then: the view follows to the end once the last
+        reply's has (else it stays where the plain text ended, or at the top)."""
+        replies = self.query(ReplyTurn)
+        if self._end_after_markdown and replies and message.markdown in replies.last().children:
+            self._end_after_markdown = False
+            self.call_after_refresh(self._scroll_to_end)
 
     def show_stored_stats(self, stats: dict, reply_id: int | None) -> None:
         """The chart and status line of a finished reply, from its stored

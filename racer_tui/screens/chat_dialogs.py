@@ -32,7 +32,7 @@ class LineScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Static(self.question)
+            yield Static(Text(self.question))
             yield Input(self.value, placeholder=self.placeholder, id="line")
 
     def on_mount(self) -> None:

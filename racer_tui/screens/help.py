@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
+from rich.markup import escape
 from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -36,9 +37,11 @@ def _bindings(items: Iterable[BindingType]) -> list[Binding]:
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,f1,q", "dismiss(None)", "Close")]
 
-    def __init__(self, sections: list[Section]) -> None:
+    def __init__(self, sections: list[Section], commands: Sequence[tuple[str, str]] = ()) -> None:
+        """`commands`: what may be typed in the prompt box, as (usage, what it does)."""
         super().__init__()
         self.sections = sections
+        self.commands = commands
 
     def _table(self) -> Table:
         table = Table(box=None, show_header=False, expand=True, padding=(0, 1))
@@ -46,15 +49,20 @@ class HelpScreen(ModalScreen[None]):
         table.add_column("what it does")
         table.add_row("[b u]Anywhere[/]", "")
         for key, text in BUILTIN_KEYS:
-            table.add_row(key, text)
+            table.add_row(escape(key), escape(text))
         for title, items in self.sections:
             table.add_row("", "")
-            table.add_row(f"[b u]{title}[/]", "")
+            table.add_row(f"[b u]{escape(title)}[/]", "")
             for binding in _bindings(items):
                 if binding.action in ("quit",) or binding.system:
                     continue
                 key = ", ".join(self.app.get_key_display(Binding(k, "")) for k in binding.key.split(","))
-                table.add_row(key, binding.description or binding.action.replace("_", " "))
+                table.add_row(escape(key), escape(binding.description or binding.action.replace("_", " ")))
+        if self.commands:
+            table.add_row("", "")
+            table.add_row("[b u]Typed in the prompt (Enter runs them)[/]", "")
+            for usage, text in self.commands:
+                table.add_row(escape(usage), escape(text))
         return table
 
     def compose(self) -> ComposeResult:

@@ -6,6 +6,7 @@ keep that step selected.
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -60,7 +61,7 @@ class InspectorScreen(ModalScreen[int]):
 
     def show(self) -> None:
         entry = self.steps[self.index]
-        self.query_one("#inspector-title", Static).update(step_title(self.steps, self.index))
+        self.query_one("#inspector-title", Static).update(Text(step_title(self.steps, self.index)))
         self.query_one("#inspector-body", Static).update(step_view(entry, self.token_text))
         self.query_one("#inspector-scroll", VerticalScroll).scroll_home(animate=False)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.screen import Screen
@@ -16,7 +17,7 @@ class LoadingScreen(Screen):
     def compose(self) -> ComposeResult:
         with Vertical(id="loading-box", classes="center-box"):
             yield Static("Loading model", classes="box-title")
-            yield Static(self.model_label, id="loading-model")
+            yield Static(Text(self.model_label), id="loading-model")
             # Determinate until a step cannot say how far it is: the
             # indeterminate bar redraws 15 times a second, and on a small CPU
             # that slowed the loader thread's imports by a few tenths of a second.
@@ -27,7 +28,7 @@ class LoadingScreen(Screen):
         yield Footer()
 
     def show_progress(self, text: str, fraction: float | None) -> None:
-        self.query_one("#loading-message", Static).update(text)
+        self.query_one("#loading-message", Static).update(Text(text))
         bar = self.query_one(ProgressBar)
         if fraction is None:
             bar.update(total=None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -26,8 +27,8 @@ class ModelErrorScreen(Screen):
     def compose(self) -> ComposeResult:
         with Vertical(id="error-box", classes="center-box"):
             yield Static("The model could not be loaded", classes="box-title error-title")
-            yield Static(self.model_label, id="error-model")
-            yield Static(self.error, id="error-message")
+            yield Static(Text(self.model_label), id="error-model")
+            yield Static(Text(self.error), id="error-message")
             with Horizontal(classes="buttons"):
                 yield Button("Retry", id="retry")
                 yield Button("Use embedded model", id="use-default", variant="primary")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, Vertical
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static, Switch
 
@@ -47,10 +48,10 @@ class SettingsScreen(ModalScreen[Settings | None]):
         g = self.settings.generation
         with Vertical(classes="dialog wide-dialog", id="settings-box"):
             yield Static("Settings", classes="box-title")
-            with Grid(id="settings-grid"):
+            with VerticalScroll(id="settings-scroll", can_focus=False), Grid(id="settings-grid"):
                 yield Label("Method")
                 yield Select(
-                    [(METHOD_HELP[m], m) for m in METHODS],
+                    [(Text(METHOD_HELP[m]), m) for m in METHODS],
                     value=g.method,
                     allow_blank=False,
                     id="method",
@@ -67,6 +68,17 @@ class SettingsScreen(ModalScreen[Settings | None]):
                 yield Button("Save", id="save", variant="primary")
                 yield Button("Cancel", id="cancel")
                 yield Button("Clear learned drafts", id="clear-corpus")
+
+    NARROW = 112  # below this many columns the form is one label and field per row
+
+    def on_mount(self) -> None:
+        self._fit()
+
+    def on_resize(self) -> None:
+        self._fit()
+
+    def _fit(self) -> None:
+        self.set_class(self.app.size.width < self.NARROW, "-narrow")
 
     def read_form(self) -> tuple[Settings | None, list[str]]:
         """The form's settings, or the problems (GenerationConfig's sentences)."""
@@ -87,7 +99,7 @@ class SettingsScreen(ModalScreen[Settings | None]):
     def action_save(self) -> None:
         settings, problems = self.read_form()
         if settings is None:
-            self.query_one("#settings-errors", Static).update("\n".join(problems))
+            self.query_one("#settings-errors", Static).update(Text("\n".join(problems)))
             return
         self.dismiss(settings)
 

@@ -65,6 +65,11 @@ class StepBars(Widget):
         self.lengths.append(length)
         self.refresh()
 
+    def token_style(self, step: int, token: int) -> str:
+        """The colour of a step's (0-based) `token`-th accepted token from the
+        bottom: the bonus token first, in blue, the drafts above it in green."""
+        return rgb(CHART_BLUE) if token == 0 else rgb(CHART_GREEN)
+
     def render(self) -> RenderableType:
         width, height = self.size.width, self.size.height
         out = Text(no_wrap=True, overflow="crop")
@@ -80,8 +85,8 @@ class StepBars(Widget):
         first = len(self.lengths) - len(shown) + 1
         top = max([4, *shown])
         per_token = rows * 8 / top  # eighths of a cell per token
-        bonus = round(per_token)
-        green, blue = rgb(CHART_GREEN), rgb(CHART_BLUE)
+        # eighths of a cell below each token's top: token 0 (the bonus) at the bottom
+        edges = [round(k * per_token) for k in range(1, top + 2)]
         for r in range(rows - 1, -1, -1):  # top row first
             out.append("\n")
             upper = (r + 1) * 8 / per_token  # token value at the row's top edge
@@ -91,7 +96,7 @@ class StepBars(Widget):
             out.append(f"{tick:>2}┤" if tick is not None else "  │", style="dim")
             for index, value in enumerate(shown, first - 1):
                 fill = max(0, min(8, round(value * per_token) - r * 8))
-                style = blue if r * 8 < bonus else green
+                style = self.token_style(index, next(k for k, edge in enumerate(edges) if r * 8 < edge))
                 out.append(EIGHTHS_UP[fill], style=f"{style} reverse" if index == self.highlight else style)
         out.append("\n")
         if shown:

@@ -1,13 +1,33 @@
-"""Sidebar of past chats, newest first."""
+"""Sidebar of past chats, newest first, each with when it last changed (chats
+that start alike share a title, not a date)."""
 
 from __future__ import annotations
 
+import time
+
+from rich.text import Text
 from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from racer_tui.history import ChatSummary
+
+
+def chat_date(updated: float, now: float | None = None) -> str:
+    """When a chat last changed, as short as tells it apart: the time today,
+    the day this year, else the date."""
+    when, today = time.localtime(updated), time.localtime(time.time() if now is None else now)
+    if when[:3] == today[:3]:
+        return time.strftime("today %H:%M", when)
+    if when.tm_year == today.tm_year:
+        return time.strftime("%b %d %H:%M", when)
+    return time.strftime("%Y-%m-%d", when)
+
+
+def chat_label(chat: ChatSummary) -> Text:
+    """A chat's entry: its title (never markup), its date dim below it."""
+    return Text.assemble(chat.title or "(untitled)", "\n", (chat_date(chat.updated), "dim"))
 
 
 class ChatList(OptionList):
@@ -34,7 +54,7 @@ class ChatList(OptionList):
 
     def show_chats(self, chats: list[ChatSummary], current: int | None) -> None:
         self.clear_options()
-        self.add_options([Option(c.title or "(untitled)", id=str(c.id)) for c in chats])
+        self.add_options([Option(chat_label(c), id=str(c.id)) for c in chats])
         ids = [c.id for c in chats]
         self.highlighted = ids.index(current) if current in ids else None
 

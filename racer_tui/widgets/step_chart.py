@@ -7,7 +7,9 @@ from textual import events
 from textual.binding import Binding
 from textual.message import Message
 
-from racer_tui.widgets.bars import BAR_LABEL_W, StepBars
+from racer_core.common.events import Source
+from racer_tui.colors import CHART_BLUE, CHART_GREEN, SOURCE_STYLE
+from racer_tui.widgets.bars import BAR_LABEL_W, StepBars, rgb
 
 
 class StepChart(StepBars):
@@ -26,9 +28,28 @@ class StepChart(StepBars):
             super().__init__()
             self.index = index
 
+    def __init__(self, title: str, *, id: str | None = None) -> None:
+        super().__init__(title, id=id)
+        self.sources: list[tuple[Source, ...] | None] = []  # per step, when known
+
     def reset(self, lengths: list[int] | None = None, title: str | None = None) -> None:
         self.highlight = None
+        self.sources = [None] * len(lengths or [])
         super().reset(lengths, title)
+
+    def add(self, length: int, sources: tuple[Source, ...] | None = None) -> None:
+        """One step; `sources`, its tokens' own sources (drafts, then the
+        bonus), colour each accepted draft as the reply's text does."""
+        self.sources.append(sources)
+        super().add(length)
+
+    def token_style(self, step: int, token: int) -> str:
+        sources = self.sources[step] if step < len(self.sources) else None
+        if not sources:  # a stored reply: its steps' sources were not kept
+            return super().token_style(step, token)
+        stacked = (sources[-1], *sources[:-1])  # the bonus at the bottom, the drafts above it in order
+        source = stacked[min(token, len(stacked) - 1)]
+        return rgb(CHART_BLUE) if source == Source.MODEL else SOURCE_STYLE.get(source) or rgb(CHART_GREEN)
 
     def select(self, index: int | None) -> None:
         self.highlight = None if index is None or not self.lengths else max(0, min(index, len(self.lengths) - 1))

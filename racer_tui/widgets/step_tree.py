@@ -42,15 +42,34 @@ def _node_label(record: StepRecord, index: int, token_text: TokenText, accepted:
     return label
 
 
-def draft_tree(record: StepRecord, token_text: TokenText) -> Tree:
-    accepted = set(record.accepted)
-    nodes = [Tree(_node_label(record, 0, token_text, accepted), guide_style="dim")]
+def emitted_split(record: StepRecord, emitted: int) -> tuple[int, bool]:
+    """Of a step's `emitted` tokens, how many were accepted drafts and whether
+    the bonus was among them. The reply may end inside the accepted path (an
+    end-of-turn draft, the length limit): the tokens after it were verified
+    but never emitted, the bonus included."""
+    drafts = len(record.accepted) - 1
+    return min(emitted, drafts), emitted > drafts
+
+
+def draft_tree(record: StepRecord, token_text: TokenText, emitted: int | None = None) -> Tree:
+    """The verified tree; with `emitted` (the step's token count), accepted
+    nodes past where the reply ended, and the bonus, are marked as not emitted."""
+    drafts, with_bonus = emitted_split(record, len(record.accepted) if emitted is None else emitted)
+    kept = set(record.accepted[: drafts + 1])
+    nodes = [Tree(_node_label(record, 0, token_text, kept), guide_style="dim")]
     branches: dict[int, Tree] = {0: nodes[0]}
     for index in range(1, record.size):  # breadth-first: a parent comes before its children
-        branches[index] = branches[record.parents[index]].add(_node_label(record, index, token_text, accepted))
+        label = _node_label(record, index, token_text, kept)
+        if index in record.accepted and index not in kept:
+            label.append("  accepted, not emitted: the reply had ended", style="dim")
+        branches[index] = branches[record.parents[index]].add(label)
     bonus = Text()
-    bonus.append(shown(token_text(record.bonus)), style=BONUS)
-    bonus.append("  bonus: the model's own next token after the accepted path", style="dim")
+    if with_bonus:
+        bonus.append(shown(token_text(record.bonus)), style=BONUS)
+        bonus.append("  bonus: the model's own next token after the accepted path", style="dim")
+    else:
+        bonus.append(shown(token_text(record.bonus)), style="dim strike")
+        bonus.append("  bonus not emitted: the reply had ended", style="dim")
     branches[record.accepted[-1]].add(bonus)
     return nodes[0]
 
@@ -82,10 +101,15 @@ def step_view(entry: LoggedStep, token_text: TokenText) -> RenderableType:
     """Everything the inspector shows about one logged step."""
     record = entry.record
     tokens = "".join(p.text for p in entry.pieces)
-    drafts = sum(1 for p in entry.pieces if p.source != Source.MODEL)
+    count = len(entry.pieces)
+    if record is None:  # the prefill, or an anchor's whole reply: the pieces say which were drafted
+        drafts, with_bonus = sum(1 for p in entry.pieces if p.source != Source.MODEL), True
+    else:
+        drafts, with_bonus = emitted_split(record, count)
     head = Text()
-    head.append(f"{len(entry.pieces)} token{'s' if len(entry.pieces) != 1 else ''}", style="bold")
-    head.append(f" ({drafts} accepted draft{'s' if drafts != 1 else ''} + the bonus): ")
+    head.append(f"{count} token{'s' if count != 1 else ''}", style="bold")
+    what = f"{drafts} accepted draft{'s' if drafts != 1 else ''}"
+    head.append(f" ({what} + the bonus): " if with_bonus else f" ({what}; the reply ended there, no bonus): ")
     head.append(shown(tokens))
     if record is None:
         if entry.step == 1:
@@ -102,7 +126,7 @@ def step_view(entry: LoggedStep, token_text: TokenText) -> RenderableType:
     why = Text()
     why.append("why ", style="bold")
     why.append(record.why)
-    parts: list[RenderableType] = [head, budget, why, Text(""), draft_tree(record, token_text)]
+    parts: list[RenderableType] = [head, budget, why, Text(""), draft_tree(record, token_text, count)]
     if record.options:
         parts += [Text(""), Text("the sizes the policy weighed (cost curve against expected tokens)", style="bold"),
                   options_table(record)]

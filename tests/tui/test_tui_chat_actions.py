@@ -14,6 +14,7 @@ from textual.widgets import Input, OptionList
 from racer_core.common.events import Source
 from racer_tui.screens.chat import ChatScreen
 from racer_tui.screens.chat_dialogs import LineScreen, SearchScreen
+from racer_tui.screens.confirm import ConfirmScreen
 from racer_tui.widgets.chat_list import ChatList
 from racer_tui.widgets.prompt_input import PromptInput
 from racer_tui.widgets.step_chart import StepChart
@@ -203,7 +204,7 @@ async def test_rename_and_search_chats(start_app: StartApp) -> None:
     await pilot.press(*"Dog questions", "enter")
     await wait_for(pilot, lambda: pilot.app.screen is chat)
     assert chat.host.history.title(dogs) == "Dog questions"
-    assert "Dog questions" in [str(o.prompt) for o in chat.query_one(ChatList).options]
+    assert "Dog questions" in [str(o.prompt).split("\n")[0] for o in chat.query_one(ChatList).options]
     # and from the palette's action, for the open chat; a blank title is refused
     await pilot.app.run_action("screen.rename_chat", chat)
     await dialog(pilot, LineScreen)
@@ -338,3 +339,86 @@ async def test_the_last_chat_reopens_at_start(tmp_path: Path) -> None:
         await say(pilot, chat, "and now?")  # the reply follows the reopened turns
         assert engine.prompts[0][1][:2] == [{"role": "user", "content": "newest"},
                                             {"role": "assistant", "content": REPLY}]
+
+
+async def test_save_never_replaces_a_file_unasked_nor_makes_folders(start_app: StartApp, tmp_path: Path) -> None:
+    """Issue 29, bug 9: `!!save` refuses an existing file (`!!save!` replaces
+    it; Ctrl+S asks) and a path whose folder does not exist."""
+    pilot = await start_app(FakeEngine())
+    chat = await ready_chat(pilot)
+    await say(pilot, chat, "hello")
+    missing = tmp_path / "no-such-folder" / "x.json"
+    await command(pilot, f"!!save {missing}")
+    assert "does not exist" in notices(pilot)[-1]
+    assert not missing.parent.exists()
+    chat.query_one(PromptInput).clear()
+    kept = tmp_path / "kept.json"
+    kept.write_text("precious")
+    await command(pilot, f"!!save {kept}")
+    assert "!!save!" in notices(pilot)[-1] and kept.read_text() == "precious"
+    assert chat.query_one(PromptInput).text == f"!!save {kept}"  # the line stays to fix
+    chat.query_one(PromptInput).clear()
+    await command(pilot, f"!!save! {kept}")
+    assert json.loads(kept.read_text())[0]["content"] == "hello"
+    # Ctrl+S asks before replacing
+    kept.write_text("precious")
+    await pilot.press("ctrl+s")
+    await dialog(pilot, LineScreen)
+    pilot.app.screen.query_one(Input).value = str(kept)
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmScreen))
+    await pilot.press("escape")
+    await wait_for(pilot, lambda: pilot.app.screen is chat)
+    assert kept.read_text() == "precious"
+    await pilot.press("ctrl+s")
+    await dialog(pilot, LineScreen)
+    pilot.app.screen.query_one(Input).value = str(kept)
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmScreen))
+    await pilot.press("y")
+    await wait_for(pilot, lambda: pilot.app.screen is chat)
+    assert json.loads(kept.read_text())[0]["content"] == "hello"
+
+
+async def test_regenerate_with_sampling(start_app: StartApp) -> None:
+    """Issue 29: F12 at temperature 0 gives the same reply again; `!!regen T`
+    and Shift+F12 regenerate sampled, the reply's note says at what temperature."""
+    engine = FakeEngine()
+    pilot = await start_app(engine)
+    chat = await ready_chat(pilot)
+    await say(pilot, chat, "hello")
+    assert engine.configs[-1].temperature == 0.0
+    await command(pilot, "!!regen 0.7")
+    await wait_for(pilot, lambda: len(engine.configs) == 2 and not chat.generating)
+    await pilot.pause()
+    assert engine.configs[-1].temperature == 0.7
+    assert consistent(chat) == [("user", "hello"), ("assistant", REPLY)]  # one exchange, replaced
+    assert "T 0.7" in str(chat.query(ReplyTurn).last().border_subtitle)
+    assert chat.host.settings.generation.temperature == 0.0  # the settings stay as they were
+    await command(pilot, "!!regen hot")
+    assert "!!regen T" in notices(pilot)[-1] and len(engine.configs) == 2
+    assert chat.query_one(PromptInput).text == "!!regen hot"
+    chat.query_one(PromptInput).clear()
+    await pilot.press("shift+f12")
+    await wait_for(pilot, lambda: len(engine.configs) == 3 and not chat.generating)
+    assert engine.configs[-1].temperature == 0.8
+    await pilot.press("f12")
+    await wait_for(pilot, lambda: len(engine.configs) == 4 and not chat.generating)
+    assert engine.configs[-1].temperature == 0.0
+
+
+async def test_help_lists_the_prompt_commands(start_app: StartApp) -> None:
+    from rich.console import Console
+
+    from racer_tui.screens.help import HelpScreen
+
+    pilot = await start_app()
+    await ready_chat(pilot)
+    await pilot.press("f1")
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, HelpScreen))
+    console = Console(width=100, record=True)
+    console.print(pilot.app.screen._table())
+    text = console.export_text()
+    for usage in ("!!regen T", "!!remove", "!!save [PATH]", "!!save! PATH", "!!load PATH", "!!copy", "!!reset",
+                  "!!exit"):
+        assert usage in text

@@ -128,3 +128,61 @@ def test_a_paused_step_shows_the_gate_decision() -> None:
     console.print(step_view(LoggedStep(3, (TokenPiece(9, "x", Source.MODEL),), 1, record), lambda t: f"t{t}"))
     text = console.export_text()
     assert "drafting paused: plain decoding" in text and "14.2 tokens/s" in text and "1 rows fed" in text
+
+
+def test_a_step_cut_at_an_end_of_turn_draft_shows_no_bonus() -> None:
+    """Issue 29, bug 7: the reply ended at an accepted end-of-turn draft: the
+    count says so, and the tree does not show the bonus as emitted."""
+    from rich.console import Console
+
+    from racer_core.common.events import Source, TokenPiece
+    from racer_core.common.step_record import RETRIEVAL_BIT, StepRecord
+    from racer_tui.chat.step_log import LoggedStep
+    from racer_tui.widgets.step_tree import step_view
+
+    # root 5, drafts 7 (<|im_end|>) then 8, both accepted; the model's bonus after them is 9
+    record = StepRecord.build([5, 7, 8], [-1, 0, 1], [0, 1, 2], [0, RETRIEVAL_BIT, RETRIEVAL_BIT], [0, 3, 4],
+                              [-1, -1, -1], [0, 1, 2], 9, 2, 3, "auto")
+    names = {5: "x", 7: "<|im_end|>", 8: "y", 9: "z"}
+    entry = LoggedStep(4, (TokenPiece(7, "", Source.RETRIEVAL),), 3, record)
+    console = Console(width=200, record=True)
+    console.print(step_view(entry, names.__getitem__))
+    text = console.export_text()
+    assert "1 token (1 accepted draft; the reply ended there, no bonus)" in text
+    assert "bonus not emitted" in text and "bonus: the model's own" not in text
+    assert "'y'  automaton" in text and "accepted, not emitted" in text
+    # the whole path emitted: drafts and the bonus, as before
+    whole = LoggedStep(4, (TokenPiece(7, "a", Source.RETRIEVAL), TokenPiece(8, "b", Source.RETRIEVAL),
+                           TokenPiece(9, "c", Source.MODEL)), 3, record)
+    console = Console(width=200, record=True)
+    console.print(step_view(whole, names.__getitem__))
+    text = console.export_text()
+    assert "3 tokens (2 accepted drafts + the bonus)" in text and "bonus: the model's own" in text
+    assert "not emitted" not in text
+
+
+async def test_the_chart_colours_each_draft_by_its_own_source(start_app: StartApp) -> None:
+    """Issue 29, bug 6: a step whose drafts came from the logits table shows
+    them in the logits colour in the chart, as the reply's text does."""
+    from rich.color import Color
+
+    from racer_core.common.events import Source
+    from racer_tui.colors import SOURCE_STYLE
+
+    pilot = await start_app()
+    chat = await _replied(pilot)
+    chart = chat.query_one(StepChart)
+    steps = [s for s in chat.steps.steps(chat.reply_id) if s.record is not None]
+    mixed = next(i for i, s in enumerate(steps) if Source.LOGITS in {p.source for p in s.pieces[:-1]})
+    drafts = [p.source for p in steps[mixed].pieces[:-1]]
+    drawn = chart.render()
+    column = 3 + mixed  # the axis labels, then one column per step
+    lines = drawn.split("\n")
+    colours = []
+    for line in reversed(lines[1:-1]):  # the bars, bottom row first
+        spans = [span for span in line.spans if span.start <= column < span.end]
+        if line.plain[column] != " " and spans:
+            colours.append(Color.parse(str(spans[-1].style).split()[0]).triplet)
+    expected = {Color.parse(SOURCE_STYLE[s]).triplet for s in drafts}
+    assert expected <= set(colours[1:])  # the bottom cell is the bonus
+    assert Color.parse(SOURCE_STYLE[Source.LOGITS]).triplet in colours

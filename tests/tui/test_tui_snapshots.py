@@ -18,12 +18,19 @@ from racer_core.bench import runner
 from racer_tui.screens.bench import BenchScreen
 from racer_tui.screens.chat import ChatScreen
 from racer_tui.screens.model_error import ModelErrorScreen
+from racer_tui.widgets import chat_list
 
 
 @pytest.fixture(autouse=True)
 def _home_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Paths on screen are shown from ~ (the home folder): the same in every run."""
     monkeypatch.setenv("HOME", str(tmp_path))
+
+
+@pytest.fixture(autouse=True)
+def _fixed_chat_dates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sidebar's dates are the same in every run."""
+    monkeypatch.setattr(chat_list, "chat_date", lambda updated, now=None: "today 12:00")
 
 
 async def ask(pilot, text: str) -> ChatScreen:

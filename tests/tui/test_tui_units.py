@@ -107,3 +107,18 @@ def test_sparkline_scales_like_the_chart() -> None:
     assert sparkline([8, 1], 10) == "█▁"
     assert sparkline(list(range(1, 30)), 5) == sparkline(list(range(25, 30)), 5)
     assert sparkline([], 5) == ""
+
+
+def test_the_chat_list_shows_each_chats_date() -> None:
+    """Chats that start alike share a title: the sidebar tells them apart by date."""
+    import time
+
+    from racer_tui.history import ChatSummary
+    from racer_tui.widgets.chat_list import chat_date, chat_label
+
+    now = time.mktime((2026, 12, 1, 15, 30, 0, 0, 0, -1))
+    assert chat_date(now - 3600, now) == "today 14:30"
+    assert chat_date(time.mktime((2026, 3, 5, 9, 7, 0, 0, 0, -1)), now) == "Mar 05 09:07"
+    assert chat_date(time.mktime((2025, 12, 1, 9, 7, 0, 0, 0, -1)), now) == "2025-12-01"
+    label = chat_label(ChatSummary(1, "Hi [notes]", time.time()))
+    assert label.plain.startswith("Hi [notes]\ntoday ")
