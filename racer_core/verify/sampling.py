@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 
@@ -48,3 +49,33 @@ class TokenSampler:
         if self.greedy:
             return greedy_choices(logits[None, :])[0]
         return int(torch.multinomial(self.probabilities(logits), 1, generator=self.generator))
+
+
+def accept(
+    logits: torch.Tensor, tokens: np.ndarray, parents: np.ndarray, sampler: TokenSampler
+) -> tuple[list[int], int]:
+    """Walk the tree from the root along the model's choices (docs/design.md 1.5).
+
+    Greedy: the argmax at each node. Sampling: one sample per visited node,
+    shared by every path through it, which keeps the target distribution.
+    Returns the accepted node indices (root first) and the bonus token.
+    """
+    children: dict[tuple[int, int], int] = {}
+    for index in range(1, len(tokens)):
+        children[(int(parents[index]), int(tokens[index]))] = index
+    path = [0]
+    if sampler.greedy:
+        choice = greedy_choices(logits)
+        node = 0
+        while (node, choice[node]) in children:
+            node = children[(node, choice[node])]
+            path.append(node)
+        return path, choice[node]
+    node = 0
+    while True:
+        token = sampler.sample(logits[node])
+        nxt = children.get((node, token))
+        if nxt is None:
+            return path, token
+        node = nxt
+        path.append(node)

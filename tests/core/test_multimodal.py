@@ -52,7 +52,7 @@ def test_image_placeholders_stay_out_of_the_retrieval_corpus() -> None:
     assert engine.vision is not None
     placeholders = engine.vision.placeholder_ids
     assert placeholders & set(prompt.ids)  # the prompt has them...
-    assert not placeholders & set(conversation.decoder.seen)  # ...the automaton never saw them
+    assert not placeholders & set(conversation.decoder.drafters["racer"].seen)  # ...the automaton never saw them
     assert conversation.images == {0: (image,)}
     assert len(conversation.decoder.images) == 1
 

@@ -51,7 +51,7 @@ def chat(engine: RacerEngine, image: ChatImage | None, **config) -> tuple[list[l
                 accepted[piece.source] += 1
         steps += len(events)
     placeholders = engine.vision.placeholder_ids if engine.vision else frozenset()
-    assert not placeholders & set(conversation.decoder.seen), "the automaton learned image placeholders"
+    assert not placeholders & set(conversation.decoder.drafters["racer"].seen), "the automaton learned image placeholders"
     return replies, accepted, steps
 
 
