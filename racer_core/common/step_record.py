@@ -117,6 +117,20 @@ class StepRecord:
             budget_rule, options, chosen_option, gate, paused,
         )
 
+    @classmethod
+    def of_tree(cls, tree: Any, path: Sequence[int], bonus: int) -> StepRecord:
+        """The step inspector's copy of a verified Tree (racer_core/drafting/tree.py): small lists, no arrays."""
+        selection = tree.selection
+        return cls.build(
+            tree.tokens, tree.parents, tree.depths, tree.sources, tree.context, tree.rank,
+            path, bonus, tree.rows, tree.drafted or tree.size, tree.rule,
+            None if selection is None else selection.probabilities[selection.chosen],
+            () if selection is None else selection.options,
+            -1 if selection is None else selection.best,
+            "" if selection is None else selection.gate,
+            selection is not None and selection.intended is not None,
+        )
+
     @property
     def size(self) -> int:
         return len(self.tokens)

@@ -47,6 +47,18 @@ class Tree:
     def rows(self) -> int:
         return max(self.fed, self.size)
 
+    def padded(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The fed tokens, depths and ancestor mask. Where a cheaper size exists
+        above the tree's, the rows past it repeat the root and see only the
+        cache and themselves; their outputs and cache rows are dropped."""
+        pad = self.rows - self.size
+        if pad <= 0:
+            return self.tokens, self.depths, self.ancestors
+        ancestors = np.eye(self.rows, dtype=bool)
+        ancestors[: self.size, : self.size] = self.ancestors
+        return (np.concatenate([self.tokens, np.full(pad, self.tokens[0], dtype=np.int64)]),
+                np.concatenate([self.depths, np.zeros(pad, dtype=np.int64)]), ancestors)
+
     @classmethod
     def of(cls, tokens: Sequence[int] | np.ndarray, parents: Sequence[int] | np.ndarray, source: int,
            rule: str = "own") -> Tree:

@@ -237,7 +237,7 @@ class SequenceDecoder:
             # One pass ropes all its nodes on one side of the switch; plain
             # decoding ropes each on its own: the few steps before it verify the root alone.
             tree = Tree.root_only(root)
-        tokens, depths, ancestors = _padded(tree, root)
+        tokens, depths, ancestors = tree.padded()
         mask = self.rt.masks.build(base, ancestors, depths)
         ids = torch.from_numpy(tokens).to(self.rt.device)
         positions = torch.from_numpy(depths + base + self.offset).to(self.rt.device)
@@ -261,7 +261,7 @@ class SequenceDecoder:
         top = reply.drafter.verified(tree, logits, path, tokens, self.captured)
         if self.rows is not None:
             self.rows.extend(top[path] if top is not None else [None] * len(path))
-        record = _record(tree, path, bonus)
+        record = StepRecord.of_tree(tree, path, bonus)
         t3 = time.perf_counter()
         step = Step(tokens, sources, tree.size, tree.rows, pending.t1 - pending.t0, t2 - pending.t1, t3 - t2,
                     reason, record, margins)
@@ -366,36 +366,9 @@ class Pending:
     t1: float
 
 
-def _padded(tree: Tree, root: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The fed tokens, depths and ancestor mask. Where a cheaper size exists
-    above the tree's, the rows past it see only the cache and themselves;
-    their outputs and cache rows are dropped."""
-    pad = tree.rows - tree.size
-    if pad <= 0:
-        return tree.tokens, tree.depths, tree.ancestors
-    padded = np.eye(tree.rows, dtype=bool)
-    padded[: tree.size, : tree.size] = tree.ancestors
-    return (np.concatenate([tree.tokens, np.full(pad, root, dtype=np.int64)]),
-            np.concatenate([tree.depths, np.zeros(pad, dtype=np.int64)]), padded)
-
-
 def _straddles(switch: int | None, root: int, depths: np.ndarray) -> bool:
     """Whether a tree whose root sits at position `root` has nodes on both sides of the rope switch."""
     return switch is not None and root < switch <= root + int(depths.max())
-
-
-def _record(tree: Tree, path: list[int], bonus: int) -> StepRecord:
-    """The step inspector's copy of what was verified: small lists, no tensors."""
-    selection = tree.selection
-    return StepRecord.build(
-        tree.tokens, tree.parents, tree.depths, tree.sources, tree.context, tree.rank,
-        path, bonus, tree.rows, tree.drafted or tree.size, tree.rule,
-        None if selection is None else selection.probabilities[selection.chosen],
-        () if selection is None else selection.options,
-        -1 if selection is None else selection.best,
-        "" if selection is None else selection.gate,
-        selection is not None and selection.intended is not None,
-    )
 
 
 def _chunks(count: int, base: int, images: list[ImageSpan]) -> Iterator[tuple[int, int]]:
