@@ -93,6 +93,7 @@ LOGITS = SourceSpec(2, "LOGITS", "logits", "logits table", "#87ff87")  # xterm 1
 HEAD = SourceSpec(3, "HEAD", "head", "draft head", "#00d7d7")  # xterm 44
 SUFFIX = SourceSpec(4, "SUFFIX", "suffix", "suffix tree", "#d7af00")  # xterm 178
 RECYCLED = SourceSpec(5, "RECYCLED", "recycled", "recycled top-k", "#d787d7")  # xterm 176
+PROMPT_LOOKUP = SourceSpec(6, "NGRAM", "ngram", "prompt lookup", "#87afff")  # xterm 111
 
 _RACER = "racer_core.drafting.racer:RacerDrafter"
 PEERS_EXTRA = "peers"
@@ -117,6 +118,9 @@ METHOD_SPECS: tuple[MethodSpec, ...] = (
                sources=(SUFFIX,), extra=PEERS_EXTRA, library=("arctic_inference.suffix_decoding", "arctic-inference")),
     MethodSpec("recycling", "recycling (Token Recycling)", (219, 97, 162), "Token Recycling's adjacency matrix",
                drafter="racer_core.drafting.recycling:RecyclingDrafter", sources=(RECYCLED,)),
+    MethodSpec("ngram", "ngram (prompt lookup, our verifier)", (255, 200, 120),
+               "vLLM's n-gram prompt lookup, verified like racer", drafter="racer_core.drafting.ngram:NgramDrafter",
+               sources=(PROMPT_LOOKUP,)),
 )
 
 REGISTRY: dict[str, MethodSpec] = {spec.name: spec for spec in METHOD_SPECS}
