@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 from conftest import scripted_on
-from engine_helpers import SMALL_VOCAB, engine_for
+from engine_helpers import SMALL_VOCAB
 
 from racer_core.budget.cost_curve import CPU_GRID, MAX_MEASUREMENTS, CostCurve, curve_cache_path, load_or_measure
 from racer_core.budget.tree_policy import EfficientSizes, TreePolicy
@@ -197,5 +197,6 @@ def test_a_measurement_on_the_real_clock_fails_the_test() -> None:
 
 
 def test_test_engines_verify_on_the_scripted_curve() -> None:
-    engine = engine_for("llama")
-    assert engine.cost_curve().seconds == scripted_on(engine.cost_curve().sizes).seconds
+    engine = RacerEngine(tiny_model("llama", 0, vocab_size=SMALL_VOCAB), None, "tiny-scripted", eos_ids=frozenset())
+    curve = engine.cost_curve()
+    assert curve.sizes == list(CPU_GRID) and curve.seconds == scripted_on(CPU_GRID).seconds
