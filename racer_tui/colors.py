@@ -11,16 +11,13 @@ them as they are.
 from __future__ import annotations
 
 from racer_core.common.events import Source
+from racer_core.drafting import registry
 
-RETRIEVAL_GREEN = "#00af00"  # accepted draft token from the automaton (xterm 34)
-LOGITS_GREEN = "#87ff87"  # accepted draft token from the logits table (xterm 120)
-HEAD_CYAN = "#00d7d7"  # accepted draft token from a trained draft head, eagle3 (xterm 44)
-SOURCE_STYLE: dict[Source, str] = {
-    Source.MODEL: "",
-    Source.RETRIEVAL: RETRIEVAL_GREEN,
-    Source.LOGITS: LOGITS_GREEN,
-    Source.HEAD: HEAD_CYAN,
-}
+# Every source's colour is declared with its method (racer_core/drafting/registry.py).
+SOURCE_STYLE: dict[Source, str] = {Source(spec.id): spec.colour for spec in registry.sources()}
+RETRIEVAL_GREEN = SOURCE_STYLE[Source.RETRIEVAL]  # accepted draft token from the automaton (xterm 34)
+LOGITS_GREEN = SOURCE_STYLE[Source.LOGITS]  # accepted draft token from the logits table (xterm 120)
+HEAD_CYAN = SOURCE_STYLE[Source.HEAD]  # accepted draft token from a trained draft head, eagle3 (xterm 44)
 
 
 def rgb_of(hex_colour: str) -> tuple[int, int, int]:
@@ -33,18 +30,8 @@ def rgb_of(hex_colour: str) -> tuple[int, int, int]:
 CHART_GREEN = rgb_of(RETRIEVAL_GREEN)
 CHART_BLUE = (88, 166, 255)
 
-# One colour per method in every dashboard chart.
-METHOD_COLORS: dict[str, tuple[int, int, int]] = {
-    "ar": (160, 160, 160),
-    "racer": CHART_GREEN,
-    "retrieval": (88, 166, 255),
-    "logits": (210, 153, 34),
-    "hf": (188, 140, 255),
-    "pld": (255, 123, 114),
-    "eagle3": (121, 192, 255),
-    "suffix": (57, 197, 207),
-    "recycling": (219, 97, 162),
-}
+# One colour per method in every dashboard chart (declared in the registry).
+METHOD_COLORS: dict[str, tuple[int, int, int]] = {spec.name: spec.colour for spec in registry.METHOD_SPECS}
 
 
 def method_color(method: str) -> tuple[int, int, int]:

@@ -12,11 +12,15 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
+
+from racer_core.budget import cost_curve
 
 # Recent hypothesis loads a "ci" profile of its own wherever CI is set (even CI=false); this one
 # holds on every version the project allows, and only where CI is true.
@@ -35,6 +39,43 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(_root, "torchinduc
 
 # The original's unittest command for the paper-alignment cases; pytest runs them from tests/core/.
 collect_ignore = ["test_automaton_paper_alignment.py"]
+
+
+SCRIPTED_CURVE = cost_curve.CostCurve([1, 2, 4, 8, 16, 32, 64], [0.010, 0.0102, 0.0104, 0.0108, 0.0116, 0.0132, 0.0164])
+"""What every test engine's verification costs: a little more per token (drafting pays), the same on any machine."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "measures_cost_curve: runs the real cost-curve measurement (on a fake clock)")
+
+
+@pytest.fixture(autouse=True)
+def scripted_cost_curve(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test times anything: every engine gets SCRIPTED_CURVE instead of
+    measuring its forward on this machine, so `auto` drafts alike everywhere.
+    A test of the measuring code marks itself `measures_cost_curve` and must
+    bring a fake clock: the measurement fails the test if it ran on the real one."""
+    real = cost_curve.load_or_measure
+    if request.node.get_closest_marker("measures_cost_curve") is None:
+        monkeypatch.setattr(cost_curve, "load_or_measure", lambda key, grid, measure, *a, **k: scripted_on(grid))
+        return
+
+    def fake_clocks_only(key, grid, measure, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003
+        def measured(sizes):  # noqa: ANN001, ANN202
+            import time
+
+            engine = sys.modules.get("racer_core.engine.engine")
+            if engine is not None and engine.time.perf_counter is time.perf_counter:
+                pytest.fail("a test engine measured a real cost curve (on the real clock): script it or fake the clock")
+            return measure(sizes)
+
+        return real(key, grid, measured, *args, **kwargs)
+
+    monkeypatch.setattr(cost_curve, "load_or_measure", fake_clocks_only)
+
+
+def scripted_on(grid: Sequence[int]) -> cost_curve.CostCurve:
+    return SCRIPTED_CURVE.on_grid(grid)
 
 
 @pytest.fixture

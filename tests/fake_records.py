@@ -6,7 +6,7 @@ accepted path, the budget options)."""
 from __future__ import annotations
 
 from racer_core.common.events import Source, TokenPiece
-from racer_core.common.step_record import LOGITS_BIT, RETRIEVAL_BIT, BudgetOption, StepRecord
+from racer_core.common.step_record import BudgetOption, StepRecord
 
 REJECTED_BASE = 5000  # token ids of drafts the model did not accept
 REJECTED_WORDS = ("maybe ", "the ", "tree ", "draft ", "token ", "cheap ", "model ")
@@ -36,18 +36,17 @@ def fake_record(method: str, step: int, pieces: tuple[TokenPiece, ...], root: in
         parents.append(parent)
         depths.append(depth)
         sources.append(bits)
-        context.append(3 + depth if bits & RETRIEVAL_BIT else 0)
-        rank.append(logits_rank if bits & LOGITS_BIT else -1)
+        context.append(3 + depth if bits == Source.RETRIEVAL else 0)
+        rank.append(logits_rank if bits == Source.LOGITS else -1)
         estimates.append(p)
         return len(tokens) - 1
 
     drafts = pieces[:-1]
     for depth, piece in enumerate(drafts, 1):  # breadth-first: each level's accepted node, then its rival
         parent = accepted[-1]
-        bits = RETRIEVAL_BIT if piece.source == Source.RETRIEVAL else LOGITS_BIT
-        accepted.append(add(piece.token_id, parent, depth, bits, round(0.9**depth, 2), 0))
-        add(REJECTED_BASE + 10 * (step % 50) + depth, parent, depth, LOGITS_BIT, 0.1, 1)
-    add(REJECTED_BASE + 10 * (step % 50) + 9, accepted[-1], len(drafts) + 1, RETRIEVAL_BIT, 0.3, -1)
+        accepted.append(add(piece.token_id, parent, depth, piece.source, round(0.9**depth, 2), 0))
+        add(REJECTED_BASE + 10 * (step % 50) + depth, parent, depth, Source.LOGITS, 0.1, 1)
+    add(REJECTED_BASE + 10 * (step % 50) + 9, accepted[-1], len(drafts) + 1, Source.RETRIEVAL, 0.3, -1)
     expected = 1.0 + sum(estimates[1:])
     options = (BudgetOption(1, 1, 1.0, 0.012), BudgetOption(len(tokens), budget, expected, 0.016))
     return StepRecord.build(

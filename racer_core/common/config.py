@@ -20,19 +20,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from racer_core.common.errors import InputError
+from racer_core.drafting import registry
 
-METHODS = ("ar", "racer", "retrieval", "logits", "hf", "pld", "eagle3", "suffix", "recycling")
-"""Decoding methods. `ar`, `racer`, `retrieval`, `logits`, `eagle3` and the peers
-share one code path; `hf` (transformers' generate) and `pld` (its prompt lookup) are anchors."""
-TRANSFORMERS_METHODS = ("hf", "pld")
+METHODS = registry.names()
+"""Decoding methods (racer_core/drafting/registry.py): the drafters share one code path
+(racer_core/engine/decoder.py); `hf` (transformers' generate) and `pld` (its prompt lookup) are anchors."""
+TRANSFORMERS_METHODS = registry.names(registry.ANCHOR)
 """The anchors that run transformers' own generate (and its modules, not the lean forward)."""
-HEAD_METHODS = ("eagle3",)
+HEAD_METHODS = tuple(s.name for s in registry.METHOD_SPECS if s.needs_head)
 """The methods that draft with a trained draft head (EAGLE-3's dynamic tree; --draft-model)."""
-DRAFTING_METHODS = ("racer", "retrieval", "logits")
-"""The methods that draft trees (their tree size follows the cost curve)."""
-PEER_METHODS = ("suffix", "recycling")
-"""Other papers' drafters (racer_core/drafting/peers), verified by the same tree code
-as racer; each sizes its own tree (docs/evaluation.md)."""
+DRAFTING_METHODS = tuple(s.name for s in registry.METHOD_SPECS if s.cost_sized)
+"""The methods whose tree size follows the cost curve (racer and its one-source variants)."""
 
 MAX_DRAFT = 4096
 """Largest draft tree: its attention mask is T x T, 16 MiB at 4096."""

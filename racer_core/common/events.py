@@ -14,15 +14,22 @@ from typing import Any, Protocol
 # The generation parameters live in config; re-exported for the front ends.
 from racer_core.common.config import METHODS, ConfigError, GenerationConfig  # noqa: F401
 from racer_core.common.step_record import StepRecord
+from racer_core.drafting import registry
+
+Source = IntEnum("Source", {spec.name: spec.id for spec in registry.sources()})  # type: ignore[misc]
+"""Where a generated token came from: MODEL (the bonus token the model sampled,
+or plain decoding's) or one of the drafting sources the methods declare in
+racer_core/drafting/registry.py (RETRIEVAL the automaton, LOGITS the logits
+table, HEAD a draft head, SUFFIX a suffix tree, RECYCLED recycled top-k, ...).
+Built from the registry, so a new method's source needs no edit here."""
 
 
-class Source(IntEnum):
-    """Where a generated token came from."""
+def source_spec(source: int) -> registry.SourceSpec:
+    """The registry's description of a source: its API key, label and colour."""
+    return _SPECS[int(source)]
 
-    MODEL = 0  # the bonus token sampled from the model (or plain decoding)
-    RETRIEVAL = 1  # an accepted draft token proposed by the automaton
-    LOGITS = 2  # an accepted draft token proposed by the logits table only
-    HEAD = 3  # an accepted draft token proposed by a trained draft head (eagle3)
+
+_SPECS = {spec.id: spec for spec in registry.sources()}
 
 
 @dataclass(frozen=True)
@@ -83,13 +90,17 @@ class StepEvent:
         """Tokens emitted this step, bonus included (MAT counts these)."""
         return len(self.pieces)
 
+    def from_source(self, source: int) -> int:
+        """Tokens of this step that `source` proposed."""
+        return sum(1 for p in self.pieces if p.source == source)
+
     @property
     def from_retrieval(self) -> int:
-        return sum(1 for p in self.pieces if p.source == Source.RETRIEVAL)
+        return self.from_source(Source.RETRIEVAL)
 
     @property
     def from_logits(self) -> int:
-        return sum(1 for p in self.pieces if p.source == Source.LOGITS)
+        return self.from_source(Source.LOGITS)
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-RETRIEVAL_BIT = 1  # the automaton's source bits (DraftTree.sources)
-LOGITS_BIT = 2
+from racer_core.drafting import registry
+
+_SOURCES = {spec.id: spec for spec in registry.sources()}
 
 
 def _tuple(values: Any) -> tuple:
@@ -28,23 +29,30 @@ class DraftNode:
     token_id: int
     parent: int  # index of the parent node, -1 for the root
     depth: int  # 0 for the root
-    from_retrieval: bool  # proposed by the automaton ...
-    context: int  # ... after matching this many tokens of context (0 if not)
-    from_logits: bool  # proposed by the logits table ...
-    rank: int  # ... as its rank-th guess (0 = best; -1 if not)
+    source_id: int  # the Source that proposed it (racer_core.common.events.Source; 0 for the root)
+    context: int  # the automaton's retrieval context that added it (0 if none)
+    rank: int  # the logits table's rank that reached it (0 = best; -1 if none)
     estimate: float | None  # the policy's P(path accepted), None without a policy
 
     @property
+    def from_retrieval(self) -> bool:
+        return self.source_id == registry.AUTOMATON.id
+
+    @property
+    def from_logits(self) -> bool:
+        return self.rank >= 0
+
+    @property
     def source(self) -> str:
-        """A short label: where the drafts came from."""
+        """A short label: where the draft came from, as its method declared (registry.py)."""
         if self.parent < 0:
             return "root"
-        parts = []
-        if self.from_retrieval:
-            parts.append(f"automaton ctx {self.context}")
-        if self.from_logits:
-            parts.append(f"logits rank {self.rank}")
-        return " + ".join(parts) or "draft head"  # eagle3's nodes carry neither automaton bit
+        spec = _SOURCES.get(self.source_id, registry.BONUS)
+        if spec == registry.LOGITS:
+            return f"logits rank {self.rank}"
+        if spec == registry.AUTOMATON:  # racer's nodes: also reached by the logits table, when ranked
+            return f"automaton ctx {self.context}" + (f" + logits rank {self.rank}" if self.rank >= 0 else "")
+        return spec.label
 
 
 @dataclass(frozen=True)
@@ -68,7 +76,7 @@ class StepRecord:
     tokens: tuple[int, ...]
     parents: tuple[int, ...]
     depths: tuple[int, ...]
-    sources: tuple[int, ...]  # RETRIEVAL_BIT | LOGITS_BIT per node, 0 for the root
+    sources: tuple[int, ...]  # the Source id per node, 0 for the root
     context: tuple[int, ...]
     rank: tuple[int, ...]
     estimates: tuple[float, ...] | None  # the policy's P(path accepted) per node
@@ -109,6 +117,20 @@ class StepRecord:
             budget_rule, options, chosen_option, gate, paused,
         )
 
+    @classmethod
+    def of_tree(cls, tree: Any, path: Sequence[int], bonus: int) -> StepRecord:
+        """The step inspector's copy of a verified Tree (racer_core/drafting/tree.py): small lists, no arrays."""
+        selection = tree.selection
+        return cls.build(
+            tree.tokens, tree.parents, tree.depths, tree.sources, tree.context, tree.rank,
+            path, bonus, tree.rows, tree.drafted or tree.size, tree.rule,
+            None if selection is None else selection.probabilities[selection.chosen],
+            () if selection is None else selection.options,
+            -1 if selection is None else selection.best,
+            "" if selection is None else selection.gate,
+            selection is not None and selection.intended is not None,
+        )
+
     @property
     def size(self) -> int:
         return len(self.tokens)
@@ -117,9 +139,7 @@ class StepRecord:
     def nodes(self) -> tuple[DraftNode, ...]:
         return tuple(
             DraftNode(
-                self.tokens[i], self.parents[i], self.depths[i],
-                bool(self.sources[i] & RETRIEVAL_BIT), self.context[i],
-                bool(self.sources[i] & LOGITS_BIT), self.rank[i],
+                self.tokens[i], self.parents[i], self.depths[i], self.sources[i], self.context[i], self.rank[i],
                 None if self.estimates is None else self.estimates[i],
             )
             for i in range(self.size)

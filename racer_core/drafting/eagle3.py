@@ -17,22 +17,16 @@ join the head's cache, fed at the next draft.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
+from racer_core.common.config import GenerationConfig
+from racer_core.drafting import registry
+from racer_core.drafting.protocol import Drafter, DrafterSetup
+from racer_core.drafting.tree import Tree
 from racer_core.models.eagle3_head import Eagle3Head
-
-
-@dataclass
-class HeadTree:
-    """The drafted tree, root first, parents before children."""
-
-    tokens: np.ndarray
-    parents: np.ndarray
-    depths: np.ndarray
-    ancestors: np.ndarray  # (T, T) bool: node i sees node j (itself included)
 
 
 class _Rows:
@@ -101,7 +95,7 @@ class HeadDrafter:
         self.values.append(v[0].transpose(0, 1).reshape(n - start, -1))
         return out[-1:]
 
-    def draft(self, cached: list[int], root: int, total: int, depth: int, top_k: int) -> HeadTree:
+    def draft(self, cached: list[int], root: int, total: int, depth: int, top_k: int) -> Tree:
         """The tree under `root` (the token after `cached`), at most `total` nodes with the root."""
         head = self.head
         n = len(cached)
@@ -160,10 +154,48 @@ class HeadDrafter:
                      [0, *(levels[c] for c in chosen)])
 
 
-def _tree(tokens: list[int], parents: list[int], depths: list[int]) -> HeadTree:
+def _tree(tokens: list[int], parents: list[int], depths: list[int]) -> Tree:
     size = len(tokens)
     ancestors = np.eye(size, dtype=bool)
     for i in range(1, size):
         ancestors[i] |= ancestors[parents[i]]
-    return HeadTree(np.asarray(tokens, dtype=np.int64), np.asarray(parents, dtype=np.int64),
-                    np.asarray(depths, dtype=np.int64), ancestors)
+    return Tree.shaped(np.asarray(tokens, dtype=np.int64), np.asarray(parents, dtype=np.int64),
+                       np.asarray(depths, dtype=np.int64), ancestors, registry.HEAD.id, "head")
+
+
+class Eagle3Drafter(Drafter):
+    """Method eagle3: a HeadDrafter over the conversation's cache. Positions
+    cached while another method ran have no auxiliary states, so `truncate`
+    sends the decoder back to verify them again (prefill)."""
+
+    def __init__(self, head: Eagle3Head) -> None:
+        self.state = HeadDrafter(head)
+        self.capture_layers = head.aux_layers
+        self.tokens: list[int] = []  # the cached tokens the aux rows belong to
+        self.config = GenerationConfig(method="eagle3")
+
+    @classmethod
+    def create(cls, setup: DrafterSetup) -> Eagle3Drafter:
+        assert setup.head is not None
+        return cls(setup.head)
+
+    def configure(self, config: GenerationConfig) -> None:
+        self.config = config
+
+    def truncate(self, length: int) -> int:
+        self.state.truncate(length)
+        del self.tokens[length:]
+        return self.state.aux.length
+
+    def prefilled(self, cached: list[int], base: int, logits: Any, captured: Any) -> None:
+        self.state.aux.append(captured)
+        self.tokens.extend(cached[base:])
+
+    def draft(self, root: int, prev: int, limit: int | None) -> Tree:
+        """EAGLE-3's dynamic tree (its own size, total_token: a budget does not apply)."""
+        config = self.config
+        return self.state.draft(self.tokens, root, config.total_token, config.depth, config.top_k)
+
+    def verified(self, tree: Tree, logits: Any, path: list[int], emitted: list[int], captured: Any) -> None:
+        self.state.aux.append(captured[path])
+        self.tokens.extend(int(tree.tokens[i]) for i in path)

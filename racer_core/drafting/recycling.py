@@ -24,9 +24,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from racer_core.drafting.tree import PeerTree, tree_from_parents
+from racer_core.drafting import registry
+from racer_core.drafting.protocol import Drafter, DrafterSetup
+from racer_core.drafting.tree import Tree
 
-LOGITS_BIT = 2  # its drafts are the model's own top-k: shown as the logits table's
+SOURCE = registry.RECYCLED.id  # its drafts are shown as recycled top-k, not racer's logits table
 TOP_K = 8  # the paper's k (--output-id-topk)
 
 # The paper's default template ("2.2.2", 80 nodes under the root, depth 6), by
@@ -58,7 +60,7 @@ class TreeTemplate:
             ranks.append(path[-1])
         self.parents = np.asarray(parents, dtype=np.int64)
         self.ranks = np.asarray(ranks, dtype=np.int64)
-        self.shape = tree_from_parents([0] * len(parents), parents)
+        self.shape = Tree.of([0] * len(parents), parents, SOURCE)
         depths = self.shape.depths
         # node ranges per depth (breadth-first: each layer is contiguous)
         self.layers = [np.nonzero(depths == d)[0] for d in range(1, int(depths.max()) + 1)]
@@ -95,10 +97,9 @@ class AdjacencyMatrix:
         return tokens
 
 
-class RecyclingDrafter:
-    """Token Recycling over one adjacency matrix (kept as long as the drafter)."""
-
-    source_bits = LOGITS_BIT
+class RecyclingDrafter(Drafter):
+    """Token Recycling over one adjacency matrix (kept as long as the drafter;
+    a warmed conversation shares it: the paper's hot start)."""
 
     def __init__(self, vocab_size: int, paths: Sequence[tuple[int, ...]] = TEMPLATE, k: int = TOP_K) -> None:
         k = min(k, vocab_size)  # a vocabulary smaller than k (test models): the paths within it
@@ -106,24 +107,22 @@ class RecyclingDrafter:
         self.template = DEFAULT_TEMPLATE if paths is TEMPLATE and k == TOP_K else \
             TreeTemplate([p for p in paths if max(p) < k])
 
-    def start(self, prompt: Sequence[int]) -> None:
-        pass
+    @classmethod
+    def create(cls, setup: DrafterSetup) -> RecyclingDrafter:
+        return cls(setup.vocab_size)
 
-    def emitted(self, tokens: Sequence[int]) -> None:
-        pass
+    def warm_copy(self, setup: DrafterSetup) -> RecyclingDrafter:
+        return self
 
-    def draft(self, root: int, limit: int | None) -> PeerTree:
+    def draft(self, root: int, prev: int = -1, limit: int | None = None) -> Tree:
         """The static tree (all of it: the paper verifies the whole template), or
         its breadth-first first `limit` nodes under a fixed budget."""
         size = self.template.size if limit is None else max(1, min(limit, self.template.size))
         shape = self.template.shape
         tokens = self.matrix.expand(root, self.template, size)
         if size == self.template.size:
-            return PeerTree(tokens, shape.parents, shape.depths, shape.ancestors)
-        return PeerTree(tokens, shape.parents[:size], shape.depths[:size], shape.ancestors[:size, :size])
+            return Tree.shaped(tokens, shape.parents, shape.depths, shape.ancestors, SOURCE)
+        return Tree.shaped(tokens, shape.parents[:size], shape.depths[:size], shape.ancestors[:size, :size], SOURCE)
 
-    def verified(self, tokens: np.ndarray, logits: Any) -> None:
-        self.matrix.update(tokens, logits)
-
-    def finish(self) -> None:
-        pass
+    def verified(self, tree: Tree, logits: Any, path: list[int], emitted: list[int], captured: Any) -> None:
+        self.matrix.update(tree.tokens, logits)

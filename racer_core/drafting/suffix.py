@@ -15,12 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from arctic_inference.suffix_decoding import SuffixDecodingCache
 
-from racer_core.drafting.tree import PeerTree, tree_from_parents
+from racer_core.drafting import registry
+from racer_core.drafting.protocol import Drafter
+from racer_core.drafting.tree import Tree
 
-RETRIEVAL_BIT = 1  # its drafts are copied text: shown as retrieval's
+SOURCE = registry.SUFFIX.id  # its drafts are shown as the suffix tree's, not racer's automaton
 
 
 @dataclass(frozen=True)
@@ -36,10 +37,9 @@ class SuffixSettings:
     use_tree_spec: bool = False  # vLLM's proposer speculates a chain (the library's default)
 
 
-class SuffixDrafter:
-    """One SuffixDecodingCache; a request per reply."""
-
-    source_bits = RETRIEVAL_BIT
+class SuffixDrafter(Drafter):
+    """One SuffixDecodingCache; a request per reply. A warmed conversation
+    shares it, as vLLM's cache spans its requests."""
 
     def __init__(self, settings: SuffixSettings | None = None) -> None:
         self.settings = settings or SuffixSettings()
@@ -49,12 +49,17 @@ class SuffixDrafter:
         self._active: int | None = None
         self._context: list[int] = []  # the active request's last tokens, for speculation
 
-    def start(self, prompt: Sequence[int]) -> None:
+    def warm_copy(self, setup: Any) -> SuffixDrafter:
+        return self
+
+    def start(self, prompt: Sequence[int], first: int | None = None) -> None:
         self.finish()  # a reply that never finished leaves its request open
         self._requests += 1
         self._active = self._requests
         self.cache.start_request(self._active, list(prompt))
         self._context = list(prompt[-self.settings.max_tree_depth :])
+        if first is not None:
+            self.emitted([first])
 
     def emitted(self, tokens: Sequence[int]) -> None:
         if self._active is None or not tokens:
@@ -62,7 +67,7 @@ class SuffixDrafter:
         self.cache.add_active_response(self._active, list(tokens))
         self._context = (self._context + list(tokens))[-self.settings.max_tree_depth :]
 
-    def draft(self, root: int, limit: int | None) -> PeerTree:
+    def draft(self, root: int, prev: int = -1, limit: int | None = None) -> Tree:
         assert self._active is not None, "start() first"
         # The root is the last emitted token: the context already ends with it.
         most = self.settings.max_spec_tokens if limit is None else min(self.settings.max_spec_tokens, limit - 1)
@@ -72,13 +77,13 @@ class SuffixDrafter:
             use_tree_spec=self.settings.use_tree_spec,
         ) if most > 0 else None
         if found is None or not found.token_ids:
-            return tree_from_parents([root], [-1])
+            return Tree.of([root], [-1], SOURCE)
         # The library's parents index its own list (-1: the context); ours put the root first.
         parents = [-1, *(p + 1 for p in found.parents)]
-        return tree_from_parents([root, *found.token_ids], parents)
+        return Tree.of([root, *found.token_ids], parents, SOURCE)
 
-    def verified(self, tokens: np.ndarray, logits: Any) -> None:
-        pass  # the suffix trees learn from emitted text only
+    def verified(self, tree: Tree, logits: Any, path: list[int], emitted: list[int], captured: Any) -> None:
+        self.emitted(emitted)  # the suffix trees learn from emitted text only
 
     def finish(self) -> None:
         if self._active is not None:

@@ -1,57 +1,105 @@
-"""The form a peer's draft takes, and what the decoder asks of a peer."""
+"""The one draft tree every drafter hands the verifier (racer_core/engine/decoder.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from racer_core.budget.tree_policy import Selection, TreePolicy
+
 
 @dataclass(frozen=True)
-class PeerTree:
-    """A drafted tree, node 0 the root; a parent always comes before its children."""
+class Tree:
+    """A drafted tree, node 0 the root, a parent always before its children.
+
+    `sources` says per node which Source (racer_core.common.events, declared by
+    the method in racer_core/drafting/registry.py) proposed it; the root's is 0.
+    `context` and `rank` are racer's features (the automaton's retrieval
+    context, the logits table's rank); other drafters leave them 0 and -1.
+    """
 
     tokens: np.ndarray  # int64
     parents: np.ndarray  # int64, -1 for the root
     depths: np.ndarray  # int64, 0 for the root
     ancestors: np.ndarray  # bool T x T: [i, j] iff j is i or an ancestor of i
+    sources: np.ndarray  # uint8 Source ids
+    context: np.ndarray  # int64
+    rank: np.ndarray  # int64
+    rule: str = "own"  # how its size was chosen, for the step record ("plain", "auto", "fixed", "head", "own")
+    fed: int = 0  # rows the pass feeds when more than `size` (a cheaper padded size); 0: `size`
+    drafted: int = 0  # nodes in the tree this one was cut from; 0: `size`
+    selection: Selection | None = None  # the tree policy's choice and what led to it
+
+    @property
+    def size(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def position_ids(self) -> np.ndarray:
+        """The depths, under the name the tree policy reads (as racer's DraftTree has them)."""
+        return self.depths
+
+    @property
+    def rows(self) -> int:
+        return max(self.fed, self.size)
+
+    def padded(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The fed tokens, depths and ancestor mask. Where a cheaper size exists
+        above the tree's, the rows past it repeat the root and see only the
+        cache and themselves; their outputs and cache rows are dropped."""
+        pad = self.rows - self.size
+        if pad <= 0:
+            return self.tokens, self.depths, self.ancestors
+        ancestors = np.eye(self.rows, dtype=bool)
+        ancestors[: self.size, : self.size] = self.ancestors
+        return (np.concatenate([self.tokens, np.full(pad, self.tokens[0], dtype=np.int64)]),
+                np.concatenate([self.depths, np.zeros(pad, dtype=np.int64)]), ancestors)
+
+    @classmethod
+    def of(cls, tokens: Sequence[int] | np.ndarray, parents: Sequence[int] | np.ndarray, source: int,
+           rule: str = "own") -> Tree:
+        """A tree given by parents, every node but the root proposed by `source`."""
+        size = len(tokens)
+        parent = np.asarray(parents, dtype=np.int64)
+        depths = np.zeros(size, dtype=np.int64)
+        ancestors = np.eye(size, dtype=bool)
+        for i in range(1, size):
+            depths[i] = depths[parent[i]] + 1
+            ancestors[i] |= ancestors[parent[i]]
+        return cls.shaped(np.asarray(tokens, dtype=np.int64), parent, depths, ancestors, source, rule)
+
+    @classmethod
+    def shaped(cls, tokens: np.ndarray, parents: np.ndarray, depths: np.ndarray, ancestors: np.ndarray,
+               source: int, rule: str = "own") -> Tree:
+        """A tree whose depths and mask are known, every node but the root from `source`."""
+        size = len(tokens)
+        sources = np.full(size, source, dtype=np.uint8)
+        sources[:1] = 0
+        return cls(tokens, parents, depths, ancestors, sources, np.zeros(size, dtype=np.int64),
+                   np.full(size, -1, dtype=np.int64), rule)
+
+    @classmethod
+    def root_only(cls, root: int) -> Tree:
+        """Plain decoding: the root alone."""
+        return cls.of([root], [-1], 0, "plain")
 
 
-class PeerDrafter(Protocol):
-    """What the decoder asks of a peer; one per method per conversation."""
-
-    source_bits: int  # the Source bit its accepted drafts are shown with (1 retrieval-like, 2 logits-like)
-
-    def start(self, prompt: Sequence[int]) -> None:
-        """A reply begins after `prompt` (image placeholders left out)."""
-        ...
-
-    def emitted(self, tokens: Sequence[int]) -> None:
-        """The reply grew by `tokens` (its first token, then each step's)."""
-        ...
-
-    def draft(self, root: int, limit: int | None) -> PeerTree:
-        """The tree under `root` (the reply's last token): at most `limit` nodes, root included, when set."""
-        ...
-
-    def verified(self, tokens: np.ndarray, logits: Any) -> None:
-        """The model's logits (a torch tensor, one row per node) for the verified tree `tokens`."""
-        ...
-
-    def finish(self) -> None:
-        """The reply ended (finished, stopped or failed)."""
-        ...
-
-
-def tree_from_parents(tokens: Sequence[int], parents: Sequence[int]) -> PeerTree:
-    """Depths and the ancestor mask of a tree given by parents (each before its children)."""
-    size = len(tokens)
-    parent = np.asarray(parents, dtype=np.int64)
-    depths = np.zeros(size, dtype=np.int64)
-    ancestors = np.eye(size, dtype=bool)
-    for i in range(1, size):
-        depths[i] = depths[parent[i]] + 1
-        ancestors[i] |= ancestors[parent[i]]
-    return PeerTree(np.asarray(tokens, dtype=np.int64), parent, depths, ancestors)
+def cut(tree: Tree, policy: TreePolicy) -> Tree:
+    """The nodes of `tree` the tree policy verifies (docs/design.md 1.8), with
+    what led to the choice; its size may be padded up to a cheaper one."""
+    selection = policy.choose(tree)
+    chosen = selection.chosen
+    remap = np.full(tree.size, -1, dtype=np.int64)
+    remap[chosen] = np.arange(len(chosen))
+    parents = remap[tree.parents[chosen]]
+    parents[0] = -1
+    return replace(
+        tree, tokens=tree.tokens[chosen], parents=parents, depths=tree.depths[chosen],
+        ancestors=tree.ancestors[np.ix_(chosen, chosen)], sources=tree.sources[chosen],
+        context=tree.context[chosen], rank=tree.rank[chosen], rule="auto", fed=selection.fed,
+        drafted=tree.size, selection=selection,
+    )

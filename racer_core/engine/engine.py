@@ -19,16 +19,9 @@ from typing import Any
 
 import torch
 
+from racer_core.budget import cost_curve as curves
 from racer_core.budget import cpu_class
-from racer_core.budget.cost_curve import (
-    CPU_GRID,
-    CPU_QUICK,
-    GPU_GRID,
-    MAX_MEASUREMENTS,
-    QUICK_ROUNDS,
-    CostCurve,
-    load_or_measure,
-)
+from racer_core.budget.cost_curve import CPU_GRID, CPU_QUICK, GPU_GRID, MAX_MEASUREMENTS, QUICK_ROUNDS, CostCurve
 from racer_core.budget.tree_policy import TreePolicy
 from racer_core.common.config import TRANSFORMERS_METHODS
 from racer_core.common.errors import InputError
@@ -181,7 +174,8 @@ class RacerEngine:
             # A CPU measures a few sizes briefly (the grid between is interpolated).
             quick = CPU_QUICK if self.runtime.device.type == "cpu" else None
             measure = functools.partial(self.time_forward, rounds=QUICK_ROUNDS) if quick else self.time_forward
-            self._curve = load_or_measure(key, self._grid, measure, told, quick, refresh)
+            # looked up on the module: the tests script it (tests/conftest.py)
+            self._curve = curves.load_or_measure(key, self._grid, measure, told, quick, refresh)
         return self._curve
 
     def time_forward(self, sizes: Sequence[int], context: int = 256, rounds: int = 5) -> list[float]:
@@ -197,7 +191,7 @@ class RacerEngine:
         prompt = torch.randint(0, rt.vocab_size, (context,), generator=gen).tolist()
         best = [float("inf")] * len(sizes)
         with torch.inference_mode():
-            decoder._prefill(prompt, update_table=False)
+            decoder._prefill(prompt)
             for round_index in range(rounds + 1):
                 for i, size in enumerate(sizes):
                     ids = torch.randint(0, rt.vocab_size, (size,), generator=gen).to(rt.device)

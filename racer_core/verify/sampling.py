@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from racer_core.verify.penalties import Penalizer, Penalties
@@ -84,3 +85,38 @@ def token_logprobs(rows: torch.Tensor, tokens: list[int], top: int) -> list[tupl
         return [(lp, []) for lp in chosen]
     values, ids = torch.topk(logp, min(top, logp.shape[-1]), dim=-1)
     return [(lp, list(zip(i, v, strict=True))) for lp, i, v in zip(chosen, ids.tolist(), values.tolist(), strict=True)]
+
+
+def accept(
+    logits: torch.Tensor, tokens: np.ndarray, parents: np.ndarray, sampler: TokenSampler,
+    generated: Sequence[int] = (),
+) -> tuple[list[int], int]:
+    """Walk the tree from the root along the model's choices (docs/design.md 1.5).
+
+    Greedy: the argmax at each node. Sampling: one sample per visited node,
+    shared by every path through it, which keeps the target distribution.
+    With penalties each visited node's row is penalized for `generated` (the
+    reply so far, the root included) plus the path's tokens down to it.
+    Returns the accepted node indices (root first) and the bonus token.
+    """
+    children: dict[tuple[int, int], int] = {}
+    for index in range(1, len(tokens)):
+        children[(int(parents[index]), int(tokens[index]))] = index
+    path = [0]
+    if sampler.greedy and sampler.penalizer is None:
+        choice = greedy_choices(logits)
+        node = 0
+        while (node, choice[node]) in children:
+            node = children[(node, choice[node])]
+            path.append(node)
+        return path, choice[node]
+    node = 0
+    before = list(generated) if sampler.penalizer is not None else []
+    while True:
+        token = sampler.sample(sampler.penalized(logits[node], before))
+        nxt = children.get((node, token))
+        if nxt is None:
+            return path, token
+        node = nxt
+        path.append(node)
+        before.append(token)

@@ -5,8 +5,10 @@ passes (the prefill, which yields the first token from the prompt alone, is
 not one, as everywhere in racer-tui), `drafted_tokens` the draft-tree nodes
 they verified (the root excluded), `accepted_tokens` the drafted tokens the
 model agreed with, `mean_accepted_tokens` the tokens a step emitted, bonus
-included (MAT). Each emitted token also names its source: `automaton`,
-`logits` (the logits table) or `bonus` (the model's own token).
+included (MAT). Each emitted token also names its source, as its method
+declares it (racer_core/drafting/registry.py): racer's `automaton` and
+`logits` (the logits table), eagle3's `head`, suffix's `suffix`, recycling's
+`recycled`, ..., or `bonus` (the model's own token).
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from typing import Any
 
 from racer_core.common.events import Source, StepEvent, TokenLogprob, TokenPiece
 from racer_core.common.stats import Stats, is_verification_step
+from racer_core.drafting import registry
 
-SOURCE_NAMES = {Source.RETRIEVAL: "automaton", Source.LOGITS: "logits", Source.MODEL: "bonus"}
+SOURCE_NAMES = {Source(spec.id): spec.key for spec in registry.sources()}
 
 
 @dataclass
@@ -26,15 +29,16 @@ class Tally:
 
     stats: Stats = field(default_factory=Stats)
     drafted: int = 0
-    from_automaton: int = 0
-    from_logits: int = 0
+    by_source: dict[str, int] = field(default_factory=dict)  # accepted drafts by source key
 
     def add(self, event: StepEvent) -> None:
         self.stats.add_step(event)
         if is_verification_step(event):
             self.drafted += max(event.tree_size - 1, 0)
-            self.from_automaton += event.from_retrieval
-            self.from_logits += event.from_logits
+            for piece in event.pieces:
+                if piece.source != Source.MODEL:
+                    key = SOURCE_NAMES[piece.source]
+                    self.by_source[key] = self.by_source.get(key, 0) + 1
 
     @property
     def tokens(self) -> int:
@@ -42,11 +46,18 @@ class Tally:
 
     @property
     def accepted(self) -> int:
-        return self.from_automaton + self.from_logits
+        return sum(self.by_source.values())
 
     def plus(self, other: Tally) -> Tally:
+        keys = {**self.by_source, **other.by_source}
         return Tally(self.stats.plus(other.stats), self.drafted + other.drafted,
-                     self.from_automaton + other.from_automaton, self.from_logits + other.from_logits)
+                     {k: self.by_source.get(k, 0) + other.by_source.get(k, 0) for k in keys})
+
+    def accepted_by_source(self, method: str) -> dict[str, int]:
+        """Every source the method declares (0 where none was accepted), then any other seen."""
+        spec = registry.method(method)
+        declared = {s.key: 0 for s in spec.sources} if spec is not None else {}
+        return {**declared, **self.by_source}
 
     def to_json(self, method: str) -> dict[str, Any]:
         mat = self.stats.mat
@@ -56,7 +67,7 @@ class Tally:
             "steps": self.stats.steps,
             "drafted_tokens": self.drafted,
             "accepted_tokens": self.accepted,
-            "accepted_by_source": {"automaton": self.from_automaton, "logits": self.from_logits},
+            "accepted_by_source": self.accepted_by_source(method),
             "mean_accepted_tokens": None if mat is None else round(mat, 4),
             "accept_lengths": list(self.stats.accept_lengths),
             "decode_seconds": round(self.stats.seconds, 6),

@@ -21,11 +21,11 @@ from textual.worker import get_current_worker
 from racer_core.common.errors import InputError, RacerError
 from racer_core.common.events import Conversation, Engine, GenerationConfig
 from racer_core.common.stats import Stats, is_verification_step
+from racer_core.drafting import registry
 from racer_core.engine.chat_image import ChatImage, split_inline_images
 from racer_tui.chat.actions import ACTION_COMMANDS, ChatActions
 from racer_tui.chat.attachments import intact_images, read_attachment, stored
 from racer_tui.chat.step_log import StepLog
-from racer_tui.colors import LOGITS_GREEN, RETRIEVAL_GREEN
 from racer_tui.commands import CHAT_COMMANDS
 from racer_tui.history import HistoryError, StoredMessage, title_for
 from racer_tui.host import Host, host_of
@@ -75,10 +75,9 @@ def reply_note(stats: dict) -> str:
 
 def legend() -> Text:
     text = Text()
-    text.append("■ ", style=RETRIEVAL_GREEN)
-    text.append("draft from the automaton\n")
-    text.append("■ ", style=LOGITS_GREEN)
-    text.append("draft from the logits table\n")
+    for source in registry.sources()[1:]:  # each method's own sources, in its colour
+        text.append("■ ", style=source.colour)
+        text.append(f"draft from the {source.label}\n")
     text.append("plain: sampled by the model")
     return text
 

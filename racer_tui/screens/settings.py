@@ -10,20 +10,11 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static, Switch
 
 from racer_core.common.config import METHODS, ConfigError, GenerationConfig
+from racer_core.drafting import registry
 from racer_tui.host import host_of
 from racer_tui.settings import Settings
 
-METHOD_HELP = {
-    "ar": "ar (plain decoding)",
-    "racer": "racer (both sources)",
-    "retrieval": "retrieval (automaton)",
-    "logits": "logits (logits tree)",
-    "hf": "hf (transformers)",
-    "pld": "pld (prompt lookup)",
-    "eagle3": "eagle3 (draft head, --draft-model)",
-    "suffix": "suffix (SuffixDecoding, extra [peers])",
-    "recycling": "recycling (Token Recycling)",
-}
+METHOD_HELP = {spec.name: spec.label for spec in registry.METHOD_SPECS}
 
 # (field, label): each is read and checked by GenerationConfig.parse_field.
 FORM: list[tuple[str, str]] = [

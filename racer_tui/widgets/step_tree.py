@@ -14,7 +14,7 @@ from rich.tree import Tree
 from racer_core.common.events import Source
 from racer_core.common.step_record import StepRecord
 from racer_tui.chat.step_log import LoggedStep
-from racer_tui.colors import CHART_BLUE, HEAD_CYAN, LOGITS_GREEN, RETRIEVAL_GREEN
+from racer_tui.colors import CHART_BLUE, RETRIEVAL_GREEN, SOURCE_STYLE
 
 TokenText = Callable[[int], str]
 ACCEPTED = f"bold black on {RETRIEVAL_GREEN}"
@@ -35,7 +35,7 @@ def _node_label(record: StepRecord, index: int, token_text: TokenText, accepted:
         label.append("  root: the last step's bonus token", style="dim")
         return label
     label.append(token, style=ACCEPTED if index in accepted else "")
-    color = RETRIEVAL_GREEN if node.from_retrieval else LOGITS_GREEN if node.from_logits else HEAD_CYAN
+    color = SOURCE_STYLE[Source(node.source_id)]
     label.append(f"  {node.source}", style=color)
     if node.estimate is not None:
         label.append(f"  p {node.estimate:.2f}", style="dim")

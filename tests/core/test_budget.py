@@ -5,10 +5,16 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
+from conftest import scripted_on
+from engine_helpers import SMALL_VOCAB
 
-from racer_core.budget.cost_curve import MAX_MEASUREMENTS, CostCurve, curve_cache_path, load_or_measure
+from racer_core.budget.cost_curve import CPU_GRID, MAX_MEASUREMENTS, CostCurve, curve_cache_path, load_or_measure
 from racer_core.budget.tree_policy import EfficientSizes, TreePolicy
 from racer_core.drafting.automaton import Automaton
+from racer_core.engine.decoder import SequenceDecoder
+from racer_core.engine.engine import RacerEngine
+from racer_core.testing import tiny_model
 
 
 def test_curve_interpolates_and_extrapolates() -> None:
@@ -155,3 +161,54 @@ def test_a_damaged_stored_curve_is_measured_again(tmp_path, monkeypatch) -> None
     path.write_text('{"sizes": [1, 2], "seconds": [1.0, -2.0]}')
     curve = load_or_measure(("m", "cpu"), (1, 2), lambda sizes: [1.0, 2.0], busy=lambda: False)
     assert curve.seconds == [1.0, 2.0]
+
+
+# -- no test times anything (tests/conftest.py scripts every engine's curve) ----------------------------
+
+
+class _FakeClock:
+    """A perf_counter that moves only when the scripted forward says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def _clocked_engine(monkeypatch, name: str) -> tuple[RacerEngine, _FakeClock]:
+    """A tiny engine whose forward of T tokens takes 10 + T ms on a fake clock."""
+    from racer_core.engine import engine as engine_module
+
+    clock = _FakeClock()
+    forward = SequenceDecoder._forward
+
+    def scripted(self, tokens, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        clock.now += 1e-3 * (10 + len(tokens))
+        return forward(self, tokens, *args, **kwargs)
+
+    monkeypatch.setattr(SequenceDecoder, "_forward", scripted)
+    monkeypatch.setattr(engine_module, "time", clock)
+    return RacerEngine(tiny_model("llama", 0, vocab_size=SMALL_VOCAB), None, name, eos_ids=frozenset()), clock
+
+
+@pytest.mark.measures_cost_curve
+def test_the_cost_curve_is_measured_on_a_fake_clock(monkeypatch) -> None:
+    engine, clock = _clocked_engine(monkeypatch, "tiny-fake-clock")
+    curve = engine.cost_curve()
+    assert clock.now > 0
+    assert curve.sizes == list(CPU_GRID)
+    assert curve.seconds == pytest.approx([1e-3 * (10 + s) for s in CPU_GRID])  # the quick sizes, interpolated
+
+
+@pytest.mark.measures_cost_curve
+def test_a_measurement_on_the_real_clock_fails_the_test() -> None:
+    engine = RacerEngine(tiny_model("llama", 0, vocab_size=SMALL_VOCAB), None, "tiny-real-clock", eos_ids=frozenset())
+    with pytest.raises(pytest.fail.Exception, match="real cost curve"):
+        engine.cost_curve()
+
+
+def test_test_engines_verify_on_the_scripted_curve() -> None:
+    engine = RacerEngine(tiny_model("llama", 0, vocab_size=SMALL_VOCAB), None, "tiny-scripted", eos_ids=frozenset())
+    curve = engine.cost_curve()
+    assert curve.sizes == list(CPU_GRID) and curve.seconds == scripted_on(CPU_GRID).seconds

@@ -258,13 +258,11 @@ def test_a_folder_without_a_head_is_refused_in_one_line(tmp_path: Path) -> None:
 
 def test_the_step_inspector_names_the_head_and_its_tree() -> None:
     from racer_core.common.step_record import StepRecord
-    from racer_core.engine.decoder import HEAD_BIT, _source
 
-    record = StepRecord.build([5, 6, 7], [-1, 0, 0], [0, 1, 1], [0, HEAD_BIT, HEAD_BIT], [0, 0, 0], [-1, -1, -1],
-                              [0, 1], 9, 3, 3, "head")
+    record = StepRecord.build([5, 6, 7], [-1, 0, 0], [0, 1, 1], [0, Source.HEAD, Source.HEAD], [0, 0, 0],
+                              [-1, -1, -1], [0, 1], 9, 3, 3, "head")
     assert [node.source for node in record.nodes[1:]] == ["draft head", "draft head"]
     assert "EAGLE-3" in record.why
-    assert _source(HEAD_BIT) is Source.HEAD
 
 
 def test_the_states_are_asked_for_only_while_eagle3_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -50,14 +50,14 @@ def test_multi_turn_keeps_automaton_and_new_chat_starts_clean(engine) -> None:
     chat = engine.new_conversation()
     config = GenerationConfig(method="racer", max_new_tokens=20)
     list(chat.send(TEXT, config))
-    first = chat.decoder.automaton.node_count
+    first = chat.decoder.drafters["racer"].automaton.node_count
     list(chat.send("Tell me more about the cat.", config))
-    assert chat.decoder.automaton.node_count > first
+    assert chat.decoder.drafters["racer"].automaton.node_count > first
     fresh = engine.new_conversation()
     list(fresh.send("Hi.", config))
-    assert fresh.decoder.automaton.node_count < first
+    assert fresh.decoder.drafters["racer"].automaton.node_count < first
     warm = engine.new_conversation(warm_from=chat)
-    assert warm.decoder.automaton is chat.decoder.automaton
+    assert warm.decoder.drafters["racer"].automaton is chat.decoder.drafters["racer"].automaton
 
 
 @pytest.mark.parametrize("method", ["hf", "pld"])

@@ -58,7 +58,8 @@ def test_chain_of_turns_reuses_cache_and_stays_lossless() -> None:
         p = [t for s in plain.generate(prompt, GenerationConfig(method="ar", max_new_tokens=40)) for t in s.tokens]
         assert r == p, turn
         prompt = prompt + r + [7, 8, 9, 5, 9, 3]
-    assert racer.automaton is not None and racer.automaton.node_count > 100
+    automaton = racer.drafters["racer"].automaton
+    assert automaton is not None and automaton.node_count > 100
 
 
 def test_padded_trees_are_lossless(monkeypatch) -> None:

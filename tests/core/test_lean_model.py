@@ -165,11 +165,7 @@ def test_racer_equals_plain_greedy_on_a_model_read_without_transformers(family: 
     lean = load_lean_model(folder, "cpu", torch.float32, lambda: _from_transformers(folder))
     engine = RacerEngine(lean, None, f"tiny-{family}", eos_ids=frozenset())
     plain, _, _ = run(engine, PROMPT, method="ar", max_new_tokens=64)
-    # auto sizes trees on a cost curve timed on this machine, and its draft gate
-    # may rightly pause drafting on random text: a fixed budget proves drafts pass.
-    tokens, _, _ = run(engine, PROMPT, method="racer", max_new_tokens=64, max_num_draft="auto")
-    assert tokens == plain
-    tokens, accepted, _ = run(engine, PROMPT, method="racer", max_new_tokens=64, max_num_draft=16)
+    tokens, accepted, _ = run(engine, PROMPT, method="racer", max_new_tokens=64, max_num_draft="auto")
     assert tokens == plain
     assert sum(accepted.values()) > 0
 

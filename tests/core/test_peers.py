@@ -28,11 +28,12 @@ from test_sampling_joint import (
 
 from racer_core.common.errors import InputError
 from racer_core.common.events import GenerationConfig, Source
-from racer_core.drafting.peers import check_available, missing_extra
 from racer_core.drafting.recycling import TEMPLATE, AdjacencyMatrix, RecyclingDrafter, TreeTemplate
-from racer_core.engine.decoder import _accept
+from racer_core.drafting.registry import check_available, missing_extra
+from racer_core.verify.sampling import accept as _accept
 
 NEW_TOKENS = 96
+OWN_SOURCE = {"suffix": Source.SUFFIX, "recycling": Source.RECYCLED}
 PEERS = ["recycling", pytest.param("suffix", marks=pytest.mark.skipif(
     missing_extra("suffix") is not None, reason="the [peers] extra (arctic-inference) is not installed"))]
 
@@ -47,7 +48,8 @@ def test_peers_match_plain_greedy_with_drafts_accepted(method: str, family: str,
         tokens, accepted, steps = run(engine, PROMPT, method=method, max_new_tokens=NEW_TOKENS, max_num_draft=budget)
         assert tokens == plain, (method, budget)
         # Nothing is proven unless drafts were really accepted.
-        drafted = accepted[Source.RETRIEVAL] + accepted[Source.LOGITS]
+        drafted = sum(accepted.values())
+        assert set(s for s, n in accepted.items() if n) == {OWN_SOURCE[method]}  # shown as its own, not racer's
         assert drafted > 0 and steps < NEW_TOKENS, (method, budget, accepted)
 
 
@@ -79,7 +81,7 @@ def test_state_kept_across_questions_drafts_more(method: str) -> None:
     first = engine.new_conversation()
     list(first.decoder.generate(PROMPT, config))
     cold, warm = engine.new_conversation(), engine.new_conversation(warm_from=first)
-    assert warm.decoder.peers[method] is first.decoder.peers[method] and not cold.decoder.peers
+    assert warm.decoder.drafters[method] is first.decoder.drafters[method] and not cold.decoder.drafters
     cold_steps = list(cold.decoder.generate(PROMPT, config))
     warm_steps = list(warm.decoder.generate(PROMPT, config))
     assert [t for s in warm_steps for t in s.tokens] == [t for s in cold_steps for t in s.tokens]
@@ -96,11 +98,11 @@ def _recycling_case():
     drafter = RecyclingDrafter(VOCAB)
     with torch.inference_mode():
         dec = engine.decoder()
-        logits = dec._prefill(prompt, update_table=False)
+        logits = dec._prefill(prompt)
         rows = engine.model(input_ids=torch.tensor([prompt])).logits[0]
-    drafter.verified(np.asarray(prompt), rows)
+    drafter.matrix.update(np.asarray(prompt), rows)
     root = int(logits.argmax())
-    tree = drafter.draft(root, None)
+    tree = drafter.draft(root, -1, None)
     return verified_case(engine, prompt, root, tree.tokens, tree.parents, tree.depths, tree.ancestors)
 
 
@@ -111,9 +113,8 @@ def _suffix_case():
     engine = tiny_engine()
     prompt = [0, 1, 2, 3, 4, 2] * 4 + [0, 1]
     drafter = SuffixDrafter()
-    drafter.start(prompt)
-    drafter.emitted([2])
-    tree = drafter.draft(2, None)
+    drafter.start(prompt, 2)
+    tree = drafter.draft(2, -1, None)
     return verified_case(engine, prompt, 2, tree.tokens, tree.parents, tree.depths, tree.ancestors)
 
 

@@ -76,10 +76,7 @@ def test_what_the_lean_forward_does_not_compute_keeps_transformers_forward(rope:
     assert engine.info.forward == "stock" and lean_forward_for(engine.model) is None
     lossless = RacerEngine(engine.model, None, "tiny-phi3", eos_ids=frozenset())
     plain, _, _ = run(lossless, PROMPT, method="ar", max_new_tokens=48)
-    tokens, _, _ = run(lossless, PROMPT, method="racer", max_new_tokens=48, max_num_draft="auto")
-    assert tokens == plain
-    # auto's trees follow a curve timed on this machine (its gate may pause drafting): a fixed budget drafts
-    tokens, accepted, _ = run(lossless, PROMPT, method="racer", max_new_tokens=48, max_num_draft=16)
+    tokens, accepted, _ = run(lossless, PROMPT, method="racer", max_new_tokens=48, max_num_draft="auto")
     assert tokens == plain and sum(accepted.values()) > 0
 
 

@@ -14,8 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from racer_core.common.events import GenerationConfig
-from racer_core.engine.decoder import _accept
+from racer_core.drafting.protocol import DrafterSetup
+from racer_core.drafting.racer import RacerDrafter
 from racer_core.verify.sampling import TokenSampler, greedy_choices
+from racer_core.verify.sampling import accept as _accept
 
 
 def _chi_square_p(counts_a: np.ndarray, counts_b: np.ndarray) -> float:
@@ -105,9 +107,11 @@ def test_racer_sampling_matches_plain_sampling_and_the_test_has_power() -> None:
     with torch.inference_mode():
         dec = engine.decoder()
         config = GenerationConfig(method="racer", max_num_draft=32)
-        automaton = dec._ensure_automaton(config)
+        racer = RacerDrafter(DrafterSetup(engine.runtime.vocab_size))
+        racer.configure(config)
+        automaton = racer.automaton
         automaton.feed(PROMPT)
-        last = dec._prefill(PROMPT, update_table=True)
+        last = dec._prefill(PROMPT, racer)
         tree = automaton.retrieve(int(last.argmax()), 32)
         assert tree.size > 8  # drafts to be biased towards
         base = len(dec.cached)

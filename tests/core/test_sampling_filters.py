@@ -28,7 +28,7 @@ from test_sampling_joint import (
     tiny_engine,
 )
 
-from racer_core.engine.decoder import _accept
+from racer_core.verify.sampling import accept as _accept
 from racer_core.verify.penalties import Penalties
 from racer_core.verify.sampling import TokenSampler
 

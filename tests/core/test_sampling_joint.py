@@ -26,10 +26,12 @@ import numpy as np
 import torch
 
 from racer_core.common.events import GenerationConfig
-from racer_core.engine.decoder import _accept
+from racer_core.drafting.protocol import DrafterSetup
+from racer_core.drafting.racer import RacerDrafter
 from racer_core.engine.engine import RacerEngine
 from racer_core.testing import tiny_model
 from racer_core.verify.sampling import TokenSampler
+from racer_core.verify.sampling import accept as _accept
 
 VOCAB = 5
 K = 4  # tokens in the joint: 5**4 = 625 cells
@@ -66,7 +68,7 @@ def verified_case(engine: RacerEngine, prompt: list[int], root: int, tokens: np.
     probs = _sampler(0).probabilities
     with torch.inference_mode():
         dec = engine.decoder()
-        dec._prefill(prompt, update_table=False)
+        dec._prefill(prompt)
         base = len(dec.cached)
         logits = dec._forward(torch.from_numpy(tokens), torch.from_numpy(depths + base),
                               engine.runtime.masks.build(base, ancestors, depths))
@@ -84,9 +86,11 @@ def _case() -> _Case:
     prompt = [int(t) for t in np.random.default_rng(0).integers(0, VOCAB, 24)]
     with torch.inference_mode():
         dec = engine.decoder()
-        automaton = dec._ensure_automaton(GenerationConfig(method="racer", max_num_draft=32))
+        racer = RacerDrafter(DrafterSetup(engine.runtime.vocab_size))
+        racer.configure(GenerationConfig(method="racer", max_num_draft=32))
+        automaton = racer.automaton
         automaton.feed(prompt)
-        root = int(dec._prefill(prompt, update_table=True).argmax())
+        root = int(dec._prefill(prompt, racer).argmax())
         tree = automaton.retrieve(root, 32)
     return verified_case(engine, prompt, root, tree.tokens, tree.parents, tree.position_ids, tree.attn_mask)
 

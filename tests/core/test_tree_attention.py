@@ -43,14 +43,14 @@ def test_tree_logits_equal_sequential_logits(family: str) -> None:
     mask, depth = _ancestry()
     with torch.inference_mode():
         tree_dec = engine.decoder()
-        tree_dec._prefill(PROMPT, update_table=False)
+        tree_dec._prefill(PROMPT)
         base = len(tree_dec.cached)
         tree_logits = tree_dec._forward(
             torch.from_numpy(TOKENS), torch.from_numpy(depth + base), engine.runtime.masks.build(base, mask, depth)
         )
         for node in range(len(TOKENS)):
             plain = engine.decoder()
-            last = plain._prefill(PROMPT + [int(TOKENS[i]) for i in _path(node)], update_table=False)
+            last = plain._prefill(PROMPT + [int(TOKENS[i]) for i in _path(node)])
             torch.testing.assert_close(tree_logits[node], last, rtol=1e-4, atol=1e-4)
 
 
@@ -60,12 +60,12 @@ def test_commit_keeps_accepted_rows_in_path_order() -> None:
     accepted = _path(6)  # root -> 1 -> 4 -> 6: not a run of first children
     with torch.inference_mode():
         dec = engine.decoder()
-        dec._prefill(PROMPT, update_table=False)
+        dec._prefill(PROMPT)
         base = len(dec.cached)
         dec._forward(torch.from_numpy(TOKENS), torch.from_numpy(depth + base), engine.runtime.masks.build(base, mask, depth))
         dec.cache.commit(base, accepted)
         plain = engine.decoder()
-        plain._prefill(PROMPT + [int(TOKENS[i]) for i in accepted], update_table=False)
+        plain._prefill(PROMPT + [int(TOKENS[i]) for i in accepted])
     assert dec.cache.length == plain.cache.length == base + len(accepted)
     for ours, theirs in zip(dec.cache.layers, plain.cache.layers, strict=True):
         torch.testing.assert_close(ours.keys, theirs.keys, rtol=1e-5, atol=1e-5)

@@ -126,7 +126,7 @@ def test_legends_use_the_texts_colours_and_colour_only_their_squares() -> None:
     chat = legend()
     squares = [i for i, ch in enumerate(chat.plain) if ch == "■"]
     drawn = [chat.get_style_at_offset(console, i).color.triplet.hex for i in squares]
-    assert drawn == [SOURCE_STYLE[Source.RETRIEVAL], SOURCE_STYLE[Source.LOGITS]]
+    assert drawn == [SOURCE_STYLE[s] for s in Source if s != Source.MODEL]
     assert _colours(chat, "draft from the automaton") == {None}
 
 

@@ -1,0 +1,156 @@
+"""RACER's drafter: the automaton (retrieval) and the logits table, one
+tree per step, sized by the tree policy on the cost curve (budget auto) or
+cut to a fixed budget.
+
+`retrieval` and `logits` are racer with one source off; all three share one
+drafter per conversation (registry.py's `shares`), so switching among them
+keeps the automaton. The automaton learns the text (prompt and emitted
+tokens); the table learns the top-k of every fed position's logits. A chat
+corpus (drafting/corpus.py) seeds each new automaton.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from racer_core.budget.tree_policy import TreePolicy
+from racer_core.common.config import GenerationConfig
+from racer_core.drafting import registry
+from racer_core.drafting.automaton import Automaton, DraftTree
+from racer_core.drafting.protocol import Drafter, DrafterSetup
+from racer_core.drafting.tree import Tree, cut
+
+RETRIEVAL_BIT = 1  # the automaton's source bits (DraftTree.sources)
+LOGITS_BIT = 2
+
+
+def _automaton_key(config: GenerationConfig) -> tuple[int, int, int, int]:
+    return (config.ngram, config.max_nodes, config.min_depth, config.max_breadth)
+
+
+class RacerDrafter(Drafter):
+    """One conversation's automaton and logits table."""
+
+    def __init__(self, setup: DrafterSetup) -> None:
+        self.setup = setup
+        self.automaton: Automaton | None = None
+        self._key: tuple[int, int, int, int] | None = None
+        self.seen: list[int] = []  # the token stream the automaton was fed (image placeholders left out)
+        self.use_trie = self.use_table = False
+        self.policy: TreePolicy | None = None  # None: a fixed budget
+        self.generated: list[int] = []  # this reply's tokens, for the policy's labels
+        self._full: Tree | None = None  # this step's whole tree, before the policy's cut
+        self._prev = -1  # the token before this step's root
+
+    @classmethod
+    def create(cls, setup: DrafterSetup) -> RacerDrafter:
+        return cls(setup)
+
+    def warm_copy(self, setup: DrafterSetup) -> RacerDrafter:
+        """The same automaton and table (shared, as the benchmark's --warm does)."""
+        copy = RacerDrafter(setup)
+        copy.automaton, copy._key, copy.seen = self.automaton, self._key, list(self.seen)
+        return copy
+
+    def _ensure_automaton(self, config: GenerationConfig) -> Automaton:
+        key = _automaton_key(config)
+        if self.automaton is None or key != self._key:
+            top_k = min(config.max_breadth, self.setup.vocab_size)
+            automaton = Automaton(max_nodes=config.max_nodes, min_depth=config.min_depth, ngram=config.ngram)
+            automaton.init_logits(self.setup.vocab_size, max(1, top_k))
+            if self.setup.seed is not None and config.max_breadth > 0:  # 0: the table stays empty, unseeded too
+                self.setup.seed(automaton)
+            if self.seen:
+                # New settings: rebuild the retrieval corpus from the history.
+                automaton.feed(self.seen)
+            self.automaton, self._key = automaton, key
+        return self.automaton
+
+    def configure(self, config: GenerationConfig) -> None:
+        self._ensure_automaton(config)
+        # ngram 0 or max_breadth 0 turns that source off, as the original's flags do
+        self.use_trie = config.method in ("racer", "retrieval") and config.ngram > 0
+        self.use_table = config.method in ("racer", "logits") and config.max_breadth > 0
+        auto = config.max_num_draft == "auto" and self.setup.policy_for is not None
+        self.policy = self.setup.policy_for(config.method) if auto else None  # type: ignore[misc]
+        self.generated = []
+
+    def prefilled(self, cached: list[int], base: int, logits: Any, captured: Any) -> list[np.ndarray | None] | None:
+        """The table learns each new position's top-k, keyed by its token and (previous token, token)."""
+        chunk = cached[base:]
+        learned: list[np.ndarray | None] = [None] * len(chunk)
+        automaton = self.automaton
+        if not self.use_table or automaton is None:
+            return learned
+        rows = [i for i, t in enumerate(chunk) if t not in self.setup.placeholder_ids]
+        if rows:
+            top = torch.topk(logits[rows], automaton.top_k, dim=-1).indices.cpu().numpy()
+            prev = [cached[base + i - 1] if base + i else -1 for i in rows]
+            automaton.update(np.asarray([chunk[i] for i in rows], dtype=np.int64), top, prev)
+            for i, row in zip(rows, top, strict=True):
+                learned[i] = row
+        return learned
+
+    def start(self, prompt: list[int], first: int) -> None:
+        # The root is fed with the step that verifies it: retrieval for a
+        # root reads the text up to, not including, that root.
+        self.generated = [first]
+        if self.use_trie and self.automaton is not None:
+            self.automaton.feed(prompt[_common_prefix(self.seen, prompt) :])
+            self.seen = list(prompt)
+
+    def draft(self, root: int, prev: int, limit: int | None) -> Tree:
+        assert self.automaton is not None, "configure() first"
+        self._full, self._prev = None, prev
+        if self.policy is None:
+            return _tree(self.automaton.retrieve(root, limit or 1, prev_token=prev), "fixed")
+        self._full = _tree(self.automaton.retrieve(root, self.policy.largest, prev_token=prev), "auto")
+        return cut(self._full, self.policy)
+
+    def verified(self, tree: Tree, logits: Any, path: list[int], emitted: list[int], captured: Any) -> np.ndarray | None:
+        """Teach the table every node's top choices (keyed by the node's token
+        and by (its parent's token, its token)), the automaton the fed text,
+        the policy the acceptance."""
+        automaton = self.automaton
+        assert automaton is not None
+        if self.policy is not None and self._full is not None and tree.selection is not None:
+            self.policy.record(self._full, len(self.generated) - 1, tree.selection)
+        self._full = None
+        top = None
+        if self.use_table:
+            top = torch.topk(logits, automaton.top_k, dim=-1).indices.cpu().numpy()
+            before = np.where(tree.parents >= 0, tree.tokens[np.maximum(tree.parents, 0)], self._prev)
+            automaton.update(tree.tokens, top, before)
+        if self.use_trie:
+            # the root and the accepted tokens up to the bonus (cut at an end-of-turn token)
+            fed = [t for t in (int(tree.tokens[0]), *emitted[:-1]) if t not in self.setup.placeholder_ids]
+            automaton.feed(fed)
+            self.seen.extend(fed)
+        self.generated.extend(emitted)
+        if self.policy is not None:
+            self.policy.learn(self.generated)
+        return top
+
+    def finish(self) -> None:
+        if self.policy is not None:
+            self.policy.learn(self.generated, final=True)
+
+
+def _tree(tree: DraftTree, rule: str) -> Tree:
+    """The automaton's tree with its bits read as this method's sources (both bits: the automaton's)."""
+    bits = tree.sources
+    sources = np.where(bits & RETRIEVAL_BIT, registry.AUTOMATON.id,
+                       np.where(bits & LOGITS_BIT, registry.LOGITS.id, 0)).astype(np.uint8)
+    return Tree(tree.tokens, tree.parents, tree.position_ids, tree.attn_mask, sources, tree.context, tree.rank,
+                rule, drafted=tree.size)
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
