@@ -28,9 +28,9 @@ from test_sampling_joint import (
     tiny_engine,
 )
 
-from racer_core.verify.sampling import accept as _accept
 from racer_core.verify.penalties import Penalties
 from racer_core.verify.sampling import TokenSampler
+from racer_core.verify.sampling import accept as _accept
 
 TEMPERATURE = 1.5
 ALPHA = 1e-3
