@@ -7,9 +7,6 @@ bfloat16 and with fp16 weights (racer_core/verify/attention.py, docs/design.md
 
 from __future__ import annotations
 
-import copy
-
-import numpy as np
 import pytest
 import torch
 from engine_helpers import PROMPT, make_markov
@@ -18,26 +15,17 @@ from racer_core.common.events import GenerationConfig, Source
 from racer_core.engine.engine import RacerEngine
 from racer_core.models import lean_forward as lean_module
 from racer_core.models.families import FAMILIES
+from racer_core.models.formats import packed_linear
 from racer_core.models.formats.half_weights import half_works
 from racer_core.models.lean_forward import LeanForward, lean_forward_for
 from racer_core.testing import tiny_model
+from racer_core.testing.bit_exact import mismatches
 from racer_core.verify import attention
-from racer_core.verify.kv_cache import TreeCache
-from racer_core.verify.tree_attention import TreeMaskBuilder
 
 pytestmark = pytest.mark.skipif(attention._attention is None, reason="the attention extension is not built")
 
 DENSE = tuple(sorted(FAMILIES))
 PRECISIONS = ("float32", "bfloat16", "fp16-weights")
-# parents of each node; a parent comes before its children
-SHAPES = {
-    "chain": [-1, 0, 1, 2, 3],
-    "siblings": [-1, 0, 0, 0, 0],
-    "deep branch": [-1, 0, 1, 1, 3, 4, 2, 6, 5],
-}
-STEPS = ("chain", "siblings", "deep branch", "siblings", "deep branch", "chain")
-
-
 def lean_for(family: str, precision: str) -> LeanForward:
     if precision == "fp16-weights" and not half_works():
         pytest.skip("no fbgemm fp16-weight linear here")
@@ -47,69 +35,11 @@ def lean_for(family: str, precision: str) -> LeanForward:
     return lean
 
 
-def path_to(parents: list[int], node: int) -> list[int]:
-    path = []
-    while node >= 0:
-        path.append(node)
-        node = parents[node]
-    return path[::-1]
-
-
-def tree_mask(parents: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    size = len(parents)
-    ancestors = np.zeros((size, size), dtype=bool)
-    for node in range(size):
-        ancestors[node, path_to(parents, node)] = True
-    return ancestors, ancestors.sum(1) - 1
-
-
-def one_token(lean: LeanForward, cache: TreeCache, masks: TreeMaskBuilder, token: int) -> torch.Tensor:
-    """Plain decoding's step: one token after the cache."""
-    n = cache.length
-    return lean(torch.tensor([token]), torch.tensor([n]), masks.causal(n, 1), cache)[0]
-
-
-def mismatches(lean: LeanForward, steps: tuple[str, ...] = STEPS, seed: int = 0) -> list[str]:
-    """Verify trees of the given shapes one after another, committing a path
-    each time, beside plain decoding of the same tokens; every difference in
-    a row's logits or in the cache, in words."""
-    layers = len(lean.weights.layers)
-    masks = TreeMaskBuilder(lean.dtype, "cpu", None)
-    gen = torch.Generator().manual_seed(seed)
-    tree_cache, plain_cache = TreeCache(layers), TreeCache(layers)
-    prompt = torch.tensor(PROMPT)
-    found = []
-    with torch.inference_mode():
-        for cache in (tree_cache, plain_cache):  # both prefill the prompt in one pass
-            lean(prompt, torch.arange(len(prompt)), masks.causal(0, len(prompt)), cache)
-        for step, shape in enumerate(steps):
-            parents = SHAPES[shape]
-            tokens = torch.randint(0, 100, (len(parents),), generator=gen)
-            ancestors, depths = tree_mask(parents)
-            base = tree_cache.length
-            logits = lean(tokens, torch.from_numpy(depths) + base, masks.build(base, ancestors, depths), tree_cache)
-            for row in range(len(parents)):
-                alone = copy.deepcopy(plain_cache)
-                for node in path_to(parents, row):
-                    want = one_token(lean, alone, masks, int(tokens[node]))
-                if not torch.equal(logits[row], want):
-                    found.append(f"step {step} ({shape}) row {row}: logits differ by up to "
-                                 f"{(logits[row].float() - want.float()).abs().max().item():.3g}")
-            accepted = path_to(parents, len(parents) - 1)  # the last node's path: a branch, not always a prefix
-            tree_cache.commit(base, accepted)
-            for node in accepted:
-                one_token(lean, plain_cache, masks, int(tokens[node]))
-            for index, (a, b) in enumerate(zip(tree_cache.layers, plain_cache.layers, strict=True)):
-                if not (torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)):
-                    found.append(f"step {step} ({shape}): layer {index}'s cache differs")
-    return found
-
-
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("family", DENSE)
 def test_tree_rows_and_cache_equal_plain_decoding_bit_for_bit(family: str, precision: str) -> None:
     lean = lean_for(family, precision)
-    assert mismatches(lean) == []
+    assert mismatches(lean, PROMPT) == []
 
 
 def layout_ordered(q, keys, values, mask, scale):
@@ -128,9 +58,9 @@ def sdpa(q, keys, values, mask, scale):
 @pytest.mark.parametrize("changed", (layout_ordered, sdpa), ids=("softmax-sum-by-layout", "sdpa"))
 def test_one_changed_reduction_order_is_caught(monkeypatch, changed) -> None:
     lean = lean_for("llama", "float32")
-    assert mismatches(lean) == []
+    assert mismatches(lean, PROMPT) == []
     monkeypatch.setattr(lean_module, "attend", changed)
-    assert mismatches(lean) != []
+    assert mismatches(lean, PROMPT) != []
 
 
 def generate(engine: RacerEngine, **config) -> tuple[list[int], list[float], int]:
@@ -153,3 +83,36 @@ def test_greedy_racer_equals_ar_bit_for_bit_in_bfloat16(family: str) -> None:
         assert tokens == plain, budget
         assert margins == plain_margins, budget  # the choosing logits' top-2 gaps: the same bits
         assert accepted > 0, budget  # drafts were verified in trees and accepted
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16))
+@pytest.mark.parametrize("inputs", (576, 1536, 2048))
+def test_a_packed_linear_gives_a_row_the_same_bits_alone_and_beside_others(dtype: torch.dtype, inputs: int) -> None:
+    # oneDNN multiplies a lone row on another path (over 1024 inputs it sums in another order):
+    # PackedWeight sends it as two rows (real models' down projections are that wide)
+    if not packed_linear.packing_works(dtype):
+        pytest.skip(f"no packed {dtype} linear here")
+    gen = torch.Generator().manual_seed(5)
+    weight = packed_linear.PackedWeight(torch.randn(576, inputs, generator=gen).to(dtype))
+    x = torch.randn(1, 40, inputs, generator=gen).to(dtype)
+    alone = torch.cat([weight(x[:, i : i + 1]) for i in range(40)], dim=1)
+    for rows in (2, 3, 8, 17, 40):
+        assert torch.equal(weight(x[:, :rows]), alone[:, :rows]), rows
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16))
+@pytest.mark.parametrize("hidden", (64, 576, 2048, 4096))
+def test_rms_norm_gives_a_row_the_same_bits_alone_and_beside_others(dtype: torch.dtype, hidden: int) -> None:
+    # torch reduces each row of the last dimension in one order here, whatever the rows or threads
+    gen = torch.Generator().manual_seed(6)
+    x = torch.randn(1, 33, hidden, generator=gen).to(dtype)
+    weight = torch.randn(hidden, generator=gen).to(dtype)
+    threads = torch.get_num_threads()
+    try:
+        for count in (1, 2):
+            torch.set_num_threads(count)
+            alone = torch.cat([lean_module._rms(x[:, i : i + 1], weight, 1e-6) for i in range(33)], dim=1)
+            for rows in (2, 7, 33):
+                assert torch.equal(lean_module._rms(x[:, :rows], weight, 1e-6), alone[:, :rows]), (count, rows)
+    finally:
+        torch.set_num_threads(threads)
