@@ -137,6 +137,17 @@ struct Portable {
         accumulate(p0, v, stride, keys, n, padded, acc0);
         accumulate(p1, v, stride, keys, n, padded, acc1);
     }
+
+    static void accumulate3(const float* p, int64_t p_step, const float* v, int64_t stride, const int32_t* keys,
+                            int64_t n, int64_t padded, float* acc, int64_t acc_step) {
+        for (int e = 0; e < 3; ++e) accumulate(p + e * p_step, v, stride, keys, n, padded, acc + e * acc_step);
+    }
+
+    // Three heads over the same keys; `q` and `out` rows `q_step` and `out_step` apart.
+    static void dots3(const float* q, int64_t q_step, int64_t padded, const float* k, int64_t stride,
+                      const int32_t* keys, int64_t n, float scale, const float* mask, float* out, int64_t out_step) {
+        for (int e = 0; e < 3; ++e) dots(q + e * q_step, padded, k, stride, keys, n, scale, mask, out + e * out_step);
+    }
 };
 
 #define RACER_AVX2 __attribute__((target("avx2,fma")))
@@ -215,6 +226,74 @@ struct Avx2 {
         if (i < n) {
             dots(q0, padded, k, stride, keys + i, n - i, scale, mask, out0 + i);
             dots(q1, padded, k, stride, keys + i, n - i, scale, mask, out1 + i);
+        }
+    }
+
+    RACER_AVX2 static void dots3(const float* q, int64_t q_step, int64_t padded, const float* k, int64_t stride,
+                                 const int32_t* keys, int64_t n, float scale, const float* mask, float* out,
+                                 int64_t out_step) {
+        const float* q0 = q;
+        const float* q1 = q + q_step;
+        const float* q2 = q + 2 * q_step;
+        int64_t i = 0;
+        for (; i + 4 <= n; i += 4) {  // 3 heads x 4 keys: 12 sums in registers, 7 loads for 12 products
+            const float* kk[4] = {k + keys[i] * stride, k + keys[i + 1] * stride, k + keys[i + 2] * stride,
+                                  k + keys[i + 3] * stride};
+            __m256 a[4], b[4], c[4];
+            for (int j = 0; j < 4; ++j) a[j] = b[j] = c[j] = _mm256_setzero_ps();
+            for (int64_t d = 0; d < padded; d += kLanes) {
+                const __m256 x = _mm256_loadu_ps(q0 + d), y = _mm256_loadu_ps(q1 + d), z = _mm256_loadu_ps(q2 + d);
+                for (int j = 0; j < 4; ++j) {
+                    const __m256 kc = _mm256_loadu_ps(kk[j] + d);
+                    a[j] = _mm256_fmadd_ps(x, kc, a[j]);
+                    b[j] = _mm256_fmadd_ps(y, kc, b[j]);
+                    c[j] = _mm256_fmadd_ps(z, kc, c[j]);
+                }
+            }
+            store4(fold4(a[0], a[1], a[2], a[3]), scale, mask, keys + i, out + i);
+            store4(fold4(b[0], b[1], b[2], b[3]), scale, mask, keys + i, out + out_step + i);
+            store4(fold4(c[0], c[1], c[2], c[3]), scale, mask, keys + i, out + 2 * out_step + i);
+        }
+        if (i < n)
+            for (int e = 0; e < 3; ++e)
+                dots(q + e * q_step, padded, k, stride, keys + i, n - i, scale, mask, out + e * out_step + i);
+    }
+
+    RACER_AVX2 static void accumulate3(const float* p, int64_t p_step, const float* v, int64_t stride,
+                                       const int32_t* keys, int64_t n, int64_t padded, float* acc, int64_t acc_step) {
+        const float* p0 = p;
+        const float* p1 = p + p_step;
+        const float* p2 = p + 2 * p_step;
+        float* acc0 = acc;
+        float* acc1 = acc + acc_step;
+        float* acc2 = acc + 2 * acc_step;
+        int64_t c0 = 0;
+        for (; c0 + 4 * kLanes <= padded; c0 += 4 * kLanes) {  // 32 outputs of 3 heads in registers
+            __m256 a[4], b[4], c[4];
+            for (int j = 0; j < 4; ++j) {
+                a[j] = _mm256_loadu_ps(acc0 + c0 + j * kLanes);
+                b[j] = _mm256_loadu_ps(acc1 + c0 + j * kLanes);
+                c[j] = _mm256_loadu_ps(acc2 + c0 + j * kLanes);
+            }
+            for (int64_t i = 0; i < n; ++i) {
+                const float* vi = v + keys[i] * stride + c0;
+                const __m256 x = _mm256_set1_ps(p0[i]), y = _mm256_set1_ps(p1[i]), z = _mm256_set1_ps(p2[i]);
+                for (int j = 0; j < 4; ++j) {
+                    const __m256 vc = _mm256_loadu_ps(vi + j * kLanes);
+                    a[j] = _mm256_fmadd_ps(x, vc, a[j]);
+                    b[j] = _mm256_fmadd_ps(y, vc, b[j]);
+                    c[j] = _mm256_fmadd_ps(z, vc, c[j]);
+                }
+            }
+            for (int j = 0; j < 4; ++j) {
+                _mm256_storeu_ps(acc0 + c0 + j * kLanes, a[j]);
+                _mm256_storeu_ps(acc1 + c0 + j * kLanes, b[j]);
+                _mm256_storeu_ps(acc2 + c0 + j * kLanes, c[j]);
+            }
+        }
+        if (c0 < padded) {  // the last outputs: two heads, then one
+            accumulate2(p0, p1, v + c0, stride, keys, n, padded - c0, acc0 + c0, acc1 + c0);
+            accumulate(p2, v + c0, stride, keys, n, padded - c0, acc2 + c0);
         }
     }
 
@@ -501,21 +580,32 @@ void run(const AttendArgs& a) {
                     int64_t from;
                     const int64_t n = in_block(r, first, last, &from);
                     if (n == 0) continue;
-                    for (int64_t e = 0; e < group; e += 2) {  // heads of a row share its keys: two at once
+                    for (int64_t e = 0; e < group;) {  // heads of a row share its keys: three or two at once
                         const int64_t p = (r - r0) * group + e;
-                        const bool two = e + 1 < group;
                         float* s0 = scores + p * most + from;
+                        const float* m = masks.data() + r * a.keys + first;
+                        if (group - e >= 3) {
+                            if (pass == 0)
+                                Path::dots3(qs + p * padded, padded, padded, rows, stride, local.data(), n, a.scale, m,
+                                            s0, most);
+                            else
+                                Path::accumulate3(s0, most, rows, stride, local.data(), n, padded, acc + p * padded,
+                                                  padded);
+                            e += 3;
+                            continue;
+                        }
+                        const bool two = e + 1 < group;
                         if (pass == 0 && two)
                             Path::dots2(qs + p * padded, qs + (p + 1) * padded, padded, rows, stride, local.data(), n,
-                                        a.scale, masks.data() + r * a.keys + first, s0, s0 + most);
+                                        a.scale, m, s0, s0 + most);
                         else if (pass == 0)
-                            Path::dots(qs + p * padded, padded, rows, stride, local.data(), n, a.scale,
-                                       masks.data() + r * a.keys + first, s0);
+                            Path::dots(qs + p * padded, padded, rows, stride, local.data(), n, a.scale, m, s0);
                         else if (two)
                             Path::accumulate2(s0, s0 + most, rows, stride, local.data(), n, padded, acc + p * padded,
                                               acc + (p + 1) * padded);
                         else
                             Path::accumulate(s0, rows, stride, local.data(), n, padded, acc + p * padded);
+                        e += two ? 2 : 1;
                     }
                 }
             }
