@@ -481,7 +481,6 @@ Pool& pool() {
 
 constexpr int64_t kThreadedWork = int64_t{1} << 20;  // multiply-adds below which one thread does it all
 constexpr int64_t kKeyBlock = 32;  // keys whose rows one item keeps in L1 while every query row uses them
-constexpr int64_t kRowChunk = 8;   // query rows per item (with all the heads of one key/value head)
 
 // Keys [first, last) of one head as float rows: the cache itself where it is
 // float32 and a multiple of 8 wide, else widened (and zero-padded) into `buffer`.
@@ -524,13 +523,18 @@ void run(const AttendArgs& a) {
     int64_t most = 0;
     for (int64_t r = 0; r < a.rows; ++r) most = std::max(most, starts[r + 1] - starts[r]);
 
-    // An item: one key/value head, up to kRowChunk query rows, every query head
+    // An item: one key/value head, some query rows, every query head
     // of the group. Its keys and values are read block by block, each block
     // used by all of the item's (row, head) pairs while in cache; each pair's
     // sums still run over its own keys in order, so blocking changes no bit.
-    const int64_t chunks = (a.rows + kRowChunk - 1) / kRowChunk;
+    // Rows per item: all of them where the threads are no more than the key/value
+    // heads, else just enough items for every thread (each item reads, and in
+    // bf16 widens, its head's keys and values once).
+    const int64_t split = std::max<int64_t>(1, (std::max(1, a.threads) + a.kv_heads - 1) / a.kv_heads);
+    const int64_t row_chunk = (a.rows + split - 1) / split;
+    const int64_t chunks = (a.rows + row_chunk - 1) / row_chunk;
     auto item = [&](int64_t index) {
-        const int64_t g = index / chunks, r0 = index % chunks * kRowChunk, r1 = std::min(a.rows, r0 + kRowChunk);
+        const int64_t g = index / chunks, r0 = index % chunks * row_chunk, r1 = std::min(a.rows, r0 + row_chunk);
         const int64_t pairs = (r1 - r0) * group;  // pair = (row r0 + p / group, head g * group + p % group)
         thread_local std::vector<float> scratch;
         thread_local std::vector<int32_t> local;
