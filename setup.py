@@ -41,4 +41,15 @@ quant = Extension(
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
 )
 
-setup(ext_modules=cythonize([extension, quant], language_level=3, compiler_directives={"boundscheck": False, "wraparound": False}))
+# Batch-invariant attention (racer_core/verify/attention.py): no contraction into
+# fused multiply-adds the source does not write, so its two paths agree bit for bit.
+attention = Extension(
+    "racer_core.verify._attention",
+    sources=["racer_core/verify/_attention.pyx", "racer_core/verify/attention_kernel.cpp"],
+    include_dirs=["racer_core/verify"],
+    language="c++",
+    extra_compile_args=[*compile_args, "-ffp-contract=off", "-pthread"],
+    extra_link_args=[*link_args, "-pthread"],
+)
+
+setup(ext_modules=cythonize([extension, quant, attention], language_level=3, compiler_directives={"boundscheck": False, "wraparound": False}))

@@ -6,7 +6,9 @@ median round are reported, and ratios against the first variant. `lean` is
 the lean forward as the engine runs it (weights packed once for oneDNN where
 the CPU takes them, packed_linear.py), `lean-flinear` the same on the plain
 weights with F.linear, `lean-fp16w` with --fp16-weights (half_weights.py), `lean-q4` the embedded GGUF's
-own Q4_1/Q8_0 blocks in the tree kernel (formats/quant_weights.py, the default for a GGUF on a CPU). `--isa avx2` measures the AVX2 class on an AVX-512
+own Q4_1/Q8_0 blocks in the tree kernel (formats/quant_weights.py, the default for a GGUF on a CPU),
+`lean-sdpa` the lean forward with SDPA attention instead of the batch-invariant kernel
+(racer_core/verify/attention.py). `--isa avx2` measures the AVX2 class on an AVX-512
 machine (the process starts again with the libraries limited, cpu_class.py).
 
     python scripts/verify_cost.py --variants lean-flinear,lean --sizes 1,2,4,8,16,32 --dtype float32
@@ -14,6 +16,7 @@ machine (the process starts again with the libraries limited, cpu_class.py).
     python scripts/verify_cost.py --variants lean-flinear,lean,lean-fp16w --sizes 1,2,4,8,16,32 --dtype float32
     python scripts/verify_cost.py --variants stock,lean,lean-compiled --dtype bfloat16
     python scripts/verify_cost.py --variants lean,lean-fp16w,lean-q4 --sizes 1,2,4,8,16,32 --threads 1 --clock cpu
+    python scripts/verify_cost.py --variants lean-sdpa,lean --sizes 1,8,32 --context 2048 --threads 1 --clock cpu
 """
 
 from __future__ import annotations
@@ -54,6 +57,9 @@ def variants(engine: Any, names: list[str]) -> dict[str, Forward]:
             assert engine.lean is not None, "this model has no lean forward"
             print(f"lean: weights {'packed for oneDNN' if engine.lean.packed else 'plain (packing unavailable)'}")
             found[name] = engine.lean
+        elif name == "lean-sdpa":  # today's attention: the lean forward with SDPA
+            assert engine.lean is not None, "this model has no lean forward"
+            found[name] = with_sdpa(engine.lean)
         elif name == "lean-flinear":
             assert engine.lean is not None, "this model has no lean forward"
             found[name] = LeanForward(weights_from_model(model, family_of(model.config)), pack=False)
@@ -75,6 +81,22 @@ def variants(engine: Any, names: list[str]) -> dict[str, Forward]:
         else:
             raise SystemExit(f"unknown variant {name}")
     return found
+
+
+def with_sdpa(forward: Forward) -> Forward:
+    """`forward` with attention through SDPA (the exact kernel switched off for the call)."""
+    import os
+
+    from racer_core.verify.attention import DISABLE_ENV
+
+    def call(*args: Any) -> Any:
+        os.environ[DISABLE_ENV] = "0"
+        try:
+            return forward(*args)
+        finally:
+            del os.environ[DISABLE_ENV]
+
+    return call
 
 
 def resident_mb() -> float:

@@ -49,17 +49,40 @@ def _multiply(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None) 
     return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
 
 
-class PackedWeight:
-    """A linear weight in oneDNN's layout: `packed(x, bias)` is `F.linear(x, plain, bias)`."""
+_SINGLE_ROW_APART: dict[tuple[int, int, torch.dtype], bool] = {}
+"""Per weight shape and dtype: whether oneDNN gives a lone row other bits than the same row beside others."""
 
-    __slots__ = ("packed", "shape", "dtype", "device")
+
+class PackedWeight:
+    """A linear weight in oneDNN's layout: `packed(x, bias)` is `F.linear(x, plain, bias)`.
+
+    Each row's result is the same bits whatever rows are beside it (the lean
+    forward's bit-exact verification, docs/design.md): oneDNN multiplies two or
+    more rows the same way, but a lone row on another path, which for some
+    shapes (inputs over 1024 wide, on AVX-512) sums in another order. For
+    those shapes a lone row goes through as two (measured: 5-24% more time
+    for that one-row multiply in fp32, 0-9% in bf16)."""
+
+    __slots__ = ("packed", "shape", "dtype", "device", "pad")
 
     def __init__(self, plain: torch.Tensor) -> None:
         with torch.no_grad():
             self.packed = _reorder(plain.detach().contiguous())
         self.shape, self.dtype, self.device = plain.shape, plain.dtype, plain.device
+        key = (int(plain.shape[0]), int(plain.shape[1]), plain.dtype)
+        if key not in _SINGLE_ROW_APART:
+            probe = torch.randn(8, key[1], generator=torch.Generator().manual_seed(0)).to(plain.dtype)
+            with torch.no_grad():
+                alone = torch.cat([_multiply(probe[i : i + 1], self.packed, None) for i in range(len(probe))])
+                apart = not torch.equal(alone, _multiply(probe, self.packed, None))
+            # bf16 outputs round away most last-bit differences, so a probe cannot clear
+            # a shape: over 1024 inputs (where fp32 differs) a lone row goes as two regardless.
+            _SINGLE_ROW_APART[key] = apart or (plain.dtype == torch.bfloat16 and key[1] > 1024)
+        self.pad = _SINGLE_ROW_APART[key]
 
     def __call__(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        if self.pad and x.shape[-2] == 1:
+            return _multiply(torch.cat((x, x), dim=-2), self.packed, bias)[..., :1, :]
         return _multiply(x, self.packed, bias)
 
     def numel(self) -> int:

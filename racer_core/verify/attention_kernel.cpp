@@ -1,0 +1,671 @@
+#include "attention_kernel.hpp"
+
+#include <immintrin.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace racer {
+namespace {
+
+constexpr int kLanes = 8;
+constexpr int kBlock = 8;  // value chunks (of 8 floats) kept in registers at once
+
+inline float bf16_to_float(uint16_t bits) {
+    uint32_t wide = static_cast<uint32_t>(bits) << 16;
+    float out;
+    std::memcpy(&out, &wide, sizeof out);
+    return out;
+}
+
+inline uint16_t float_to_bf16(float value) {  // round to nearest even, as torch's .to(bfloat16)
+    uint32_t bits;
+    std::memcpy(&bits, &value, sizeof bits);
+    if (std::isnan(value)) return 0x7fc0;
+    bits += 0x7fff + ((bits >> 16) & 1);
+    return static_cast<uint16_t>(bits >> 16);
+}
+
+template <typename T>
+inline float to_float(T x);
+template <>
+inline float to_float<float>(float x) { return x; }
+template <>
+inline float to_float<uint16_t>(uint16_t x) { return bf16_to_float(x); }
+
+// One row of `dim` values as floats, zero-padded to a multiple of 8.
+template <typename T>
+inline void widen(const T* src, int64_t dim, float* dst, int64_t padded) {
+    for (int64_t d = 0; d < dim; ++d) dst[d] = to_float(src[d]);
+    for (int64_t d = dim; d < padded; ++d) dst[d] = 0.0f;
+}
+
+// exp for x <= 0 (Cephes' expf polynomial); the same operations in both paths.
+constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+constexpr float kExpMin = -87.3365447505f;
+constexpr float kP0 = 1.9875691500E-4f, kP1 = 1.3981999507E-3f, kP2 = 8.3334519073E-3f,
+                kP3 = 4.1665795894E-2f, kP4 = 1.6666665459E-1f, kP5 = 5.0000001201E-1f;
+
+inline float exp_portable(float x) {
+    x = std::max(x, kExpMin);
+    float n = std::nearbyint(x * kLog2e);
+    float r = std::fma(n, -kLn2Hi, x);
+    r = std::fma(n, -kLn2Lo, r);
+    float p = kP0;
+    p = std::fma(p, r, kP1);
+    p = std::fma(p, r, kP2);
+    p = std::fma(p, r, kP3);
+    p = std::fma(p, r, kP4);
+    p = std::fma(p, r, kP5);
+    float y = std::fma(p, r * r, r) + 1.0f;
+    int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+    float scale;
+    std::memcpy(&scale, &bits, sizeof scale);
+    return y * scale;
+}
+
+// The fixed fold of 8 lanes: ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)).
+inline float fold_portable(const float* l) {
+    float a0 = l[0] + l[4], a1 = l[1] + l[5], a2 = l[2] + l[6], a3 = l[3] + l[7];
+    return (a0 + a2) + (a1 + a3);
+}
+
+// The inner loops, in two paths with the same operations in the same order.
+// Keys and values come as float rows `stride` apart, each padded with zeros to
+// a multiple of 8 (`padded`); `keys` are indices into them.
+
+struct Portable {
+    // scores[i] = q . k[keys[i]] * scale + mask[keys[i]]
+    static void dots(const float* q, int64_t padded, const float* k, int64_t stride, const int32_t* keys, int64_t n,
+                     float scale, const float* mask, float* scores) {
+        for (int64_t i = 0; i < n; ++i) {
+            const float* kj = k + keys[i] * stride;
+            float lanes[kLanes] = {};
+            for (int64_t c = 0; c < padded; c += kLanes)
+                for (int l = 0; l < kLanes; ++l) lanes[l] = std::fma(q[c + l], kj[c + l], lanes[l]);
+            scores[i] = fold_portable(lanes) * scale + mask[keys[i]];
+        }
+    }
+
+    // scores -> exp(score - max) in place; returns their sum (8 lanes by place, then the fold).
+    static float softmax(float* scores, int64_t n) {
+        float top = -std::numeric_limits<float>::infinity();
+        for (int64_t i = 0; i < n; ++i) top = std::max(top, scores[i]);
+        float lanes[kLanes] = {};
+        for (int64_t i = 0; i < n; i += kLanes)
+            for (int l = 0; l < kLanes; ++l) {
+                float e = i + l < n ? exp_portable(scores[i + l] - top) : 0.0f;
+                if (i + l < n) scores[i + l] = e;
+                lanes[l] = lanes[l] + e;
+            }
+        return fold_portable(lanes);
+    }
+
+    // acc += p[i] * v[keys[i]], key by key
+    static void accumulate(const float* p, const float* v, int64_t stride, const int32_t* keys, int64_t n,
+                           int64_t padded, float* acc) {
+        for (int64_t i = 0; i < n; ++i) {
+            const float* vj = v + keys[i] * stride;
+            for (int64_t d = 0; d < padded; ++d) acc[d] = std::fma(p[i], vj[d], acc[d]);
+        }
+    }
+
+    static void finish(float* acc, int64_t padded, float sum) {
+        for (int64_t d = 0; d < padded; ++d) acc[d] = acc[d] / sum;
+    }
+
+    // Two heads over the same keys (query heads sharing a key/value head).
+    static void dots2(const float* q0, const float* q1, int64_t padded, const float* k, int64_t stride,
+                      const int32_t* keys, int64_t n, float scale, const float* mask, float* out0, float* out1) {
+        dots(q0, padded, k, stride, keys, n, scale, mask, out0);
+        dots(q1, padded, k, stride, keys, n, scale, mask, out1);
+    }
+
+    static void accumulate2(const float* p0, const float* p1, const float* v, int64_t stride, const int32_t* keys,
+                            int64_t n, int64_t padded, float* acc0, float* acc1) {
+        accumulate(p0, v, stride, keys, n, padded, acc0);
+        accumulate(p1, v, stride, keys, n, padded, acc1);
+    }
+
+    static void accumulate3(const float* p, int64_t p_step, const float* v, int64_t stride, const int32_t* keys,
+                            int64_t n, int64_t padded, float* acc, int64_t acc_step) {
+        for (int e = 0; e < 3; ++e) accumulate(p + e * p_step, v, stride, keys, n, padded, acc + e * acc_step);
+    }
+
+    // Three heads over the same keys; `q` and `out` rows `q_step` and `out_step` apart.
+    static void dots3(const float* q, int64_t q_step, int64_t padded, const float* k, int64_t stride,
+                      const int32_t* keys, int64_t n, float scale, const float* mask, float* out, int64_t out_step) {
+        for (int e = 0; e < 3; ++e) dots(q + e * q_step, padded, k, stride, keys, n, scale, mask, out + e * out_step);
+    }
+};
+
+#define RACER_AVX2 __attribute__((target("avx2,fma")))
+
+RACER_AVX2 inline float fold(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // l0+l4 .. l3+l7
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));                                         // (a0+a2), (a1+a3)
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+
+RACER_AVX2 inline __m256 exp8(__m256 x) {
+    x = _mm256_max_ps(x, _mm256_set1_ps(kExpMin));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kLn2Hi), x);
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kLn2Lo), r);
+    __m256 p = _mm256_set1_ps(kP0);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP5));
+    __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+    __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(bits));
+}
+
+// fold() of four vectors at once: the same additions, so the same bits.
+RACER_AVX2 inline __m128 fold4(__m256 s0, __m256 s1, __m256 s2, __m256 s3) {
+    __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
+    __m128 t1 = _mm_add_ps(_mm256_castps256_ps128(s1), _mm256_extractf128_ps(s1, 1));
+    __m128 t2 = _mm_add_ps(_mm256_castps256_ps128(s2), _mm256_extractf128_ps(s2, 1));
+    __m128 t3 = _mm_add_ps(_mm256_castps256_ps128(s3), _mm256_extractf128_ps(s3, 1));
+    t0 = _mm_add_ps(t0, _mm_movehl_ps(t0, t0));  // (a0+a2), (a1+a3), ..
+    t1 = _mm_add_ps(t1, _mm_movehl_ps(t1, t1));
+    t2 = _mm_add_ps(t2, _mm_movehl_ps(t2, t2));
+    t3 = _mm_add_ps(t3, _mm_movehl_ps(t3, t3));
+    __m128 x01 = _mm_unpacklo_ps(t0, t1), x23 = _mm_unpacklo_ps(t2, t3);  // b0 of 0, 1 / b1 of 0, 1 ...
+    return _mm_add_ps(_mm_movelh_ps(x01, x23), _mm_movehl_ps(x23, x01));
+}
+
+RACER_AVX2 inline void store4(__m128 folded, float scale, const float* mask, const int32_t* keys, float* out) {
+    __m128 m = _mm_setr_ps(mask[keys[0]], mask[keys[1]], mask[keys[2]], mask[keys[3]]);
+    _mm_storeu_ps(out, _mm_add_ps(_mm_mul_ps(folded, _mm_set1_ps(scale)), m));
+}
+
+struct Avx2 {
+    RACER_AVX2 static void dots2(const float* q0, const float* q1, int64_t padded, const float* k, int64_t stride,
+                                 const int32_t* keys, int64_t n, float scale, const float* mask, float* out0,
+                                 float* out1) {
+        int64_t i = 0;
+        for (; i + 4 <= n; i += 4) {  // 2 heads x 4 keys: each chunk loaded once for 2 (or 4) products
+            const float* k0 = k + keys[i] * stride;
+            const float* k1 = k + keys[i + 1] * stride;
+            const float* k2 = k + keys[i + 2] * stride;
+            const float* k3 = k + keys[i + 3] * stride;
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+            for (int64_t c = 0; c < padded; c += kLanes) {
+                const __m256 x = _mm256_loadu_ps(q0 + c), y = _mm256_loadu_ps(q1 + c);
+                __m256 kc = _mm256_loadu_ps(k0 + c);
+                a0 = _mm256_fmadd_ps(x, kc, a0);
+                b0 = _mm256_fmadd_ps(y, kc, b0);
+                kc = _mm256_loadu_ps(k1 + c);
+                a1 = _mm256_fmadd_ps(x, kc, a1);
+                b1 = _mm256_fmadd_ps(y, kc, b1);
+                kc = _mm256_loadu_ps(k2 + c);
+                a2 = _mm256_fmadd_ps(x, kc, a2);
+                b2 = _mm256_fmadd_ps(y, kc, b2);
+                kc = _mm256_loadu_ps(k3 + c);
+                a3 = _mm256_fmadd_ps(x, kc, a3);
+                b3 = _mm256_fmadd_ps(y, kc, b3);
+            }
+            store4(fold4(a0, a1, a2, a3), scale, mask, keys + i, out0 + i);
+            store4(fold4(b0, b1, b2, b3), scale, mask, keys + i, out1 + i);
+        }
+        if (i < n) {
+            dots(q0, padded, k, stride, keys + i, n - i, scale, mask, out0 + i);
+            dots(q1, padded, k, stride, keys + i, n - i, scale, mask, out1 + i);
+        }
+    }
+
+    RACER_AVX2 static void dots3(const float* q, int64_t q_step, int64_t padded, const float* k, int64_t stride,
+                                 const int32_t* keys, int64_t n, float scale, const float* mask, float* out,
+                                 int64_t out_step) {
+        const float* q0 = q;
+        const float* q1 = q + q_step;
+        const float* q2 = q + 2 * q_step;
+        int64_t i = 0;
+        for (; i + 4 <= n; i += 4) {  // 3 heads x 4 keys: 12 sums in registers, 7 loads for 12 products
+            const float* kk[4] = {k + keys[i] * stride, k + keys[i + 1] * stride, k + keys[i + 2] * stride,
+                                  k + keys[i + 3] * stride};
+            __m256 a[4], b[4], c[4];
+            for (int j = 0; j < 4; ++j) a[j] = b[j] = c[j] = _mm256_setzero_ps();
+            for (int64_t d = 0; d < padded; d += kLanes) {
+                const __m256 x = _mm256_loadu_ps(q0 + d), y = _mm256_loadu_ps(q1 + d), z = _mm256_loadu_ps(q2 + d);
+                for (int j = 0; j < 4; ++j) {
+                    const __m256 kc = _mm256_loadu_ps(kk[j] + d);
+                    a[j] = _mm256_fmadd_ps(x, kc, a[j]);
+                    b[j] = _mm256_fmadd_ps(y, kc, b[j]);
+                    c[j] = _mm256_fmadd_ps(z, kc, c[j]);
+                }
+            }
+            store4(fold4(a[0], a[1], a[2], a[3]), scale, mask, keys + i, out + i);
+            store4(fold4(b[0], b[1], b[2], b[3]), scale, mask, keys + i, out + out_step + i);
+            store4(fold4(c[0], c[1], c[2], c[3]), scale, mask, keys + i, out + 2 * out_step + i);
+        }
+        if (i < n)
+            for (int e = 0; e < 3; ++e)
+                dots(q + e * q_step, padded, k, stride, keys + i, n - i, scale, mask, out + e * out_step + i);
+    }
+
+    RACER_AVX2 static void accumulate3(const float* p, int64_t p_step, const float* v, int64_t stride,
+                                       const int32_t* keys, int64_t n, int64_t padded, float* acc, int64_t acc_step) {
+        const float* p0 = p;
+        const float* p1 = p + p_step;
+        const float* p2 = p + 2 * p_step;
+        float* acc0 = acc;
+        float* acc1 = acc + acc_step;
+        float* acc2 = acc + 2 * acc_step;
+        int64_t c0 = 0;
+        for (; c0 + 4 * kLanes <= padded; c0 += 4 * kLanes) {  // 32 outputs of 3 heads in registers
+            __m256 a[4], b[4], c[4];
+            for (int j = 0; j < 4; ++j) {
+                a[j] = _mm256_loadu_ps(acc0 + c0 + j * kLanes);
+                b[j] = _mm256_loadu_ps(acc1 + c0 + j * kLanes);
+                c[j] = _mm256_loadu_ps(acc2 + c0 + j * kLanes);
+            }
+            for (int64_t i = 0; i < n; ++i) {
+                const float* vi = v + keys[i] * stride + c0;
+                const __m256 x = _mm256_set1_ps(p0[i]), y = _mm256_set1_ps(p1[i]), z = _mm256_set1_ps(p2[i]);
+                for (int j = 0; j < 4; ++j) {
+                    const __m256 vc = _mm256_loadu_ps(vi + j * kLanes);
+                    a[j] = _mm256_fmadd_ps(x, vc, a[j]);
+                    b[j] = _mm256_fmadd_ps(y, vc, b[j]);
+                    c[j] = _mm256_fmadd_ps(z, vc, c[j]);
+                }
+            }
+            for (int j = 0; j < 4; ++j) {
+                _mm256_storeu_ps(acc0 + c0 + j * kLanes, a[j]);
+                _mm256_storeu_ps(acc1 + c0 + j * kLanes, b[j]);
+                _mm256_storeu_ps(acc2 + c0 + j * kLanes, c[j]);
+            }
+        }
+        if (c0 < padded) {  // the last outputs: two heads, then one
+            accumulate2(p0, p1, v + c0, stride, keys, n, padded - c0, acc0 + c0, acc1 + c0);
+            accumulate(p2, v + c0, stride, keys, n, padded - c0, acc2 + c0);
+        }
+    }
+
+    RACER_AVX2 static void accumulate2(const float* p0, const float* p1, const float* v, int64_t stride,
+                                       const int32_t* keys, int64_t n, int64_t padded, float* acc0, float* acc1) {
+        int64_t c0 = 0;
+        for (; c0 + 4 * kLanes <= padded; c0 += 4 * kLanes) {  // 32 outputs of 2 heads in registers
+            __m256 a[4], b[4];
+            for (int j = 0; j < 4; ++j) {
+                a[j] = _mm256_loadu_ps(acc0 + c0 + j * kLanes);
+                b[j] = _mm256_loadu_ps(acc1 + c0 + j * kLanes);
+            }
+            for (int64_t i = 0; i < n; ++i) {
+                const float* vi = v + keys[i] * stride + c0;
+                const __m256 x = _mm256_set1_ps(p0[i]), y = _mm256_set1_ps(p1[i]);
+                for (int j = 0; j < 4; ++j) {
+                    const __m256 vc = _mm256_loadu_ps(vi + j * kLanes);
+                    a[j] = _mm256_fmadd_ps(x, vc, a[j]);
+                    b[j] = _mm256_fmadd_ps(y, vc, b[j]);
+                }
+            }
+            for (int j = 0; j < 4; ++j) {
+                _mm256_storeu_ps(acc0 + c0 + j * kLanes, a[j]);
+                _mm256_storeu_ps(acc1 + c0 + j * kLanes, b[j]);
+            }
+        }
+        for (; c0 < padded; c0 += kLanes) {
+            __m256 a = _mm256_loadu_ps(acc0 + c0), b = _mm256_loadu_ps(acc1 + c0);
+            for (int64_t i = 0; i < n; ++i) {
+                const __m256 vc = _mm256_loadu_ps(v + keys[i] * stride + c0);
+                a = _mm256_fmadd_ps(_mm256_set1_ps(p0[i]), vc, a);
+                b = _mm256_fmadd_ps(_mm256_set1_ps(p1[i]), vc, b);
+            }
+            _mm256_storeu_ps(acc0 + c0, a);
+            _mm256_storeu_ps(acc1 + c0, b);
+        }
+    }
+
+    RACER_AVX2 static void dots(const float* q, int64_t padded, const float* k, int64_t stride, const int32_t* keys,
+                                int64_t n, float scale, const float* mask, float* scores) {
+        int64_t i = 0;
+        for (; i + 4 <= n; i += 4) {  // four keys at a time: each query chunk loaded once
+            const float* k0 = k + keys[i] * stride;
+            const float* k1 = k + keys[i + 1] * stride;
+            const float* k2 = k + keys[i + 2] * stride;
+            const float* k3 = k + keys[i + 3] * stride;
+            __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+            for (int64_t c = 0; c < padded; c += kLanes) {
+                __m256 qc = _mm256_loadu_ps(q + c);
+                s0 = _mm256_fmadd_ps(qc, _mm256_loadu_ps(k0 + c), s0);
+                s1 = _mm256_fmadd_ps(qc, _mm256_loadu_ps(k1 + c), s1);
+                s2 = _mm256_fmadd_ps(qc, _mm256_loadu_ps(k2 + c), s2);
+                s3 = _mm256_fmadd_ps(qc, _mm256_loadu_ps(k3 + c), s3);
+            }
+            store4(fold4(s0, s1, s2, s3), scale, mask, keys + i, scores + i);
+        }
+        for (; i < n; ++i) {
+            const float* k0 = k + keys[i] * stride;
+            __m256 s0 = _mm256_setzero_ps();
+            for (int64_t c = 0; c < padded; c += kLanes) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), _mm256_loadu_ps(k0 + c), s0);
+            scores[i] = fold(s0) * scale + mask[keys[i]];
+        }
+    }
+
+    RACER_AVX2 static float softmax(float* scores, int64_t n) {
+        float top = -std::numeric_limits<float>::infinity();
+        for (int64_t i = 0; i < n; ++i) top = std::max(top, scores[i]);
+        const __m256 vtop = _mm256_set1_ps(top);
+        __m256 lanes = _mm256_setzero_ps();
+        int64_t i = 0;
+        for (; i + kLanes <= n; i += kLanes) {
+            __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(scores + i), vtop));
+            _mm256_storeu_ps(scores + i, e);
+            lanes = _mm256_add_ps(lanes, e);
+        }
+        if (i < n) {  // the last few: zero in the lanes past the end
+            alignas(32) float x[kLanes] = {};
+            std::memcpy(x, scores + i, (n - i) * sizeof(float));
+            _mm256_store_ps(x, exp8(_mm256_sub_ps(_mm256_load_ps(x), vtop)));
+            for (int64_t l = n - i; l < kLanes; ++l) x[l] = 0.0f;
+            std::memcpy(scores + i, x, (n - i) * sizeof(float));
+            lanes = _mm256_add_ps(lanes, _mm256_load_ps(x));
+        }
+        return fold(lanes);
+    }
+
+    RACER_AVX2 static void accumulate(const float* p, const float* v, int64_t stride, const int32_t* keys, int64_t n,
+                                      int64_t padded, float* acc) {
+        int64_t c0 = 0;
+        for (; c0 + kBlock * kLanes <= padded; c0 += kBlock * kLanes) {  // 64 outputs in registers
+            __m256 r[kBlock];
+            for (int b = 0; b < kBlock; ++b) r[b] = _mm256_loadu_ps(acc + c0 + b * kLanes);
+            for (int64_t i = 0; i < n; ++i) {
+                const float* vj = v + keys[i] * stride + c0;
+                const __m256 pi = _mm256_set1_ps(p[i]);
+                for (int b = 0; b < kBlock; ++b) r[b] = _mm256_fmadd_ps(pi, _mm256_loadu_ps(vj + b * kLanes), r[b]);
+            }
+            for (int b = 0; b < kBlock; ++b) _mm256_storeu_ps(acc + c0 + b * kLanes, r[b]);
+        }
+        for (; c0 < padded; c0 += kLanes) {
+            __m256 r = _mm256_loadu_ps(acc + c0);
+            for (int64_t i = 0; i < n; ++i) r = _mm256_fmadd_ps(_mm256_set1_ps(p[i]), _mm256_loadu_ps(v + keys[i] * stride + c0), r);
+            _mm256_storeu_ps(acc + c0, r);
+        }
+    }
+
+    RACER_AVX2 static void finish(float* acc, int64_t padded, float sum) {
+        const __m256 s = _mm256_set1_ps(sum);
+        for (int64_t c = 0; c < padded; c += kLanes) _mm256_storeu_ps(acc + c, _mm256_div_ps(_mm256_loadu_ps(acc + c), s));
+    }
+};
+
+// ---------------------------------------------------------------- threads
+// Workers sleep between calls; a call's items are taken one at a time from a
+// shared counter. Which thread computes an item changes nothing in its bits.
+class Pool {
+public:
+    void run(int64_t items, int threads, const std::function<void(int64_t)>& work) {
+        std::unique_lock<std::mutex> hold(call_);  // one call at a time
+        int helpers = std::max(0, threads - 1);
+        while (static_cast<int>(workers_) < helpers) {
+            std::thread(&Pool::serve, this, static_cast<int>(workers_)).detach();
+            ++workers_;
+        }
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            work_ = &work;
+            items_ = items;
+            next_.store(0);
+            helpers_ = helpers;
+            pending_ = helpers;
+            ++generation_;
+        }
+        wake_.notify_all();
+        take(work);
+        std::unique_lock<std::mutex> lock(mutex_);
+        done_.wait(lock, [this] { return pending_ == 0; });
+        work_ = nullptr;
+    }
+
+private:
+    void take(const std::function<void(int64_t)>& work) {
+        for (int64_t item; (item = next_.fetch_add(1)) < items_;) work(item);
+    }
+
+    void serve(int index) {
+        uint64_t seen = 0;
+        for (;;) {
+            const std::function<void(int64_t)>* work;
+            {
+                std::unique_lock<std::mutex> lock(mutex_);
+                wake_.wait(lock, [&] { return generation_ != seen; });
+                seen = generation_;
+                if (index >= helpers_) continue;
+                work = work_;
+            }
+            take(*work);
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (--pending_ == 0) done_.notify_one();
+        }
+    }
+
+    std::mutex call_, mutex_;
+    std::condition_variable wake_, done_;
+    const std::function<void(int64_t)>* work_ = nullptr;
+    std::atomic<int64_t> next_{0};
+    int64_t items_ = 0;
+    int helpers_ = 0, pending_ = 0;
+    size_t workers_ = 0;
+    uint64_t generation_ = 0;
+};
+
+Pool& pool() {
+    // Never destroyed (its threads are detached); a forked child gets a pool of its own.
+    static Pool* current = nullptr;
+    static pid_t owner = 0;
+    static std::mutex guard;
+    std::lock_guard<std::mutex> lock(guard);
+    if (current == nullptr || owner != getpid()) {
+        current = new Pool();
+        owner = getpid();
+    }
+    return *current;
+}
+
+constexpr int64_t kThreadedWork = int64_t{1} << 20;  // multiply-adds below which one thread does it all
+constexpr int64_t kKeyBlock = 32;  // keys whose rows one item keeps in L1 while every query row uses them
+
+// Keys [first, last) of one head as float rows: the cache itself where it is
+// float32 and a multiple of 8 wide, else widened (and zero-padded) into `buffer`.
+template <typename T>
+const float* block_rows(const T* base, int64_t row_stride, int64_t first, int64_t last, int64_t dim, int64_t padded,
+                        float* buffer, int64_t* stride) {
+    if constexpr (std::is_same_v<T, float>) {
+        if (dim % kLanes == 0) {
+            *stride = row_stride;
+            return base + first * row_stride;
+        }
+    }
+    for (int64_t j = first; j < last; ++j) widen(base + j * row_stride, dim, buffer + (j - first) * padded, padded);
+    *stride = padded;
+    return buffer;
+}
+
+template <class Path, typename T, typename M>
+void run(const AttendArgs& a) {
+    const T* q = static_cast<const T*>(a.q);
+    const T* k = static_cast<const T*>(a.k);
+    const T* v = static_cast<const T*>(a.v);
+    const M* mask = static_cast<const M*>(a.mask);
+    T* out = static_cast<T*>(a.out);
+    const int64_t padded = (a.dim + kLanes - 1) / kLanes * kLanes;
+    const int64_t group = a.heads / a.kv_heads;
+
+    // The mask as floats and each row's visible keys (ascending), once for all heads.
+    std::vector<float> masks(static_cast<size_t>(a.rows * a.keys));
+    std::vector<int32_t> visible;
+    std::vector<int64_t> starts(a.rows + 1, 0);
+    for (int64_t r = 0; r < a.rows; ++r) {
+        for (int64_t j = 0; j < a.keys; ++j) {
+            float m = to_float(mask[r * a.mask_row + j]);
+            masks[r * a.keys + j] = m;
+            if (m > a.masked_below) visible.push_back(static_cast<int32_t>(j));
+        }
+        starts[r + 1] = static_cast<int64_t>(visible.size());
+    }
+    int64_t most = 0;
+    for (int64_t r = 0; r < a.rows; ++r) most = std::max(most, starts[r + 1] - starts[r]);
+
+    // An item: one key/value head, some query rows, every query head
+    // of the group. Its keys and values are read block by block, each block
+    // used by all of the item's (row, head) pairs while in cache; each pair's
+    // sums still run over its own keys in order, so blocking changes no bit.
+    // Rows per item: all of them where the threads are no more than the key/value
+    // heads, else just enough items for every thread (each item reads, and in
+    // bf16 widens, its head's keys and values once).
+    const int64_t split = std::max<int64_t>(1, (std::max(1, a.threads) + a.kv_heads - 1) / a.kv_heads);
+    const int64_t row_chunk = (a.rows + split - 1) / split;
+    const int64_t chunks = (a.rows + row_chunk - 1) / row_chunk;
+    auto item = [&](int64_t index) {
+        const int64_t g = index / chunks, r0 = index % chunks * row_chunk, r1 = std::min(a.rows, r0 + row_chunk);
+        const int64_t pairs = (r1 - r0) * group;  // pair = (row r0 + p / group, head g * group + p % group)
+        thread_local std::vector<float> scratch;
+        thread_local std::vector<int32_t> local;
+        thread_local std::vector<int64_t> cursor;
+        thread_local std::vector<float> sums;
+        sums.assign(static_cast<size_t>(pairs), 0.0f);
+        const size_t floats = static_cast<size_t>(pairs * (2 * padded + most) + 2 * kKeyBlock * padded);
+        scratch.resize(floats);
+        float* qs = scratch.data();
+        float* acc = qs + pairs * padded;
+        float* scores = acc + pairs * padded;
+        float* kbuf = scores + pairs * most;
+        float* vbuf = kbuf + kKeyBlock * padded;
+        for (int64_t p = 0; p < pairs; ++p) {
+            const int64_t r = r0 + p / group, h = g * group + p % group;
+            widen(q + h * a.q_head + r * a.q_row, a.dim, qs + p * padded, padded);
+        }
+        std::fill(acc, acc + pairs * padded, 0.0f);
+        local.resize(static_cast<size_t>(kKeyBlock));
+        cursor.assign(static_cast<size_t>(r1 - r0), 0);
+        const T* kg = k + g * a.k_head;
+        const T* vg = v + g * a.v_head;
+        // Visible keys of row r in [first, last), relative to `first`, into `local`; returns the count.
+        auto in_block = [&](int64_t r, int64_t first, int64_t last, int64_t* from) {
+            const int32_t* keys = visible.data() + starts[r];
+            const int64_t count = starts[r + 1] - starts[r];
+            int64_t& at = cursor[r - r0];
+            *from = at;
+            int64_t n = 0;
+            for (; at < count && keys[at] < last; ++at) local[n++] = static_cast<int32_t>(keys[at] - first);
+            return n;
+        };
+        for (int pass = 0; pass < 2; ++pass) {  // 0: scores, 1: weighted values
+            std::fill(cursor.begin(), cursor.end(), 0);
+            for (int64_t first = 0; first < a.keys; first += kKeyBlock) {
+                const int64_t last = std::min(a.keys, first + kKeyBlock);
+                bool seen = false;
+                for (int64_t r = r0; r < r1 && !seen; ++r) {
+                    const int64_t at = cursor[r - r0];
+                    seen = at < starts[r + 1] - starts[r] && visible[starts[r] + at] < last;
+                }
+                if (!seen) continue;
+                int64_t stride;
+                const float* rows = pass == 0 ? block_rows(kg, a.k_row, first, last, a.dim, padded, kbuf, &stride)
+                                              : block_rows(vg, a.v_row, first, last, a.dim, padded, vbuf, &stride);
+                for (int64_t r = r0; r < r1; ++r) {
+                    int64_t from;
+                    const int64_t n = in_block(r, first, last, &from);
+                    if (n == 0) continue;
+                    for (int64_t e = 0; e < group;) {  // heads of a row share its keys: three or two at once
+                        const int64_t p = (r - r0) * group + e;
+                        float* s0 = scores + p * most + from;
+                        const float* m = masks.data() + r * a.keys + first;
+                        if (group - e >= 3) {
+                            if (pass == 0)
+                                Path::dots3(qs + p * padded, padded, padded, rows, stride, local.data(), n, a.scale, m,
+                                            s0, most);
+                            else
+                                Path::accumulate3(s0, most, rows, stride, local.data(), n, padded, acc + p * padded,
+                                                  padded);
+                            e += 3;
+                            continue;
+                        }
+                        const bool two = e + 1 < group;
+                        if (pass == 0 && two)
+                            Path::dots2(qs + p * padded, qs + (p + 1) * padded, padded, rows, stride, local.data(), n,
+                                        a.scale, m, s0, s0 + most);
+                        else if (pass == 0)
+                            Path::dots(qs + p * padded, padded, rows, stride, local.data(), n, a.scale, m, s0);
+                        else if (two)
+                            Path::accumulate2(s0, s0 + most, rows, stride, local.data(), n, padded, acc + p * padded,
+                                              acc + (p + 1) * padded);
+                        else
+                            Path::accumulate(s0, rows, stride, local.data(), n, padded, acc + p * padded);
+                        e += two ? 2 : 1;
+                    }
+                }
+            }
+            if (pass == 1) break;
+            for (int64_t p = 0; p < pairs; ++p) {
+                const int64_t r = r0 + p / group;
+                sums[p] = Path::softmax(scores + p * most, starts[r + 1] - starts[r]);
+            }
+        }
+        for (int64_t p = 0; p < pairs; ++p) {
+            const int64_t r = r0 + p / group, h = g * group + p % group;
+            float* o = acc + p * padded;
+            if (starts[r + 1] == starts[r]) std::fill(o, o + padded, std::numeric_limits<float>::quiet_NaN());
+            else Path::finish(o, padded, sums[p]);
+            T* dst = out + h * a.out_head + r * a.out_row;
+            for (int64_t d = 0; d < a.dim; ++d) {
+                if constexpr (std::is_same_v<T, float>) dst[d] = o[d];
+                else dst[d] = float_to_bf16(o[d]);
+            }
+        }
+    };
+    const int64_t items = a.kv_heads * chunks;
+    const int64_t work = static_cast<int64_t>(visible.size()) * a.heads * a.dim;
+    if (a.threads <= 1 || items == 1 || work < kThreadedWork) {
+        for (int64_t index = 0; index < items; ++index) item(index);
+    } else {
+        pool().run(items, static_cast<int>(std::min<int64_t>(a.threads, items)), item);
+    }
+}
+
+template <typename T, typename M>
+void dispatch(const AttendArgs& a) {
+    if (!a.portable && avx2_available()) run<Avx2, T, M>(a);
+    else run<Portable, T, M>(a);
+}
+
+}  // namespace
+
+bool avx2_available() {
+    static const bool found = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return found;
+}
+
+void attend(const AttendArgs& a) {
+    if (a.heads <= 0 || a.kv_heads <= 0 || a.heads % a.kv_heads != 0)
+        throw std::invalid_argument("heads must be a positive multiple of kv_heads");
+    if (a.rows < 0 || a.keys < 0 || a.dim <= 0 || a.keys > std::numeric_limits<int32_t>::max())
+        throw std::invalid_argument("rows, keys and dim must be non-negative (dim positive)");
+    if (a.rows == 0) return;
+    if (a.dtype == Dtype::float32) {
+        if (a.mask_dtype == Dtype::float32) dispatch<float, float>(a);
+        else dispatch<float, uint16_t>(a);
+    } else {
+        if (a.mask_dtype == Dtype::float32) dispatch<uint16_t, float>(a);
+        else dispatch<uint16_t, uint16_t>(a);
+    }
+}
+
+}  // namespace racer

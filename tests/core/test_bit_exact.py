@@ -1,0 +1,118 @@
+"""The lean forward is batch-invariant: every row of a verified tree gets the
+logits, bit for bit, that plain one-token decoding computes for its token
+after the same prefix, and the cache after committing the accepted path is
+plain decoding's cache, bit for bit. For every lean family, in float32,
+bfloat16 and with fp16 weights (racer_core/verify/attention.py, docs/design.md
+"Bit-exact verification")."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from engine_helpers import PROMPT, make_markov
+
+from racer_core.common.events import GenerationConfig, Source
+from racer_core.engine.engine import RacerEngine
+from racer_core.models import lean_forward as lean_module
+from racer_core.models.families import FAMILIES
+from racer_core.models.formats import packed_linear
+from racer_core.models.formats.half_weights import half_works
+from racer_core.models.lean_forward import LeanForward, lean_forward_for
+from racer_core.testing import tiny_model
+from racer_core.testing.bit_exact import mismatches
+from racer_core.verify import attention
+
+pytestmark = pytest.mark.skipif(attention._attention is None, reason="the attention extension is not built")
+
+DENSE = tuple(sorted(FAMILIES))
+PRECISIONS = ("float32", "bfloat16", "fp16-weights")
+def lean_for(family: str, precision: str) -> LeanForward:
+    if precision == "fp16-weights" and not half_works():
+        pytest.skip("no fbgemm fp16-weight linear here")
+    dtype = torch.bfloat16 if precision == "bfloat16" else torch.float32
+    lean = lean_forward_for(tiny_model(family, seed=4, dtype=dtype), half=precision == "fp16-weights")
+    assert lean is not None
+    return lean
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("family", DENSE)
+def test_tree_rows_and_cache_equal_plain_decoding_bit_for_bit(family: str, precision: str) -> None:
+    lean = lean_for(family, precision)
+    assert mismatches(lean, PROMPT) == []
+
+
+def layout_ordered(q, keys, values, mask, scale):
+    """The kernel with one reduction order changed: keys a row may not see
+    take part with a weight that underflows, so each row's softmax sum is laid
+    out by the tree's indices instead of by the row's own keys in order."""
+    return attention.attend(q, keys, values, mask.clamp(min=-1e4), scale)
+
+
+def sdpa(q, keys, values, mask, scale):
+    gqa = q.shape[1] != keys.shape[1]
+    return torch.nn.functional.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=scale,
+                                                            enable_gqa=gqa)
+
+
+@pytest.mark.parametrize("changed", (layout_ordered, sdpa), ids=("softmax-sum-by-layout", "sdpa"))
+def test_one_changed_reduction_order_is_caught(monkeypatch, changed) -> None:
+    lean = lean_for("llama", "float32")
+    assert mismatches(lean, PROMPT) == []
+    monkeypatch.setattr(lean_module, "attend", changed)
+    assert mismatches(lean, PROMPT) != []
+
+
+def generate(engine: RacerEngine, **config) -> tuple[list[int], list[float], int]:
+    """Tokens, their tie margins (from the logits that chose them) and the drafts accepted."""
+    steps = list(engine.decoder().generate(PROMPT, GenerationConfig(max_new_tokens=64, **config)))
+    tokens = [t for s in steps for t in s.tokens]
+    margins = [m for s in steps for m in s.margins]
+    accepted = sum(s.sources.count(src) for s in steps[1:] for src in Source if src != Source.MODEL)
+    return tokens, margins, accepted
+
+
+@pytest.mark.parametrize("family", DENSE)
+def test_greedy_racer_equals_ar_bit_for_bit_in_bfloat16(family: str) -> None:
+    model = make_markov(tiny_model(family, dtype=torch.bfloat16))  # cycles: drafts land
+    engine = RacerEngine(model, None, f"tiny-{family}-bf16", eos_ids=frozenset(), forward="lean")
+    assert (engine.info.dtype, engine.info.forward) == ("bfloat16", "lean")
+    plain, plain_margins, _ = generate(engine, method="ar")
+    for budget in (4, 16):
+        tokens, margins, accepted = generate(engine, method="racer", max_num_draft=budget)
+        assert tokens == plain, budget
+        assert margins == plain_margins, budget  # the choosing logits' top-2 gaps: the same bits
+        assert accepted > 0, budget  # drafts were verified in trees and accepted
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16))
+@pytest.mark.parametrize("inputs", (576, 1536, 2048))
+def test_a_packed_linear_gives_a_row_the_same_bits_alone_and_beside_others(dtype: torch.dtype, inputs: int) -> None:
+    # oneDNN multiplies a lone row on another path (over 1024 inputs it sums in another order):
+    # PackedWeight sends it as two rows (real models' down projections are that wide)
+    if not packed_linear.packing_works(dtype):
+        pytest.skip(f"no packed {dtype} linear here")
+    gen = torch.Generator().manual_seed(5)
+    weight = packed_linear.PackedWeight(torch.randn(576, inputs, generator=gen).to(dtype))
+    x = torch.randn(1, 40, inputs, generator=gen).to(dtype)
+    alone = torch.cat([weight(x[:, i : i + 1]) for i in range(40)], dim=1)
+    for rows in (2, 3, 8, 17, 40):
+        assert torch.equal(weight(x[:, :rows]), alone[:, :rows]), rows
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16))
+@pytest.mark.parametrize("hidden", (64, 576, 2048, 4096))
+def test_rms_norm_gives_a_row_the_same_bits_alone_and_beside_others(dtype: torch.dtype, hidden: int) -> None:
+    # torch reduces each row of the last dimension in one order here, whatever the rows or threads
+    gen = torch.Generator().manual_seed(6)
+    x = torch.randn(1, 33, hidden, generator=gen).to(dtype)
+    weight = torch.randn(hidden, generator=gen).to(dtype)
+    threads = torch.get_num_threads()
+    try:
+        for count in (1, 2):
+            torch.set_num_threads(count)
+            alone = torch.cat([lean_module._rms(x[:, i : i + 1], weight, 1e-6) for i in range(33)], dim=1)
+            for rows in (2, 7, 33):
+                assert torch.equal(lean_module._rms(x[:, :rows], weight, 1e-6), alone[:, :rows]), (count, rows)
+    finally:
+        torch.set_num_threads(threads)

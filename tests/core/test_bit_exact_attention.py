@@ -1,0 +1,143 @@
+"""The batch-invariant attention kernel (racer_core/verify/attention.py):
+a row's result is the same bits alone as inside any tree, any batch, any
+thread count, on either code path; and it is attention (against a float64
+reference, to a tolerance)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from racer_core.verify import attention
+from racer_core.verify.attention import exact_attend
+
+pytestmark = pytest.mark.skipif(attention._attention is None, reason="the attention extension is not built")
+
+DTYPES = (torch.float32, torch.bfloat16)
+TOLERANCE = {torch.float32: 2e-6, torch.bfloat16: 1e-2}
+
+
+def reference(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, visible: np.ndarray, scale: float) -> torch.Tensor:
+    """Softmax attention in float64, each row over its visible keys."""
+    heads, group = q.shape[1], q.shape[1] // keys.shape[1]
+    k = keys.double().repeat_interleave(group, dim=1)[0]
+    v = values.double().repeat_interleave(group, dim=1)[0]
+    scores = torch.einsum("htd,hld->htl", q.double()[0], k) * scale
+    scores = scores.masked_fill(~torch.from_numpy(visible)[None], float("-inf"))
+    return torch.einsum("htl,hld->htd", scores.softmax(-1), v)[None].reshape(1, heads, -1, q.shape[-1])
+
+
+def additive(visible: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+    mask = torch.zeros((1, 1, *visible.shape), dtype=dtype)
+    return mask.masked_fill_(~torch.from_numpy(visible), torch.finfo(dtype).min)
+
+
+@st.composite
+def problems(draw: st.DrawFn) -> tuple:
+    kv_heads = draw(st.integers(1, 3))
+    heads = kv_heads * draw(st.integers(1, 4))
+    dim = draw(st.integers(1, 80))
+    prefix = draw(st.integers(0, 70))
+    rows = draw(st.integers(1, 12))
+    # A tree: each node's parent comes before it (tree_attention's ancestor mask).
+    parents = [-1] + [draw(st.integers(-1 if prefix else 0, i - 1)) for i in range(1, rows)]
+    visible = np.zeros((rows, prefix + rows), dtype=bool)
+    window = draw(st.one_of(st.none(), st.integers(1, 40)))  # a sliding window hides the far prefix
+    for node in range(rows):
+        start = 0 if window is None else max(0, prefix - window)
+        visible[node, start:prefix] = True
+        at = node
+        while at >= 0:
+            visible[node, prefix + at] = True
+            at = parents[at]
+    seed = draw(st.integers(0, 2**31 - 1))
+    dtype = draw(st.sampled_from(DTYPES))
+    return kv_heads, heads, dim, visible, seed, dtype
+
+
+def tensors(kv_heads: int, heads: int, dim: int, visible: np.ndarray, seed: int, dtype: torch.dtype):
+    gen = torch.Generator().manual_seed(seed)
+    rows, length = visible.shape
+    q = (torch.randn(1, heads, rows, dim, generator=gen) * 2).to(dtype)
+    keys = (torch.randn(1, kv_heads, length, dim, generator=gen) * 2).to(dtype)
+    values = torch.randn(1, kv_heads, length, dim, generator=gen).to(dtype)
+    return q, keys, values
+
+
+@settings(max_examples=150, deadline=None)
+@given(problems())
+def test_a_row_alone_equals_the_row_in_its_tree(problem: tuple) -> None:
+    kv_heads, heads, dim, visible, seed, dtype = problem
+    q, keys, values = tensors(kv_heads, heads, dim, visible, seed, dtype)
+    scale = dim**-0.5
+    together = exact_attend(q, keys, values, additive(visible, dtype), scale)
+    for row in range(visible.shape[0]):
+        # what plain decoding has for this token: its visible keys, in order, packed in a cache of their own
+        seen = torch.from_numpy(np.flatnonzero(visible[row]))
+        alone = exact_attend(q[:, :, row : row + 1], keys[:, :, seen], values[:, :, seen],
+                             torch.zeros((1, 1, 1, len(seen)), dtype=dtype), scale)
+        assert torch.equal(alone, together[:, :, row : row + 1]), row
+    want = reference(q, keys, values, visible, scale)
+    assert (together.double() - want).abs().max() <= TOLERANCE[dtype] * max(1.0, want.abs().max().item())
+
+
+@settings(max_examples=40, deadline=None)
+@given(problems())
+def test_portable_path_and_thread_counts_give_the_same_bits(problem: tuple) -> None:
+    kv_heads, heads, dim, visible, seed, dtype = problem
+    q, keys, values = tensors(kv_heads, heads, dim, visible, seed, dtype)
+    mask = additive(visible, dtype)
+    first = exact_attend(q, keys, values, mask, 0.3, threads=1)
+    assert torch.equal(first, exact_attend(q, keys, values, mask, 0.3, threads=1, portable=True))
+    assert torch.equal(first, exact_attend(q, keys, values, mask, 0.3, threads=4))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_threads_split_a_large_call_without_changing_a_bit(dtype: torch.dtype) -> None:
+    # large enough that the kernel hands items to its worker threads
+    visible = np.ones((16, 600), dtype=bool)
+    visible[:, 584:] = np.tril(np.ones((16, 16), dtype=bool))
+    q, keys, values = tensors(2, 8, 128, visible, 1, dtype)
+    mask = additive(visible, dtype)
+    one = exact_attend(q, keys, values, mask, 0.1, threads=1)
+    for threads in (2, 3, 8):
+        assert torch.equal(one, exact_attend(q, keys, values, mask, 0.1, threads=threads)), threads
+
+
+def test_strided_inputs_as_the_lean_forward_hands_them() -> None:
+    # q transposed from (T, heads, D), keys a prefix view of a larger cache buffer
+    gen = torch.Generator().manual_seed(2)
+    q = torch.randn(1, 5, 6, 16, generator=gen).transpose(1, 2)
+    buffer = torch.randn(1, 2, 64, 16, generator=gen)
+    keys, values = buffer[:, :, :30], buffer.flip(2)[:, :, :30]
+    visible = np.ones((5, 30), dtype=bool)
+    visible[:, 25:] = np.tril(np.ones((5, 5), dtype=bool))
+    got = exact_attend(q, keys, values, additive(visible, torch.float32), 0.25)
+    assert torch.equal(got, exact_attend(q.contiguous(), keys.contiguous(), values.contiguous(),
+                                         additive(visible, torch.float32), 0.25))
+    assert (got.double() - reference(q, keys, values, visible, 0.25)).abs().max() < 1e-5
+
+
+def test_attend_takes_the_kernel_and_falls_back_to_sdpa(monkeypatch) -> None:
+    gen = torch.Generator().manual_seed(3)
+    q, keys, values = torch.randn(1, 2, 3, 8, generator=gen), torch.randn(1, 2, 7, 8, generator=gen), torch.randn(1, 2, 7, 8, generator=gen)
+    visible = np.ones((3, 7), dtype=bool)
+    visible[:, 4:] = np.tril(np.ones((3, 3), dtype=bool))
+    mask = additive(visible, torch.float32)
+    assert torch.equal(attention.attend(q, keys, values, mask, 0.5), exact_attend(q, keys, values, mask, 0.5))
+    monkeypatch.setenv(attention.DISABLE_ENV, "0")
+    sdpa = attention.attend(q, keys, values, mask, 0.5)
+    assert (sdpa.double() - reference(q, keys, values, visible, 0.5)).abs().max() < 1e-5
+    assert not attention.exact_available(torch.float32)
+    assert not attention.exact_available(torch.float16)
+
+
+def test_bad_shapes_are_refused_in_one_line() -> None:
+    q, keys = torch.zeros(1, 3, 2, 8), torch.zeros(1, 2, 5, 8)
+    with pytest.raises(ValueError, match="not a multiple"):
+        exact_attend(q, keys, keys, torch.zeros(1, 1, 2, 5), 1.0)
+    with pytest.raises(ValueError, match="mask"):
+        exact_attend(torch.zeros(1, 2, 2, 8), keys, keys, torch.zeros(1, 1, 2, 4), 1.0)
