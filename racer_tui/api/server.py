@@ -53,6 +53,8 @@ class ServerSettings:
     max_body: int = DEFAULT_MAX_BODY
     default_method: str = "racer"
     max_tokens: int | None = None  # for a request that names none (None: up to the context)
+    allow_remote: bool = False  # any Host is answered (else only loopback names: request_guard.py)
+    allowed_origins: tuple[str, ...] = ()  # web pages that may call the API (request_guard.normal_origin)
 
 
 Refused = Callable[[str, str, ApiError], None]
@@ -187,6 +189,11 @@ class ApiServer:
     async def _body(self, request: Request) -> bytes:
         limit = self.settings.max_body
         too_big = bad_request(f"the request body is larger than the server's limit of {limit} bytes")
+        given = request.headers.get("content-type", "")
+        if given.partition(";")[0].strip().lower() != "application/json":  # a browser's form or text/plain
+            what = f"'{given}'" if given else "none"
+            raise ApiError(415, "the request body must be JSON sent with 'Content-Type: application/json' "
+                                f"(this request's Content-Type: {what})", code="unsupported_media_type")
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
             raise too_big

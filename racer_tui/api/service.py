@@ -18,8 +18,10 @@ import uvicorn
 from racer_core.common.errors import RacerError
 from racer_core.common.events import Engine, StepEvent
 from racer_tui.api.protocol import ApiError
+from racer_tui.api.request_guard import RequestGuard
 from racer_tui.api.server import ApiServer, Refused, ServerSettings
 from racer_tui.api.worker import EngineWorker, Job, Observer, batch_figures
+from racer_tui.host_names import LOOPBACK_NAMES, url_name
 
 DEFAULT_QUEUE = 16
 DEFAULT_MAX_BATCH = 8
@@ -55,7 +57,8 @@ class ApiService:
         self.batcher = batched(max_rows) if batched is not None else None
         self.worker = EngineWorker(queue, observers, max_batch, self.batcher.seat if self.batcher else None)
         self.routes = ApiServer(engine, self.worker, settings, refused)
-        self.app = self.routes.app()
+        served = None if settings.allow_remote else LOOPBACK_NAMES | {url_name(host)}
+        self.app = RequestGuard(self.routes.app(), served, settings.allowed_origins, self._refused)
         self.sock = bind(host, port)
         self.port = int(self.sock.getsockname()[1])
         config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off",
@@ -68,10 +71,13 @@ class ApiService:
         self.worker.observers.append(observer)
         self.routes.refused = refused
 
+    def _refused(self, route: str, client: str, error: ApiError) -> None:
+        if self.routes.refused is not None:  # set late by watch()
+            self.routes.refused(route, client, error)
+
     @property
     def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/v1"
+        return f"http://{url_name(self.host)}:{self.port}/v1"
 
     def run(self) -> None:
         """Serve until Ctrl-C (in the main thread: uvicorn handles the signals)."""

@@ -21,6 +21,7 @@ from racer_tui.cli import options as o
 from racer_tui.cli.errors import print_error, print_warning
 from racer_tui.cli.params import at_least, param
 from racer_tui.cli.serve import is_loopback
+from racer_tui.host_names import normal_origin
 
 HELP = "serve the model over an OpenAI-compatible HTTP API"
 DESCRIPTION = (
@@ -31,6 +32,10 @@ DESCRIPTION = (
 EPILOG = (
     "Only loopback addresses (127.0.0.1, ::1, localhost) are served unless --allow-remote is given, and "
     "then only with --api-key (or $RACER_TUI_API_KEY): clients send it as 'Authorization: Bearer KEY'. "
+    "Web pages the browser shows cannot use the server: a request with an Origin header (browsers send one, "
+    "programs such as the openai client and curl do not) is refused unless --allow-origin names that origin, "
+    "and on loopback a request naming another Host (DNS rebinding) is refused. Request bodies must be sent as "
+    "'Content-Type: application/json'. "
     "Up to --max-batch requests are decoded at once, their verification passes shared (continuous batching); "
     "the rest queue and start in order; a full queue answers 429. "
     "Exit status: 0, 1 run-time error, 2 usage error, 130 stopped by Ctrl-C."
@@ -46,7 +51,11 @@ def configure(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("serving")
     g.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     g.add_argument("--port", type=int, default=8000, help="port, 0 for any free one (default: 8000)")
-    g.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --host (needs --api-key)")
+    g.add_argument("--allow-remote", action="store_true",
+                   help="allow a non-loopback --host (needs --api-key); any Host name is then answered")
+    g.add_argument("--allow-origin", action="append", type=_origin, default=[], metavar="ORIGIN",
+                   help="a web page's origin (as http://localhost:3000) that may call the API, with CORS "
+                        "(repeatable; default: none, requests from web pages are refused)")
     g.add_argument("--api-key", default=None, metavar="KEY",
                    help=f"the key clients must send as a Bearer token (default: ${KEY_ENV}, else none)")
     g.add_argument("--method", type=param("method"), default=DEFAULTS.method,
@@ -66,6 +75,14 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="largest request body (default: 8 MiB)")
     g.add_argument("--headless", action="store_true",
                    help="no monitor: one log line per request (the default when output is not a terminal)")
+
+
+def _origin(text: str) -> str:
+    origin = normal_origin(text)
+    if origin is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a web origin: write SCHEME://HOST[:PORT], "
+                                         "as http://localhost:3000")
+    return origin
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser, **hooks: Any) -> int:
@@ -108,7 +125,8 @@ def _serve(args: argparse.Namespace, key: str | None, hooks: dict[str, Any]) -> 
 
     engine = factory(args.model_path, device=args.device, dtype=args.dtype, progress=progress)
     settings = ServerSettings(api_key=key, max_body=args.max_body, default_method=args.method,
-                              max_tokens=args.max_tokens)
+                              max_tokens=args.max_tokens, allow_remote=args.allow_remote,
+                              allowed_origins=tuple(args.allow_origin))
     max_batch = 1 if args.sequential else args.max_batch
     if not is_loopback(args.host):
         print_warning(f"serving on {args.host}: anyone who has the key can run requests on this machine")

@@ -20,7 +20,8 @@ from aiohttp import web
 from textual_serve.server import Server
 
 from racer_tui.colors import LOGITS_GREEN, RETRIEVAL_GREEN
-from racer_tui.serve_page.origin_guard import LOOPBACK_NAMES, guard
+from racer_tui.host_names import LOOPBACK_NAMES
+from racer_tui.serve_page.origin_guard import guard
 
 TITLE = "racer-tui"
 PAGE_BACKGROUND = "#0c181f"  # the page behind the terminal, as textual-serve has it

@@ -23,20 +23,9 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
+from racer_tui.host_names import split_host
+
 WEBSOCKET_PATH = "/ws"
-
-
-def split_host(host: str) -> tuple[str, int | None]:
-    """A Host header as (name, port): 'localhost:8000', '[::1]:8000', '127.0.0.1' (no port: None)."""
-    host = host.strip().lower()
-    if host.startswith("["):
-        name, _, rest = host.partition("]")
-        name += "]"
-        port = rest.removeprefix(":")
-    else:
-        name, _, port = host.partition(":")
-    return name, int(port) if port.isdigit() else None
 
 
 def refusal(request: web.Request, served_names: frozenset[str], check_host: bool) -> str | None:

@@ -79,10 +79,11 @@ class Answer:
         return json.loads(self.text)
 
 
-def http(service: ApiService, path: str, body: bytes | str | None = None, **headers: str) -> Answer:
-    """One raw request (stdlib only): POST when there is a body, else GET."""
+def http(service: ApiService, path: str, body: bytes | str | None = None, method: str | None = None,
+         **headers: str) -> Answer:
+    """One raw request (stdlib only): POST when there is a body, else GET (or `method`)."""
     data = body.encode() if isinstance(body, str) else body
-    request = urllib.request.Request(service.url.removesuffix("/v1") + path, data=data,
+    request = urllib.request.Request(service.url.removesuffix("/v1") + path, data=data, method=method,
                                      headers={"Content-Type": "application/json", **headers})
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:

@@ -86,8 +86,8 @@ def test_a_client_that_leaves_before_a_whole_reply_cancels_it_too() -> None:
     with running(engine, observers=[recorder]) as service:
         body = json.dumps({"messages": USER}).encode()
         with socket.create_connection(("127.0.0.1", service.port), timeout=10) as sock:
-            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
-                         b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (service.port, len(body), body))
             wait_until(lambda: engine.total_steps >= 3)
         wait_until(lambda: recorder.finished())
         (_, _, outcome, tokens), = recorder.finished()

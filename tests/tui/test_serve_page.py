@@ -21,8 +21,8 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from PIL import Image
 
+from racer_tui.host_names import split_host
 from racer_tui.serve_page import PageServer, favicon_ico, url_host
-from racer_tui.serve_page.origin_guard import split_host
 
 ROOT = Path(__file__).resolve().parents[2]
 
