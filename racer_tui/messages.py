@@ -35,6 +35,14 @@ class ReplyStep(Message):
         self.event = event
 
 
+class ReplyEnded(Message):
+    """The reply `reply_id`'s stream is over: the conversation holds all of it."""
+
+    def __init__(self, reply_id: int) -> None:
+        super().__init__()
+        self.reply_id = reply_id
+
+
 class ReplyFailed(Message):
     def __init__(self, reply_id: int, error: str) -> None:
         super().__init__()

@@ -31,6 +31,7 @@ from fake_records import PROMPT_END, fake_record, fake_token_text
 
 from racer_core.common.errors import InputError, ModelLoadError
 from racer_core.common.events import (
+    ContextUsage,
     EngineInfo,
     GenerationConfig,
     ShouldStop,
@@ -183,6 +184,7 @@ class FakeEngine:
     learned: list[bool] = field(default_factory=list)  # per send: did the chat learn (racer_core/drafting/corpus.py)
     forgotten: int = 0  # forget_chats calls
     notice: str | None = None  # what a learning conversation reports when opened (a damaged corpus)
+    context_limit: int | None = 8192  # the model's maximum tokens; None: it cannot say
     paused: threading.Event = field(default_factory=threading.Event)
     total_steps: int = 0
     _release: threading.Event = field(default_factory=threading.Event)
@@ -226,6 +228,13 @@ class FakeEngine:
 
     def forget_chats(self) -> None:
         self.forgotten += 1
+
+    def context_usage(self, messages, images=None) -> ContextUsage | None:
+        """Each message's words plus 4 template tokens, and 3 for the reply's start (none for no chat)."""
+        if self.context_limit is None:
+            return None
+        used = sum(len(tokenize(m["content"])) + 4 for m in messages) + 3 if messages else 0
+        return ContextUsage(used, self.context_limit)
 
 
 def factory_for(engine: FakeEngine):

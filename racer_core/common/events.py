@@ -6,7 +6,7 @@ module without importing torch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Protocol
@@ -112,6 +112,15 @@ class EngineInfo:
     draft_head: str | None = None  # the EAGLE-3 draft head's name (method eagle3), when one was loaded
 
 
+@dataclass(frozen=True)
+class ContextUsage:
+    """How much of the model's context a chat takes: its tokens as the model
+    reads them (up to the reply) and the most the model takes."""
+
+    used: int
+    limit: int
+
+
 ShouldStop = Callable[[], bool]
 Progress = Callable[[str, float | None], None]  # (message, fraction done or None)
 
@@ -153,6 +162,13 @@ class Engine(Protocol):
 
     def forget_chats(self) -> None:
         """Clear what chats taught this model's drafts (its chat corpus)."""
+        ...
+
+    def context_usage(self, messages: Sequence[dict[str, str]],
+                      images: Mapping[int, Sequence[Any]] | None = None) -> ContextUsage | None:
+        """The tokens of the chat `messages` (with `images`: message index -> its
+        images, a vision model's) of the model's maximum; None when the engine
+        cannot say (its model declares no maximum)."""
         ...
 
 

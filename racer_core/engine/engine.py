@@ -14,7 +14,7 @@ import functools
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -27,6 +27,7 @@ from racer_core.common.config import TRANSFORMERS_METHODS
 from racer_core.common.errors import InputError
 from racer_core.common.events import (
     Alternative,
+    ContextUsage,
     EngineInfo,
     GenerationConfig,
     Progress,
@@ -121,12 +122,14 @@ class RacerEngine:
                                forward="stock" if self.lean is None else "lean",
                                draft_head=None if loaded.head is None else loaded.head.name)
         num_layers = int(config.num_hidden_layers)
+        # The most tokens the model takes; None when its config does not say.
+        self.context_limit: int | None = int(getattr(config, "max_position_embeddings", 0) or 0) or None
         self.runtime = ModelRuntime(
             model=model,  # called only by the stock forward, never with a LeanModel
             cache_arg="cache" if isinstance(model, LeanModel) else cache_argument_name(model),
             vocab_size=vocab,
             eos_ids=eos_ids if eos_ids is not None else end_of_turn_ids(model, tokenizer),
-            max_length=int(getattr(config, "max_position_embeddings", 0) or 1 << 30),
+            max_length=self.context_limit or 1 << 30,
             masks=TreeMaskBuilder(dtype, device, window),
             device=device,
             new_cache=(lambda: TreeCache(num_layers)) if self.lean is not None else lambda: stock_tree_cache(num_layers),
@@ -254,6 +257,20 @@ class RacerEngine:
         """Clear this model's chat corpus, in memory and on disk."""
         self.corpus.clear()
 
+    def context_usage(self, messages: Sequence[dict[str, str]],
+                      images: Mapping[int, Sequence[ChatImage]] | None = None) -> ContextUsage | None:
+        """The Engine protocol's: the chat's prompt as the next reply would read it
+        (chat_prompt_ids), of the model's maximum."""
+        if self.context_limit is None:
+            return None
+        if not messages:  # a chat template takes no empty chat: nothing is used yet
+            return ContextUsage(0, self.context_limit)
+        try:
+            ids = chat_prompt_ids(self, messages, images or {})
+        except Exception:  # noqa: BLE001 - e.g. a template that refuses a system-only chat: sending says why
+            return None
+        return ContextUsage(len(ids), self.context_limit)
+
     def decoder(self) -> SequenceDecoder:
         return SequenceDecoder(self.runtime)
 
@@ -311,33 +328,12 @@ class ChatConversation:
 
     def vision_prompt(self, enable_thinking: bool | None = False) -> VisionPrompt:
         """The chat through a VL model's processor: each message's images as image parts before its text."""
-        assert self.engine.vision is not None
-        parts = []
-        attached: list[ChatImage] = []
-        for index, message in enumerate(self.messages):
-            images = self.images.get(index, ())
-            attached.extend(images)
-            content = [{"type": "image"} for _ in images] + [{"type": "text", "text": message["content"]}]
-            parts.append({"role": message["role"], "content": content})
-        return self.engine.vision.render(parts, attached, enable_thinking)
+        return vision_prompt(self.engine, self.messages, self.images, enable_thinking)
 
     def prompt_ids(self, enable_thinking: bool | None = False, prefill: str = "") -> list[int]:
         """The chat as the model reads it, up to the reply; `prefill`: the reply's
         given start, which the model continues (a text model's only)."""
-        if self.engine.vision is not None:
-            if prefill:
-                raise InputError("an assistant prefill is supported for text-only models only")
-            return self.vision_prompt(enable_thinking).ids
-        tokenizer = self.engine.tokenizer
-        if getattr(tokenizer, "chat_template", None):
-            messages = [*self.messages, {"role": "assistant", "content": prefill}] if prefill else self.messages
-            text = tokenizer.apply_chat_template(
-                messages, tokenize=False, add_generation_prompt=not prefill, continue_final_message=bool(prefill),
-                **thinking_switch(enable_thinking),
-            )
-        else:  # a base model: plain concatenation of the turns
-            text = "\n\n".join(m["content"] for m in self.messages) + "\n\n" + prefill
-        return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+        return chat_prompt_ids(self.engine, self.messages, self.images, enable_thinking, prefill)
 
     def send(self, user_text: str, config: GenerationConfig, should_stop: ShouldStop | None = None,
              images: Sequence[ChatImage] = (), prefill: str = "") -> Iterator[StepEvent]:
@@ -374,6 +370,42 @@ class ChatConversation:
     def _drop_last_user_message(self) -> None:
         self.images.pop(len(self.messages) - 1, None)
         self.messages.pop()
+
+
+def vision_prompt(engine: RacerEngine, messages: Sequence[dict[str, str]],
+                  images: Mapping[int, Sequence[ChatImage]], enable_thinking: bool | None = False) -> VisionPrompt:
+    """`messages` through a VL model's processor: each message's `images` (by
+    message index) as image parts before its text."""
+    assert engine.vision is not None
+    parts = []
+    attached: list[ChatImage] = []
+    for index, message in enumerate(messages):
+        shown = images.get(index, ())
+        attached.extend(shown)
+        content = [{"type": "image"} for _ in shown] + [{"type": "text", "text": message["content"]}]
+        parts.append({"role": message["role"], "content": content})
+    return engine.vision.render(parts, attached, enable_thinking)
+
+
+def chat_prompt_ids(engine: RacerEngine, messages: Sequence[dict[str, str]],
+                    images: Mapping[int, Sequence[ChatImage]], enable_thinking: bool | None = False,
+                    prefill: str = "") -> list[int]:
+    """`messages` as the model reads them, up to the reply; `prefill`: the
+    reply's given start, which the model continues (a text model's only)."""
+    if engine.vision is not None:
+        if prefill:
+            raise InputError("an assistant prefill is supported for text-only models only")
+        return vision_prompt(engine, messages, images, enable_thinking).ids
+    tokenizer = engine.tokenizer
+    if getattr(tokenizer, "chat_template", None):
+        turns = [*messages, {"role": "assistant", "content": prefill}] if prefill else list(messages)
+        text = tokenizer.apply_chat_template(
+            turns, tokenize=False, add_generation_prompt=not prefill, continue_final_message=bool(prefill),
+            **thinking_switch(enable_thinking),
+        )
+    else:  # a base model: plain concatenation of the turns
+        text = "\n\n".join(m["content"] for m in messages) + "\n\n" + prefill
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
 def step_events(engine: RacerEngine, decoder: SequenceDecoder, prompt: list[int], config: GenerationConfig,

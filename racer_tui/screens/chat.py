@@ -19,7 +19,7 @@ from textual.widgets import Footer, Markdown, Static
 from textual.worker import get_current_worker
 
 from racer_core.common.errors import InputError, RacerError
-from racer_core.common.events import Conversation, Engine, GenerationConfig
+from racer_core.common.events import ContextUsage, Conversation, Engine, GenerationConfig
 from racer_core.common.stats import Stats, is_verification_step
 from racer_core.drafting import registry
 from racer_core.engine.chat_image import ChatImage, split_inline_images
@@ -30,7 +30,7 @@ from racer_tui.commands import CHAT_COMMANDS
 from racer_tui.history import HistoryError, StoredMessage, title_for
 from racer_tui.host import Host, host_of
 from racer_tui.layout import Folding, Panel
-from racer_tui.messages import ReplyFailed, ReplyStep
+from racer_tui.messages import ReplyEnded, ReplyFailed, ReplyStep
 from racer_tui.screens.attach_image import AttachImageScreen
 from racer_tui.screens.confirm import ConfirmScreen
 from racer_tui.screens.inspector import InspectorScreen
@@ -116,6 +116,7 @@ class ChatScreen(ChatActions, Screen):
         self.reply_id = 0
         self.stats = Stats()
         self.budget: int | str | None = None
+        self.context: ContextUsage | None = None  # the open chat's tokens of the model's maximum
         self._stop = threading.Event()
         self._turn: ReplyTurn | None = None
         self._user_message_id: int | None = None
@@ -150,7 +151,7 @@ class ChatScreen(ChatActions, Screen):
         self._fit()
         self.host.engine_changed.subscribe(self, self._engine_changed)
         self.refresh_sidebar()
-        self.show_status()
+        self.count_context()
         self._show_system_prompt()
         self.query_one(PromptInput).focus()
         self.run_worker(self._reopen_latest(), exclusive=True, group="open")
@@ -190,7 +191,26 @@ class ChatScreen(ChatActions, Screen):
         budget = self.budget if self.budget is not None else self.host.settings.generation.max_num_draft
         method = self._reply_method or self.host.settings.generation.method
         trend = None if self.folding.shown("chart", self.size.width) else self.query_one(StepChart).lengths
-        self.query_one(StatusLine).show(self.stats, budget, method, self.host.engine_info, trend)
+        self.query_one(StatusLine).show(self.stats, budget, method, self.host.engine_info, trend, self.context)
+
+    def count_context(self) -> None:
+        """The open chat's context use, as the model would read it next (after
+        each reply, when a chat opens or the model changes): a long paste shows
+        before it fails. None while no model is loaded or it cannot say."""
+        self.context = self._context_usage()
+        self.show_status()
+
+    def _context_usage(self) -> ContextUsage | None:
+        engine = self.host.engine
+        if engine is None:
+            return None
+        try:
+            if self.conv is not None and self._conv_engine is engine:
+                return engine.context_usage(self.conv.messages, getattr(self.conv, "images", None))
+            history = [] if self.chat_id is None else self.host.history.messages(self.chat_id)
+            return engine.context_usage(*self._engine_messages(history))
+        except RacerError:  # an unreadable chat (it says so in its place): nothing to count
+            return None
 
     # -- layout ----------------------------------------------------------
 
@@ -231,7 +251,7 @@ class ChatScreen(ChatActions, Screen):
     def _engine_changed(self, _engine: object) -> None:
         self.conv = None  # rebuilt from history on the next message
         self.steps.clear()  # their token ids belong to the old model
-        self.show_status()
+        self.count_context()
 
     def _system_prompt(self) -> str:
         if self.chat_id is not None:
@@ -268,12 +288,26 @@ class ChatScreen(ChatActions, Screen):
             # Earlier turns of a reopened chat: the engine templates them into the prompt,
             # with the images whose files are still the ones sent.
             images = getattr(conv, "images", None)
-            for message in history:
-                conv.messages.append({"role": message.role, "content": message.content})
-                if message.images and isinstance(images, dict):
-                    images[len(conv.messages) - 1] = tuple(intact_images(message.images))
+            messages, earlier_images = self._engine_messages(history, with_system=False, start=len(conv.messages))
+            conv.messages.extend(messages)
+            if isinstance(images, dict):
+                images.update(earlier_images)
             self.conv, self._conv_engine = conv, engine
         return self.conv
+
+    def _engine_messages(self, history: list[StoredMessage], with_system: bool = True,
+                         start: int = 0) -> tuple[list[dict[str, str]], dict[int, tuple[ChatImage, ...]]]:
+        """Stored turns as an engine reads them: the messages (after the system
+        prompt, `with_system`) and their images by message index (from `start`),
+        those whose files are still the ones sent."""
+        system = self._system_prompt() if with_system else ""
+        messages = [{"role": "system", "content": system}] if system else []
+        images: dict[int, tuple[ChatImage, ...]] = {}
+        for message in history:
+            messages.append({"role": message.role, "content": message.content})
+            if message.images:
+                images[start + len(messages) - 1] = tuple(intact_images(message.images))
+        return messages, images
 
     # -- sending ---------------------------------------------------------
 
@@ -410,6 +444,7 @@ class ChatScreen(ChatActions, Screen):
             pictures = {"images": images} if images else {}
             for event in conv.send(text, config, should_stop=should_stop, **pictures):
                 self.post_message(ReplyStep(reply_id, event))
+            self.post_message(ReplyEnded(reply_id))
         except RacerError as exc:
             self.post_message(ReplyFailed(reply_id, str(exc)))
         except Exception as exc:  # an engine bug must not take the UI down
@@ -434,6 +469,10 @@ class ChatScreen(ChatActions, Screen):
             self._next_save = time.monotonic() + SAVE_EVERY_S
             if not self._save_reply(self._reply_stats(INTERRUPTED)):
                 self._next_save = float("inf")  # said once; the finished reply tries again
+
+    def on_reply_ended(self, message: ReplyEnded) -> None:
+        if message.reply_id == self.reply_id:
+            self.count_context()
 
     def _reply_stats(self, finish_reason: str | None) -> dict:
         return {
@@ -493,6 +532,7 @@ class ChatScreen(ChatActions, Screen):
         self._turn = None
         for turn in list(self.conversation_view.children)[-2:]:
             turn.remove()
+        self.count_context()
         prompt = self.query_one(PromptInput)
         prompt.text = self._prompt_text
         self.attached = [*self._sent_attached, *self.attached]  # any attached meanwhile stay too
@@ -529,7 +569,7 @@ class ChatScreen(ChatActions, Screen):
         self._reply_method = ""
         self.query_one(StepChart).reset()
         self._show_system_prompt()
-        self.show_status()
+        self.count_context()  # the chat now open (chat_id), or a new one
 
     async def open_chat(self, chat_id: int) -> None:
         if chat_id == self.chat_id or self._busy():
@@ -671,6 +711,7 @@ class ChatScreen(ChatActions, Screen):
                     self._history_failed(exc)
             self.conv = None  # rebuilt with the new system prompt
             self._show_system_prompt()
+            self.count_context()
 
         self.app.push_screen(SystemPromptScreen(self._system_prompt()), saved)
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual.widgets import Static
 
-from racer_core.common.events import EngineInfo
+from racer_core.common.events import ContextUsage, EngineInfo
 from racer_core.common.stats import Stats
 from racer_tui.colors import CHART_GREEN
 from racer_tui.widgets.bars import rgb, sparkline
@@ -17,13 +17,31 @@ TREND_STEPS = 16  # the last steps shown in the status line's sparkline
 
 SEPARATOR = " │ "
 # Parts left out, in this order, when the line is wider than the terminal: the
-# speed, MAT, method, device and dtype stay (the model's name is cut last).
-DROP_ORDER = ("steps", "budget")
+# speed, MAT, method, device and dtype stay. The model's name is cut to
+# MODEL_KEPT characters before the context goes, and further only after.
+DROP_ORDER = ("steps", "budget", "context")
+MODEL_KEPT = 12
+
+
+def token_count(n: int) -> str:
+    """A token count the way context lengths are said: 512, 1.2k, 8k, 128k, 1M (k = 1024)."""
+    for unit, size in (("M", 1 << 20), ("k", 1 << 10)):
+        if n >= size:
+            value = n / size
+            text = f"{value:.1f}" if value < 10 else f"{value:.0f}"
+            return text.removesuffix(".0") + unit
+    return str(n)
+
+
+def context_text(usage: ContextUsage) -> str:
+    """The context part: the chat's tokens of the model's maximum ("ctx 1.2k/8k")."""
+    return f"ctx {token_count(usage.used)}/{token_count(usage.limit)}"
 
 
 def status_parts(stats: Stats | None, budget: int | str | None, method: str,
-                 info: EngineInfo | None) -> list[tuple[str, str]]:
-    """The status line's parts as (name, text), in the order shown."""
+                 info: EngineInfo | None, context: ContextUsage | None = None) -> list[tuple[str, str]]:
+    """The status line's parts as (name, text), in the order shown; `context`
+    None when the engine cannot say (or no model is loaded)."""
     parts: list[tuple[str, str]] = []
     if stats is not None and stats.steps:
         parts += [
@@ -33,6 +51,8 @@ def status_parts(stats: Stats | None, budget: int | str | None, method: str,
         ]
     else:
         parts += [("speed", "– tok/s"), ("mat", "MAT –"), ("steps", "0 steps")]
+    if context is not None:
+        parts.append(("context", context_text(context)))
     parts.append(("budget", f"budget {budget if budget is not None else '–'}"))
     parts.append(("method", method))
     if info is not None:
@@ -43,21 +63,30 @@ def status_parts(stats: Stats | None, budget: int | str | None, method: str,
 
 
 def fit_parts(parts: list[tuple[str, str]], width: int) -> str:
-    """The parts joined, leaving out those of DROP_ORDER and then shortening
-    the model's name until the line fits `width` (the device and dtype stay)."""
+    """The parts joined, leaving out those of DROP_ORDER and shortening the
+    model's name until the line fits `width` (the device and dtype stay)."""
     parts = list(parts)
     for name in DROP_ORDER:
-        if len(SEPARATOR.join(t for _, t in parts)) <= width:
+        trial = _cut_model(parts, width, MODEL_KEPT) if name == "context" else parts
+        if len(SEPARATOR.join(t for _, t in trial)) <= width:
+            parts = trial
             break
         parts = [p for p in parts if p[0] != name]
+    return SEPARATOR.join(t for _, t in _cut_model(parts, width, 1))
+
+
+def _cut_model(parts: list[tuple[str, str]], width: int, kept: int) -> list[tuple[str, str]]:
+    """The model's name cut (to no fewer than `kept` characters, "…" included) toward `width`."""
     over = len(SEPARATOR.join(t for _, t in parts)) - width
-    if over > 0:
-        parts = [(n, t[: max(1, len(t) - over - 1)] + "…" if n == "model" else t) for n, t in parts]
-    return SEPARATOR.join(t for _, t in parts)
+    if over <= 0:
+        return parts
+    return [(n, t[: max(kept - 1, len(t) - over - 1)] + "…" if n == "model" and len(t) > kept else t)
+            for n, t in parts]
 
 
-def format_status(stats: Stats | None, budget: int | str | None, method: str, info: EngineInfo | None) -> str:
-    return SEPARATOR.join(t for _, t in status_parts(stats, budget, method, info))
+def format_status(stats: Stats | None, budget: int | str | None, method: str, info: EngineInfo | None,
+                  context: ContextUsage | None = None) -> str:
+    return SEPARATOR.join(t for _, t in status_parts(stats, budget, method, info, context))
 
 
 class StatusLine(Static):
@@ -68,6 +97,7 @@ class StatusLine(Static):
         method: str,
         info: EngineInfo | None,
         trend: Sequence[int] | None = None,
+        context: ContextUsage | None = None,
     ) -> None:
         """`trend`: accepted tokens per step, drawn as a sparkline in front (the
         one-line chart when the acceptance panel is folded away)."""
@@ -76,5 +106,6 @@ class StatusLine(Static):
             line.append(sparkline(trend, TREND_STEPS) or "no steps", style=rgb(CHART_GREEN))
             line.append(SEPARATOR)
         width = self.app.size.width - 2  # the line spans the terminal, less its padding (also mid-resize)
-        line.append(fit_parts(status_parts(stats, budget, method, info), max(20, width - len(line))))
+        parts = status_parts(stats, budget, method, info, context)
+        line.append(fit_parts(parts, max(20, width - len(line))))
         self.update(line)

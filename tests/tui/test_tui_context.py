@@ -1,0 +1,90 @@
+"""Issue 29: the chat's status line shows the context the chat takes of the
+model's maximum, after each reply and when a chat opens."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app_pilot import SIZE, SMALL, StartApp
+from fake_engine import REPLY, FakeEngine, make_app, ready_chat, tokenize, wait_for
+
+from racer_core.common.events import ContextUsage, EngineInfo
+from racer_tui.widgets.status_line import StatusLine, context_text, fit_parts, status_parts, token_count
+
+
+def status_text(chat) -> str:
+    status = chat.query_one(StatusLine)
+    return "".join(s.text for s in status.render_lines(status.region.reset_offset))
+
+
+def fake_used(*texts: str) -> int:
+    """FakeEngine.context_usage's count of a chat of these messages."""
+    return sum(len(tokenize(t)) + 4 for t in texts) + 3 if texts else 0
+
+
+# -- formatting ----------------------------------------------------------------
+
+
+def test_token_counts_read_as_context_lengths_are_said() -> None:
+    assert [token_count(n) for n in (0, 512, 1023, 1024, 1234, 8192, 10_000, 32_768, 131_072, 1 << 20)] == [
+        "0", "512", "1023", "1k", "1.2k", "8k", "9.8k", "32k", "128k", "1M"]
+    assert context_text(ContextUsage(1234, 8192)) == "ctx 1.2k/8k"
+
+
+def test_the_context_is_dropped_after_steps_and_budget_and_before_device_and_dtype() -> None:
+    info = EngineInfo("SmolLM2-135M-Instruct (Q4_1, embedded)", "cpu", "float32")
+    parts = status_parts(None, "auto", "racer", info, ContextUsage(1234, 8192))
+    assert fit_parts(parts, 200) == ("– tok/s │ MAT – │ 0 steps │ ctx 1.2k/8k │ budget auto │ racer │ "
+                                     "SmolLM2-135M-Instruct (Q4_1, embedded) │ cpu float32")
+    wide = fit_parts(parts, 92)  # steps and budget go first
+    assert "ctx 1.2k/8k" in wide and "steps" not in wide and "budget" not in wide and wide.endswith("embedded) │ cpu float32")
+    cut = fit_parts(parts, 66)  # then the model's name is cut, down to a few characters, for it
+    assert len(cut) <= 66 and "ctx 1.2k/8k" in cut and "SmolLM2-135…" in cut and cut.endswith("cpu float32")
+    narrow = fit_parts(parts, 59)  # then it goes; the device and dtype stay
+    assert len(narrow) <= 59 and "ctx" not in narrow and narrow.endswith("cpu float32") and "racer" in narrow
+    assert "ctx" not in fit_parts(status_parts(None, "auto", "racer", info), 200)  # an engine that cannot say
+
+
+# -- the chat screen -----------------------------------------------------------------
+
+
+async def test_the_status_line_shows_the_context_after_a_reply_and_when_the_chat_opens(tmp_path: Path) -> None:
+    async with make_app(tmp_path, FakeEngine()).run_test(size=SIZE) as pilot:
+        chat = await ready_chat(pilot)
+        # A new chat uses nothing yet (counted once the model is loaded).
+        await wait_for(pilot, lambda: chat.context == ContextUsage(fake_used(), 8192))
+        await pilot.press(*"hello there", "enter")
+        after = ContextUsage(fake_used("hello there", REPLY), 8192)
+        await wait_for(pilot, lambda: chat.context == after and not chat.generating)
+        await pilot.pause()
+        assert context_text(after) in status_text(chat) and f"/{token_count(8192)}" in status_text(chat)
+
+    # A restart opens the latest chat: its context is counted from the history.
+    async with make_app(tmp_path, FakeEngine()).run_test(size=SIZE) as pilot:
+        chat = await ready_chat(pilot)
+        await wait_for(pilot, lambda: chat.chat_id is not None and chat.context == after)
+        await pilot.pause()
+        assert context_text(after) in status_text(chat)
+        await pilot.press("ctrl+n")  # a new chat starts empty again
+        await wait_for(pilot, lambda: chat.context == ContextUsage(fake_used(), 8192))
+
+
+async def test_an_engine_that_cannot_say_shows_no_context(start_app: StartApp) -> None:
+    engine = FakeEngine(context_limit=None)
+    pilot = await start_app(engine)
+    chat = await ready_chat(pilot)
+    await pilot.press(*"hello", "enter")
+    await wait_for(pilot, lambda: chat.stats.steps and not chat.generating)
+    await pilot.pause()
+    assert chat.context is None and "ctx" not in status_text(chat) and "cpu float32" in status_text(chat)
+
+
+async def test_at_80_columns_the_status_line_keeps_device_and_dtype_with_the_context(start_app: StartApp) -> None:
+    engine = FakeEngine(info=EngineInfo("SmolLM2-135M-Instruct (Q4_1, embedded)", "cpu", "float32"))
+    pilot = await start_app(engine, size=SMALL)
+    chat = await ready_chat(pilot)
+    await pilot.press(*"hello", "enter")
+    await wait_for(pilot, lambda: chat.stats.steps and not chat.generating and chat.context.used > fake_used())
+    await pilot.pause()
+    text = status_text(chat).rstrip()
+    assert text.endswith("cpu float32") and "MAT" in text and len(text) <= SMALL[0]
