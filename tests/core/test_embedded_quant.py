@@ -7,8 +7,9 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
+from engine_helpers import racer_and_ar_replies
 
-from racer_core.common.events import GenerationConfig, Source
+from racer_core.common.events import Source
 from racer_core.models.formats.quant_weights import QuantWeight, kernel_isa
 
 pytestmark = [
@@ -39,11 +40,8 @@ def test_the_default_on_a_cpu_multiplies_the_files_blocks(engine) -> None:
 
 
 def test_racer_equals_plain_greedy_on_the_blocks(engine) -> None:
-    ar = engine.new_conversation()
-    list(ar.send(PROMPT, GenerationConfig(method="ar", max_new_tokens=64)))
-    racer = engine.new_conversation()
-    events = list(racer.send(PROMPT, GenerationConfig(method="racer", max_new_tokens=64, max_num_draft=16)))
-    assert racer.messages[-1]["content"] == ar.messages[-1]["content"]
+    ar_text, racer_text, events = racer_and_ar_replies(engine, PROMPT)
+    assert racer_text == ar_text
     drafted = sum(1 for e in events for p in e.pieces if p.source != Source.MODEL)
     assert drafted > 10
 
