@@ -124,7 +124,8 @@ def aux_states(model: torch.nn.Module, ids: list[int], layers: tuple[int, ...]) 
 def test_lean_forward_captures_the_states_transformers_reports() -> None:
     lean, stock = aux_states(target(), PROMPT, (2, 4, 5))
     assert lean.shape == (len(PROMPT), 3 * HIDDEN)
-    torch.testing.assert_close(lean, stock, rtol=1e-5, atol=1e-5)
+    # The lean forward's batch-invariant attention kernel and transformers' SDPA sum in other orders.
+    torch.testing.assert_close(lean, stock, rtol=1e-4, atol=1e-4)
 
 
 def test_lean_forward_without_capture_returns_logits_alone() -> None:

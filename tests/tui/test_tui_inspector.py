@@ -136,12 +136,12 @@ def test_a_step_cut_at_an_end_of_turn_draft_shows_no_bonus() -> None:
     from rich.console import Console
 
     from racer_core.common.events import Source, TokenPiece
-    from racer_core.common.step_record import RETRIEVAL_BIT, StepRecord
+    from racer_core.common.step_record import StepRecord
     from racer_tui.chat.step_log import LoggedStep
     from racer_tui.widgets.step_tree import step_view
 
     # root 5, drafts 7 (<|im_end|>) then 8, both accepted; the model's bonus after them is 9
-    record = StepRecord.build([5, 7, 8], [-1, 0, 1], [0, 1, 2], [0, RETRIEVAL_BIT, RETRIEVAL_BIT], [0, 3, 4],
+    record = StepRecord.build([5, 7, 8], [-1, 0, 1], [0, 1, 2], [0, Source.RETRIEVAL, Source.RETRIEVAL], [0, 3, 4],
                               [-1, -1, -1], [0, 1, 2], 9, 2, 3, "auto")
     names = {5: "x", 7: "<|im_end|>", 8: "y", 9: "z"}
     entry = LoggedStep(4, (TokenPiece(7, "", Source.RETRIEVAL),), 3, record)

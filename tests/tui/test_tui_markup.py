@@ -65,7 +65,7 @@ async def exercise(data: Path, text: str) -> None:
         await pilot.pause()
         await pilot.press("escape")
         # an unknown command quotes the text in a notice
-        chat.query_one("#prompt").text = f"!!{text}"
+        chat.query_one("#prompt").text = f"!!{text.strip()}"  # "!! x" is another command than "!!x"
         await pilot.press("enter")
         await pilot.pause()
         assert any(f"!!{text.strip()}".split(" ")[0] in n.message for n in app._notifications)
