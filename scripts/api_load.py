@@ -31,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -155,24 +156,39 @@ def print_table(results: dict[tuple[str, str], dict[str, Any]]) -> None:
             print(f"  {label}: total tok/s {ratios[0]}, requests/s {ratios[1]}, per-request tok/s {ratios[2]}")
 
 
-def start_server(args: argparse.Namespace, kind: str) -> tuple[subprocess.Popen[str], str]:
-    """`racer-tui api --headless` (batched or sequential) on a free loopback port, in its
-    own process (the clients' threads here must not share the engine's interpreter lock); its URL."""
-    most = max(args.clients)
-    words = [sys.executable, "-m", "racer_tui.cli", "api", "--headless", "--port", "0", "--device", args.device,
-             "--dtype", args.dtype, "--queue", str(max(16, most))]
-    words += ["--sequential"] if kind == "sequential" else ["--max-batch", str(args.max_batch or most)]
-    if args.model:
-        words += ["--model", args.model]
+def launch_api(options: list[str], model: str | None, what: str = "the server",
+               on_line: Callable[[str], None] | None = None) -> tuple[subprocess.Popen[str], str, str]:
+    """`racer-tui api --headless OPTIONS` on a free loopback port, in its own process (the
+    clients' threads must not share the engine's interpreter lock): (the process, its base
+    URL, the line that named it). The rest of its log goes to `on_line`, or is read and
+    dropped, so a full pipe never stalls the server."""
+    words = [sys.executable, "-m", "racer_tui.cli", "api", "--headless", "--port", "0", *options]
+    if model:
+        words += ["--model", model]
     server = subprocess.Popen(words, stdout=subprocess.PIPE, text=True)
     assert server.stdout is not None
     for line in server.stdout:
         if " on http://" in line:
-            print(f"{kind}: {line.strip()}", file=sys.stderr)
             url = line.split(" on ")[-1].split()[0]
-            threading.Thread(target=server.stdout.read, daemon=True).start()  # keep its log flowing
-            return server, url
-    raise SystemExit(f"the {kind} server did not start (exit status {server.wait()})")
+
+            def follow(stream: Any = server.stdout) -> None:
+                for rest in stream:
+                    if on_line is not None:
+                        on_line(rest)
+
+            threading.Thread(target=follow, daemon=True).start()
+            return server, url, line.strip()
+    raise SystemExit(f"{what} did not start (exit status {server.wait()})")
+
+
+def start_server(args: argparse.Namespace, kind: str) -> tuple[subprocess.Popen[str], str]:
+    """The batched or the sequential server (launch_api); its URL."""
+    most = max(args.clients)
+    options = ["--device", args.device, "--dtype", args.dtype, "--queue", str(max(16, most))]
+    options += ["--sequential"] if kind == "sequential" else ["--max-batch", str(args.max_batch or most)]
+    server, url, line = launch_api(options, args.model, f"the {kind} server")
+    print(f"{kind}: {line}", file=sys.stderr)
+    return server, url
 
 
 def counts(text: str) -> list[int]:

@@ -23,7 +23,6 @@ import argparse
 import json
 import random
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -33,6 +32,11 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+if __package__:  # imported as scripts.api_soak (the tests)
+    from scripts.api_load import launch_api
+else:  # run as `python scripts/api_soak.py`: its folder is on the path
+    from api_load import launch_api
 
 PROMPTS = [
     "Name three fruits.", "Write a haiku about the sea.", "What is 17 times 23?",
@@ -206,26 +210,13 @@ def main() -> int:
     server, failed, rss = None, [0], None
     url = args.url
     if url is None:
-        words = [sys.executable, "-m", "racer_tui.cli", "api", "--headless", "--port", "0", "--device", args.device,
-                 "--dtype", args.dtype, "--max-batch", str(args.max_batch), "--queue", "16"]
-        if args.model:
-            words += ["--model", args.model]
-        server = subprocess.Popen(words, stdout=subprocess.PIPE, text=True)
-        assert server.stdout is not None
-        for line in server.stdout:
-            if " on http://" in line:
-                url = line.split(" on ")[-1].split()[0]
-                break
-        if url is None:
-            raise SystemExit(f"the server did not start (exit status {server.wait()})")
+        def count_failed(line: str) -> None:
+            if " failed " in line:  # a request the server failed (not a client's fault)
+                failed[0] += 1
+                print(line.rstrip(), file=sys.stderr)
 
-        def follow(stream: Any) -> None:
-            for line in stream:
-                if " failed " in line:  # a request the server failed (not a client's fault)
-                    failed[0] += 1
-                    print(line.rstrip(), file=sys.stderr)
-
-        threading.Thread(target=follow, args=(server.stdout,), daemon=True).start()
+        options = ["--device", args.device, "--dtype", args.dtype, "--max-batch", str(args.max_batch), "--queue", "16"]
+        server, url, _ = launch_api(options, args.model, on_line=count_failed)
         rss = process_rss(server.pid)
     try:
         report = soak(url, args.api_key, args.clients, args.seconds, args.requests, args.max_tokens, rss=rss)
