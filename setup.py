@@ -33,7 +33,8 @@ extension = Extension(
 quant = Extension(
     "racer_core.models.formats.quant._quant",
     sources=["racer_core/models/formats/quant/_quant.pyx", "racer_core/models/formats/quant/quant.cpp",
-             "racer_core/models/formats/quant/quant_avx2.cpp", "racer_core/models/formats/quant/quant_avx512.cpp"],
+             "racer_core/models/formats/quant/quant_avx2.cpp", "racer_core/models/formats/quant/quant_avx512.cpp",
+             "racer_core/models/formats/quant/quant_vnni.cpp"],
     include_dirs=["racer_core/models/formats/quant", np.get_include()],
     language="c++",
     extra_compile_args=[*compile_args, "-fopenmp", "-ffp-contract=off"],

@@ -1,8 +1,9 @@
 """racer-tui beside llama.cpp's plain decoding of the same GGUF, side by side.
 
-The embedded model ships as a GGUF (Q4_1); racer-tui dequantizes it and
-decodes in float32 (or bfloat16, or float32 on float16 weights), llama.cpp
-decodes the Q4_1 weights themselves. Each question's first turn is rendered
+The embedded model ships as a GGUF (Q4_1). By default racer-tui multiplies
+its own blocks too (setup `auto` or `q4`: activations quantized to 8 bits per
+block, as llama.cpp does; `q4f`: the same blocks with float32 activations);
+`float32`, `bfloat16` and `fp16w` (--fp16-weights) dequantize it first. Each question's first turn is rendered
 once with the model's chat template and the same token ids go to every
 runner; every runner answers a question before the next question starts
 (interleaved, so a busy moment hits them alike). Times are wall clock from
@@ -16,10 +17,12 @@ environment, for the CPU class being measured, for example
         pip install llama-cpp-python
 
     python scripts/llama_cpp_anchor.py --question-begin 14 --question-end 42 --max-new-tokens 128 \\
-        --setups float32,fp16w --isa avx2
+        --setups q4,fp16w --methods ar,racer,suffix --isa avx2
 
-`--setups`: racer-tui engines, each run with ar and racer (float32, bfloat16,
-fp16w = --fp16-weights, auto).
+`--setups`: racer-tui engines (q4 = auto, q4f, float32, bfloat16, fp16w), each
+run with every method of `--methods`. Besides speed, each runner's answers are
+compared with llama.cpp's token for token: how many are identical, and where
+the others first differ.
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ def main() -> None:
     parser.add_argument("--question-begin", type=int, default=14)
     parser.add_argument("--question-end", type=int, default=42)
     parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--setups", default="auto,fp16w")
+    parser.add_argument("--setups", default="q4,fp16w")
+    parser.add_argument("--methods", default="ar,racer,suffix")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--isa", choices=ISA_CHOICES, default="native")
     args = parser.parse_args()
@@ -57,12 +61,15 @@ def main() -> None:
     from racer_core.engine.engine import load_engine
     from racer_core.models.checkpoints import HALF
     from racer_core.models.embedded import embedded_gguf
+    from racer_core.models.formats.quant_weights import ACTS_ENV
 
     torch.set_num_threads(args.threads)
     engines = {}
     for setup in args.setups.split(","):
-        options = {"quantize": HALF} if setup == "fp16w" else {"dtype": setup}
+        options = {"quantize": HALF} if setup == "fp16w" else {"dtype": "auto" if setup in ("q4", "q4f") else setup}
+        os.environ[ACTS_ENV] = "float" if setup == "q4f" else "q8"  # read as the blocks load
         engines[setup] = load_engine(device="cpu", **options)
+        os.environ.pop(ACTS_ENV)
         print(f"{setup}: racer-tui {engines[setup].info.dtype}, {torch.get_num_threads()} threads", flush=True)
     first = next(iter(engines.values()))
     llm = Llama(model_path=str(embedded_gguf()), n_ctx=4096, n_threads=args.threads, n_threads_batch=args.threads,
@@ -71,37 +78,51 @@ def main() -> None:
     eos = set(first.runtime.eos_ids)
     questions = load_suite(args.suite)[args.question_begin : args.question_end]
     totals: dict[str, list[float]] = {}
+    same: dict[str, list[int]] = {}  # runner -> [identical answers, first differing position of each other one...]
+    reference: list[int] = []
 
-    def add(name: str, tokens: int, seconds: float) -> None:
+    def add(name: str, tokens: list[int], seconds: float) -> None:
         row = totals.setdefault(name, [0, 0.0])
-        row[0] += tokens
+        row[0] += len(tokens)
         row[1] += seconds
+        if name != "llama.cpp":
+            found = same.setdefault(name, [0])
+            if tokens == reference:
+                found[0] += 1
+            else:
+                found.append(next((i for i, (a, b) in enumerate(zip(tokens, reference, strict=False)) if a != b),
+                                  min(len(tokens), len(reference))))
 
     for index, question in enumerate(questions):
         conversation = first.new_conversation()
         conversation.messages.append({"role": "user", "content": question.turns[0]})
         prompt = conversation.prompt_ids()
         start = time.perf_counter()
-        made = 0
+        reference = []
         for token in llm.generate(prompt, top_k=1, temp=0.0, reset=True):
             if token in eos:
                 break
-            made += 1
-            if made >= args.max_new_tokens:
+            reference.append(token)
+            if len(reference) >= args.max_new_tokens:
                 break
-        add("llama.cpp", made, time.perf_counter() - start)
+        add("llama.cpp", reference, time.perf_counter() - start)
         for setup, engine in engines.items():
-            for method in ("ar", "racer"):
+            for method in args.methods.split(","):
                 config = GenerationConfig(method=method, max_new_tokens=args.max_new_tokens)
                 start = time.perf_counter()
                 steps = list(engine.decoder().generate(prompt, config))
-                add(f"{method}@{setup}", sum(len(s.tokens) for s in steps), time.perf_counter() - start)
+                tokens = [t for s in steps for t in s.tokens][: args.max_new_tokens]
+                tokens = tokens[: next((i for i, t in enumerate(tokens) if t in eos), len(tokens))]
+                add(f"{method}@{setup}", tokens, time.perf_counter() - start)
         print(f"question {index + 1}/{len(questions)} done", flush=True)
     anchor = totals["llama.cpp"][0] / totals["llama.cpp"][1]
-    print(f"\n{'runner':<20}{'tokens':>8}{'tok/s':>8}{'vs llama.cpp':>14}")
+    print(f"\n{'runner':<20}{'tokens':>8}{'tok/s':>8}{'vs llama.cpp':>14}  answers as llama.cpp's")
     for name, (tokens, seconds) in totals.items():
         speed = tokens / seconds
-        print(f"{name:<20}{tokens:>8}{speed:>8.1f}{speed / anchor:>13.2f}x")
+        agree = "" if name == "llama.cpp" else (
+            f"  {same[name][0]}/{len(questions)} identical"
+            + (f"; others differ from token {sorted(same[name][1:])}" if len(same[name]) > 1 else ""))
+        print(f"{name:<20}{tokens:>8}{speed:>8.1f}{speed / anchor:>13.2f}x{agree}")
 
 
 if __name__ == "__main__":

@@ -3,14 +3,15 @@
 The weights are the embedded GGUF's own (30 layers' q|k|v, o, gate|up, down
 and the tied Q8_0 head): `fp32` packed once for oneDNN (today's default,
 packed_linear.py), `fp16` fbgemm's float16 weights (--fp16-weights), `q4`
-the GGUF's blocks in the tree kernel (quant_weights.py; threads: torch's
-count), a `-1t` suffix runs a format on one thread. Rounds are interleaved (every
+the GGUF's blocks in the tree kernel with float32 activations, `q4q8` the same
+blocks with activations quantized to 8 bits per block (integer products, the
+default; quant_weights.py; threads: torch's count), a `-1t` suffix runs a format on one thread. Rounds are interleaved (every
 format, every T), so a busy moment on a shared machine hits all alike; the
 fastest round is reported with its ratio to the format's one-row step.
 
     python scripts/quant_linear_cost.py --sizes 1,2,4,8,16,32
     python scripts/quant_linear_cost.py --sizes 1,2,4,8,16,32 --isa avx2
-    python scripts/quant_linear_cost.py --formats fp32-1t,fp16-1t,q4-1t  --clock cpu  # a loaded machine
+    python scripts/quant_linear_cost.py --formats fp32-1t,fp16-1t,q4-1t,q4q8-1t --clock cpu  # a loaded machine
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ def step_weights(formats: list[str]) -> dict[str, list[Any]]:
                   blocks[f"{name}mlp.down_proj.weight"]]
     fused.append(blocks["model.embed_tokens.weight"])
     found: dict[str, list[Any]] = {}
-    made: dict[str, list[Any]] = {"q4": fused}
+    made: dict[str, list[Any]] = {"q4": [QuantWeight(w.blocks, w.qtype, *w.shape, acts="float") for w in fused],
+                                  "q4q8": [QuantWeight(w.blocks, w.qtype, *w.shape, acts="q8") for w in fused]}
     for fmt in formats:
         kind = fmt.removesuffix("-1t")
         if kind not in made:
@@ -61,7 +63,7 @@ def step_weights(formats: list[str]) -> dict[str, list[Any]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1,2,4,8,16,32")
-    parser.add_argument("--formats", default="fp32,fp16,q4,q4-1t")
+    parser.add_argument("--formats", default="fp32,fp16,q4,q4q8")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--isa", choices=ISA_CHOICES, default="native")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",

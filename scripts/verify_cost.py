@@ -65,10 +65,15 @@ def variants(engine: Any, names: list[str]) -> dict[str, Forward]:
             found[name] = LeanForward(weights_from_model(model, family_of(model.config)), pack=False)
         elif name == "lean-fp16w":  # --fp16-weights: fbgemm's float16 weights, float32 arithmetic
             found[name] = LeanForward(weights_from_model(model, family_of(model.config)), half=True)
-        elif name == "lean-q4":  # the embedded GGUF's own blocks in the tree kernel (formats/quant_weights.py)
+        elif name in ("lean-q4", "lean-q4f"):  # the embedded GGUF's own blocks in the tree kernel (quant_weights.py)
+            import os
+
+            from racer_core.models.formats.quant_weights import ACTS_ENV
             from racer_core.models.loader import load
 
+            os.environ[ACTS_ENV] = "float" if name == "lean-q4f" else "q8"  # read as the blocks load
             lean = load(None, device="cpu").lean
+            del os.environ[ACTS_ENV]
             assert lean is not None and lean.quant, "the GGUF's blocks did not load (see the log)"
             print(f"lean-q4: weights {lean.quant}")
             found[name] = lean

@@ -2,8 +2,9 @@
 logits, bit for bit, that plain one-token decoding computes for its token
 after the same prefix, and the cache after committing the accepted path is
 plain decoding's cache, bit for bit. For every lean family, in float32,
-bfloat16 and with fp16 weights (racer_core/verify/attention.py, docs/design.md
-"Bit-exact verification")."""
+bfloat16, with fp16 weights and on a GGUF's 4-bit blocks with 8-bit or float
+activations (racer_core/verify/attention.py, docs/design.md "Bit-exact
+verification")."""
 
 from __future__ import annotations
 
@@ -25,10 +26,21 @@ from racer_core.verify import attention
 pytestmark = pytest.mark.skipif(attention._attention is None, reason="the attention extension is not built")
 
 DENSE = tuple(sorted(FAMILIES))
-PRECISIONS = ("float32", "bfloat16", "fp16-weights")
+PRECISIONS = ("float32", "bfloat16", "fp16-weights", "q4_1-q8", "q4_1-float")
+
+
 def lean_for(family: str, precision: str) -> LeanForward:
     if precision == "fp16-weights" and not half_works():
         pytest.skip("no fbgemm fp16-weight linear here")
+    if precision.startswith("q4_1"):
+        from racer_core.models.formats.quant_weights import kernel_isa
+
+        gguf = pytest.importorskip("gguf")
+        if kernel_isa() is None:
+            pytest.skip("the 4-bit kernel does not run on this CPU")
+        from quant_helpers import quantized_lean
+
+        return quantized_lean(tiny_model(family, seed=4), gguf.GGMLQuantizationType.Q4_1, precision.split("-")[1])[0]
     dtype = torch.bfloat16 if precision == "bfloat16" else torch.float32
     lean = lean_forward_for(tiny_model(family, seed=4, dtype=dtype), half=precision == "fp16-weights")
     assert lean is not None

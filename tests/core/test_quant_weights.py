@@ -8,7 +8,6 @@ for the tensors of types the kernel lacks."""
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,45 +18,35 @@ from engine_helpers import PROMPT, SMALL_VOCAB, make_markov, prompt_logits, run
 from racer_core.engine.engine import RacerEngine
 from racer_core.models.families import family_of
 from racer_core.models.formats.quant_weights import QuantWeight, describe, kernel_isa
-from racer_core.models.lean_forward import LeanForward, weights_from_model
+from racer_core.models.lean_forward import weights_from_model
 from racer_core.models.loader import LoadedModel
 from racer_core.testing import tiny_model
 
 gguf = pytest.importorskip("gguf")
 from gguf import quants  # noqa: E402
+from quant_helpers import quant_weight, quantized_lean  # noqa: E402
 
 pytestmark = pytest.mark.skipif(kernel_isa() is None, reason="the 4-bit kernel does not run on this CPU")
 Q = gguf.GGMLQuantizationType
 TYPES = {"Q4_0": Q.Q4_0, "Q4_1": Q.Q4_1, "Q8_0": Q.Q8_0}
 
 
-def _quant(plain: torch.Tensor, qtype: Q) -> QuantWeight:
-    rows, cols = plain.shape
-    return QuantWeight(quants.quantize(plain.detach().float().numpy(), qtype), int(qtype), rows, cols)
+_quant = quant_weight
 
 
-def _quantized_model(family: str, qtype: Q, markov: bool = False):
-    """A tiny model whose linears are replaced by their `qtype` values, and a
-    lean forward multiplying with the blocks themselves."""
+def _quantized_model(family: str, qtype: Q, markov: bool = False, acts: str | None = None):
+    """A tiny model whose linears are replaced by their `qtype` values, a lean
+    forward multiplying with the blocks themselves (activations as `acts`), and
+    a plain one on the same values."""
     model = tiny_model(family, 0, vocab_size=SMALL_VOCAB)
     if markov:
         make_markov(model)
-    weights = weights_from_model(model, family_of(model.config))
-    layers = [replace(layer, qkv=_quant(layer.qkv, qtype), o=_quant(layer.o, qtype),
-                      gate_up=_quant(layer.gate_up, qtype), down=_quant(layer.down, qtype))
-              for layer in weights.layers]
-    quantized = replace(weights, layers=layers, lm_head=_quant(weights.lm_head, qtype))
-    with torch.no_grad():  # the transformers model (and the plain forward) on the same values
-        for lean, plain in zip(layers, weights.layers, strict=True):
-            for name in ("qkv", "o", "gate_up", "down"):
-                getattr(plain, name).copy_(getattr(lean, name).plain())
-        weights.lm_head.copy_(quantized.lm_head.plain())
-    return model, LeanForward(quantized), LeanForward(weights, pack=False)
+    return (model, *quantized_lean(model, qtype, acts))
 
 
 @pytest.mark.parametrize("name", sorted(TYPES))
 def test_block_logits_match_the_float32_forward_on_the_same_values(name: str) -> None:
-    model, blocks, plain = _quantized_model("llama", TYPES[name])
+    model, blocks, plain = _quantized_model("llama", TYPES[name], acts="float")
     assert blocks.quant == f"gguf {name}" and not blocks.packed
     layers = model.config.num_hidden_layers
     a, b = prompt_logits(blocks, layers), prompt_logits(plain, layers)
@@ -65,14 +54,41 @@ def test_block_logits_match_the_float32_forward_on_the_same_values(name: str) ->
     assert torch.equal(a.argmax(-1), b.argmax(-1))
 
 
-def test_a_quant_weight_keeps_rows_apart_and_takes_a_bias() -> None:
-    w = _quant(torch.randn(40, 64), Q.Q4_1)
+@pytest.mark.parametrize("name", sorted(TYPES))
+def test_with_8_bit_activations_the_logits_stay_near_the_float32_forward(name: str) -> None:
+    """The default multiplies activations quantized per 32-block (llama.cpp's
+    arithmetic): close to the float32 forward, not equal to it."""
+    model, blocks, plain = _quantized_model("llama", TYPES[name], acts="q8")
+    layers = model.config.num_hidden_layers
+    a, b = prompt_logits(blocks, layers), prompt_logits(plain, layers)
+    gap = (a - b).abs().max() / b.abs().max()
+    assert 0 < gap <= 0.05
+
+
+def test_the_activation_mode_defaults_to_q8_and_is_checked(monkeypatch) -> None:
+    from racer_core.models.formats.quant_weights import ACTS_ENV
+
+    plain = torch.randn(8, 64)
+    assert _quant(plain, Q.Q4_1).acts == "q8"
+    monkeypatch.setenv(ACTS_ENV, "float")
+    assert _quant(plain, Q.Q4_1).acts == "float"
+    assert QuantWeight.stack([_quant(plain, Q.Q4_1), _quant(plain, Q.Q4_1)]).acts == "float"
+    monkeypatch.setenv(ACTS_ENV, "int4")
+    with pytest.raises(ValueError, match="expected one of q8, float"):
+        _quant(plain, Q.Q4_1)
+
+
+@pytest.mark.parametrize("acts", ["q8", "float"])
+def test_a_quant_weight_keeps_rows_apart_and_takes_a_bias(acts: str) -> None:
+    w = _quant(torch.randn(40, 64), Q.Q4_1, acts)
     x = torch.randn(1, 7, 64)
     x[0, 3] *= 1000
     full = w(x)
     alone = torch.cat([w(x[:, i : i + 1]) for i in range(7)], dim=1)
     assert torch.equal(alone, full)
-    assert torch.allclose(full, x @ w.plain().t(), atol=1e-3, rtol=1e-4)
+    want = x @ w.plain().t()
+    tolerance = 1e-4 if acts == "float" else 2e-2  # 8-bit activations: about 1/254 of a block's largest value
+    assert torch.allclose(full, want, atol=tolerance * want.abs().max().item(), rtol=0)
     bias = torch.randn(40)
     assert torch.equal(w(x, bias), full + bias)
     assert w.shape == (40, 64) and w.numel() == 40 * 64
@@ -80,10 +96,11 @@ def test_a_quant_weight_keeps_rows_apart_and_takes_a_bias() -> None:
     assert torch.equal(w.rows(ids), w.plain()[ids])  # an embedding looked up in its blocks
 
 
-@pytest.mark.parametrize(("family", "name"), [("llama", "Q4_1"), ("llama", "Q4_0"), ("qwen2", "Q8_0"),
-                                              ("qwen3", "Q4_1")])
-def test_greedy_drafting_on_block_weights_equals_plain(family: str, name: str) -> None:
-    model, lean, _ = _quantized_model(family, TYPES[name], markov=True)
+@pytest.mark.parametrize(("family", "name", "acts"), [("llama", "Q4_1", "q8"), ("llama", "Q4_0", "q8"),
+                                                      ("qwen2", "Q8_0", "q8"), ("qwen3", "Q4_1", "q8"),
+                                                      ("llama", "Q4_1", "float"), ("qwen2", "Q8_0", "float")])
+def test_greedy_drafting_on_block_weights_equals_plain(family: str, name: str, acts: str) -> None:
+    model, lean, _ = _quantized_model(family, TYPES[name], markov=True, acts=acts)
     engine = RacerEngine.from_loaded(LoadedModel(model, None, None, f"tiny-{family}", lean), eos_ids=frozenset())
     assert engine.info.dtype == f"gguf {name}"
     plain, _, _ = run(engine, PROMPT, method="ar", max_new_tokens=48)

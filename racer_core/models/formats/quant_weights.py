@@ -22,6 +22,11 @@ import torch
 
 log = logging.getLogger(__name__)
 
+ACTS = ("q8", "float")
+ACTS_ENV = "RACER_QUANT_ACTS"
+"""How activations meet the blocks: 'q8' (the default) quantizes each row to 8 bits per 32-value block
+and multiplies in integers, as llama.cpp does; 'float' multiplies the unpacked weights with float32
+activations (the dequantized model's values, slower at few rows). Both are row-invariant."""
 ISA_ENV = "RACER_QUANT_ISA"
 """Limit the kernel to an ISA class ('avx2'); cpu_class.py sets it with the libraries' limits."""
 Q4_0, Q4_1, Q8_0 = 2, 3, 8
@@ -44,6 +49,14 @@ def kernel_isa() -> str | None:
     return "avx2" if wanted == "avx2" else best
 
 
+def activations() -> str:
+    """The activation mode new QuantWeights take ('q8' unless RACER_QUANT_ACTS says 'float')."""
+    wanted = os.environ.get(ACTS_ENV, "q8")
+    if wanted not in ACTS:
+        raise ValueError(f"{ACTS_ENV}={wanted!r}: expected one of {', '.join(ACTS)}")
+    return wanted
+
+
 def supported(qtype: int) -> bool:
     return qtype in TYPE_NAMES
 
@@ -57,9 +70,9 @@ class QuantWeight:
     """A (rows, cols) linear weight in ggml blocks: `w(x, bias)` is
     `F.linear(x, w.plain(), bias)` summed in the kernel's fixed order."""
 
-    __slots__ = ("blocks", "qtype", "shape", "dtype", "device", "isa")
+    __slots__ = ("blocks", "qtype", "shape", "dtype", "device", "isa", "acts")
 
-    def __init__(self, blocks: np.ndarray, qtype: int, rows: int, cols: int) -> None:
+    def __init__(self, blocks: np.ndarray, qtype: int, rows: int, cols: int, acts: str | None = None) -> None:
         from racer_core.models.formats.quant import _quant
 
         isa = kernel_isa()
@@ -71,6 +84,9 @@ class QuantWeight:
         if self.blocks.shape[1] != cols // 32 * _quant.bytes_per_block(qtype) or cols % 32:
             raise ValueError(f"{self.blocks.shape} bytes do not hold a ({rows}, {cols}) {TYPE_NAMES[qtype]} matrix")
         self.qtype, self.isa = qtype, isa
+        self.acts = acts or activations()
+        if self.acts not in ACTS:
+            raise ValueError(f"activations {self.acts!r}: expected one of {', '.join(ACTS)}")
         self.shape, self.dtype, self.device = torch.Size((rows, cols)), torch.float32, torch.device("cpu")
 
     @classmethod
@@ -79,7 +95,7 @@ class QuantWeight:
         if len({p.qtype for p in parts}) != 1 or len({p.shape[1] for p in parts}) != 1:
             raise ValueError("only weights of one block type and width stack")
         blocks = np.concatenate([p.blocks for p in parts])
-        return cls(blocks, parts[0].qtype, blocks.shape[0], int(parts[0].shape[1]))
+        return cls(blocks, parts[0].qtype, blocks.shape[0], int(parts[0].shape[1]), parts[0].acts)
 
     def __call__(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
         from racer_core.models.formats.quant import _quant
@@ -87,8 +103,8 @@ class QuantWeight:
         rows, cols = self.shape
         flat = x.detach().reshape(-1, cols).float().contiguous()
         out = torch.empty((flat.shape[0], rows), dtype=torch.float32)
-        _quant.matmul(self.qtype, self.blocks, rows, cols, flat.numpy(), out.numpy(), self.isa,
-                      torch.get_num_threads())
+        multiply = _quant.matmul_q8 if self.acts == "q8" else _quant.matmul
+        multiply(self.qtype, self.blocks, rows, cols, flat.numpy(), out.numpy(), self.isa, torch.get_num_threads())
         out = out.reshape(*x.shape[:-1], rows)
         return out if bias is None else out + bias
 

@@ -6,7 +6,7 @@ Every shape, dtype and contiguity is checked here, before the C++ touches a
 byte; the multiply runs without the GIL.
 """
 
-from libc.stdint cimport int64_t, uint8_t
+from libc.stdint cimport int8_t, int64_t, uint8_t
 
 cimport numpy as cnp
 import numpy as np
@@ -17,7 +17,12 @@ cdef extern from "quant.hpp" namespace "racer_quant":
     int64_t block_bytes(int type)
     int best_isa()
     void c_matmul "racer_quant::matmul"(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols,
-                                        const float* x, int64_t T, float* y, int threads) nogil
+                                        const float* x, int64_t T, float* y, int threads) noexcept nogil
+    void c_matmul_q8 "racer_quant::matmul_q8"(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols,
+                                              const float* x, int64_t T, float* y, int threads) noexcept nogil
+    bint c_has_vnni "racer_quant::has_vnni"()
+    void c_quantize_rows "racer_quant::quantize_rows"(const float* x, int64_t T, int64_t cols, int8_t* q,
+                                                      float* d, float* s) nogil
     void c_dequantize "racer_quant::dequantize"(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols,
                                                 float* out) nogil
 
@@ -52,12 +57,7 @@ cdef void _check_blocks(int qtype, cnp.ndarray blocks, int64_t rows, int64_t col
         raise ValueError(f"blocks of shape ({blocks.shape[0]}, {blocks.shape[1]}) do not hold a ({rows}, {cols}) matrix of type {qtype}")
 
 
-def matmul(int qtype, cnp.ndarray blocks, int64_t rows, int64_t cols, cnp.ndarray x, cnp.ndarray y,
-           str isa, int threads=1) -> None:
-    """y[t, o] = sum_k W[o, k] x[t, k], W the (rows, cols) matrix in `blocks`;
-    x (T, cols) and y (T, rows) C-contiguous float32, y written in place."""
-    _check_blocks(qtype, blocks, rows, cols)
-    cdef int code = _isa(isa)
+cdef void _check_xy(cnp.ndarray x, cnp.ndarray y, int64_t rows, int64_t cols, int threads) except *:
     if x.dtype != np.float32 or x.ndim != 2 or not x.flags.c_contiguous or x.shape[1] != cols:
         raise ValueError(f"x must be a C-contiguous float32 array (T, {cols})")
     if y.dtype != np.float32 or y.ndim != 2 or not y.flags.c_contiguous or not y.flags.writeable \
@@ -65,6 +65,16 @@ def matmul(int qtype, cnp.ndarray blocks, int64_t rows, int64_t cols, cnp.ndarra
         raise ValueError(f"y must be a writable C-contiguous float32 array ({x.shape[0]}, {rows})")
     if threads < 1:
         raise ValueError("threads must be at least 1")
+
+
+ctypedef void (*multiply_fn)(int, int, const uint8_t*, int64_t, int64_t, const float*, int64_t, float*, int) noexcept nogil
+
+
+cdef void _multiply(multiply_fn fn, int qtype, cnp.ndarray blocks, int64_t rows, int64_t cols, cnp.ndarray x,
+                    cnp.ndarray y, str isa, int threads) except *:
+    _check_blocks(qtype, blocks, rows, cols)
+    cdef int code = _isa(isa)
+    _check_xy(x, y, rows, cols, threads)
     cdef const uint8_t* w = <const uint8_t*> cnp.PyArray_DATA(blocks)
     cdef const float* xp = <const float*> cnp.PyArray_DATA(x)
     cdef float* yp = <float*> cnp.PyArray_DATA(y)
@@ -72,7 +82,46 @@ def matmul(int qtype, cnp.ndarray blocks, int64_t rows, int64_t cols, cnp.ndarra
     if T == 0:
         return
     with nogil:
-        c_matmul(code, qtype, w, rows, cols, xp, T, yp, threads)
+        fn(code, qtype, w, rows, cols, xp, T, yp, threads)
+
+
+def matmul(int qtype, cnp.ndarray blocks, int64_t rows, int64_t cols, cnp.ndarray x, cnp.ndarray y,
+           str isa, int threads=1) -> None:
+    """y[t, o] = sum_k W[o, k] x[t, k], W the (rows, cols) matrix in `blocks`;
+    x (T, cols) and y (T, rows) C-contiguous float32, y written in place."""
+    _multiply(c_matmul, qtype, blocks, rows, cols, x, y, isa, threads)
+
+
+def matmul_q8(int qtype, cnp.ndarray blocks, int64_t rows, int64_t cols, cnp.ndarray x, cnp.ndarray y,
+              str isa, int threads=1) -> None:
+    """As matmul, with each row of x first quantized to 8 bits per 32-value
+    block (quantize_rows) and integer products per block, as llama.cpp does."""
+    _multiply(c_matmul_q8, qtype, blocks, rows, cols, x, y, isa, threads)
+
+
+def vnni() -> bool:
+    """Whether matmul_q8 with isa 'avx512' uses AVX-512 VNNI on this CPU."""
+    return c_has_vnni()
+
+
+def quantize_rows(cnp.ndarray x) -> tuple:
+    """x (T, cols) float32 as matmul_q8 quantizes it: (q int8 (T, cols),
+    d (T, cols/32), s (T, cols/32)) with d = amax/127 and s = d * sum(q) per block."""
+    if best_isa() == 0:
+        raise ValueError("quantize_rows needs AVX2")
+    if x.dtype != np.float32 or x.ndim != 2 or not x.flags.c_contiguous or x.shape[1] % 32 or x.shape[1] == 0:
+        raise ValueError("x must be a C-contiguous float32 array (T, a positive multiple of 32)")
+    cdef int64_t T = x.shape[0], cols = x.shape[1]
+    q = np.empty((T, cols), dtype=np.int8)
+    d = np.empty((T, cols // 32), dtype=np.float32)
+    s = np.empty((T, cols // 32), dtype=np.float32)
+    cdef const float* xp = <const float*> cnp.PyArray_DATA(x)
+    cdef int8_t* qp = <int8_t*> cnp.PyArray_DATA(q)
+    cdef float* dp = <float*> cnp.PyArray_DATA(d)
+    cdef float* sp = <float*> cnp.PyArray_DATA(s)
+    with nogil:
+        c_quantize_rows(xp, T, cols, qp, dp, sp)
+    return q, d, s
 
 
 def dequantize(int qtype, cnp.ndarray blocks, int64_t rows, int64_t cols, str isa) -> np.ndarray:

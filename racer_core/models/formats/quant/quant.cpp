@@ -6,6 +6,9 @@ namespace racer_quant {
 void matmul_avx2(int, const uint8_t*, int64_t, int64_t, const float*, int64_t, float*, int);
 void matmul_avx512(int, const uint8_t*, int64_t, int64_t, const float*, int64_t, float*, int);
 void dequantize_avx2(int, const uint8_t*, int64_t, int64_t, float*);
+void matmul_q8_avx2(int, const uint8_t*, int64_t, int64_t, const float*, int64_t, float*, int);
+void matmul_q8_vnni(int, const uint8_t*, int64_t, int64_t, const float*, int64_t, float*, int);
+void quantize_rows_avx2(const float*, int64_t, int64_t, int8_t*, float*, float*);
 void dequantize_avx512(int, const uint8_t*, int64_t, int64_t, float*);
 
 int64_t block_bytes(int type) {
@@ -24,6 +27,21 @@ int best_isa() {
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
         return AVX512;
     return AVX2;
+}
+
+bool has_vnni() {
+    __builtin_cpu_init();
+    return best_isa() == AVX512 && __builtin_cpu_supports("avx512vnni");
+}
+
+void matmul_q8(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T,
+               float* y, int threads) {
+    if (isa == AVX512 && has_vnni()) matmul_q8_vnni(type, w, rows, cols, x, T, y, threads);
+    else if (isa != NONE) matmul_q8_avx2(type, w, rows, cols, x, T, y, threads);
+}
+
+void quantize_rows(const float* x, int64_t T, int64_t cols, int8_t* q, float* d, float* s) {
+    quantize_rows_avx2(x, T, cols, q, d, s);
 }
 
 void matmul(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,

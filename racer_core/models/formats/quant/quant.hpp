@@ -31,6 +31,21 @@ int best_isa();
 void matmul(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols,
             const float* x, int64_t T, float* y, int threads);
 
+// The same product with each activation row quantized to 8 bits per 32-value
+// block (quantize_rows), integer dot products per block and one float scale per
+// (weight block, activation block), as llama.cpp multiplies its Q4/Q8 weights.
+// Row-invariant, and the same bits on every ISA (AVX2: maddubs; AVX-512
+// VNNI: dpbusd, used where the CPU has it and isa is AVX512).
+void matmul_q8(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols,
+               const float* x, int64_t T, float* y, int threads);
+
+// Whether matmul_q8 uses VNNI here for isa AVX512.
+bool has_vnni();
+
+// x (T x cols) to q (T x cols int8), d and s (T x cols/32): per 32-block
+// d = amax / 127, q = nearest-even(x * (127 / amax)), s = d * sum(q). Needs AVX2.
+void quantize_rows(const float* x, int64_t T, int64_t cols, int8_t* q, float* d, float* s);
+
 // The weights as float32, exactly the values the kernel multiplies with.
 void dequantize(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols, float* out);
 

@@ -26,10 +26,28 @@ struct Avx2 {
 #define VEC Avx2
 #include "quant_impl.hpp"
 
+namespace {
+struct Avx2Dot {
+    static constexpr int P = 2, P2 = 4, P1 = 4, R = 4;  // output rows per tile for 3-4, 2 and 1 activation rows
+    static __m256i dot(__m256i u8, __m256i s8) {
+        return _mm256_madd_epi16(_mm256_maddubs_epi16(u8, s8), _mm256_set1_epi16(1));
+    }
+};
+}  // namespace
+#define DOT Avx2Dot
+#include "quant_q8.hpp"
+
 namespace racer_quant {
 void matmul_avx2(int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
                  int threads) {
     matmul_any(type, w, rows, cols, x, T, y, threads);
+}
+void matmul_q8_avx2(int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
+                    int threads) {
+    q8_matmul_any(type, w, rows, cols, x, T, y, threads);
+}
+void quantize_rows_avx2(const float* x, int64_t T, int64_t cols, int8_t* q, float* d, float* s) {
+    q8_quantize_rows(x, T, cols, q, d, s);
 }
 void dequantize_avx2(int type, const uint8_t* w, int64_t rows, int64_t cols, float* out) {
     dequantize_any(type, w, rows, cols, out);

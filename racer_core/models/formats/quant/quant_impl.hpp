@@ -167,7 +167,9 @@ void matmul_few(const uint8_t* w, int64_t rows, int64_t cols, const float* x, in
 template <int TYPE>
 void matmul_typed(const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y, int threads) {
     constexpr int64_t bytes = TYPE == racer_quant::Q4_0 ? 18 : TYPE == racer_quant::Q4_1 ? 20 : 34;
-    if (T <= VEC::R) return matmul_few<TYPE>(w, rows, cols, x, T, y, threads);
+    // The few-rows path reloads 256-bit stores as wider vectors on AVX-512 (a
+    // store-forwarding stall per load, 3x slower there): AVX2 only.
+    if (VEC::W == 8 && T <= VEC::R) return matmul_few<TYPE>(w, rows, cols, x, T, y, threads);
     const int64_t row_bytes = cols / 32 * bytes;
     const int64_t panels = (rows + PANEL - 1) / PANEL;
 #pragma omp parallel num_threads(threads) if (threads > 1 && panels > 1)

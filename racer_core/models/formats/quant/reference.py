@@ -30,3 +30,28 @@ def dequantize(qtype: int, blocks: np.ndarray, rows: int, cols: int) -> np.ndarr
 def matmul(qtype: int, blocks: np.ndarray, rows: int, cols: int, x: np.ndarray) -> np.ndarray:
     """x (T, cols) times the weights' transpose, in float64: (T, rows)."""
     return np.asarray(x, dtype=np.float64) @ dequantize(qtype, blocks, rows, cols).astype(np.float64).T
+
+
+def quantize_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Activations as the integer kernel quantizes them, per row and 32-value
+    block: d = amax / 127, q = nearest-even(x * (127 / amax)), s = d * sum(q);
+    the same float32 operations, so equal bit for bit."""
+    x = np.asarray(x, dtype=np.float32)
+    t, cols = x.shape
+    xb = x.reshape(t, cols // BLOCK, BLOCK)
+    amax = np.abs(xb).max(axis=-1)
+    with np.errstate(divide="ignore"):
+        inv = np.where(amax > 0, np.float32(127) / amax, np.float32(0)).astype(np.float32)
+    q = np.rint(xb * inv[..., None]).astype(np.int8)
+    d = (amax / np.float32(127)).astype(np.float32)
+    s = (d * q.astype(np.int32).sum(axis=-1).astype(np.float32)).astype(np.float32)
+    return q.reshape(t, cols), d, s
+
+
+def matmul_q8(qtype: int, blocks: np.ndarray, rows: int, cols: int, x: np.ndarray) -> np.ndarray:
+    """The integer kernel's product in float64: the quantized activations
+    (q * d) times the weights' transpose (T, rows)."""
+    q, d, _ = quantize_rows(x)
+    t = q.shape[0]
+    xs = (q.reshape(t, cols // BLOCK, BLOCK).astype(np.float64) * d[..., None].astype(np.float64)).reshape(t, cols)
+    return xs @ dequantize(qtype, blocks, rows, cols).astype(np.float64).T

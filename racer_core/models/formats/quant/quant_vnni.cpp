@@ -1,0 +1,25 @@
+// The integer kernel compiled for AVX-512 VNNI: one dpbusd instead of
+// maddubs + madd per block, on 256-bit vectors (32 registers with AVX-512VL).
+#include <cstdint>
+#include <cstring>
+#include <immintrin.h>
+
+#include "quant.hpp"
+
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
+
+namespace {
+struct VnniDot {
+    static constexpr int P = 4, P2 = 8, P1 = 8, R = 4;  // output rows per tile for 3-4, 2 and 1 activation rows
+    static __m256i dot(__m256i u8, __m256i s8) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u8, s8); }
+};
+}  // namespace
+#define DOT VnniDot
+#include "quant_q8.hpp"
+
+namespace racer_quant {
+void matmul_q8_vnni(int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
+                    int threads) {
+    q8_matmul_any(type, w, rows, cols, x, T, y, threads);
+}
+}  // namespace racer_quant
