@@ -7,7 +7,7 @@ memory-mapped, and each supported tensor's bytes taken as they are: ggml's block
 llama.cpp's row order of q and k in Llama-architecture files is undone (as
 transformers does when it dequantizes), by moving whole rows of blocks.
 
-Tensors of other quantized types (Q4_K, Q6_K, ...) are left to the
+Tensors of other quantized types (Q5_K, IQ4_XS, ...) are left to the
 dequantized checkpoint, named in one log line.
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from racer_core.models.family import Family
-from racer_core.models.formats.quant_weights import TYPE_NAMES, QuantWeight, bytes_per_block, supported
+from racer_core.models.formats.quant_weights import TYPE_NAMES, QuantWeight, row_bytes, supported, values_per_block
 
 log = logging.getLogger(__name__)
 
@@ -154,11 +154,11 @@ def read_blocks(gguf: Path, family: Family, layers: int, heads: int, kv_heads: i
         ours = names.get(tensor.name)
         if ours is None or tensor.qtype in FLOAT_TYPES:
             continue
-        if not supported(tensor.qtype) or len(tensor.shape) != 2:
+        if not supported(tensor.qtype) or len(tensor.shape) != 2 or tensor.shape[0] % values_per_block(tensor.qtype):
             found.left_out.append(f"{tensor.name} ({_type_name(tensor.qtype)})")
             continue
         cols, rows = tensor.shape
-        size = rows * (cols // 32) * bytes_per_block(tensor.qtype)
+        size = rows * row_bytes(tensor.qtype, cols)
         blocks = np.asarray(data[tensor.offset : tensor.offset + size]).reshape(rows, -1)
         if arch in PERMUTED_ARCHITECTURES and ".attn_q." in tensor.name:
             blocks = _unpermute(blocks, heads)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import torch
 from gguf import GGMLQuantizationType, quants
 
@@ -15,7 +16,22 @@ from racer_core.models.lean_forward import LeanForward, weights_from_model
 
 def quant_weight(plain: torch.Tensor, qtype: GGMLQuantizationType, acts: str | None = None) -> QuantWeight:
     rows, cols = plain.shape
-    return QuantWeight(quants.quantize(plain.detach().float().numpy(), qtype), int(qtype), rows, cols, acts)
+    values = plain.detach().float().numpy()
+    blocks = quantize_k(values, int(qtype)) if int(qtype) in K_BYTES else quants.quantize(values, qtype)
+    return QuantWeight(blocks, int(qtype), rows, cols, acts)
+
+
+def wide_tiny_model(family: str, seed: int, vocab_size: int):
+    """tiny_model with rows of 256 and 512 values (K types' 256-value blocks)."""
+    from transformers import AutoModelForCausalLM
+
+    from racer_core.testing import tiny_config
+
+    torch.manual_seed(seed)
+    config = tiny_config(family, vocab_size)
+    config.hidden_size, config.intermediate_size, config.initializer_range = 256, 512, 0.2
+    config.head_dim = 64  # 4 heads of 64: o_proj's rows of 256
+    return AutoModelForCausalLM.from_config(config).eval()
 
 
 def quantized_lean(model, qtype: GGMLQuantizationType, acts: str | None = None) -> tuple[LeanForward, LeanForward]:
@@ -33,3 +49,61 @@ def quantized_lean(model, qtype: GGMLQuantizationType, acts: str | None = None) 
                 getattr(plain, name).copy_(getattr(lean, name).plain())
         weights.lm_head.copy_(quantized.lm_head.plain())
     return LeanForward(quantized), LeanForward(weights, pack=False)
+
+
+K_BYTES = {12: 144, 14: 210}
+"""Q4_K, Q6_K: bytes per 256-value super-block."""
+
+
+def random_k_blocks(qtype: int, rows: int, cols: int, rng: np.random.Generator) -> np.ndarray:
+    """(rows, bytes per row) random Q4_K or Q6_K blocks (gguf's numpy has no K
+    quantizer): any bytes are a valid block once its fp16 scales are finite."""
+    n = rows * cols // 256
+    b = rng.integers(0, 256, (n, K_BYTES[qtype]), dtype=np.uint8)
+    at = (0, 2) if qtype == 12 else (208,)  # d, dmin / d
+    for offset in at:
+        b[:, offset : offset + 2] = rng.uniform(1e-3, 0.05, n).astype(np.float16).view(np.uint8).reshape(n, 2)
+    return b.reshape(rows, -1)
+
+
+def _f16(values: np.ndarray) -> np.ndarray:
+    return values.astype(np.float16).view(np.uint8).reshape(-1, 2)
+
+
+def quantize_k(values: np.ndarray, qtype: int) -> np.ndarray:
+    """A plain Q4_K / Q6_K quantizer for tests (round to nearest, no search as
+    llama.cpp's makes): (rows, cols) float32 -> (rows, bytes per row), cols a
+    multiple of 256. gguf's numpy dequantizes what this writes."""
+    rows, cols = values.shape
+    x = values.astype(np.float32).reshape(-1, 256)
+    n = x.shape[0]
+    if qtype == 14:  # Q6_K: d * sc[16] * (q - 32), q in 0..63
+        groups = x.reshape(n, 16, 16)
+        scale = np.abs(groups).max(-1) / 31 + 1e-12
+        d = (scale.max(-1) / 127).astype(np.float16).astype(np.float32)
+        sc = np.clip(np.round(scale / d[:, None]), -128, 127).astype(np.int8)
+        step = d[:, None, None] * sc.astype(np.float32)[..., None]
+        q = (np.clip(np.round(groups / np.where(step == 0, 1, step)), -32, 31) + 32).astype(np.uint8).reshape(n, 2, 4, 32)
+        ql = np.zeros((n, 2, 64), dtype=np.uint8)
+        qh = np.zeros((n, 2, 32), dtype=np.uint8)
+        for k in range(4):  # quarter k of each 128: nibbles in ql[(k & 1) * 32 ...] at shift 4 * (k >> 1), 2 bits in qh
+            ql[:, :, 32 * (k & 1) : 32 * (k & 1) + 32] |= (q[:, :, k] & 0x0F) << (4 * (k >> 1))
+            qh |= (q[:, :, k] >> 4) << (2 * k)
+        out = np.concatenate([ql.reshape(n, 128), qh.reshape(n, 64), sc.view(np.uint8), _f16(d)], axis=1)
+    else:  # Q4_K: (d * sc[8]) * q - dmin * m[8], q in 0..15, sc and m in 0..63
+        subs = x.reshape(n, 8, 32)
+        low = np.minimum(subs.min(-1), 0)
+        scale = (subs.max(-1) - low) / 15 + 1e-12
+        d = (scale.max(-1) / 63).astype(np.float16).astype(np.float32)
+        dmin = (-low.min(-1) / 63 + 1e-12).astype(np.float16).astype(np.float32)
+        sc = np.clip(np.round(scale / d[:, None]), 1, 63).astype(np.uint8)
+        m = np.clip(np.round(-low / dmin[:, None]), 0, 63).astype(np.uint8)
+        step = d[:, None, None] * sc.astype(np.float32)[..., None]
+        q = np.clip(np.round((subs + (dmin[:, None] * m.astype(np.float32))[..., None]) / step), 0, 15).astype(np.uint8)
+        packed = np.zeros((n, 12), dtype=np.uint8)  # get_scale_min's layout, inverted
+        packed[:, 0:4] = (sc[:, 0:4] & 63) | ((sc[:, 4:8] >> 4) << 6)
+        packed[:, 4:8] = (m[:, 0:4] & 63) | ((m[:, 4:8] >> 4) << 6)
+        packed[:, 8:12] = (sc[:, 4:8] & 0x0F) | ((m[:, 4:8] & 0x0F) << 4)
+        qs = (q[:, 0::2] | (q[:, 1::2] << 4)).reshape(n, 128)  # chunk j: sub-block 2j low, 2j+1 high nibbles
+        out = np.concatenate([_f16(d), _f16(dmin), packed, qs], axis=1)
+    return np.ascontiguousarray(out.reshape(rows, -1))

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 gguf = pytest.importorskip("gguf")
 from gguf import quants  # noqa: E402
+from quant_helpers import random_k_blocks  # noqa: E402
 
 from racer_core.models.formats.quant import reference  # noqa: E402
 
@@ -21,11 +22,19 @@ if _quant.best() == "none":
     pytest.skip("the kernel needs AVX2+FMA+F16C", allow_module_level=True)
 
 ISAS = ["avx2"] + (["avx512"] if _quant.best() == "avx512" else [])
-TYPES = {2: gguf.GGMLQuantizationType.Q4_0, 3: gguf.GGMLQuantizationType.Q4_1, 8: gguf.GGMLQuantizationType.Q8_0}
+Q = gguf.GGMLQuantizationType
+TYPES = {2: Q.Q4_0, 3: Q.Q4_1, 8: Q.Q8_0, 12: Q.Q4_K, 14: Q.Q6_K}
+K_TYPES = (12, 14)  # 256 values a block; gguf's numpy has no quantizer for them: random blocks, sane scales
+
+
+def _cols(qtype: int, blocks_per_row: int) -> int:
+    return (256 if qtype in K_TYPES else 32) * blocks_per_row
 
 
 def _blocks(qtype: int, rows: int, cols: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
+    if qtype in K_TYPES:
+        return random_k_blocks(qtype, rows, cols, rng)
     w = rng.standard_normal((rows, cols)).astype(np.float32) * rng.uniform(0.01, 3.0, (rows, 1)).astype(np.float32)
     return np.ascontiguousarray(quants.quantize(w, TYPES[qtype]))
 
@@ -44,10 +53,11 @@ def _matmul(qtype: int, blocks: np.ndarray, rows: int, cols: int, x: np.ndarray,
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("qtype", sorted(TYPES))
 def test_the_kernels_weights_are_ggmls_values(qtype: int, isa: str) -> None:
-    blocks = _blocks(qtype, 13, 160, seed=qtype)
+    cols = _cols(qtype, 5)
+    blocks = _blocks(qtype, 13, cols, seed=qtype)
     want = quants.dequantize(blocks, TYPES[qtype])
-    assert np.array_equal(reference.dequantize(qtype, blocks, 13, 160), want)
-    assert np.array_equal(_quant.dequantize(qtype, blocks, 13, 160, isa), want)
+    assert np.array_equal(reference.dequantize(qtype, blocks, 13, cols), want)
+    assert np.array_equal(_quant.dequantize(qtype, blocks, 13, cols, isa), want)
 
 
 @settings(max_examples=60, deadline=None)
@@ -73,7 +83,7 @@ def test_activations_are_quantized_as_the_reference_bit_for_bit(t, blocks_per_ro
        t=st.integers(1, 33), isa=st.sampled_from(ISAS), seed=st.integers(0, 2**16),
        kernel=st.sampled_from(sorted(KERNELS)))
 def test_products_match_the_float64_reference(qtype, rows, blocks_per_row, t, isa, seed, kernel) -> None:
-    cols = 32 * blocks_per_row
+    cols = _cols(qtype, blocks_per_row)
     blocks = _blocks(qtype, rows, cols, seed)
     x = np.random.default_rng(seed + 1).standard_normal((t, cols)).astype(np.float32)
     got = _matmul(qtype, blocks, rows, cols, x, isa, threads=2, kernel=kernel)
@@ -96,10 +106,11 @@ def test_the_integer_kernel_is_llama_cpps_arithmetic_not_the_float_kernels() -> 
 @pytest.mark.skipif(len(ISAS) < 2, reason="one ISA on this CPU")
 @pytest.mark.parametrize("qtype", sorted(TYPES))
 def test_the_integer_kernel_gives_the_same_bits_on_every_isa(qtype: int) -> None:
-    blocks = _blocks(qtype, 29, 192, seed=qtype)
-    x = np.random.default_rng(1).standard_normal((11, 192)).astype(np.float32)
-    assert np.array_equal(_matmul(qtype, blocks, 29, 192, x, "avx2", kernel="q8"),
-                          _matmul(qtype, blocks, 29, 192, x, "avx512", kernel="q8"))
+    cols = _cols(qtype, 6 if qtype not in K_TYPES else 2)
+    blocks = _blocks(qtype, 29, cols, seed=qtype)
+    x = np.random.default_rng(1).standard_normal((11, cols)).astype(np.float32)
+    assert np.array_equal(_matmul(qtype, blocks, 29, cols, x, "avx2", kernel="q8"),
+                          _matmul(qtype, blocks, 29, cols, x, "avx512", kernel="q8"))
 
 
 @settings(max_examples=40, deadline=None)
@@ -107,7 +118,7 @@ def test_the_integer_kernel_gives_the_same_bits_on_every_isa(qtype: int) -> None
        t=st.integers(2, 33), isa=st.sampled_from(ISAS), seed=st.integers(0, 2**16),
        kernel=st.sampled_from(sorted(KERNELS)))
 def test_a_row_alone_equals_it_beside_others_bit_for_bit(qtype, rows, blocks_per_row, t, isa, seed, kernel) -> None:
-    cols = 32 * blocks_per_row
+    cols = _cols(qtype, blocks_per_row if qtype not in K_TYPES else 1 + blocks_per_row % 3)
     blocks = _blocks(qtype, rows, cols, seed)
     rng = np.random.default_rng(seed + 1)
     x = rng.standard_normal((t, cols)).astype(np.float32) * rng.uniform(1e-3, 1e3, (t, 1)).astype(np.float32)
@@ -124,7 +135,7 @@ def test_bad_arguments_are_refused_before_the_kernel_runs() -> None:
     x = np.zeros((2, 64), dtype=np.float32)
     y = np.zeros((2, 4), dtype=np.float32)
     with pytest.raises(ValueError, match="unsupported block type"):
-        _quant.matmul(12, blocks, 4, 64, x, y, ISAS[0], 1)
+        _quant.matmul(13, blocks, 4, 64, x, y, ISAS[0], 1)
     with pytest.raises(ValueError, match="multiple of 32"):
         _quant.matmul(3, blocks, 4, 48, x, y, ISAS[0], 1)
     with pytest.raises(ValueError, match="do not hold"):
@@ -141,3 +152,6 @@ def test_bad_arguments_are_refused_before_the_kernel_runs() -> None:
         _quant.matmul_q8(3, blocks, 5, 64, x, y, ISAS[0], 1)
     with pytest.raises(ValueError, match="multiple of 32"):
         _quant.quantize_rows(np.zeros((2, 40), dtype=np.float32))
+    with pytest.raises(ValueError, match="multiple of 256"):
+        _quant.matmul_q8(12, np.zeros((4, 144), dtype=np.uint8), 4, 224, np.zeros((2, 224), dtype=np.float32),
+                         y, ISAS[0], 1)

@@ -1,4 +1,4 @@
-"""Linear weights kept in a GGUF's own blocks (Q4_0, Q4_1, Q8_0), multiplied
+"""Linear weights kept in a GGUF's own blocks (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K), multiplied
 by the tree kernel (quant/quant.hpp) with float32 activations.
 
 A small model's CPU step reads every weight once; a 4-bit block holds 32
@@ -29,8 +29,8 @@ and multiplies in integers, as llama.cpp does; 'float' multiplies the unpacked w
 activations (the dequantized model's values, slower at few rows). Both are row-invariant."""
 ISA_ENV = "RACER_QUANT_ISA"
 """Limit the kernel to an ISA class ('avx2'); cpu_class.py sets it with the libraries' limits."""
-Q4_0, Q4_1, Q8_0 = 2, 3, 8
-TYPE_NAMES = {Q4_0: "Q4_0", Q4_1: "Q4_1", Q8_0: "Q8_0"}
+Q4_0, Q4_1, Q8_0, Q4_K, Q6_K = 2, 3, 8, 12, 14
+TYPE_NAMES = {Q4_0: "Q4_0", Q4_1: "Q4_1", Q8_0: "Q8_0", Q4_K: "Q4_K", Q6_K: "Q6_K"}
 """ggml's type ids the kernel reads."""
 
 
@@ -62,8 +62,18 @@ def supported(qtype: int) -> bool:
 
 
 def bytes_per_block(qtype: int) -> int:
-    """Bytes of one 32-value block (ggml's layouts: d, [m,] quants)."""
-    return {Q4_0: 18, Q4_1: 20, Q8_0: 34}[qtype]
+    """Bytes of one block (ggml's layouts: 32 values; 256 for the K types)."""
+    return {Q4_0: 18, Q4_1: 20, Q8_0: 34, Q4_K: 144, Q6_K: 210}[qtype]
+
+
+def values_per_block(qtype: int) -> int:
+    """Values in one block: 32, or 256 for Q4_K and Q6_K."""
+    return 256 if qtype in (Q4_K, Q6_K) else 32
+
+
+def row_bytes(qtype: int, cols: int) -> int:
+    """Bytes of one row of `cols` values (a multiple of values_per_block)."""
+    return cols // values_per_block(qtype) * bytes_per_block(qtype)
 
 
 class QuantWeight:
@@ -73,7 +83,6 @@ class QuantWeight:
     __slots__ = ("blocks", "qtype", "shape", "dtype", "device", "isa", "acts")
 
     def __init__(self, blocks: np.ndarray, qtype: int, rows: int, cols: int, acts: str | None = None) -> None:
-        from racer_core.models.formats.quant import _quant
 
         isa = kernel_isa()
         if isa is None:
@@ -81,7 +90,7 @@ class QuantWeight:
         if not supported(qtype):
             raise ValueError(f"block type {qtype} is not one the kernel reads")
         self.blocks = np.ascontiguousarray(blocks, dtype=np.uint8).reshape(rows, -1)
-        if self.blocks.shape[1] != cols // 32 * _quant.bytes_per_block(qtype) or cols % 32:
+        if self.blocks.shape[1] != row_bytes(qtype, cols) or cols % values_per_block(qtype):
             raise ValueError(f"{self.blocks.shape} bytes do not hold a ({rows}, {cols}) {TYPE_NAMES[qtype]} matrix")
         self.qtype, self.isa = qtype, isa
         self.acts = acts or activations()

@@ -15,6 +15,7 @@ cnp.import_array()
 
 cdef extern from "quant.hpp" namespace "racer_quant":
     int64_t block_bytes(int type)
+    int64_t block_values(int type)
     int best_isa()
     void c_matmul "racer_quant::matmul"(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols,
                                         const float* x, int64_t T, float* y, int threads) noexcept nogil
@@ -35,8 +36,13 @@ def best() -> str:
 
 
 def bytes_per_block(int qtype) -> int:
-    """Bytes of one 32-value block of ggml type `qtype` (0 if the kernel lacks it)."""
+    """Bytes of one block of ggml type `qtype` (0 if the kernel lacks it)."""
     return block_bytes(qtype)
+
+
+def values_per_block(int qtype) -> int:
+    """Values in one block of ggml type `qtype`: 32, or 256 for Q4_K and Q6_K (0 if the kernel lacks it)."""
+    return block_values(qtype)
 
 
 cdef int _isa(str isa) except -1:
@@ -49,11 +55,12 @@ cdef int _isa(str isa) except -1:
 cdef void _check_blocks(int qtype, cnp.ndarray blocks, int64_t rows, int64_t cols) except *:
     if block_bytes(qtype) == 0:
         raise ValueError(f"unsupported block type {qtype}")
-    if cols <= 0 or rows <= 0 or cols % 32:
-        raise ValueError(f"bad shape ({rows}, {cols}): columns must be a positive multiple of 32")
+    cdef int64_t values = block_values(qtype)
+    if cols <= 0 or rows <= 0 or cols % values:
+        raise ValueError(f"bad shape ({rows}, {cols}): columns must be a positive multiple of {values}")
     if blocks.dtype != np.uint8 or blocks.ndim != 2 or not blocks.flags.c_contiguous:
         raise ValueError("blocks must be a C-contiguous uint8 array (rows, bytes per row)")
-    if blocks.shape[0] != rows or blocks.shape[1] != cols // 32 * block_bytes(qtype):
+    if blocks.shape[0] != rows or blocks.shape[1] != cols // values * block_bytes(qtype):
         raise ValueError(f"blocks of shape ({blocks.shape[0]}, {blocks.shape[1]}) do not hold a ({rows}, {cols}) matrix of type {qtype}")
 
 

@@ -16,6 +16,16 @@ int64_t block_bytes(int type) {
         case Q4_0: return 18;
         case Q4_1: return 20;
         case Q8_0: return 34;
+        case Q4_K: return 144;
+        case Q6_K: return 210;
+        default: return 0;
+    }
+}
+
+int64_t block_values(int type) {
+    switch (type) {
+        case Q4_0: case Q4_1: case Q8_0: return 32;
+        case Q4_K: case Q6_K: return 256;
         default: return 0;
     }
 }

@@ -1,8 +1,8 @@
 // Linear layers on GGUF block-quantized weights, made for verifying trees.
 //
 // y[t, o] = sum_k W[o, k] * x[t, k] for T rows of float32 activations, with W
-// kept in ggml's blocks (Q4_0, Q4_1, Q8_0: 32 values per block, one row of W
-// is cols/32 blocks). Each weight is unpacked to float32 once per call, for
+// kept in ggml's blocks (Q4_0, Q4_1, Q8_0: 32 values per block; Q4_K, Q6_K:
+// 256 values in eight 32-value sub-blocks; quant_layout.hpp). Each weight is unpacked to float32 once per call, for
 // all T rows (a panel of output rows at a time, in a small per-thread
 // buffer), then multiplied in float32: nothing is rounded but the weights,
 // which are the file's own values.
@@ -17,17 +17,20 @@
 
 namespace racer_quant {
 
-enum Type : int { Q4_0 = 2, Q4_1 = 3, Q8_0 = 8 };  // ggml's type ids
+enum Type : int { Q4_0 = 2, Q4_1 = 3, Q8_0 = 8, Q4_K = 12, Q6_K = 14 };  // ggml's type ids
 enum Isa : int { NONE = 0, AVX2 = 1, AVX512 = 2 };
 
-// Bytes per 32-value block of `type`, 0 if unknown.
+// Bytes per block of `type` (32 values; 256 for the K types), 0 if unknown.
 int64_t block_bytes(int type);
+
+// Values per block of `type`: 32, or 256 for Q4_K and Q6_K (0 if unknown).
+int64_t block_values(int type);
 
 // The best ISA this CPU has (AVX2 needs AVX2+FMA+F16C; AVX512 also F+BW+VL).
 int best_isa();
 
-// w: rows x (cols/32 * block_bytes) bytes; x: T x cols; y: T x rows (row stride ldy).
-// cols must be a multiple of 32. isa: AVX2 or AVX512 (must be supported).
+// w: rows x (cols/block_values * block_bytes) bytes; x: T x cols; y: T x rows.
+// cols must be a multiple of block_values. isa: AVX2 or AVX512 (must be supported).
 void matmul(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols,
             const float* x, int64_t T, float* y, int threads);
 

@@ -9,11 +9,9 @@ namespace {
 
 using racer_quant::Type;
 
-inline float half_to_float(const uint8_t* p) {
-    uint16_t h;
-    std::memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
+#include "quant_layout.hpp"
+
+inline float half_to_float(const uint8_t* p) { return layout_half(p); }
 
 // One block of 32 values to float32, written to out[0..32): ggml's formulas,
 // in the same float32 operations as gguf.quants' numpy reference.
@@ -51,14 +49,49 @@ inline void unpack_q8_0(const uint8_t* b, float* out) {
     }
 }
 
+// Eight quants (epi32 lanes) times d1, minus m1 / times d1 (mul then sub, as gguf's numpy).
+inline void unpack_k_part(__m128i bytes8, bool is_signed, __m256 d1, __m256 m1, bool sub, float* out) {
+    const __m256i q = is_signed ? _mm256_cvtepi8_epi32(bytes8) : _mm256_cvtepu8_epi32(bytes8);
+    const __m256 v = _mm256_mul_ps(d1, _mm256_cvtepi32_ps(q));
+    _mm256_storeu_ps(out, sub ? _mm256_sub_ps(v, m1) : v);
+}
+
+inline void unpack_q4_k(const uint8_t* sb, int s, float* out) {
+    int sc, m;
+    q4k_scale_min(sb + 4, s, &sc, &m);
+    const __m256 d1 = _mm256_set1_ps(half_to_float(sb) * static_cast<float>(sc));
+    const __m256 m1 = _mm256_set1_ps(half_to_float(sb + 2) * static_cast<float>(m));
+    const __m256i q = q4k_quants(sb, s);
+    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    for (int i = 0; i < 4; ++i) unpack_k_part(parts[i], false, d1, m1, true, out + 8 * i);
+}
+
+inline void unpack_q6_k(const uint8_t* sb, int s, float* out) {
+    int first, second;
+    q6k_scales(sb, s, &first, &second);
+    const float d = half_to_float(sb + 208);
+    const __m256 d1 = _mm256_set1_ps(d * static_cast<float>(first)), d2 = _mm256_set1_ps(d * static_cast<float>(second));
+    const __m256i q = q6k_quants(sb, s);
+    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    for (int i = 0; i < 4; ++i) unpack_k_part(parts[i], true, i < 2 ? d1 : d2, d1, false, out + 8 * i);
+}
+
+// The 32 values of block b of a row (any layout) as float32.
+template <int TYPE>
+inline void unpack32(const uint8_t* row, int64_t b, float* out) {
+    const uint8_t* blk = layout_block<TYPE>(row, b);
+    if constexpr (TYPE == racer_quant::Q4_0) unpack_q4_0(blk, out);
+    else if constexpr (TYPE == racer_quant::Q4_1) unpack_q4_1(blk, out);
+    else if constexpr (TYPE == racer_quant::Q8_0) unpack_q8_0(blk, out);
+    else if constexpr (TYPE == racer_quant::Q4_K) unpack_q4_k(blk, static_cast<int>(b & 7), out);
+    else unpack_q6_k(blk, static_cast<int>(b & 7), out);
+}
+
 template <int TYPE>
 inline void unpack_row(const uint8_t* row, int64_t cols, float* out) {
-    constexpr int64_t bytes = TYPE == racer_quant::Q4_0 ? 18 : TYPE == racer_quant::Q4_1 ? 20 : 34;
-    for (int64_t b = 0; b < cols / 32; ++b) {
-        if constexpr (TYPE == racer_quant::Q4_0) unpack_q4_0(row + b * bytes, out + 32 * b);
-        else if constexpr (TYPE == racer_quant::Q4_1) unpack_q4_1(row + b * bytes, out + 32 * b);
-        else unpack_q8_0(row + b * bytes, out + 32 * b);
-    }
+    for (int64_t b = 0; b < cols / 32; ++b) unpack32<TYPE>(row, b, out + 32 * b);
 }
 
 constexpr int PANEL = 8;  // output rows unpacked together
@@ -114,17 +147,13 @@ inline void panel(const float* buf, int64_t cols, const float* x, int64_t T, flo
 // The same per-accumulator operations as tile(): chunks of W in k order.
 template <int TYPE, int P, int R>
 inline void fused(const uint8_t* w, int64_t row_bytes, int64_t cols, const float* x, float* y, int64_t ldy) {
-    constexpr int64_t bytes = TYPE == racer_quant::Q4_0 ? 18 : TYPE == racer_quant::Q4_1 ? 20 : 34;
     typename VEC::V acc[P][R];
     for (int p = 0; p < P; ++p)
         for (int r = 0; r < R; ++r) acc[p][r] = VEC::zero();
     alignas(64) float blk[32];
     for (int64_t b = 0; b < cols / 32; ++b) {
         for (int p = 0; p < P; ++p) {
-            const uint8_t* block = w + p * row_bytes + b * bytes;
-            if constexpr (TYPE == racer_quant::Q4_0) unpack_q4_0(block, blk);
-            else if constexpr (TYPE == racer_quant::Q4_1) unpack_q4_1(block, blk);
-            else unpack_q8_0(block, blk);
+            unpack32<TYPE>(w + p * row_bytes, b, blk);
             for (int c = 0; c < 32; c += VEC::W) {
                 const typename VEC::V wv = VEC::load(blk + c);
                 for (int r = 0; r < R; ++r) acc[p][r] = VEC::fma(wv, VEC::load(x + r * cols + b * 32 + c), acc[p][r]);
@@ -146,9 +175,8 @@ inline void fused_rows(int r, const uint8_t* w, int64_t row_bytes, int64_t cols,
 
 template <int TYPE>
 void matmul_few(const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y, int threads) {
-    constexpr int64_t bytes = TYPE == racer_quant::Q4_0 ? 18 : TYPE == racer_quant::Q4_1 ? 20 : 34;
     constexpr int FP = 4;  // output rows per fused panel
-    const int64_t row_bytes = cols / 32 * bytes;
+    const int64_t row_bytes = cols / (layout_k<TYPE>() ? 256 : 32) * layout_bytes<TYPE>();
     const int64_t panels = (rows + FP - 1) / FP;
 #pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1 && panels > 1)
     for (int64_t i = 0; i < panels; ++i) {
@@ -166,11 +194,10 @@ void matmul_few(const uint8_t* w, int64_t rows, int64_t cols, const float* x, in
 
 template <int TYPE>
 void matmul_typed(const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y, int threads) {
-    constexpr int64_t bytes = TYPE == racer_quant::Q4_0 ? 18 : TYPE == racer_quant::Q4_1 ? 20 : 34;
     // The few-rows path reloads 256-bit stores as wider vectors on AVX-512 (a
     // store-forwarding stall per load, 3x slower there): AVX2 only.
     if (VEC::W == 8 && T <= VEC::R) return matmul_few<TYPE>(w, rows, cols, x, T, y, threads);
-    const int64_t row_bytes = cols / 32 * bytes;
+    const int64_t row_bytes = cols / (layout_k<TYPE>() ? 256 : 32) * layout_bytes<TYPE>();
     const int64_t panels = (rows + PANEL - 1) / PANEL;
 #pragma omp parallel num_threads(threads) if (threads > 1 && panels > 1)
     {
@@ -201,17 +228,22 @@ void matmul_any(int type, const uint8_t* w, int64_t rows, int64_t cols, const fl
         case racer_quant::Q4_0: matmul_typed<racer_quant::Q4_0>(w, rows, cols, x, T, y, threads); break;
         case racer_quant::Q4_1: matmul_typed<racer_quant::Q4_1>(w, rows, cols, x, T, y, threads); break;
         case racer_quant::Q8_0: matmul_typed<racer_quant::Q8_0>(w, rows, cols, x, T, y, threads); break;
+        case racer_quant::Q4_K: matmul_typed<racer_quant::Q4_K>(w, rows, cols, x, T, y, threads); break;
+        case racer_quant::Q6_K: matmul_typed<racer_quant::Q6_K>(w, rows, cols, x, T, y, threads); break;
         default: break;
     }
 }
 
 void dequantize_any(int type, const uint8_t* w, int64_t rows, int64_t cols, float* out) {
-    const int64_t row_bytes = cols / 32 * racer_quant::block_bytes(type);
+    const int64_t row_bytes = cols / racer_quant::block_values(type) * racer_quant::block_bytes(type);
     for (int64_t o = 0; o < rows; ++o) {
+        const uint8_t* row = w + o * row_bytes;
         switch (type) {
-            case racer_quant::Q4_0: unpack_row<racer_quant::Q4_0>(w + o * row_bytes, cols, out + o * cols); break;
-            case racer_quant::Q4_1: unpack_row<racer_quant::Q4_1>(w + o * row_bytes, cols, out + o * cols); break;
-            case racer_quant::Q8_0: unpack_row<racer_quant::Q8_0>(w + o * row_bytes, cols, out + o * cols); break;
+            case racer_quant::Q4_0: unpack_row<racer_quant::Q4_0>(row, cols, out + o * cols); break;
+            case racer_quant::Q4_1: unpack_row<racer_quant::Q4_1>(row, cols, out + o * cols); break;
+            case racer_quant::Q8_0: unpack_row<racer_quant::Q8_0>(row, cols, out + o * cols); break;
+            case racer_quant::Q4_K: unpack_row<racer_quant::Q4_K>(row, cols, out + o * cols); break;
+            case racer_quant::Q6_K: unpack_row<racer_quant::Q6_K>(row, cols, out + o * cols); break;
             default: break;
         }
     }

@@ -16,11 +16,7 @@
 
 namespace {
 
-inline float q8_half(const uint8_t* p) {
-    uint16_t h;
-    std::memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
+#include "quant_layout.hpp"
 
 inline float q8_hsum(__m256 v) {  // fixed order: halves, then pairs
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -70,31 +66,73 @@ void q8_quantize_rows(const float* x, int64_t T, int64_t cols, int8_t* q, float*
             q8_quantize_block(x + t * cols + 32 * b, q + t * cols + 32 * b, d + t * nb + b, s + t * nb + b);
 }
 
+// Block b's 32 quants as bytes in element order: Q4 nibbles 0..15 (unsigned),
+// Q8_0's own int8, Q6_K's quants minus 32 (signed).
 template <int TYPE>
-constexpr int64_t q8_block_bytes() {
-    return TYPE == racer_quant::Q4_0 ? 18 : TYPE == racer_quant::Q4_1 ? 20 : 34;
-}
-
-// A weight block's 32 quants as bytes in element order: Q4 nibbles 0..15
-// (unsigned), Q8_0's own int8.
-template <int TYPE>
-inline __m256i q8_weights(const uint8_t* b) {
+inline __m256i q8_weights(const uint8_t* row, int64_t b) {
+    const uint8_t* blk = layout_block<TYPE>(row, b);
     if constexpr (TYPE == racer_quant::Q8_0) {
-        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
+        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+    } else if constexpr (TYPE == racer_quant::Q4_K) {
+        return q4k_quants(blk, static_cast<int>(b & 7));
+    } else if constexpr (TYPE == racer_quant::Q6_K) {
+        return q6k_quants(blk, static_cast<int>(b & 7));
     } else {
-        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + (TYPE == racer_quant::Q4_1 ? 4 : 2)));
+        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + (TYPE == racer_quant::Q4_1 ? 4 : 2)));
         const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
         return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));  // byte j: element j (low), j + 16 (high)
     }
 }
 
-// The block's term independent of its quants, per unit of s = dx * sum(qx):
-// Q4_0's values are d * (q - 8), Q4_1's d * q + m; Q8_0 has none.
+// Block b's float scale of its integer quants (Q6_K: d; its int8 scales go in the integer products).
 template <int TYPE>
-inline float q8_offset(const uint8_t* b) {
-    if constexpr (TYPE == racer_quant::Q4_0) return -8.0f * q8_half(b);
-    else if constexpr (TYPE == racer_quant::Q4_1) return q8_half(b + 2);
-    else return 0.0f;
+inline float q8_scale(const uint8_t* row, int64_t b) {
+    const uint8_t* blk = layout_block<TYPE>(row, b);
+    if constexpr (TYPE == racer_quant::Q4_K) {
+        int sc, m;
+        q4k_scale_min(blk + 4, static_cast<int>(b & 7), &sc, &m);
+        return layout_half(blk) * static_cast<float>(sc);
+    } else if constexpr (TYPE == racer_quant::Q6_K) {
+        return layout_half(blk + 208);
+    } else {
+        return layout_half(blk);
+    }
+}
+
+// Q6_K's two int8 scales of block b as 16-bit multipliers: the first 16 values' in the low half.
+inline __m256i q6k_multipliers(const uint8_t* row, int64_t b) {
+    int first, second;
+    q6k_scales(layout_block<racer_quant::Q6_K>(row, b), static_cast<int>(b & 7), &first, &second);
+    return _mm256_setr_m128i(_mm_set1_epi16(static_cast<int16_t>(first)), _mm_set1_epi16(static_cast<int16_t>(second)));
+}
+
+// The block's term independent of its quants, per unit of s = dx * sum(qx):
+// Q4_0's values are d * (q - 8), Q4_1's d * q + m, Q4_K's (d * sc) * q - dmin * m;
+// Q8_0 and Q6_K have none.
+template <int TYPE>
+constexpr bool q8_has_offset() {
+    return TYPE == racer_quant::Q4_0 || TYPE == racer_quant::Q4_1 || TYPE == racer_quant::Q4_K;
+}
+
+template <int TYPE>
+inline float q8_offset(const uint8_t* row, int64_t b) {
+    const uint8_t* blk = layout_block<TYPE>(row, b);
+    if constexpr (TYPE == racer_quant::Q4_0) {
+        return -8.0f * layout_half(blk);
+    } else if constexpr (TYPE == racer_quant::Q4_1) {
+        return layout_half(blk + 2);
+    } else if constexpr (TYPE == racer_quant::Q4_K) {
+        int sc, m;
+        q4k_scale_min(blk + 4, static_cast<int>(b & 7), &sc, &m);
+        return -(layout_half(blk + 2) * static_cast<float>(m));
+    } else {
+        return 0.0f;
+    }
+}
+
+template <int TYPE>
+constexpr int64_t q8_row_bytes(int64_t cols) {
+    return cols / (layout_k<TYPE>() ? 256 : 32) * layout_bytes<TYPE>();
 }
 
 // P output rows times R activation rows. y[r][p] = hsum over lanes of
@@ -103,7 +141,6 @@ inline float q8_offset(const uint8_t* b) {
 template <int TYPE, int P, int R>
 inline void q8_tile(const uint8_t* w, int64_t row_bytes, int64_t nb, const int8_t* xq, const float* xd,
                     int64_t cols, float* y, int64_t ldy) {
-    constexpr int64_t bytes = q8_block_bytes<TYPE>();
     __m256 acc[P][R];
     for (int p = 0; p < P; ++p)
         for (int r = 0; r < R; ++r) acc[p][r] = _mm256_setzero_ps();
@@ -111,13 +148,17 @@ inline void q8_tile(const uint8_t* w, int64_t row_bytes, int64_t nb, const int8_
         __m256i xv[R];
         for (int r = 0; r < R; ++r) xv[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + r * cols + 32 * b));
         for (int p = 0; p < P; ++p) {
-            const uint8_t* blk = w + p * row_bytes + b * bytes;
-            const __m256i wq = q8_weights<TYPE>(blk);
-            const __m256 dw = _mm256_set1_ps(q8_half(blk));
+            const uint8_t* row = w + p * row_bytes;
+            const __m256i wq = q8_weights<TYPE>(row, b);
+            const __m256 dw = _mm256_set1_ps(q8_scale<TYPE>(row, b));
+            __m256i mult;
+            if constexpr (TYPE == racer_quant::Q6_K) mult = q6k_multipliers(row, b);
             for (int r = 0; r < R; ++r) {
                 __m256i sums;
                 if constexpr (TYPE == racer_quant::Q8_0)  // signed x signed: |w| times x with w's sign
                     sums = DOT::dot(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(xv[r], wq));
+                else if constexpr (TYPE == racer_quant::Q6_K)  // the same, pairs then weighted by the int8 scales
+                    sums = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(xv[r], wq)), mult);
                 else
                     sums = DOT::dot(wq, xv[r]);
                 const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(xd + r * nb + b));  // dw * dx, rounded once
@@ -168,12 +209,11 @@ inline void q8_panel(const uint8_t* w, int64_t row_bytes, int64_t nb, const int8
         const int rr = static_cast<int>(T - t < DOT::R ? T - t : DOT::R);
         q8_block_of_rows<TYPE>(P, rr, w, row_bytes, nb, xq + t * cols, xd + t * nb, cols, y + t * ldy, ldy);
     }
-    if constexpr (TYPE != racer_quant::Q8_0) {
-        constexpr int64_t bytes = q8_block_bytes<TYPE>();
+    if constexpr (q8_has_offset<TYPE>()) {
         thread_local std::vector<float> c;  // the panel's offsets, read once for all T rows
         if (c.size() < static_cast<size_t>(P * nb)) c.resize(static_cast<size_t>(P * nb));
         for (int p = 0; p < P; ++p)
-            for (int64_t b = 0; b < nb; ++b) c[p * nb + b] = q8_offset<TYPE>(w + p * row_bytes + b * bytes);
+            for (int64_t b = 0; b < nb; ++b) c[p * nb + b] = q8_offset<TYPE>(w + p * row_bytes, b);
         for (int64_t r = 0; r < T; ++r)
             for (int p = 0; p < P; ++p) {  // a fixed order for any T: 8 lanes over blocks, their sum, the tail
                 const float* cp = c.data() + p * nb;
@@ -208,7 +248,7 @@ template <int TYPE>
 void q8_matmul_typed(const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
                      int threads) {
     const int64_t nb = cols / 32;
-    const int64_t row_bytes = nb * q8_block_bytes<TYPE>();
+    const int64_t row_bytes = q8_row_bytes<TYPE>(cols);
     std::vector<int8_t> xq(static_cast<size_t>(T * cols));
     std::vector<float> xd(static_cast<size_t>(T * nb)), xs(static_cast<size_t>(T * nb));
     q8_quantize_rows(x, T, cols, xq.data(), xd.data(), xs.data());
@@ -229,6 +269,8 @@ void q8_matmul_any(int type, const uint8_t* w, int64_t rows, int64_t cols, const
         case racer_quant::Q4_0: q8_matmul_typed<racer_quant::Q4_0>(w, rows, cols, x, T, y, threads); break;
         case racer_quant::Q4_1: q8_matmul_typed<racer_quant::Q4_1>(w, rows, cols, x, T, y, threads); break;
         case racer_quant::Q8_0: q8_matmul_typed<racer_quant::Q8_0>(w, rows, cols, x, T, y, threads); break;
+        case racer_quant::Q4_K: q8_matmul_typed<racer_quant::Q4_K>(w, rows, cols, x, T, y, threads); break;
+        case racer_quant::Q6_K: q8_matmul_typed<racer_quant::Q6_K>(w, rows, cols, x, T, y, threads); break;
         default: break;
     }
 }

@@ -1,19 +1,51 @@
 """The kernel's reference in numpy: ggml's block layouts dequantized in the
-same float32 operations, and the product in float64 (the kernel's float32
-sums lie within a few ulps of it)."""
+same float32 operations (the formulas of ggml and gguf's numpy dequantizer),
+and the product in float64 (the kernel's float32 sums lie within a few ulps
+of it)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 BLOCK = 32
-LAYOUT = {2: ("Q4_0", 18), 3: ("Q4_1", 20), 8: ("Q8_0", 34)}
-"""ggml type id -> (name, bytes per 32-value block)."""
+LAYOUT = {2: ("Q4_0", 18), 3: ("Q4_1", 20), 8: ("Q8_0", 34), 12: ("Q4_K", 144), 14: ("Q6_K", 210)}
+"""ggml type id -> (name, bytes per block: 32 values, 256 for the K types)."""
+SUPER = 256
+
+
+def _half(b: np.ndarray) -> np.ndarray:
+    return b.copy().view(np.float16).astype(np.float32)
+
+
+def _q4_k(b: np.ndarray) -> np.ndarray:
+    """Q4_K super-blocks (n, 144) -> (n, 256): (d * sc) * q - dmin * m per 32-value sub-block."""
+    d, dmin, scales, qs = _half(b[:, 0:2]), _half(b[:, 2:4]), b[:, 4:16].astype(np.int32), b[:, 16:]
+    lo, hi, mix = scales[:, 0:4], scales[:, 4:8], scales[:, 8:12]
+    sc = np.concatenate([lo & 63, (mix & 0x0F) | ((lo >> 6) << 4)], axis=1).astype(np.float32)
+    m = np.concatenate([hi & 63, (mix >> 4) | ((hi >> 6) << 4)], axis=1).astype(np.float32)
+    chunks = qs.reshape(-1, 4, 32)  # sub-blocks 2j and 2j+1: chunk j's low, then high nibbles
+    q = np.stack([chunks & 0x0F, chunks >> 4], axis=2).reshape(-1, 8, 32).astype(np.float32)
+    return ((d * sc)[..., None] * q - (dmin * m)[..., None]).reshape(-1, SUPER)
+
+
+def _q6_k(b: np.ndarray) -> np.ndarray:
+    """Q6_K super-blocks (n, 210) -> (n, 256): (d * sc) * (q - 32), one int8 scale per 16 values."""
+    ql, qh, sc, d = b[:, :128], b[:, 128:192], b[:, 192:208].view(np.int8).astype(np.float32), _half(b[:, 208:210])
+    q = np.empty((b.shape[0], 2, 4, 32), dtype=np.int32)
+    for n in range(2):  # each 128 values: four 32-value quarters
+        low, high = ql[:, 64 * n : 64 * n + 64].reshape(-1, 2, 32), qh[:, 32 * n : 32 * n + 32]
+        for k in range(4):
+            nibble = (low[:, k & 1] >> (4 * (k >> 1))) & 0x0F
+            q[:, n, k] = (nibble | (((high >> (2 * k)) & 3) << 4)).astype(np.int32) - 32
+    return ((d * sc)[..., None] * q.reshape(-1, 16, 16).astype(np.float32)).reshape(-1, SUPER)
 
 
 def dequantize(qtype: int, blocks: np.ndarray, rows: int, cols: int) -> np.ndarray:
     """The (rows, cols) float32 values of `blocks` (rows x bytes per row, uint8)."""
     _, size = LAYOUT[qtype]
+    if qtype in (12, 14):
+        b = np.asarray(blocks, dtype=np.uint8).reshape(rows * cols // SUPER, size)
+        return (_q4_k(b) if qtype == 12 else _q6_k(b)).reshape(rows, cols)
     b = np.asarray(blocks, dtype=np.uint8).reshape(rows * cols // BLOCK, size)
     d = b[:, 0:2].copy().view(np.float16).astype(np.float32)
     if qtype == 8:  # Q8_0: d, 32 int8

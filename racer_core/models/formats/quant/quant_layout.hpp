@@ -1,0 +1,69 @@
+// ggml's block layouts as 32-value blocks, shared by both kernels' bodies
+// (included inside their unnamed namespace, after the target pragma).
+//
+// Q4_0 (18 bytes: d, 16 nibble bytes), Q4_1 (20: d, m, 16), Q8_0 (34: d, 32
+// int8) hold 32 values a block. Q4_K (144 bytes: d, dmin, 12 bytes of 6-bit
+// scales and mins, 128 nibble bytes) and Q6_K (210: 128 low-nibble bytes, 64
+// bytes of high 2-bit pairs, 16 int8 scales, d) hold 256 values in eight
+// 32-value sub-blocks; block b of a row is sub-block b % 8 of super-block b / 8.
+// Needs <cstring> and <immintrin.h> included before the namespace opens.
+#pragma once
+
+template <int TYPE>
+constexpr int64_t layout_bytes() {  // bytes of one (super-)block
+    return TYPE == racer_quant::Q4_0 ? 18 : TYPE == racer_quant::Q4_1 ? 20 : TYPE == racer_quant::Q8_0 ? 34
+         : TYPE == racer_quant::Q4_K ? 144 : 210;
+}
+
+template <int TYPE>
+constexpr bool layout_k() {  // 256 values per block
+    return TYPE == racer_quant::Q4_K || TYPE == racer_quant::Q6_K;
+}
+
+template <int TYPE>
+inline const uint8_t* layout_block(const uint8_t* row, int64_t b) {  // the (super-)block holding 32-block b
+    return layout_k<TYPE>() ? row + (b >> 3) * layout_bytes<TYPE>() : row + b * layout_bytes<TYPE>();
+}
+
+inline float layout_half(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+// Q4_K's 6-bit scale and min of sub-block j (ggml's get_scale_min_k4).
+inline void q4k_scale_min(const uint8_t* scales, int j, int* sc, int* m) {
+    if (j < 4) {
+        *sc = scales[j] & 63;
+        *m = scales[j + 4] & 63;
+    } else {
+        *sc = (scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4);
+        *m = (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4);
+    }
+}
+
+// Q4_K sub-block s's 32 quants (0..15) as bytes in element order.
+inline __m256i q4k_quants(const uint8_t* sb, int s) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 16 + 32 * (s >> 1)));
+    const __m256i shifted = (s & 1) ? _mm256_srli_epi16(q, 4) : q;
+    return _mm256_and_si256(shifted, _mm256_set1_epi8(0x0F));
+}
+
+// Q6_K sub-block s's 32 quants minus 32 (-32..31) as signed bytes in element order.
+inline __m256i q6k_quants(const uint8_t* sb, int s) {
+    const int n = s >> 2, k = s & 3;  // the 128-value half, the quarter in it
+    __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 64 * n + 32 * (k & 1)));
+    if (k >> 1) lo = _mm256_srli_epi16(lo, 4);
+    lo = _mm256_and_si256(lo, _mm256_set1_epi8(0x0F));
+    __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 128 + 32 * n));
+    hi = _mm256_srl_epi16(hi, _mm_cvtsi32_si128(2 * k));
+    hi = _mm256_slli_epi16(_mm256_and_si256(hi, _mm256_set1_epi8(0x03)), 4);  // at most 0x30 a byte: no carry
+    return _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
+}
+
+// Q6_K sub-block s's two int8 scales (its first and second 16 values).
+inline void q6k_scales(const uint8_t* sb, int s, int* first, int* second) {
+    const int8_t* sc = reinterpret_cast<const int8_t*>(sb + 192);
+    *first = sc[2 * s];
+    *second = sc[2 * s + 1];
+}
