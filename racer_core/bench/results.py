@@ -6,7 +6,9 @@ Speedup compares tokens/s with the baseline (`ar`) on the questions both
 answered; identical_to_ar compares token ids per turn (text where a file has
 no ids) and applies only to greedy runs; a question that differs counts as a
 near-tie divergence or an other one (racer_core.verify.near_tie), and other ones are
-flagged: they are bugs, not rounding.
+flagged: they are bugs, not rounding. On the lean forward, which is
+batch-invariant (every tree row's logits are plain decoding's, bit for bit),
+no divergence is rounding: every one counts as other.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class BenchResult:
     model: str | None = None
     device: str | None = None
     dtype: str | None = None
+    forward: str | None = None  # "lean" (batch-invariant: no near-tie excuse) or "stock"; None for loaded files
     warm: bool | None = None
     question_count: int = 0  # questions selected for the run
     completed: bool = True  # False when stopped before the last question
@@ -115,9 +118,10 @@ class BenchResult:
             if label != self.baseline and self.greedy is not False and common:
                 verdicts = [divergence(recs[k], base[k]) for k in common]
                 same = verdicts.count("identical")
+                near = 0 if self.forward == "lean" else verdicts.count("near-tie")
                 versus = Versus(
                     speedup, same == len(common), same, len(common),
-                    verdicts.count("near-tie"), verdicts.count("other"), *spread,
+                    near, len(common) - same - near, *spread,
                 )
         return Row(tally(recs.values()), versus)
 
@@ -155,9 +159,11 @@ class BenchResult:
                 )
             v = row.versus
             if v.other_questions:
+                why = ("on the batch-invariant lean forward" if self.forward == "lean"
+                       else "other than at a near-tie")
                 lines.append(
                     f"{label}: {v.other_questions} of {v.compared_questions} questions differ from {self.baseline} "
-                    "other than at a near-tie: a bug, not rounding"
+                    f"{why}: a bug, not rounding"
                 )
             if v.low and v.high and v.high / v.low > WIDE_SPREAD:
                 hint = "" if self.repeats > 1 else "; --repeats 3 keeps the median of 3 tries"

@@ -199,6 +199,7 @@ def start_run(
         model=model_id or info.model,
         device=info.device,
         dtype=info.dtype,
+        forward=info.forward,
         warm=warm,
         question_count=len(questions),
         answer_dir=None if answer_dir is None else Path(answer_dir),

@@ -69,6 +69,17 @@ def test_near_ties_alone_raise_no_warning():
     assert result.warnings() == [] and bench_tables(result)[-1].caption is None
 
 
+def test_on_the_lean_forward_a_near_tie_is_no_excuse():
+    """The lean forward is batch-invariant: racer differing from ar there is a bug
+    even where the first difference is a near-tie."""
+    result = BenchResult(methods=[], greedy=True, forward="lean")
+    result.add("ar", _record("ar", (1, 2, 3), (50.0, 0.5, 50.0)))
+    result.add("racer", _record("racer", (1, 7, 3), (50.0, 50.0, 50.0)))
+    versus = result.totals("racer").versus
+    assert (versus.near_tie_questions, versus.other_questions) == (0, 1)
+    assert "batch-invariant lean forward: a bug" in result.warnings()[0]
+
+
 @pytest.fixture(scope="module")
 def tied_engine():
     """A tiny fp32 model whose lm_head rows of two tokens are equal: an exact tie
