@@ -80,9 +80,10 @@ class QuantWeight:
     """A (rows, cols) linear weight in ggml blocks: `w(x, bias)` is
     `F.linear(x, w.plain(), bias)` summed in the kernel's fixed order."""
 
-    __slots__ = ("blocks", "qtype", "shape", "dtype", "device", "isa", "acts")
+    __slots__ = ("blocks", "qtype", "shape", "dtype", "device", "isa", "acts", "_multiply", "_rows", "_cols")
 
     def __init__(self, blocks: np.ndarray, qtype: int, rows: int, cols: int, acts: str | None = None) -> None:
+        from racer_core.models.formats.quant import _quant
 
         isa = kernel_isa()
         if isa is None:
@@ -96,6 +97,8 @@ class QuantWeight:
         self.acts = acts or activations()
         if self.acts not in ACTS:
             raise ValueError(f"activations {self.acts!r}: expected one of {', '.join(ACTS)}")
+        self._multiply = _quant.matmul_q8 if self.acts == "q8" else _quant.matmul  # looked up once: called per layer
+        self._rows, self._cols = rows, cols
         self.shape, self.dtype, self.device = torch.Size((rows, cols)), torch.float32, torch.device("cpu")
 
     @classmethod
@@ -107,13 +110,10 @@ class QuantWeight:
         return cls(blocks, parts[0].qtype, blocks.shape[0], int(parts[0].shape[1]), parts[0].acts)
 
     def __call__(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-        from racer_core.models.formats.quant import _quant
-
-        rows, cols = self.shape
+        rows, cols = self._rows, self._cols
         flat = x.detach().reshape(-1, cols).float().contiguous()
         out = torch.empty((flat.shape[0], rows), dtype=torch.float32)
-        multiply = _quant.matmul_q8 if self.acts == "q8" else _quant.matmul
-        multiply(self.qtype, self.blocks, rows, cols, flat.numpy(), out.numpy(), self.isa, torch.get_num_threads())
+        self._multiply(self.qtype, self.blocks, rows, cols, flat.numpy(), out.numpy(), self.isa, torch.get_num_threads())
         out = out.reshape(*x.shape[:-1], rows)
         return out if bias is None else out + bias
 
