@@ -207,3 +207,13 @@ def test_another_chat_or_engine_gets_a_new_conversation(chat: Chat) -> None:
     reply(chat, "more")
     assert session.conv is not old
     assert [m["content"] for m in chat.engine.prompts[-1][1]] == ["first", REPLY, "again", REPLY, "more"]
+
+
+def test_a_turn_that_fails_after_its_last_step_is_rolled_back_too(chat: Chat) -> None:
+    """The engine may fail after its last step (it learns from the reply then):
+    the finished turn goes, as a failed one does, so history and engine agree."""
+    reply(chat, "first")
+    reply(chat, "second")
+    assert chat.session.turn is None
+    assert chat.session.roll_back().text == "second"
+    assert chat.rows() == [("user", "first"), ("assistant", REPLY)] and chat.session.conv is None
