@@ -3,9 +3,11 @@ edit and resend, remove the last exchange, copy a reply, rename and search
 chats, save and load a conversation as JSON, and the original's `!!` commands
 typed in the prompt box.
 
-A mixin of ChatScreen: it works on the screen's chat (history, engine
-conversation and view), keeping the three in step. The attributes it uses are
-declared below; ChatScreen defines them (no import of the screen: no cycle).
+A mixin of ChatScreen: the widget side of these actions. The chat's history
+and the engine's conversation change through the screen's ChatSession
+(racer_tui/chat/session.py), which keeps them in step; this keeps the view in
+step with them. The attributes it uses are declared below; ChatScreen defines
+them (no import of the screen: no cycle).
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ from racer_tui.widgets.turns import ReplyTurn, UserTurn
 if TYPE_CHECKING:
     from textual.containers import VerticalScroll
 
-    from racer_core.common.events import Conversation, Engine
+    from racer_core.common.events import Engine
     from racer_core.engine.chat_image import ChatImage
+    from racer_tui.chat.session import ChatSession
     from racer_tui.chat.step_log import StepLog
     from racer_tui.host import Host
 
@@ -62,16 +65,6 @@ ACTION_COMMANDS: list[PaletteEntry] = [
 ]
 
 
-def trim_conversation(conv: Conversation, keep: int) -> None:
-    """Cut the engine's conversation to its first `keep` messages in place, so
-    its cache of the shared prefix stays in use."""
-    del conv.messages[keep:]
-    images = getattr(conv, "images", None)  # a vision engine keys attached images by message index
-    if isinstance(images, dict):
-        for index in [i for i in images if i >= keep]:
-            del images[index]
-
-
 def _taken(path: Path) -> bool:
     """A file is there that a save would replace (a folder is refused by the write itself)."""
     return path.exists() and not path.is_dir()
@@ -80,11 +73,13 @@ def _taken(path: Path) -> bool:
 class ChatActions:
     if TYPE_CHECKING:  # what the mixin uses of ChatScreen (Textual's Screen gives the rest)
         host: Host
-        chat_id: int | None
-        conv: Conversation | None
         steps: StepLog
         _editing: int | None  # the chat whose last message the prompt holds to resend
 
+        @property
+        def session(self) -> ChatSession: ...
+        @property
+        def chat_id(self) -> int | None: ...
         @property
         def conversation_view(self) -> VerticalScroll: ...
         def _busy(self) -> bool: ...
@@ -112,24 +107,15 @@ class ChatActions:
     def _drop_last_exchange(self) -> StoredMessage | None:
         """Remove the last user message and the reply after it; return the
         message (None, with a notice, when there is none)."""
-        if self.chat_id is None:
-            self.notify("There is no message to take back.", severity="warning")
-            return None
         try:
-            messages = self.host.history.messages(self.chat_id)
-            last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=None)
-            if last_user is None:
-                self.notify("There is no message to take back.", severity="warning")
-                return None
-            self.host.history.drop_last_messages(self.chat_id, len(messages) - last_user)
+            taken = self.session.take_back_last()
         except HistoryError as exc:
             self._history_failed(exc)
             return None
+        if taken is None:
+            self.notify("There is no message to take back.", severity="warning")
+            return None
         self._editing = None
-        kept = messages[:last_user]
-        if self.conv is not None:
-            system = sum(1 for m in self.conv.messages if m["role"] == "system")
-            trim_conversation(self.conv, system + len(kept))
         turns = [w for w in self.conversation_view.children if isinstance(w, UserTurn | ReplyTurn)]
         cut = max((i for i, w in enumerate(turns) if isinstance(w, UserTurn)), default=len(turns))
         for widget in turns[cut:]:
@@ -138,10 +124,10 @@ class ChatActions:
             widget.remove()
         # The chart and status line show the reply that is now the last one.
         replies = [w for w in turns[:cut] if isinstance(w, ReplyTurn)]
-        stats = next((m.stats for m in reversed(kept) if m.role == "assistant"), {})
+        stats = next((m.stats for m in reversed(taken.kept) if m.role == "assistant"), {})
         self.show_stored_stats(stats, replies[-1].reply_id if replies else None)
         self.refresh_sidebar()
-        return messages[last_user]
+        return taken.message
 
     def _images_again(self, message: StoredMessage) -> list[ChatImage]:
         """A message's images read again to resend it; those gone or changed are

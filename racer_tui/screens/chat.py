@@ -7,7 +7,6 @@ Escape sets a threading.Event that the engine polls before every step.
 from __future__ import annotations
 
 import threading
-import time
 
 from rich.text import Text
 from textual import work
@@ -24,10 +23,11 @@ from racer_core.common.stats import Stats, is_verification_step
 from racer_core.drafting import registry
 from racer_core.engine.chat_image import ChatImage, split_inline_images
 from racer_tui.chat.actions import ACTION_COMMANDS, ChatActions
-from racer_tui.chat.attachments import intact_images, read_attachment, stored
+from racer_tui.chat.attachments import read_attachment, stored
+from racer_tui.chat.session import ChatSession
 from racer_tui.chat.step_log import StepLog
 from racer_tui.commands import CHAT_COMMANDS
-from racer_tui.history import HistoryError, StoredMessage, title_for
+from racer_tui.history import HistoryError
 from racer_tui.host import Host, host_of
 from racer_tui.layout import Folding, Panel
 from racer_tui.messages import ReplyEnded, ReplyFailed, ReplyStep
@@ -40,10 +40,9 @@ from racer_tui.widgets.chat_list import ChatList
 from racer_tui.widgets.prompt_input import PromptInput
 from racer_tui.widgets.status_line import StatusLine
 from racer_tui.widgets.step_chart import StepChart
-from racer_tui.widgets.turns import FINISH_NOTES, INTERRUPTED, ReplyTurn, UserTurn
+from racer_tui.widgets.turns import FINISH_NOTES, ReplyTurn, UserTurn
 
-SAVE_EVERY_S = 2.0
-SAMPLED_TEMPERATURE = 0.8  # Shift+F12's: a different reply than greedy F12 gives again  # a streaming reply is written to the history this often, to survive a kill
+SAMPLED_TEMPERATURE = 0.8  # Shift+F12's: a different reply than greedy F12 gives again
 
 
 def stored_stats(stats: dict) -> Stats:
@@ -109,28 +108,18 @@ class ChatScreen(ChatActions, Screen):
     def __init__(self) -> None:
         super().__init__()
         self.folding = Folding(Panel("sidebar", self.SIDEBAR_WIDTH, floats=True), Panel("chart", self.CHART_WIDTH))
-        self.chat_id: int | None = None
-        self.conv: Conversation | None = None
-        self._conv_engine: Engine | None = None
-        self.generating = False
-        self.reply_id = 0
-        self.stats = Stats()
+        self._session: ChatSession | None = None  # made once the screen has its app (the host)
+        self.stats = Stats()  # what the status line and chart show: the streaming reply's, or a stored one's
         self.budget: int | str | None = None
         self.context: ContextUsage | None = None  # the open chat's tokens of the model's maximum
         self._stop = threading.Event()
-        self._turn: ReplyTurn | None = None
-        self._user_message_id: int | None = None
-        self._reply_message_id: int | None = None  # the streaming reply's row, saved as it grows
-        self._next_save = 0.0  # time.monotonic() of the streaming reply's next save
-        self._prompt_text = ""
+        self._reply_turn: ReplyTurn | None = None  # the streaming reply's view
         self._reply_method = ""
-        self._reply_temperature = 0.0
         self.steps = StepLog()  # the open chat's draft trees, for the inspector
         self._chart_reply: int | None = None  # whose steps the chart shows (None: a stored reply)
         self._end_after_markdown = False  # scroll to the end once the last reply's Markdown is laid out
         self._editing: int | None = None  # the chat whose last message the prompt holds to resend
         self.attached: list[ChatImage] = []  # images the next message carries
-        self._sent_attached: list[ChatImage] = []  # put back if the reply fails
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="chat-body"):
@@ -172,6 +161,33 @@ class ChatScreen(ChatActions, Screen):
         return host_of(self)
 
     @property
+    def session(self) -> ChatSession:
+        """The open chat, its conversation and the turn in flight: what this screen shows."""
+        if self._session is None:
+            host = self.host
+            self._session = ChatSession(
+                host.history, lambda: host.settings, on_history_error=self._history_failed,
+                on_notice=lambda text: self.notify(text, title="Your data", severity="warning", timeout=30),
+            )
+        return self._session
+
+    @property
+    def chat_id(self) -> int | None:
+        return self.session.chat_id
+
+    @property
+    def conv(self) -> Conversation | None:
+        return self.session.conv
+
+    @property
+    def reply_id(self) -> int:
+        return self.session.reply_id
+
+    @property
+    def generating(self) -> bool:
+        return self.session.turn is not None
+
+    @property
     def conversation_view(self) -> VerticalScroll:
         return self.query_one("#conversation", VerticalScroll)
 
@@ -197,20 +213,8 @@ class ChatScreen(ChatActions, Screen):
         """The open chat's context use, as the model would read it next (after
         each reply, when a chat opens or the model changes): a long paste shows
         before it fails. None while no model is loaded or it cannot say."""
-        self.context = self._context_usage()
+        self.context = self.session.context_usage(self.host.engine)
         self.show_status()
-
-    def _context_usage(self) -> ContextUsage | None:
-        engine = self.host.engine
-        if engine is None:
-            return None
-        try:
-            if self.conv is not None and self._conv_engine is engine:
-                return engine.context_usage(self.conv.messages, getattr(self.conv, "images", None))
-            history = [] if self.chat_id is None else self.host.history.messages(self.chat_id)
-            return engine.context_usage(*self._engine_messages(history))
-        except RacerError:  # an unreadable chat (it says so in its place): nothing to count
-            return None
 
     # -- layout ----------------------------------------------------------
 
@@ -249,22 +253,14 @@ class ChatScreen(ChatActions, Screen):
         return True
 
     def _engine_changed(self, _engine: object) -> None:
-        self.conv = None  # rebuilt from history on the next message
+        self.session.forget_conversation()  # rebuilt from history on the next message
         self.steps.clear()  # their token ids belong to the old model
         self.count_context()
-
-    def _system_prompt(self) -> str:
-        if self.chat_id is not None:
-            try:
-                return self.host.history.system_prompt(self.chat_id)
-            except HistoryError as exc:
-                self._history_failed(exc)
-        return self.host.settings.system_prompt
 
     def _show_system_prompt(self) -> None:
         for old in self.query(".system-turn"):
             old.remove()
-        text = self._system_prompt()
+        text = self.session.system_prompt()
         if text:
             turn = Static(Text(text), classes="turn system-turn")
             turn.border_title = "system"
@@ -278,36 +274,6 @@ class ChatScreen(ChatActions, Screen):
 
     def _scroll_to_end(self) -> None:
         self.conversation_view.scroll_end(animate=False, immediate=False)
-
-    def _ensure_conversation(self, engine: Engine, history: list[StoredMessage]) -> Conversation:
-        if self.conv is None or self._conv_engine is not engine:
-            system = self._system_prompt() or None
-            conv = engine.new_conversation(system_prompt=system, learn=self.host.settings.learn_from_chats)
-            if conv.notice:
-                self.notify(conv.notice, title="Your data", severity="warning", timeout=30)
-            # Earlier turns of a reopened chat: the engine templates them into the prompt,
-            # with the images whose files are still the ones sent.
-            images = getattr(conv, "images", None)
-            messages, earlier_images = self._engine_messages(history, with_system=False, start=len(conv.messages))
-            conv.messages.extend(messages)
-            if isinstance(images, dict):
-                images.update(earlier_images)
-            self.conv, self._conv_engine = conv, engine
-        return self.conv
-
-    def _engine_messages(self, history: list[StoredMessage], with_system: bool = True,
-                         start: int = 0) -> tuple[list[dict[str, str]], dict[int, tuple[ChatImage, ...]]]:
-        """Stored turns as an engine reads them: the messages (after the system
-        prompt, `with_system`) and their images by message index (from `start`),
-        those whose files are still the ones sent."""
-        system = self._system_prompt() if with_system else ""
-        messages = [{"role": "system", "content": system}] if system else []
-        images: dict[int, tuple[ChatImage, ...]] = {}
-        for message in history:
-            messages.append({"role": message.role, "content": message.content})
-            if message.images:
-                images[start + len(messages) - 1] = tuple(intact_images(message.images))
-        return messages, images
 
     # -- sending ---------------------------------------------------------
 
@@ -382,52 +348,29 @@ class ChatScreen(ChatActions, Screen):
         start (the user was told why). Should the reply fail, the prompt gets
         back `typed` (default: `text`) and the attachments `attached` (default: `images`).
         `temperature`: this reply's, instead of the settings' (a sampled regeneration)."""
-        images = list(images or [])
         if not self.host.claim_engine("chat"):
             return False
-        history = self.host.history
-        config = self.host.settings.generation
-        if temperature is not None:
-            config = config.replace(temperature=temperature)
         try:
-            if self.chat_id is None:
-                self.chat_id = history.create_chat(title_for(text), self.host.settings.system_prompt)
-                earlier: list[StoredMessage] = []
-            else:
-                earlier = history.messages(self.chat_id)
-            conv = self._ensure_conversation(engine, earlier)
-            message = StoredMessage("user", text, images=[stored(i) for i in images])
-            # The reply's row is written with the question, marked interrupted, and
-            # rewritten as it streams and when it ends: an app killed meanwhile
-            # leaves the chat saying so, with what had come.
-            reply = StoredMessage("assistant", "", stats={"method": config.method, "finish_reason": INTERRUPTED})
-            self._user_message_id, self._reply_message_id = history.add_messages(self.chat_id, [message, reply])
+            turn = self.session.begin(engine, text, images, typed=typed, attached=attached, temperature=temperature)
         except RacerError as exc:  # HistoryError included: nothing was sent, the text stays typed
             self.host.release_engine()
             self.notify(str(exc), severity="error", timeout=10)
             return False
-        self._prompt_text = text if typed is None else typed
-        self._sent_attached = list(images if attached is None else attached)
-        self._next_save = time.monotonic() + SAVE_EVERY_S
-        conv.learn = conv.learn and self.host.settings.learn_from_chats  # turned off: stops at once
-        self.reply_id += 1
-        self.stats = Stats()
+        self.stats = turn.stats
         self.budget = None
-        self._reply_method = config.method
-        self._reply_temperature = config.temperature
+        self._reply_method = turn.config.method
         self._stop.clear()
-        self.generating = True
         view = self.conversation_view
-        self._turn = ReplyTurn()
-        self._turn.reply_id = self.reply_id
-        view.mount(UserTurn(text, message.images))
-        view.mount(self._turn)
+        self._reply_turn = ReplyTurn()
+        self._reply_turn.reply_id = turn.reply_id
+        view.mount(UserTurn(text, [stored(i) for i in turn.images]))
+        view.mount(self._reply_turn)
         self.query_one(StepChart).reset()
-        self._chart_reply = self.reply_id
+        self._chart_reply = turn.reply_id
         self.show_status()
         self.refresh_sidebar()
         self._scroll_to_end()
-        self.generate(conv, text, images, config, self.reply_id)
+        self.generate(turn.conv, text, turn.images, turn.config, turn.reply_id)
         return True
 
     @work(thread=True, exclusive=True, group="generate")
@@ -451,91 +394,48 @@ class ChatScreen(ChatActions, Screen):
             self.post_message(ReplyFailed(reply_id, f"{type(exc).__name__}: {exc}"))
 
     def on_reply_step(self, message: ReplyStep) -> None:
-        if message.reply_id != self.reply_id or self._turn is None:
+        if self.session.current(message.reply_id) is None or self._reply_turn is None:
             return
         event = message.event
-        if event.pieces or not event.finished:  # a closing event may carry no step
-            self.stats.add_step(event)
+        if self.session.add_step(event):  # the reply's statistics and text, saved every few seconds
             if is_verification_step(event):  # the chart, like MAT, leaves out the prefill
                 self.query_one(StepChart).add(event.accept_length, tuple(p.source for p in event.pieces))
             self.budget = event.budget
             self.steps.add(message.reply_id, event)
-        self._turn.add_pieces(event.pieces, f"screen.inspect_step({message.reply_id}, {event.step - 1})")
+        self._reply_turn.add_pieces(event.pieces, f"screen.inspect_step({message.reply_id}, {event.step - 1})")
         self.show_status()
         self._scroll_to_end()
         if event.finished:
             self._finish(event.finish_reason)
-        elif time.monotonic() >= self._next_save:
-            self._next_save = time.monotonic() + SAVE_EVERY_S
-            if not self._save_reply(self._reply_stats(INTERRUPTED)):
-                self._next_save = float("inf")  # said once; the finished reply tries again
 
     def on_reply_ended(self, message: ReplyEnded) -> None:
         if message.reply_id == self.reply_id:
             self.count_context()
 
-    def _reply_stats(self, finish_reason: str | None) -> dict:
-        return {
-            "tokens": self.stats.tokens,
-            "steps": self.stats.steps,
-            "seconds": self.stats.seconds,
-            "accept_lengths": self.stats.accept_lengths,
-            "method": self._reply_method,
-            "finish_reason": finish_reason,
-            **({"temperature": self._reply_temperature} if self._reply_temperature else {}),
-        }
-
-    def _save_reply(self, stats: dict) -> bool:
-        """Write the reply so far to its row in the history; False (and a notice) when that failed."""
-        turn = self._turn
-        assert turn is not None and self._reply_message_id is not None
-        # The engine's own record of the reply (its final detokenization) is what
-        # it sees again next turn; the runs keep the colours.
-        content = turn.content
-        if self.conv is not None and self.conv.messages and self.conv.messages[-1]["role"] == "assistant":
-            content = self.conv.messages[-1]["content"]
-        try:
-            self.host.history.update_message(
-                self._reply_message_id, StoredMessage("assistant", content, list(turn.runs), stats)
-            )
-        except HistoryError as exc:  # the reply stays on screen and in the engine's conversation
-            self._history_failed(exc)
-            return False
-        return True
-
     def _finish(self, finish_reason: str | None) -> None:
-        turn = self._turn
+        turn = self._reply_turn
         assert turn is not None
-        stats = self._reply_stats(finish_reason)
-        self._save_reply(stats)
+        stats = self.session.finish(finish_reason)
         turn.finish(reply_note(stats))
         self._end_after_markdown = True
         turn.show_markdown(self.host.settings.markdown)
-        self.generating = False
         self.host.release_engine()
-        self._turn = None
+        self._reply_turn = None
         self.refresh_sidebar()
 
     def on_reply_failed(self, message: ReplyFailed) -> None:
         if message.reply_id != self.reply_id:
             return
         # Roll back the turn so history, screen and engine agree; keep the prompt.
-        try:
-            for row in (self._reply_message_id, self._user_message_id):
-                if row is not None:
-                    self.host.history.delete_message(row)
-        except HistoryError as exc:
-            self._history_failed(exc)
-        self.conv = None
-        self.generating = False
+        turn = self.session.roll_back()
         self.host.release_engine()
-        self._turn = None
-        for turn in list(self.conversation_view.children)[-2:]:
-            turn.remove()
+        self._reply_turn = None
+        for widget in list(self.conversation_view.children)[-2:]:
+            widget.remove()
         self.count_context()
         prompt = self.query_one(PromptInput)
-        prompt.text = self._prompt_text
-        self.attached = [*self._sent_attached, *self.attached]  # any attached meanwhile stay too
+        prompt.text = turn.typed
+        self.attached = [*turn.attached, *self.attached]  # any attached meanwhile stay too
         self.query_one(AttachmentBar).show(self.attached)
         self.notify(message.error, title="Generation failed", severity="error", timeout=15)
 
@@ -553,8 +453,7 @@ class ChatScreen(ChatActions, Screen):
     async def action_new_chat(self) -> None:
         if self._busy():
             return
-        self.chat_id = None
-        self.conv = None
+        self.session.open(None)
         await self._clear_view()
         self.refresh_sidebar()
         self.query_one(PromptInput).focus()
@@ -574,8 +473,7 @@ class ChatScreen(ChatActions, Screen):
     async def open_chat(self, chat_id: int) -> None:
         if chat_id == self.chat_id or self._busy():
             return
-        self.chat_id = chat_id
-        self.conv = None
+        self.session.open(chat_id)
         await self._clear_view()
         view = self.conversation_view
         try:
@@ -655,8 +553,7 @@ class ChatScreen(ChatActions, Screen):
                 self._history_failed(exc)
                 return
             if chat_id == self.chat_id:
-                self.chat_id = None
-                self.conv = None
+                self.session.open(None)
                 await self._clear_view()
             self.refresh_sidebar()
             self.notify(f"Deleted “{title}”.")
@@ -704,16 +601,11 @@ class ChatScreen(ChatActions, Screen):
             if text is None:
                 return
             self.host.update_settings(system_prompt=text)
-            if self.chat_id is not None:
-                try:
-                    self.host.history.set_system_prompt(self.chat_id, text)
-                except HistoryError as exc:
-                    self._history_failed(exc)
-            self.conv = None  # rebuilt with the new system prompt
+            self.session.set_system_prompt(text)
             self._show_system_prompt()
             self.count_context()
 
-        self.app.push_screen(SystemPromptScreen(self._system_prompt()), saved)
+        self.app.push_screen(SystemPromptScreen(self.session.system_prompt()), saved)
 
     # -- the step inspector -------------------------------------------------
 

@@ -9,11 +9,11 @@ from textual.containers import Vertical
 from textual.widgets import Markdown, Static
 
 from racer_core.common.events import Source, TokenPiece
+from racer_tui.chat.session import INTERRUPTED, append_run
 from racer_tui.colors import SOURCE_STYLE
 from racer_tui.history import Run, StoredImage
 from racer_tui.widgets.chat_image import ImageView
 
-INTERRUPTED = "interrupted"  # the finish reason a reply has until it finishes (racer-tui closed meanwhile)
 FINISH_NOTES = {
     "cancelled": "stopped",
     "length": "max new tokens reached",
@@ -70,10 +70,7 @@ class ReplyTurn(Vertical):
         return "".join(t for _, t in self.runs)
 
     def _append(self, source: Source, text: str, on_click: str | None = None) -> None:
-        if self.runs and self.runs[-1][0] == source:
-            self.runs[-1] = (source, self.runs[-1][1] + text)
-        else:
-            self.runs.append((source, text))
+        append_run(self.runs, source, text)
         style: str | Style | None = SOURCE_STYLE[source] or None
         if on_click is not None:
             style = Style.parse(style or "") + Style.from_meta({"@click": on_click})

@@ -15,9 +15,9 @@ from rich.text import Text
 from textual.widgets import Input, OptionList
 
 from racer_core.common.events import Source
+from racer_tui.chat import session as chat_session
 from racer_tui.colors import CHART_BLUE, CHART_GREEN, LOGITS_GREEN, RETRIEVAL_GREEN, SOURCE_STYLE, rgb_of
 from racer_tui.history import HistoryStore, StoredMessage
-from racer_tui.screens import chat as chat_screen
 from racer_tui.screens.bench import BENCH_MAX_NEW_TOKENS, BenchScreen
 from racer_tui.screens.chat import legend
 from racer_tui.screens.chat_dialogs import SearchScreen
@@ -207,7 +207,7 @@ async def test_a_reply_cut_off_by_closing_the_app_is_marked_interrupted(
     """The history holds, at every moment, what a killed app leaves: the reply
     so far, marked interrupted until it ends. A second app on the same files
     (the next start) shows it so, and goes on from it."""
-    monkeypatch.setattr(chat_screen, "SAVE_EVERY_S", 0.0)  # save at every step (default: every 2 s)
+    monkeypatch.setattr(chat_session, "SAVE_EVERY_S", 0.0)  # save at every step (default: every 2 s)
     held = FakeEngine(gate_after=3)
     first = await start_app(held)
     chat = await ready_chat(first)
