@@ -22,6 +22,7 @@ from racer_core.bench.answers import AnswerRecord, read_answers, scan_answers
 from racer_core.bench.suites import report_categories
 from racer_core.common.errors import InputError
 from racer_core.common.stats import Row, Stats, Versus
+from racer_core.drafting import registry
 from racer_core.verify.near_tie import Verdict, classify_turns, worst
 
 
@@ -118,12 +119,24 @@ class BenchResult:
             if label != self.baseline and self.greedy is not False and common:
                 verdicts = [divergence(recs[k], base[k]) for k in common]
                 same = verdicts.count("identical")
-                near = 0 if self.forward == "lean" else verdicts.count("near-tie")
+                near = 0 if self._exact(label) else verdicts.count("near-tie")
                 versus = Versus(
                     speedup, same == len(common), same, len(common),
                     near, len(common) - same - near, *spread,
                 )
         return Row(tally(recs.values()), versus)
+
+    def _exact(self, label: str) -> bool:
+        """Whether `label`'s answers come from the batch-invariant lean forward, where no
+        divergence from the baseline is rounding (anchors run transformers' own generate)."""
+        spec = registry.method(label)
+        return self.forward == "lean" and spec is not None and spec.kind != registry.ANCHOR
+
+    def _other_model(self, label: str) -> bool:
+        """An anchor (transformers' generate) beside methods on a GGUF's 4-bit blocks: it
+        decodes the dequantized float32 model, so it may answer differently."""
+        spec = registry.method(label)
+        return spec is not None and spec.kind == registry.ANCHOR and (self.dtype or "").startswith("gguf")
 
     def _select(self, label: str, category: str | None) -> dict[str, AnswerRecord]:
         recs = self.records.get(label, {})
@@ -159,12 +172,14 @@ class BenchResult:
                 )
             v = row.versus
             if v.other_questions:
-                why = ("on the batch-invariant lean forward" if self.forward == "lean"
-                       else "other than at a near-tie")
-                lines.append(
-                    f"{label}: {v.other_questions} of {v.compared_questions} questions differ from {self.baseline} "
-                    f"{why}: a bug, not rounding"
-                )
+                differ = f"{label}: {v.other_questions} of {v.compared_questions} questions differ from {self.baseline}"
+                if self._other_model(label):
+                    lines.append(f"{differ}: {label} runs transformers' forward on the GGUF dequantized to float32, "
+                                 "another model than the 4-bit blocks the others multiply (--dtype float32 runs "
+                                 "all on that one)")
+                else:
+                    why = "on the batch-invariant lean forward" if self._exact(label) else "other than at a near-tie"
+                    lines.append(f"{differ} {why}: a bug, not rounding")
             if v.low and v.high and v.high / v.low > WIDE_SPREAD:
                 hint = "" if self.repeats > 1 else "; --repeats 3 keeps the median of 3 tries"
                 lines.append(

@@ -78,6 +78,13 @@ def test_on_the_lean_forward_a_near_tie_is_no_excuse():
     versus = result.totals("racer").versus
     assert (versus.near_tie_questions, versus.other_questions) == (0, 1)
     assert "batch-invariant lean forward: a bug" in result.warnings()[0]
+    # an anchor runs transformers' own generate on the stock forward: near-ties stay near-ties
+    result.add("pld", _record("pld", (1, 7, 3), (50.0, 50.0, 50.0)))
+    assert result.totals("pld").versus.near_tie_questions == 1
+    result.add("hf", _record("hf", (1, 2, 9), (50.0, 50.0, 50.0)))
+    assert "a bug" in result.warnings()[-1]
+    result.dtype = "gguf Q4_1+Q8_0"  # the anchors decode the dequantized model, the others the 4-bit blocks
+    assert "another model than the 4-bit blocks" in result.warnings()[-1]
 
 
 @pytest.fixture(scope="module")
