@@ -2,12 +2,15 @@
 #include <cstdint>
 #include <cstring>
 #include <immintrin.h>
+#include <type_traits>
 
 #include "quant.hpp"
 
 #pragma GCC target("avx2,fma,f16c")
 
 namespace {
+#include "quant_layout.hpp"
+
 struct Avx2 {
     using V = __m256;
     static constexpr int W = 8;
@@ -15,12 +18,7 @@ struct Avx2 {
     static V zero() { return _mm256_setzero_ps(); }
     static V load(const float* p) { return _mm256_loadu_ps(p); }
     static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
-    static float sum(V v) {  // fixed order: halves, then pairs
-        __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-        s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        s = _mm_add_ss(s, _mm_movehdup_ps(s));
-        return _mm_cvtss_f32(s);
-    }
+    static float sum(V v) { return layout_hsum(v); }  // fixed order: halves, then pairs
 };
 }  // namespace
 #define VEC Avx2

@@ -2,12 +2,15 @@
 #include <cstdint>
 #include <cstring>
 #include <immintrin.h>
+#include <type_traits>
 
 #include "quant.hpp"
 
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")
 
 namespace {
+#include "quant_layout.hpp"
+
 struct Avx512 {
     using V = __m512;
     static constexpr int W = 16;
@@ -16,11 +19,8 @@ struct Avx512 {
     static V load(const float* p) { return _mm512_loadu_ps(p); }
     static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
     static float sum(V v) {  // fixed order: halves, then as AVX2's
-        __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-        __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-        s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        s = _mm_add_ss(s, _mm_movehdup_ps(s));
-        return _mm_cvtss_f32(s);
+        return layout_hsum(_mm256_add_ps(_mm512_castps512_ps256(v),
+                                         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
     }
 };
 }  // namespace

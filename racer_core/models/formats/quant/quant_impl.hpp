@@ -4,6 +4,7 @@
 // units' copies never merge at link time. Needs VEC (a vector traits struct)
 // and UNPACK_WIDTH defined by the includer.
 #include <cstring>
+#include <type_traits>
 
 namespace {
 
@@ -224,29 +225,14 @@ void matmul_typed(const uint8_t* w, int64_t rows, int64_t cols, const float* x, 
 
 void matmul_any(int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
                 int threads) {
-    switch (type) {
-        case racer_quant::Q4_0: matmul_typed<racer_quant::Q4_0>(w, rows, cols, x, T, y, threads); break;
-        case racer_quant::Q4_1: matmul_typed<racer_quant::Q4_1>(w, rows, cols, x, T, y, threads); break;
-        case racer_quant::Q8_0: matmul_typed<racer_quant::Q8_0>(w, rows, cols, x, T, y, threads); break;
-        case racer_quant::Q4_K: matmul_typed<racer_quant::Q4_K>(w, rows, cols, x, T, y, threads); break;
-        case racer_quant::Q6_K: matmul_typed<racer_quant::Q6_K>(w, rows, cols, x, T, y, threads); break;
-        default: break;
-    }
+    layout_dispatch(type, [&](auto t) { matmul_typed<decltype(t)::value>(w, rows, cols, x, T, y, threads); });
 }
 
 void dequantize_any(int type, const uint8_t* w, int64_t rows, int64_t cols, float* out) {
     const int64_t row_bytes = cols / racer_quant::block_values(type) * racer_quant::block_bytes(type);
-    for (int64_t o = 0; o < rows; ++o) {
-        const uint8_t* row = w + o * row_bytes;
-        switch (type) {
-            case racer_quant::Q4_0: unpack_row<racer_quant::Q4_0>(row, cols, out + o * cols); break;
-            case racer_quant::Q4_1: unpack_row<racer_quant::Q4_1>(row, cols, out + o * cols); break;
-            case racer_quant::Q8_0: unpack_row<racer_quant::Q8_0>(row, cols, out + o * cols); break;
-            case racer_quant::Q4_K: unpack_row<racer_quant::Q4_K>(row, cols, out + o * cols); break;
-            case racer_quant::Q6_K: unpack_row<racer_quant::Q6_K>(row, cols, out + o * cols); break;
-            default: break;
-        }
-    }
+    layout_dispatch(type, [&](auto t) {
+        for (int64_t o = 0; o < rows; ++o) unpack_row<decltype(t)::value>(w + o * row_bytes, cols, out + o * cols);
+    });
 }
 
 }  // namespace

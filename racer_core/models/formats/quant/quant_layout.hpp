@@ -6,8 +6,29 @@
 // scales and mins, 128 nibble bytes) and Q6_K (210: 128 low-nibble bytes, 64
 // bytes of high 2-bit pairs, 16 int8 scales, d) hold 256 values in eight
 // 32-value sub-blocks; block b of a row is sub-block b % 8 of super-block b / 8.
-// Needs <cstring> and <immintrin.h> included before the namespace opens.
+// Needs <cstring>, <type_traits> and <immintrin.h> included before the namespace opens.
 #pragma once
+
+// fn(std::integral_constant<int, TYPE>{}) for a runtime type id (nothing for an unknown one).
+template <typename Fn>
+inline void layout_dispatch(int type, Fn&& fn) {
+    switch (type) {
+        case racer_quant::Q4_0: fn(std::integral_constant<int, racer_quant::Q4_0>{}); break;
+        case racer_quant::Q4_1: fn(std::integral_constant<int, racer_quant::Q4_1>{}); break;
+        case racer_quant::Q8_0: fn(std::integral_constant<int, racer_quant::Q8_0>{}); break;
+        case racer_quant::Q4_K: fn(std::integral_constant<int, racer_quant::Q4_K>{}); break;
+        case racer_quant::Q6_K: fn(std::integral_constant<int, racer_quant::Q6_K>{}); break;
+        default: break;
+    }
+}
+
+// The sum of 8 lanes in one fixed order: halves, then pairs.
+inline float layout_hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
 
 template <int TYPE>
 constexpr int64_t layout_bytes() {  // bytes of one (super-)block

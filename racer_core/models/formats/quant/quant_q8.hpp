@@ -12,18 +12,14 @@
 // own activation row only (row-invariant).
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 namespace {
 
 #include "quant_layout.hpp"
 
-inline float q8_hsum(__m256 v) {  // fixed order: halves, then pairs
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
+inline float q8_hsum(__m256 v) { return layout_hsum(v); }
 
 // One block of 32 activations: d = amax / 127, q = round-to-nearest-even(x * (127 / amax)),
 // s = d * sum(q). All-zero blocks get d = 0, q = 0.
@@ -265,14 +261,7 @@ void q8_matmul_typed(const uint8_t* w, int64_t rows, int64_t cols, const float* 
 
 void q8_matmul_any(int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
                    int threads) {
-    switch (type) {
-        case racer_quant::Q4_0: q8_matmul_typed<racer_quant::Q4_0>(w, rows, cols, x, T, y, threads); break;
-        case racer_quant::Q4_1: q8_matmul_typed<racer_quant::Q4_1>(w, rows, cols, x, T, y, threads); break;
-        case racer_quant::Q8_0: q8_matmul_typed<racer_quant::Q8_0>(w, rows, cols, x, T, y, threads); break;
-        case racer_quant::Q4_K: q8_matmul_typed<racer_quant::Q4_K>(w, rows, cols, x, T, y, threads); break;
-        case racer_quant::Q6_K: q8_matmul_typed<racer_quant::Q6_K>(w, rows, cols, x, T, y, threads); break;
-        default: break;
-    }
+    layout_dispatch(type, [&](auto t) { q8_matmul_typed<decltype(t)::value>(w, rows, cols, x, T, y, threads); });
 }
 
 }  // namespace
