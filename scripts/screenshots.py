@@ -89,26 +89,13 @@ async def capture(out: Path, size: tuple[int, int], only: set[str] | None = None
         shot(app, "06-dashboard-done")
 
         await pilot.press("f2")
-        await pilot.press("f4")
-        await pilot.pause(0.3)
-        shot(app, "07-settings")
-        await pilot.press("escape")
-        await pilot.press("f5")
-        await pilot.pause(0.3)
-        shot(app, "08-model-picker")
-        await pilot.press("escape")
-        await pilot.press("ctrl+r")
-        await pilot.pause(0.3)
-        shot(app, "09-system-prompt")
-        await pilot.press("escape")
-        await pilot.press("f1")
-        await pilot.pause(0.3)
-        shot(app, "10-help")
-        await pilot.press("escape")
-        await pilot.press("ctrl+p")
-        await pilot.pause(0.5)
-        shot(app, "11-command-palette")
-        await pilot.press("escape")
+        for key, name, settle in (("f4", "07-settings", 0.3), ("f5", "08-model-picker", 0.3),
+                                  ("ctrl+r", "09-system-prompt", 0.3), ("f1", "10-help", 0.3),
+                                  ("ctrl+p", "11-command-palette", 0.5)):
+            await pilot.press(key)  # each dialog over the chat, shot, closed
+            await pilot.pause(settle)
+            shot(app, name)
+            await pilot.press("escape")
 
     bad = RacerApp(model_path=str(out / "no-such-model.gguf"))
     bad.animation_level = "none"

@@ -299,3 +299,21 @@ async def ready_chat(pilot):
 
     await wait_for(pilot, lambda: pilot.app.engine is not None and isinstance(pilot.app.screen, ChatScreen))
     return pilot.app.screen
+
+
+async def send_a_picture_and_attach_another(pilot, chat, folder) -> None:
+    """Send "What is in this picture?" with cat.png (24x16), then attach
+    dog.jpg (8x8) to the next message, both made in `folder`."""
+    from PIL import Image
+
+    from racer_tui.chat.attachments import read_attachment
+    from racer_tui.widgets.chat_image import AttachmentBar
+
+    for name, size in (("cat.png", (24, 16)), ("dog.jpg", (8, 8))):
+        Image.new("RGB", size, "orange").save(folder / name)
+    chat.attached.append(read_attachment(str(folder / "cat.png")))
+    await pilot.press(*"What is in this picture?", "enter")
+    await wait_for(pilot, lambda: chat.stats.steps and not chat.generating)
+    chat.attached.append(read_attachment(str(folder / "dog.jpg")))
+    chat.query_one(AttachmentBar).show(chat.attached)
+    await pilot.pause()

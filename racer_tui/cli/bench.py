@@ -71,20 +71,9 @@ def configure(p: argparse.ArgumentParser) -> None:
         help=f"comma list from {','.join(METHODS)} (default: ar,racer; racer alone with --answer-file, "
         "as the original's inference_racer)",
     )
-    p.add_argument(
-        "--question-begin",
-        type=at_least(0),
-        default=None,
-        metavar="N",
-        help="first question, 0-based (default: 0)",
-    )
-    p.add_argument(
-        "--question-end",
-        type=at_least(0),
-        default=None,
-        metavar="N",
-        help="stop before this question, 0-based (default: all)",
-    )
+    for flag, what in (("--question-begin", "first question, 0-based (default: 0)"),
+                       ("--question-end", "stop before this question, 0-based (default: all)")):
+        p.add_argument(flag, type=at_least(0), default=None, metavar="N", help=what)
     for option in o.TUNING:
         if option is o.ENABLE_THINKING:  # left out, the chat template decides, as in the original's benchmarks
             option.add(p, None, shown="the chat template decides")

@@ -360,23 +360,18 @@ async def test_save_never_replaces_a_file_unasked_nor_makes_folders(start_app: S
     chat.query_one(PromptInput).clear()
     await command(pilot, f"!!save! {kept}")
     assert json.loads(kept.read_text())[0]["content"] == "hello"
-    # Ctrl+S asks before replacing
+    # Ctrl+S asks before replacing: escape keeps the file, y replaces it
     kept.write_text("precious")
-    await pilot.press("ctrl+s")
-    await dialog(pilot, LineScreen)
-    pilot.app.screen.query_one(Input).value = str(kept)
-    await pilot.press("enter")
-    await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmScreen))
-    await pilot.press("escape")
-    await wait_for(pilot, lambda: pilot.app.screen is chat)
-    assert kept.read_text() == "precious"
-    await pilot.press("ctrl+s")
-    await dialog(pilot, LineScreen)
-    pilot.app.screen.query_one(Input).value = str(kept)
-    await pilot.press("enter")
-    await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmScreen))
-    await pilot.press("y")
-    await wait_for(pilot, lambda: pilot.app.screen is chat)
+    for answer in ("escape", "y"):
+        await pilot.press("ctrl+s")
+        await dialog(pilot, LineScreen)
+        pilot.app.screen.query_one(Input).value = str(kept)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmScreen))
+        await pilot.press(answer)
+        await wait_for(pilot, lambda: pilot.app.screen is chat)
+        if answer == "escape":
+            assert kept.read_text() == "precious"
     assert json.loads(kept.read_text())[0]["content"] == "hello"
 
 

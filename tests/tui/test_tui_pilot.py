@@ -32,6 +32,12 @@ from racer_tui.widgets.prompt_input import PromptInput
 from racer_tui.widgets.turns import ReplyTurn, UserTurn
 
 
+async def chat_ready(start_app: StartApp, engine: FakeEngine):
+    """The app started on `engine`: its pilot, the app, and the chat screen once loaded."""
+    pilot = await start_app(engine)
+    return pilot, pilot.app, await ready_chat(pilot)
+
+
 async def send(pilot, text: str) -> None:
     await pilot.press(*text)
     await pilot.press("enter")
@@ -60,9 +66,7 @@ async def open_picker(pilot, path: Path) -> ModelPickerScreen:
 async def test_prompt_streams_coloured_reply(start_app: StartApp) -> None:
     engine = FakeEngine()
 
-    pilot = await start_app(engine)
-    app = pilot.app
-    chat = await ready_chat(pilot)
+    pilot, app, chat = await chat_ready(start_app, engine)
     await pilot.press(*"two")
     await pilot.press("ctrl+j")
     await send(pilot, "lines")
@@ -85,9 +89,7 @@ async def test_prompt_streams_coloured_reply(start_app: StartApp) -> None:
 async def test_escape_stops_and_the_conversation_stays_consistent(start_app: StartApp) -> None:
     engine = FakeEngine(gate_after=5)
 
-    pilot = await start_app(engine)
-    app = pilot.app
-    chat = await ready_chat(pilot)
+    pilot, app, chat = await chat_ready(start_app, engine)
     await send(pilot, "first")
     await wait_for(pilot, engine.paused.is_set)
     assert chat.generating
@@ -246,9 +248,7 @@ async def test_model_picker_saves_a_model_only_once_it_loaded(start_app: StartAp
 async def test_settings_are_validated_saved_and_used(start_app: StartApp, tmp_path: Path) -> None:
     engine = FakeEngine()
 
-    pilot = await start_app(engine)
-    app = pilot.app
-    chat = await ready_chat(pilot)
+    pilot, app, chat = await chat_ready(start_app, engine)
     await pilot.press("f4")
     form = app.screen
     form.query_one("#max_num_draft").value = "lots"
@@ -275,9 +275,7 @@ async def test_settings_are_validated_saved_and_used(start_app: StartApp, tmp_pa
 async def test_engine_error_rolls_the_turn_back(start_app: StartApp) -> None:
     engine = FakeEngine(fail_with=RacerError("prompt too long for this model"))
 
-    pilot = await start_app(engine)
-    app = pilot.app
-    chat = await ready_chat(pilot)
+    pilot, app, chat = await chat_ready(start_app, engine)
     await send(pilot, "hello")
     await wait_for(pilot, lambda: not chat.generating and engine.prompts)
     await pilot.pause()
@@ -290,9 +288,7 @@ async def test_engine_error_rolls_the_turn_back(start_app: StartApp) -> None:
 async def test_markdown_export_delete_and_system_prompt(start_app: StartApp, tmp_path: Path) -> None:
     engine = FakeEngine()
 
-    pilot = await start_app(engine)
-    app = pilot.app
-    chat = await ready_chat(pilot)
+    pilot, app, chat = await chat_ready(start_app, engine)
     await pilot.press("ctrl+r")
     app.screen.query_one("#system-text").text = "Answer like a pirate."
     await pilot.press("ctrl+s")

@@ -148,22 +148,14 @@ async def test_the_running_dashboard_shows_its_progress(
 
 
 async def test_a_chat_with_an_image_shows_its_stand_ins(start_app: StartApp, tmp_path: Path) -> None:
-    from PIL import Image
+    from fake_engine import send_a_picture_and_attach_another
 
-    from racer_tui.chat.attachments import read_attachment
     from racer_tui.widgets.chat_image import AttachmentBar
 
-    for name, size in (("cat.png", (24, 16)), ("dog.jpg", (8, 8))):
-        Image.new("RGB", size, "orange").save(tmp_path / name)
     engine = FakeEngine(vision=True)
     pilot = await start_app(engine)
     chat = await ask(pilot, "")
-    chat.attached.append(read_attachment(str(tmp_path / "cat.png")))
-    await pilot.press(*"What is in this picture?", "enter")
-    await wait_for(pilot, lambda: chat.stats.steps and not chat.generating)
-    chat.attached.append(read_attachment(str(tmp_path / "dog.jpg")))
-    chat.query_one(AttachmentBar).show(chat.attached)
-    await pilot.pause()
+    await send_a_picture_and_attach_another(pilot, chat, tmp_path)
     assert chat.query_one(UserTurn).render_text() == "[image cat.png 24×16]\nWhat is in this picture?"
     bar = chat.query_one(AttachmentBar)
     assert bar.display and "[image dog.jpg 8×8]" in str(bar.render())

@@ -64,22 +64,10 @@ def test_chat_after_completion(snap_compare, tmp_path: Path) -> None:
 def test_chat_with_an_image(snap_compare, tmp_path: Path) -> None:
     """A sent image in the user's turn and one attached to the next message,
     both as their text stand-ins (headless: never drawn, so the frame is fixed)."""
-    from PIL import Image
-
-    from racer_tui.chat.attachments import read_attachment
-    from racer_tui.widgets.chat_image import AttachmentBar
-
-    for name, size in (("cat.png", (24, 16)), ("dog.jpg", (8, 8))):
-        Image.new("RGB", size, "orange").save(tmp_path / name)
+    from fake_engine import send_a_picture_and_attach_another
 
     async def run_before(pilot) -> None:
-        chat = await ready_chat(pilot)
-        chat.attached.append(read_attachment(str(tmp_path / "cat.png")))
-        await pilot.press(*"What is in this picture?", "enter")
-        await wait_for(pilot, lambda: chat.stats.steps and not chat.generating)
-        chat.attached.append(read_attachment(str(tmp_path / "dog.jpg")))
-        chat.query_one(AttachmentBar).show(chat.attached)
-        await pilot.pause()
+        await send_a_picture_and_attach_another(pilot, await ready_chat(pilot), tmp_path)
 
     assert snap_compare(make_app(tmp_path, FakeEngine(vision=True)), terminal_size=SIZE, run_before=run_before)
 

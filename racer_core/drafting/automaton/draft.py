@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 
+@dataclass(slots=True, eq=False, repr=False)  # arrays: identity equality (same_as compares values)
 class DraftTree:
     """A flattened draft tree, breadth-first, node 0 being the root token.
 
@@ -19,39 +22,15 @@ class DraftTree:
     how likely each node is to be accepted.
     """
 
-    __slots__ = (
-        "tokens",
-        "position_ids",
-        "parents",
-        "sources",
-        "attn_mask",
-        "retrieve_indices",
-        "candidates",
-        "context",
-        "rank",
-    )
-
-    def __init__(
-        self,
-        tokens: np.ndarray,
-        position_ids: np.ndarray,
-        parents: np.ndarray,
-        sources: np.ndarray,
-        attn_mask: np.ndarray,
-        retrieve_indices: np.ndarray,
-        candidates: np.ndarray,
-        context: np.ndarray,
-        rank: np.ndarray,
-    ) -> None:
-        self.tokens = tokens
-        self.position_ids = position_ids
-        self.parents = parents
-        self.sources = sources
-        self.attn_mask = attn_mask
-        self.retrieve_indices = retrieve_indices
-        self.candidates = candidates
-        self.context = context
-        self.rank = rank
+    tokens: np.ndarray
+    position_ids: np.ndarray
+    parents: np.ndarray
+    sources: np.ndarray
+    attn_mask: np.ndarray
+    retrieve_indices: np.ndarray
+    candidates: np.ndarray
+    context: np.ndarray
+    rank: np.ndarray
 
     @property
     def tree_candidates(self) -> np.ndarray:
