@@ -64,6 +64,9 @@ def variants(engine: Any, names: list[str]) -> dict[str, Forward]:
             assert engine.lean is not None, "this model has no lean forward"
             found[name] = LeanForward(weights_from_model(model, family_of(model.config)), pack=False)
         elif name == "lean-fp16w":  # --fp16-weights: fbgemm's float16 weights, float32 arithmetic
+            if engine.info.dtype != "float32":
+                raise SystemExit(f"lean-fp16w multiplies float32 activations: run it with --dtype float32, "
+                                 f"not {engine.info.dtype}")
             found[name] = LeanForward(weights_from_model(model, family_of(model.config)), half=True)
         elif name in ("lean-q4", "lean-q4f"):  # the embedded GGUF's own blocks in the tree kernel (quant_weights.py)
             import os
