@@ -4,12 +4,13 @@
 // one translation unit per ISA (quant_avx2.cpp: maddubs + madd; quant_vnni.cpp:
 // dpbusd), each under its own target pragma; needs DOT (a struct with
 // `static __m256i dot(__m256i u8, __m256i s8)`, eight int32 sums of four
-// products each, and `static constexpr int R`, activation rows per tile).
+// products each; R, activation rows per tile; P, P2, P1, output rows per tile
+// for R, two and one activation rows).
 //
-// Both DOTs give the same integers (no pair sum can saturate: 15*127*2 and
-// 128*127*2 fit in int16), and every float operation is the same and in the
-// same order, so the ISAs agree bit for bit, and each output depends on its
-// own activation row only (row-invariant).
+// Both DOTs give the same integers (no pair sum can saturate: 15*127*2,
+// 32*127*2 and 128*127*2 fit in int16), and every float operation is the same
+// and in the same order, so the ISAs agree bit for bit, and each output
+// depends on its own activation row only (row-invariant).
 #include <cmath>
 #include <cstring>
 #include <type_traits>
