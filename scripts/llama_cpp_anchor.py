@@ -61,15 +61,14 @@ def main() -> None:
     from racer_core.engine.engine import load_engine
     from racer_core.models.checkpoints import HALF
     from racer_core.models.embedded import embedded_gguf
-    from racer_core.models.formats.quant_weights import ACTS_ENV
+    from racer_core.models.formats.quant_weights import activations_as
 
     torch.set_num_threads(args.threads)
     engines = {}
     for setup in args.setups.split(","):
         options = {"quantize": HALF} if setup == "fp16w" else {"dtype": "auto" if setup in ("q4", "q4f") else setup}
-        os.environ[ACTS_ENV] = "float" if setup == "q4f" else "q8"  # read as the blocks load
-        engines[setup] = load_engine(device="cpu", **options)
-        os.environ.pop(ACTS_ENV)
+        with activations_as("float" if setup == "q4f" else "q8"):
+            engines[setup] = load_engine(device="cpu", **options)
         print(f"{setup}: racer-tui {engines[setup].info.dtype}, {torch.get_num_threads()} threads", flush=True)
     first = next(iter(engines.values()))
     llm = Llama(model_path=str(embedded_gguf()), n_ctx=4096, n_threads=args.threads, n_threads_batch=args.threads,

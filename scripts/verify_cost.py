@@ -69,14 +69,11 @@ def variants(engine: Any, names: list[str]) -> dict[str, Forward]:
                                  f"not {engine.info.dtype}")
             found[name] = LeanForward(weights_from_model(model, family_of(model.config)), half=True)
         elif name in ("lean-q4", "lean-q4f"):  # the embedded GGUF's own blocks in the tree kernel (quant_weights.py)
-            import os
-
-            from racer_core.models.formats.quant_weights import ACTS_ENV
+            from racer_core.models.formats.quant_weights import activations_as
             from racer_core.models.loader import load
 
-            os.environ[ACTS_ENV] = "float" if name == "lean-q4f" else "q8"  # read as the blocks load
-            lean = load(None, device="cpu").lean
-            del os.environ[ACTS_ENV]
+            with activations_as("float" if name == "lean-q4f" else "q8"):
+                lean = load(None, device="cpu").lean
             assert lean is not None and lean.quant, "the GGUF's blocks did not load (see the log)"
             print(f"lean-q4: weights {lean.quant}")
             found[name] = lean

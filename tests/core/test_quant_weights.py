@@ -77,6 +77,12 @@ def test_the_activation_mode_defaults_to_q8_and_is_checked(monkeypatch) -> None:
     monkeypatch.setenv(ACTS_ENV, "int4")
     with pytest.raises(ValueError, match="expected one of q8, float"):
         _quant(plain, Q.Q4_1)
+    from racer_core.models.formats.quant_weights import activations_as
+
+    monkeypatch.setenv(ACTS_ENV, "float")
+    with activations_as("q8"):  # a model loaded inside takes q8; the setting before comes back
+        assert _quant(plain, Q.Q4_1).acts == "q8"
+    assert _quant(plain, Q.Q4_1).acts == "float"
 
 
 @pytest.mark.parametrize("acts", ["q8", "float"])

@@ -1,20 +1,24 @@
 """Linear weights kept in a GGUF's own blocks (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K), multiplied
-by the tree kernel (quant/quant.hpp) with float32 activations.
+by the tree kernel (quant/quant.hpp).
 
 A small model's CPU step reads every weight once; a 4-bit block holds 32
-weights in 18-20 bytes instead of 128, and the kernel unpacks each block
-once per step for all the rows of a tree, in registers and a per-thread
-buffer, so the weights are the file's own values and nothing else is
-rounded. Each output is summed in one fixed order whatever the number of
-rows, their places, or the thread count: a row's result alone is bit for
-bit its result beside other rows (tested), so greedy racer equals ar.
+weights in 18-20 bytes instead of 128, and the kernel reads each block once
+per step for all the rows of a tree. By default each activation row is
+quantized to 8 bits per 32-value block and multiplied in integers, as
+llama.cpp does (quant_q8.hpp); RACER_QUANT_ACTS=float multiplies the unpacked
+weights, the file's own values, with float32 activations. Either way each
+output is summed in one fixed order whatever the number of rows, their
+places, or the thread count: a row's result alone is bit for bit its result
+beside other rows (tested), so greedy racer equals ar.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -57,6 +61,21 @@ def activations() -> str:
     return wanted
 
 
+@contextlib.contextmanager
+def activations_as(mode: str) -> Iterator[None]:
+    """QuantWeights made inside take activation mode `mode` (a model loaded
+    inside, for comparisons); RACER_QUANT_ACTS is as before afterwards."""
+    before = os.environ.get(ACTS_ENV)
+    os.environ[ACTS_ENV] = mode
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[ACTS_ENV]
+        else:
+            os.environ[ACTS_ENV] = before
+
+
 def supported(qtype: int) -> bool:
     return qtype in TYPE_NAMES
 
@@ -80,7 +99,7 @@ class QuantWeight:
     """A (rows, cols) linear weight in ggml blocks: `w(x, bias)` is
     `F.linear(x, w.plain(), bias)` summed in the kernel's fixed order."""
 
-    __slots__ = ("blocks", "qtype", "shape", "dtype", "device", "isa", "acts", "_multiply", "_rows", "_cols")
+    __slots__ = ("blocks", "qtype", "shape", "dtype", "device", "isa", "acts", "_multiply")
 
     def __init__(self, blocks: np.ndarray, qtype: int, rows: int, cols: int, acts: str | None = None) -> None:
         from racer_core.models.formats.quant import _quant
@@ -98,7 +117,6 @@ class QuantWeight:
         if self.acts not in ACTS:
             raise ValueError(f"activations {self.acts!r}: expected one of {', '.join(ACTS)}")
         self._multiply = _quant.matmul_q8 if self.acts == "q8" else _quant.matmul  # looked up once: called per layer
-        self._rows, self._cols = rows, cols
         self.shape, self.dtype, self.device = torch.Size((rows, cols)), torch.float32, torch.device("cpu")
 
     @classmethod
@@ -110,7 +128,7 @@ class QuantWeight:
         return cls(blocks, parts[0].qtype, blocks.shape[0], int(parts[0].shape[1]), parts[0].acts)
 
     def __call__(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-        rows, cols = self._rows, self._cols
+        rows, cols = self.shape
         flat = x.detach().reshape(-1, cols).float().contiguous()
         out = torch.empty((flat.shape[0], rows), dtype=torch.float32)
         self._multiply(self.qtype, self.blocks, rows, cols, flat.numpy(), out.numpy(), self.isa, torch.get_num_threads())

@@ -21,7 +21,6 @@ cdef extern from "quant.hpp" namespace "racer_quant":
                                         const float* x, int64_t T, float* y, int threads) noexcept nogil
     void c_matmul_q8 "racer_quant::matmul_q8"(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols,
                                               const float* x, int64_t T, float* y, int threads) noexcept nogil
-    bint c_has_vnni "racer_quant::has_vnni"()
     void c_quantize_rows "racer_quant::quantize_rows"(const float* x, int64_t T, int64_t cols, int8_t* q,
                                                       float* d, float* s) nogil
     void c_dequantize "racer_quant::dequantize"(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols,
@@ -33,16 +32,6 @@ ISA_NAMES = {0: "none", 1: "avx2", 2: "avx512"}
 def best() -> str:
     """The best ISA the kernel has for this CPU: 'avx512', 'avx2' or 'none'."""
     return ISA_NAMES[best_isa()]
-
-
-def bytes_per_block(int qtype) -> int:
-    """Bytes of one block of ggml type `qtype` (0 if the kernel lacks it)."""
-    return block_bytes(qtype)
-
-
-def values_per_block(int qtype) -> int:
-    """Values in one block of ggml type `qtype`: 32, or 256 for Q4_K and Q6_K (0 if the kernel lacks it)."""
-    return block_values(qtype)
 
 
 cdef int _isa(str isa) except -1:
@@ -104,11 +93,6 @@ def matmul_q8(int qtype, cnp.ndarray blocks, int64_t rows, int64_t cols, cnp.nda
     """As matmul, with each row of x first quantized to 8 bits per 32-value
     block (quantize_rows) and integer products per block, as llama.cpp does."""
     _multiply(c_matmul_q8, qtype, blocks, rows, cols, x, y, isa, threads)
-
-
-def vnni() -> bool:
-    """Whether matmul_q8 with isa 'avx512' uses AVX-512 VNNI on this CPU."""
-    return c_has_vnni()
 
 
 def quantize_rows(cnp.ndarray x) -> tuple:

@@ -177,7 +177,7 @@ inline void fused_rows(int r, const uint8_t* w, int64_t row_bytes, int64_t cols,
 template <int TYPE>
 void matmul_few(const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y, int threads) {
     constexpr int FP = 4;  // output rows per fused panel
-    const int64_t row_bytes = cols / (layout_k<TYPE>() ? 256 : 32) * layout_bytes<TYPE>();
+    const int64_t row_bytes = layout_row_bytes<TYPE>(cols);
     const int64_t panels = (rows + FP - 1) / FP;
 #pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1 && panels > 1)
     for (int64_t i = 0; i < panels; ++i) {
@@ -198,7 +198,7 @@ void matmul_typed(const uint8_t* w, int64_t rows, int64_t cols, const float* x, 
     // The few-rows path reloads 256-bit stores as wider vectors on AVX-512 (a
     // store-forwarding stall per load, 3x slower there): AVX2 only.
     if (VEC::W == 8 && T <= VEC::R) return matmul_few<TYPE>(w, rows, cols, x, T, y, threads);
-    const int64_t row_bytes = cols / (layout_k<TYPE>() ? 256 : 32) * layout_bytes<TYPE>();
+    const int64_t row_bytes = layout_row_bytes<TYPE>(cols);
     const int64_t panels = (rows + PANEL - 1) / PANEL;
 #pragma omp parallel num_threads(threads) if (threads > 1 && panels > 1)
     {

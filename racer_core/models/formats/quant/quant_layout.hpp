@@ -42,6 +42,11 @@ constexpr bool layout_k() {  // 256 values per block
 }
 
 template <int TYPE>
+constexpr int64_t layout_row_bytes(int64_t cols) {  // bytes of a row of `cols` values
+    return cols / (layout_k<TYPE>() ? 256 : 32) * layout_bytes<TYPE>();
+}
+
+template <int TYPE>
 inline const uint8_t* layout_block(const uint8_t* row, int64_t b) {  // the (super-)block holding 32-block b
     return layout_k<TYPE>() ? row + (b >> 3) * layout_bytes<TYPE>() : row + b * layout_bytes<TYPE>();
 }

@@ -20,8 +20,6 @@ namespace {
 
 #include "quant_layout.hpp"
 
-inline float q8_hsum(__m256 v) { return layout_hsum(v); }
-
 // One block of 32 activations: d = amax / 127, q = round-to-nearest-even(x * (127 / amax)),
 // s = d * sum(q). All-zero blocks get d = 0, q = 0.
 inline void q8_quantize_block(const float* x, int8_t* q, float* d, float* s) {
@@ -127,11 +125,6 @@ inline float q8_offset(const uint8_t* row, int64_t b) {
     }
 }
 
-template <int TYPE>
-constexpr int64_t q8_row_bytes(int64_t cols) {
-    return cols / (layout_k<TYPE>() ? 256 : 32) * layout_bytes<TYPE>();
-}
-
 // P output rows times R activation rows. y[r][p] = hsum over lanes of
 // sum_b (dw_b * dx_rb) * int_rb, blocks in ascending order; the offsets are
 // added by the caller.
@@ -164,7 +157,7 @@ inline void q8_tile(const uint8_t* w, int64_t row_bytes, int64_t nb, const int8_
         }
     }
     for (int r = 0; r < R; ++r)
-        for (int p = 0; p < P; ++p) y[r * ldy + p] = q8_hsum(acc[p][r]);
+        for (int p = 0; p < P; ++p) y[r * ldy + p] = layout_hsum(acc[p][r]);
 }
 
 template <int TYPE, int P, int R>
@@ -218,7 +211,7 @@ inline void q8_panel(const uint8_t* w, int64_t row_bytes, int64_t nb, const int8
                 __m256 lanes = _mm256_setzero_ps();
                 int64_t b = 0;
                 for (; b + 8 <= nb; b += 8) lanes = _mm256_fmadd_ps(_mm256_loadu_ps(cp + b), _mm256_loadu_ps(sp + b), lanes);
-                float corr = q8_hsum(lanes);
+                float corr = layout_hsum(lanes);
                 for (; b < nb; ++b) corr = std::fma(cp[b], sp[b], corr);
                 y[r * ldy + p] += corr;
             }
@@ -245,7 +238,7 @@ template <int TYPE>
 void q8_matmul_typed(const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
                      int threads) {
     const int64_t nb = cols / 32;
-    const int64_t row_bytes = q8_row_bytes<TYPE>(cols);
+    const int64_t row_bytes = layout_row_bytes<TYPE>(cols);
     std::vector<int8_t> xq(static_cast<size_t>(T * cols));
     std::vector<float> xd(static_cast<size_t>(T * nb)), xs(static_cast<size_t>(T * nb));
     q8_quantize_rows(x, T, cols, xq.data(), xd.data(), xs.data());
