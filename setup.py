@@ -34,11 +34,12 @@ quant = Extension(
     "racer_core.models.formats.quant._quant",
     sources=["racer_core/models/formats/quant/_quant.pyx", "racer_core/models/formats/quant/quant.cpp",
              "racer_core/models/formats/quant/quant_avx2.cpp", "racer_core/models/formats/quant/quant_avx512.cpp",
-             "racer_core/models/formats/quant/quant_vnni.cpp"],
-    include_dirs=["racer_core/models/formats/quant", np.get_include()],
+             "racer_core/models/formats/quant/quant_vnni.cpp", "racer_core/models/formats/quant/layer.cpp",
+             "racer_core/verify/attention_kernel.cpp"],
+    include_dirs=["racer_core/models/formats/quant", "racer_core/verify", np.get_include()],
     language="c++",
     extra_compile_args=[*compile_args, "-fopenmp", "-ffp-contract=off"],
-    extra_link_args=[*link_args, "-fopenmp"],
+    extra_link_args=[*link_args, "-fopenmp", "-pthread"],
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
 )
 

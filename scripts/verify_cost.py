@@ -6,7 +6,8 @@ median round are reported, and ratios against the first variant. `lean` is
 the lean forward as the engine runs it (weights packed once for oneDNN where
 the CPU takes them, packed_linear.py), `lean-flinear` the same on the plain
 weights with F.linear, `lean-fp16w` with --fp16-weights (half_weights.py), `lean-q4` the embedded GGUF's
-own Q4_1/Q8_0 blocks in the tree kernel (formats/quant_weights.py, the default for a GGUF on a CPU),
+own Q4_1/Q8_0 blocks in the tree kernel (formats/quant_weights.py, the default for a GGUF on a CPU; each
+layer one C++ call, formats/quant_layer.py), `lean-q4-torch` the same with the layer body in torch ops,
 `lean-sdpa` the lean forward with SDPA attention instead of the batch-invariant kernel
 (racer_core/verify/attention.py). `--isa avx2` measures the AVX2 class on an AVX-512
 machine (the process starts again with the libraries limited, cpu_class.py).
@@ -68,14 +69,16 @@ def variants(engine: Any, names: list[str]) -> dict[str, Forward]:
                 raise SystemExit(f"lean-fp16w multiplies float32 activations: run it with --dtype float32, "
                                  f"not {engine.info.dtype}")
             found[name] = LeanForward(weights_from_model(model, family_of(model.config)), half=True)
-        elif name in ("lean-q4", "lean-q4f"):  # the embedded GGUF's own blocks in the tree kernel (quant_weights.py)
+        elif name in ("lean-q4", "lean-q4f", "lean-q4-torch"):  # the embedded GGUF's own blocks (quant_weights.py)
             from racer_core.models.formats.quant_weights import activations_as
             from racer_core.models.loader import load
 
             with activations_as("float" if name == "lean-q4f" else "q8"):
                 lean = load(None, device="cpu").lean
             assert lean is not None and lean.quant, "the GGUF's blocks did not load (see the log)"
-            print(f"lean-q4: weights {lean.quant}")
+            if name == "lean-q4-torch":  # the layer body in torch ops instead of one C++ call (quant_layer.py)
+                lean.fused = None
+            print(f"{name}: weights {lean.quant}, layers {'fused' if lean.fused is not None else 'in torch ops'}")
             found[name] = lean
         elif name == "lean-compiled":
             lean = LeanForward(weights_from_model(model, family_of(model.config)), pack=False)

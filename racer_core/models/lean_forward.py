@@ -25,6 +25,7 @@ from racer_core.models.families import family_of
 from racer_core.models.family import Family
 from racer_core.models.formats.half_weights import HalfWeight, halve_weights, is_half
 from racer_core.models.formats.packed_linear import PackedWeight, is_packed, linear, pack_weights
+from racer_core.models.formats.quant_layer import FusedLayers
 from racer_core.models.formats.quant_weights import QuantWeight, describe
 from racer_core.verify.attention import attend
 
@@ -168,6 +169,8 @@ class LeanForward:
         self.quant = describe(self.weights)  # e.g. 'gguf Q4_1+Q8_0': a GGUF's own blocks (quant_weights.py)
         self.scale = weights.head_dim**-0.5
         self.dtype = weights.embed.dtype
+        # every linear in a GGUF's blocks: each layer is one C++ call (quant_layer.py)
+        self.fused = FusedLayers(self.weights, self.scale) if FusedLayers.fits(self.weights) else None
         self._cos = self._sin = self._sin_signed = torch.empty(0)
         self._grow_rope(1024)
 
@@ -207,11 +210,22 @@ class LeanForward:
         sizes = [part.ids.shape[0] for part in parts]
         ids = parts[0].ids if len(parts) == 1 else torch.cat([part.ids for part in parts])
         positions = parts[0].positions if len(parts) == 1 else torch.cat([part.positions for part in parts])
-        t = ids.shape[0]
-        cos = self._cos[positions][None, None]  # (1, 1, T, D)
-        sin_signed = self._sin_signed[positions][None, None]
+        cos, sin_signed = self._cos[positions], self._sin_signed[positions]  # (T, D)
         # a GGUF's tied embedding stays in its blocks (quant_weights.py): rows dequantized as looked up
         h = (F.embedding(ids, w.embed) if isinstance(w.embed, torch.Tensor) else w.embed.rows(ids))[None]  # (1, T, H)
+        if self.fused is not None and h.dtype == torch.float32 and h.device.type == "cpu":
+            flat = h[0].contiguous()
+            captured = self.fused.run(flat, cos, sin_signed, parts, capture)
+            h = flat[None]
+        else:
+            h, captured = self._layers(h, cos[None, None], sin_signed[None, None], parts, sizes, capture)
+        return self._head(h, parts, sizes, captured, capture)
+
+    def _layers(self, h: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor, parts: list[Part],
+                sizes: list[int], capture: tuple[int, ...]) -> tuple[torch.Tensor, dict[int, torch.Tensor]]:
+        """The decoder layers in torch ops: h (1, T, H) in, out; the states entering the `capture` layers."""
+        w = self.weights
+        t = h.shape[1]
         nq, nkv, d = w.heads * w.head_dim, w.kv_heads * w.head_dim, w.head_dim
         captured: dict[int, torch.Tensor] = {}
         for index, layer in enumerate(w.layers):
@@ -241,6 +255,11 @@ class LeanForward:
             x = _rms(h, layer.post_norm, w.eps)
             gate, up = linear(x, layer.gate_up).chunk(2, dim=-1)
             h = h + linear(F.silu(gate) * up, layer.down)
+        return h, captured
+
+    def _head(self, h: torch.Tensor, parts: list[Part], sizes: list[int], captured: dict[int, torch.Tensor],
+              capture: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+        w = self.weights
         # Only the rows whose logits are asked for go through the head.
         keep, start = [], 0
         for part, size in zip(parts, sizes, strict=True):

@@ -70,6 +70,26 @@ class TreeCacheLayer:
         self.values = self._v[..., : self.length, :]
         return self.keys, self.values
 
+    def open_rows(self, n: int, kv_heads: int, head_dim: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """The key and value buffers, (1, kv_heads, capacity, head_dim), with room
+        for n more rows at [length, length + n): a kernel writes them there in
+        place (formats/quant_layer.py), then `advance(n)`."""
+        if not self.is_initialized:
+            self.device = torch.device("cpu")
+            self._k = torch.empty((1, kv_heads, _MIN_CAPACITY, head_dim), dtype=dtype)
+            self._v = torch.empty((1, kv_heads, _MIN_CAPACITY, head_dim), dtype=dtype)
+            self.is_initialized = True
+        self._reserve(self.length + n)
+        assert self._k is not None and self._v is not None
+        return self._k, self._v
+
+    def advance(self, n: int) -> None:
+        """Count the n rows written after `open_rows`."""
+        assert self._k is not None and self._v is not None
+        self.length += n
+        self.keys = self._k[..., : self.length, :]
+        self.values = self._v[..., : self.length, :]
+
     def keep(self, base: int, rows: torch.Tensor | None, count: int) -> None:
         """Keep [0, base) plus rows base + rows[i] moved to base + i."""
         if self._k is not None and rows is not None:

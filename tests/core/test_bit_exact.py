@@ -26,7 +26,8 @@ from racer_core.verify import attention
 pytestmark = pytest.mark.skipif(attention._attention is None, reason="the attention extension is not built")
 
 DENSE = tuple(sorted(FAMILIES))
-PRECISIONS = ("float32", "bfloat16", "fp16-weights", "q4_1-q8", "q4_1-float")
+PRECISIONS = ("float32", "bfloat16", "fp16-weights", "q4_1-q8", "q4_1-float", "q4_1-q8-torch")
+"""q4_1-*: a GGUF's blocks through the fused C++ layers (formats/quant_layer.py); -torch: through torch ops."""
 
 
 def lean_for(family: str, precision: str) -> LeanForward:
@@ -40,7 +41,11 @@ def lean_for(family: str, precision: str) -> LeanForward:
             pytest.skip("the 4-bit kernel does not run on this CPU")
         from quant_helpers import quantized_lean
 
-        return quantized_lean(tiny_model(family, seed=4), gguf.GGMLQuantizationType.Q4_1, precision.split("-")[1])[0]
+        lean = quantized_lean(tiny_model(family, seed=4), gguf.GGMLQuantizationType.Q4_1, precision.split("-")[1])[0]
+        assert lean.fused is not None
+        if precision.endswith("-torch"):
+            lean.fused = None
+        return lean
     dtype = torch.bfloat16 if precision == "bfloat16" else torch.float32
     lean = lean_forward_for(tiny_model(family, seed=4, dtype=dtype), half=precision == "fp16-weights")
     assert lean is not None

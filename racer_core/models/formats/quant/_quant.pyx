@@ -125,3 +125,140 @@ def dequantize(int qtype, cnp.ndarray blocks, int64_t rows, int64_t cols, str is
     with nogil:
         c_dequantize(code, qtype, w, rows, cols, op)
     return out
+
+
+# ---------------------------------------------------------------- one decoder layer a call (layer.hpp)
+
+from libcpp.vector cimport vector
+
+cdef extern from "layer.hpp" namespace "racer_quant":
+    cdef struct QuantLinear:
+        int type
+        const uint8_t* blocks
+        int64_t rows, cols
+
+    cdef struct LayerWeights:
+        QuantLinear qkv, o, gate_up, down
+        const float* input_norm
+        const float* post_norm
+        const float* qkv_bias
+        const float* q_norm
+        const float* k_norm
+
+    cdef struct LayerShape:
+        int64_t hidden, heads, kv_heads, head_dim, inter
+        float eps, scale
+        int isa
+        bint q8
+        int threads
+
+    cdef struct PartCache:
+        int64_t rows
+        float* k
+        float* v
+        int64_t head_stride
+        int64_t length
+        const float* mask
+        int64_t mask_row
+        float masked_below
+
+    void c_decoder_layer "racer_quant::decoder_layer"(const LayerShape& shape, const LayerWeights& w, float* h,
+                                                      int64_t T, const float* cos, const float* sin_signed,
+                                                      const PartCache* parts, int64_t n_parts) except + nogil
+
+
+cdef QuantLinear _linear(tuple weight, int64_t rows, int64_t cols) except *:
+    """(type, blocks) checked as a (rows, cols) matrix."""
+    cdef int qtype = weight[0]
+    cdef cnp.ndarray blocks = weight[1]
+    _check_blocks(qtype, blocks, rows, cols)
+    cdef QuantLinear out
+    out.type = qtype
+    out.blocks = <const uint8_t*> cnp.PyArray_DATA(blocks)
+    out.rows = rows
+    out.cols = cols
+    return out
+
+
+cdef const float* _vector(object array, int64_t size, str name) except? NULL:
+    if array is None:
+        return NULL
+    cdef cnp.ndarray a = array
+    if a.dtype != np.float32 or a.ndim != 1 or not a.flags.c_contiguous or a.shape[0] != size:
+        raise ValueError(f"{name} must be a C-contiguous float32 vector of {size}")
+    return <const float*> cnp.PyArray_DATA(a)
+
+
+cdef class DecoderLayers:
+    """A model's decoder layers on block-quantized linears, run by layer.hpp.
+
+    Each spec is (qkv, o, gate_up, down, input_norm, post_norm, qkv_bias,
+    q_norm, k_norm): the linears as (type, blocks), the rest float32 numpy
+    vectors or None. The arrays are kept alive here."""
+
+    cdef vector[LayerWeights] layers
+    cdef LayerShape shape
+    cdef list keep
+
+    def __init__(self, list specs, int64_t hidden, int64_t heads, int64_t kv_heads, int64_t head_dim,
+                 int64_t inter, float eps, float scale, str isa, bint q8):
+        if hidden <= 0 or heads <= 0 or kv_heads <= 0 or heads % kv_heads or head_dim <= 0 or head_dim % 2 or inter <= 0:
+            raise ValueError("bad layer shape")
+        self.shape.hidden, self.shape.heads, self.shape.kv_heads = hidden, heads, kv_heads
+        self.shape.head_dim, self.shape.inter, self.shape.eps, self.shape.scale = head_dim, inter, eps, scale
+        self.shape.isa = _isa(isa)
+        self.shape.q8 = q8
+        self.shape.threads = 1
+        self.keep = specs
+        cdef int64_t nq = heads * head_dim, width = nq + 2 * kv_heads * head_dim
+        cdef LayerWeights w
+        for spec in specs:
+            qkv, o, gate_up, down, input_norm, post_norm, qkv_bias, q_norm, k_norm = spec
+            w.qkv = _linear(qkv, width, hidden)
+            w.o = _linear(o, hidden, nq)
+            w.gate_up = _linear(gate_up, 2 * inter, hidden)
+            w.down = _linear(down, hidden, inter)
+            w.input_norm = _vector(input_norm, hidden, "input_norm")
+            w.post_norm = _vector(post_norm, hidden, "post_norm")
+            w.qkv_bias = _vector(qkv_bias, width, "qkv_bias")
+            w.q_norm = _vector(q_norm, head_dim, "q_norm")
+            w.k_norm = _vector(k_norm, head_dim, "k_norm")
+            if w.input_norm == NULL or w.post_norm == NULL or (w.q_norm == NULL) != (w.k_norm == NULL):
+                raise ValueError("each layer needs both norms, and q_norm with k_norm")
+            self.layers.push_back(w)
+
+    def __len__(self) -> int:
+        return self.layers.size()
+
+    def run(self, int first, int last, size_t h, int64_t T, size_t cos, size_t sin_signed, list parts,
+            cnp.ndarray caches, int threads) -> None:
+        """Layers [first, last) on h (T x hidden float32, in place). cos and
+        sin_signed: T x head_dim float32. parts: per sequence (rows, length,
+        mask pointer, mask row stride, masked_below); caches: int64 (parts,
+        layers, 3), each layer's key and value buffer pointers and head stride.
+        The caller vouches for the pointers (racer_core/models/formats/quant_layer.py)."""
+        cdef int64_t n = len(parts), L = self.layers.size()
+        if not (0 <= first <= last <= L) or threads < 1 or T <= 0:
+            raise ValueError("bad layer range, thread count or row count")
+        if caches.dtype != np.int64 or caches.ndim != 3 or not caches.flags.c_contiguous \
+                or caches.shape[0] != n or caches.shape[1] != L or caches.shape[2] != 3:
+            raise ValueError(f"caches must be C-contiguous int64 ({n}, {L}, 3)")
+        cdef vector[PartCache] cs = vector[PartCache](n)
+        cdef int64_t p, layer
+        for p in range(n):
+            rows, length, mask, mask_row, below = parts[p]
+            cs[p].rows, cs[p].length = rows, length
+            cs[p].mask = <const float*> <size_t> mask
+            cs[p].mask_row = mask_row
+            cs[p].masked_below = below
+        cdef const int64_t* ptrs = <const int64_t*> cnp.PyArray_DATA(caches)
+        cdef LayerShape shape = self.shape
+        shape.threads = threads
+        with nogil:
+            for layer in range(first, last):
+                for p in range(n):
+                    cs[p].k = <float*> <size_t> ptrs[(p * L + layer) * 3]
+                    cs[p].v = <float*> <size_t> ptrs[(p * L + layer) * 3 + 1]
+                    cs[p].head_stride = ptrs[(p * L + layer) * 3 + 2]
+                c_decoder_layer(shape, self.layers[layer], <float*> h, T, <const float*> cos,
+                                <const float*> sin_signed, cs.data(), n)

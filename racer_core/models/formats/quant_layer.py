@@ -1,0 +1,111 @@
+"""The lean forward's decoder layers as one C++ call each, where all of a
+model's linears are in a GGUF's blocks (quant/layer.hpp).
+
+With 4-bit weights the linears of a small model's step take a few
+milliseconds, and the thirty-odd small torch ops around them in every layer
+(norms, rope, the cache writes, residual adds, silu) take nearly as long
+again in dispatch. Here each layer is one call into the extension, which runs
+the same steps on the same buffers: the keys and values go straight into each
+sequence's TreeCache buffers, attention is the same batch-invariant kernel
+(racer_core/verify/attention_kernel.hpp). Every row is computed from its own
+values in one fixed order, so a tree row still gets the bits plain decoding
+gets for its token (tests/core/test_bit_exact.py).
+
+RACER_FUSED_LAYERS=0 keeps the torch layer body (for comparisons).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from racer_core.models.formats.quant_weights import QuantWeight
+
+DISABLE_ENV = "RACER_FUSED_LAYERS"
+
+
+def _vector(t: torch.Tensor | None) -> np.ndarray | None:
+    return None if t is None else t.detach().float().contiguous().numpy()
+
+
+class FusedLayers:
+    """All the decoder layers of a LeanWeights whose linears are QuantWeights of one activation mode."""
+
+    def __init__(self, weights: Any, scale: float) -> None:
+        from racer_core.models.formats.quant import _quant
+
+        first = weights.layers[0].qkv
+        specs = []
+        for layer in weights.layers:
+            specs.append((
+                (layer.qkv.qtype, layer.qkv.blocks), (layer.o.qtype, layer.o.blocks),
+                (layer.gate_up.qtype, layer.gate_up.blocks), (layer.down.qtype, layer.down.blocks),
+                _vector(layer.input_norm), _vector(layer.post_norm), _vector(layer.qkv_bias),
+                _vector(layer.q_norm), _vector(layer.k_norm),
+            ))
+        self.kv_heads, self.head_dim = weights.kv_heads, weights.head_dim
+        self.count = len(weights.layers)
+        self._layers = _quant.DecoderLayers(
+            specs, int(first.shape[1]), weights.heads, weights.kv_heads, weights.head_dim,
+            int(weights.layers[0].gate_up.shape[0]) // 2, float(weights.eps), float(scale), first.isa,
+            first.acts == "q8")
+
+    @staticmethod
+    def fits(weights: Any) -> bool:
+        """Whether every layer's four linears are QuantWeights with one ISA and activation mode."""
+        if os.environ.get(DISABLE_ENV, "1") == "0" or not weights.layers:
+            return False
+        linears = [w for layer in weights.layers for w in (layer.qkv, layer.o, layer.gate_up, layer.down)]
+        if not all(isinstance(w, QuantWeight) for w in linears):
+            return False
+        if len({(w.isa, w.acts) for w in linears}) != 1:
+            return False
+        try:
+            from racer_core.models.formats.quant import _quant
+        except ImportError:
+            return False
+        return hasattr(_quant, "DecoderLayers")
+
+    def run(self, h: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor, parts: Sequence[Any],
+            capture: tuple[int, ...] = ()) -> dict[int, torch.Tensor]:
+        """Every layer on h ((T, hidden) float32, contiguous, updated in place);
+        cos and sin_signed (T, head_dim) for the rows' positions. Each part's
+        rows are appended to its cache. Returns the states entering the
+        `capture` layers (copies)."""
+        t = h.shape[0]
+        meta, keep = [], []
+        caches = np.empty((len(parts), self.count, 3), dtype=np.int64)
+        for p, part in enumerate(parts):
+            rows = part.ids.shape[0]
+            length = part.cache.layers[0].length
+            mask = part.mask
+            below = torch.finfo(mask.dtype).min / 2  # the mask's "not visible" is its dtype's minimum
+            mask = mask.reshape(rows, -1).float().contiguous()
+            if mask.shape[1] != length + rows:
+                raise ValueError(f"mask {tuple(part.mask.shape)} for {rows} rows after {length} cached")
+            keep.append(mask)
+            meta.append((rows, length, mask.data_ptr(), mask.stride(0), below))
+            for index, layer in enumerate(part.cache.layers):
+                if layer.length != length:
+                    raise ValueError("the cache's layers hold different lengths")
+                k, v = layer.open_rows(rows, self.kv_heads, self.head_dim, torch.float32)
+                caches[p, index] = (k.data_ptr(), v.data_ptr(), k.stride(1))
+        if sum(m[0] for m in meta) != t:
+            raise ValueError("the parts' rows do not add up to the pass's")
+        threads = torch.get_num_threads()
+        captured: dict[int, torch.Tensor] = {}
+        start = 0
+        for stop in [*sorted(i for i in set(capture) if 0 <= i < self.count), self.count]:
+            self._layers.run(start, stop, h.data_ptr(), t, cos.data_ptr(), sin_signed.data_ptr(), meta, caches,
+                             threads)
+            if stop < self.count:
+                captured[stop] = h.clone()
+            start = stop
+        for part in parts:
+            for layer in part.cache.layers:
+                layer.advance(part.ids.shape[0])
+        return captured

@@ -1,0 +1,134 @@
+"""The fused decoder layers (racer_core/models/formats/quant/layer.hpp, one C++
+call a layer where every linear is in a GGUF's blocks): the same values as the
+torch layer body on the same weights, every row the same bits alone, in a
+tree or beside other sequences, and bad input refused in one line. Whether
+tree rows equal plain decoding bit for bit through them is
+tests/core/test_bit_exact.py's q4_1 precisions."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from racer_core.models.families import FAMILIES
+from racer_core.models.formats.quant_weights import kernel_isa
+from racer_core.models.lean_forward import LeanForward, Part
+from racer_core.testing import tiny_model
+from racer_core.testing.bit_exact import SHAPES, tree_mask
+from racer_core.verify.kv_cache import TreeCache
+from racer_core.verify.tree_attention import TreeMaskBuilder
+
+gguf = pytest.importorskip("gguf")
+pytestmark = pytest.mark.skipif(kernel_isa() is None, reason="the 4-bit kernel does not run on this CPU")
+MASKS = TreeMaskBuilder(torch.float32, "cpu", None)
+
+
+def fused_and_torch(family: str, acts: str) -> tuple[LeanForward, LeanForward]:
+    """A lean forward on Q4_1 blocks through the fused layers, and one on the same weights through torch ops."""
+    from quant_helpers import quantized_lean
+
+    fused = quantized_lean(tiny_model(family, seed=4), gguf.GGMLQuantizationType.Q4_1, acts)[0]
+    assert fused.fused is not None, "the fused layers were not used"
+    plain = copy.copy(fused)
+    plain.fused = None
+    return fused, plain
+
+
+def run_steps(lean: LeanForward, capture: tuple[int, ...] = ()) -> tuple[list, TreeCache]:
+    """A prompt, then a deep-branch tree: each pass's logits (and captured states), and the cache."""
+    gen = torch.Generator().manual_seed(1)
+    cache = TreeCache(len(lean.weights.layers))
+    prompt = torch.randint(0, 100, (13,), generator=gen)
+    outs = [lean(prompt, torch.arange(13), MASKS.causal(0, 13), cache, capture=capture)]
+    parents = SHAPES["deep branch"]
+    ancestors, depths = tree_mask(parents)
+    tokens = torch.randint(0, 100, (len(parents),), generator=gen)
+    outs.append(lean(tokens, torch.from_numpy(depths) + 13, MASKS.build(13, ancestors, depths), cache, capture=capture))
+    return outs, cache
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_fused_layers_compute_the_torch_layer_body(family: str) -> None:
+    """Float activations: the two differ only in the order of RMSNorm's sum and in silu's exp."""
+    fused, plain = fused_and_torch(family, "float")
+    with torch.inference_mode():
+        (got, got_cache), (want, want_cache) = run_steps(fused), run_steps(plain)
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+    for a, b in zip(got_cache.layers, want_cache.layers, strict=True):
+        assert a.length == b.length
+        torch.testing.assert_close(a.keys, b.keys, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(a.values, b.values, rtol=1e-4, atol=1e-4)
+
+
+def test_captured_states_are_those_entering_the_layers() -> None:
+    fused, plain = fused_and_torch("llama", "float")
+    with torch.inference_mode():
+        got, _ = run_steps(fused, capture=(0, 1))
+        want, _ = run_steps(plain, capture=(0, 1))
+    for (logits_a, states_a), (logits_b, states_b) in zip(got, want, strict=True):
+        torch.testing.assert_close(logits_a, logits_b, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(states_a, states_b, rtol=1e-4, atol=1e-4)
+    assert not torch.equal(got[0][1][:, :64], got[0][1][:, 64:])  # two different layers' states
+
+
+@pytest.mark.parametrize("acts", ["q8", "float"])
+def test_a_batched_pass_gives_each_part_its_own_bits(acts: str) -> None:
+    """Several sequences in one pass, of different lengths: each part's logits and cache
+    torch.equal to its pass alone (more than 3 rows: the row-wise steps run threaded)."""
+    fused, _ = fused_and_torch("qwen3", acts)
+    layers = len(fused.weights.layers)
+    gen = torch.Generator().manual_seed(2)
+    with torch.inference_mode():
+        alone, together = [], []
+        for size, context in ((1, 9), (7, 20), (4, 3)):
+            before = torch.randint(0, 100, (context,), generator=gen)
+            ids = torch.randint(0, 100, (size,), generator=gen)
+            for parts in (alone, together):
+                cache = TreeCache(layers)
+                fused(before, torch.arange(context), MASKS.causal(0, context), cache)
+                parts.append(Part(ids, torch.arange(context, context + size), MASKS.causal(context, size), cache))
+        expected = [fused(p.ids, p.positions, p.mask, p.cache) for p in alone]
+        got = fused.batch(together)
+    assert all(torch.equal(a, b) for a, b in zip(expected, got, strict=True))
+    for a, b in zip(alone, together, strict=True):
+        for x, y in zip(a.cache.layers, b.cache.layers, strict=True):
+            assert torch.equal(x.keys, y.keys) and torch.equal(x.values, y.values)
+
+
+def test_the_fused_layers_are_left_out_where_a_linear_is_not_in_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from racer_core.models.formats.quant_layer import DISABLE_ENV, FusedLayers
+
+    fused, _ = fused_and_torch("llama", "q8")
+    weights = fused.weights
+    mixed = replace(weights, layers=[replace(weights.layers[0], o=weights.layers[0].o.plain()), *weights.layers[1:]])
+    assert FusedLayers.fits(weights) and not FusedLayers.fits(mixed)
+    monkeypatch.setenv(DISABLE_ENV, "0")
+    assert not FusedLayers.fits(weights)
+
+
+def test_bad_layer_input_is_refused_in_one_line() -> None:
+    from racer_core.models.formats.quant import _quant
+
+    fused, _ = fused_and_torch("llama", "q8")
+    layers = fused.fused._layers
+    qkv = fused.weights.layers[0].qkv
+    norm = np.ones(int(qkv.shape[1]), dtype=np.float32)
+    bad = [((qkv.qtype, qkv.blocks), (qkv.qtype, qkv.blocks), (qkv.qtype, qkv.blocks), (qkv.qtype, qkv.blocks),
+            norm, norm, None, None, None)]
+    w = fused.weights
+    with pytest.raises(ValueError, match="do not hold") as error:
+        _quant.DecoderLayers(bad, int(qkv.shape[1]), w.heads, w.kv_heads, w.head_dim, 64, 1e-6, 0.125, qkv.isa, True)
+    assert "\n" not in str(error.value)
+    h = torch.zeros((1, int(qkv.shape[1])))
+    cos = torch.zeros((1, w.head_dim))
+    with pytest.raises(ValueError, match="caches must be"):
+        layers.run(0, 1, h.data_ptr(), 1, cos.data_ptr(), cos.data_ptr(), [], np.zeros((1, 1, 3), np.int64), 1)
+    with pytest.raises(ValueError, match="bad layer range"):
+        layers.run(0, len(layers) + 1, h.data_ptr(), 1, cos.data_ptr(), cos.data_ptr(), [],
+                   np.zeros((0, len(layers), 3), np.int64), 1)
