@@ -636,7 +636,16 @@ void run(const AttendArgs& a) {
     if (a.threads <= 1 || items == 1 || work < kThreadedWork) {
         for (int64_t index = 0; index < items; ++index) item(index);
     } else {
+#ifdef _OPENMP
+        // Built into the 4-bit kernel's extension (formats/quant/layer.cpp): the same
+        // OpenMP threads as the block matmuls around it, rather than a second set
+        // of threads competing with them for the cores.
+        const int threads = static_cast<int>(std::min<int64_t>(a.threads, items));
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+        for (int64_t index = 0; index < items; ++index) item(index);
+#else
         pool().run(items, static_cast<int>(std::min<int64_t>(a.threads, items)), item);
+#endif
     }
 }
 
