@@ -168,7 +168,7 @@ class RacerEngine:
             key = ("v2", *self._identity(), self.info.device, self.info.dtype,
                    str(torch.get_num_threads()), torch.__version__)
             if self.lean is not None:  # the two forwards cost differently; a stock engine keeps its curves
-                key = (*key, "lean", *(["packed"] if self.lean.packed else []))
+                key = (*key, "lean", *self.lean.cost_identity())
             key = (*key, *cpu_class.limits())  # a limited CPU class (cpu_class.py) costs differently
             def told(measurement: int) -> None:
                 if progress:

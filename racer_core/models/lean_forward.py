@@ -185,6 +185,15 @@ class LeanForward:
         half = self._sin.shape[-1] // 2
         self._sin_signed = torch.cat((-self._sin[:, :half], self._sin[:, half:]), dim=-1)
 
+    def cost_identity(self) -> list[str]:
+        """What sets this forward's costs apart, for the cost curve's cache key: packed
+        weights; a GGUF's blocks with their activation mode and layer body."""
+        found = ["packed"] if self.packed else []
+        if self.quant:
+            acts = {w.acts for layer in self.weights.layers for w in (layer.qkv, layer.down) if isinstance(w, QuantWeight)}
+            found += [self.quant, *sorted(acts), "fused layers" if self.fused is not None else "torch layers"]
+        return found
+
     def __call__(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: Any,
                  logit_rows: int | None = None, capture: tuple[int, ...] = ()) -> Any:
         """Logits (T, vocab) for the T fed tokens; only the first `logit_rows` rows if given.

@@ -132,3 +132,12 @@ def test_bad_layer_input_is_refused_in_one_line() -> None:
     with pytest.raises(ValueError, match="bad layer range"):
         layers.run(0, len(layers) + 1, h.data_ptr(), 1, cos.data_ptr(), cos.data_ptr(), [],
                    np.zeros((0, len(layers), 3), np.int64), 1)
+
+
+def test_the_cost_curve_key_tells_the_layer_bodies_and_activation_modes_apart() -> None:
+    """A cost curve measured on one forward is never read for another (engine.cost_curve's key)."""
+    fused, plain = fused_and_torch("llama", "q8")
+    floats, _ = fused_and_torch("llama", "float")
+    keys = {tuple(lean.cost_identity()) for lean in (fused, plain, floats)}
+    assert len(keys) == 3
+    assert fused.cost_identity() == ["gguf Q4_1", "q8", "fused layers"]
