@@ -56,6 +56,17 @@ def weak_attention_engine() -> Any:
     return RacerEngine(model, tiny_tokenizer(), "tiny-qwen3")
 
 
+def replica_engine() -> Any:
+    """weak_attention_engine in a process of its own (a Ray Serve replica), where conftest's fixture does
+    not run: on the tests' scripted cost curve all the same, so it times nothing."""
+    from conftest import scripted_on  # tests/ is on the replica's path
+
+    from racer_core.budget import cost_curve
+
+    cost_curve.load_or_measure = lambda key, grid, measure, *args, **kwargs: scripted_on(grid)
+    return weak_attention_engine()
+
+
 class Recorder:
     """An observer that keeps what the worker told: (kind, job id, outcome, tokens)."""
 

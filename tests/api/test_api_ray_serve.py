@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from api_helpers import client, running, weak_attention_engine
+from api_helpers import client, replica_engine, running, weak_attention_engine
 from fake_engine import FakeEngine, factory_for
 from time_limit import time_limit
 
@@ -51,7 +51,7 @@ def replicas():
     os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(TESTS), str(TESTS / "api"), *filter(None, [before])])
     session = tempfile.mkdtemp(prefix="ray-")  # Ray's session folder, removed after
     port = _free_port()
-    spec = ReplicaSpec(weak_attention_engine, ServerSettings(), "127.0.0.1", queue=16, max_batch=4, max_rows=256)
+    spec = ReplicaSpec(replica_engine, ServerSettings(), "127.0.0.1", queue=16, max_batch=4, max_rows=256)
     try:
         with time_limit(START_LIMIT_S, "starting two API replicas on a local Ray cluster"):
             ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
