@@ -5,7 +5,7 @@ Each replica is a Ray actor (a process of its own) that loads its own engine
 and runs its own engine worker and batch, so --max-batch, --queue and
 --max-rows apply per replica. Serve's router sends a replica at most
 --max-batch + --queue requests at once and holds up to --queue more (then it
-answers 503). Answers are the single server's, statistics per request; each
+answers 429). Answers are the single server's, statistics per request; each
 names its replica in the `X-Racer-Replica` header, and each replica logs one
 line per request (Ray forwards them to this terminal when it started Ray).
 
@@ -120,7 +120,10 @@ def start(spec: ReplicaSpec, address: str, replicas: int, port: int, cpus: int, 
     deployment = serve.deployment(
         serve.ingress(_Forward())(ApiReplica), name="api", num_replicas=replicas,
         ray_actor_options={"num_cpus": cpus, "num_gpus": gpus},
+        # Serve's router holds what the replicas have no room for, up to --queue, then answers 429 as a full
+        # queue does (Serve's own text, without Retry-After)
         max_ongoing_requests=spec.max_batch + spec.queue, max_queued_requests=spec.queue,
+        backpressure_config={"status_code": 429},
         max_constructor_retry_count=1,  # a replica that cannot load its model fails the start, once
         logging_config={"log_level": "WARNING", "enable_access_log": False},
     )

@@ -98,6 +98,8 @@ def _origin(text: str) -> str:
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser, **hooks: Any) -> int:
     if not 0 <= args.port < 65536:
         parser.error("--port must be between 0 and 65535")
+    if args.port == 0 and (args.ray_address is not None or args.replicas is not None):
+        parser.error("replicas need a fixed --port, not 0: Serve's proxy is started on the port given")
     key = args.api_key if args.api_key is not None else os.environ.get(KEY_ENV) or None
     if not is_loopback(args.host):
         if not args.allow_remote:

@@ -119,3 +119,9 @@ def test_the_replica_options_without_the_extra_are_refused_in_one_line(monkeypat
         assert main(["api", "--headless", *words], engine_factory=factory_for(FakeEngine())) == 1
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and 'pip install -e ".[serve]"' in err and "Traceback" not in err
+
+
+def test_replicas_need_a_fixed_port(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["api", "--replicas", "2", "--port", "0"])
+    assert exc.value.code == 2 and "replicas need a fixed --port" in capsys.readouterr().err
