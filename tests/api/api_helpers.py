@@ -59,12 +59,15 @@ def weak_attention_engine() -> Any:
 def replica_engine() -> Any:
     """weak_attention_engine in a process of its own (a Ray Serve replica), where conftest's fixture does
     not run: on the tests' scripted cost curve all the same, so it times nothing."""
-    from conftest import scripted_on  # tests/ is on the replica's path
+    from scripted_curve import script_cost_curves  # tests/ is on the replica's path
 
-    from racer_core.budget import cost_curve
-
-    cost_curve.load_or_measure = lambda key, grid, measure, *args, **kwargs: scripted_on(grid)
+    script_cost_curves()
     return weak_attention_engine()
+
+
+def replica_factory(model_path: str | None, *, device: str = "auto", dtype: str = "auto", progress: Any = None) -> Any:
+    """An engine factory as the command takes one (engine_factory), building replica_engine: pickles by name."""
+    return replica_engine()
 
 
 class Recorder:

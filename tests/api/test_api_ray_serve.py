@@ -1,35 +1,39 @@
-"""`racer-tui api` as two Ray Serve replicas on a local cluster of 2 CPU workers,
-tiny model: concurrent requests through Serve's proxy get the single server's
-greedy replies with their own statistics, and both replicas answer. Without
-the extra, the replica options alone are refused in one line.
+"""`racer-tui api --replicas 2` on a local Ray cluster, tiny model: concurrent
+requests through Serve's proxy get the single server's greedy replies with
+their own statistics, both replicas answer, the guard holds, and Ctrl-C tears
+it all down. Without the extra, the replica options alone are refused in one line.
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import shutil
+import signal
 import socket
+import subprocess
 import sys
 import tempfile
+import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from api_helpers import client, replica_engine, running, weak_attention_engine
+from api_helpers import client, running, weak_attention_engine
 from fake_engine import FakeEngine, factory_for
 from time_limit import time_limit
 
-from racer_tui.api import ray_replicas
-from racer_tui.api.ray_replicas import REPLICA_HEADER, ReplicaSpec
-from racer_tui.api.server import ServerSettings
+from racer_tui.api.ray_replicas import REPLICA_HEADER
 from racer_tui.cli import main
 
 TESTS = Path(__file__).resolve().parents[1]
 ROOT = TESTS.parent
-START_LIMIT_S = 240  # a 2-CPU cluster, Serve and two replicas loading torch, on a loaded 2-core machine
+START_LIMIT_S = 240  # Ray, Serve and two replicas loading torch, on a loaded 2-core machine
 TEST_LIMIT_S = 180
 PROMPTS = [f"Count with me: {i} {i + 1} {i + 2}. The cat sat on the mat, and the dog sat on the" for i in range(8)]
 TOKENS = 24
@@ -41,32 +45,50 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@dataclass
+class Served:
+    process: subprocess.Popen
+    url: str
+    port: int
+    lines: list[str]
+
+
 @pytest.fixture(scope="module")
-def replicas():
-    """Two replicas of the tiny model behind Serve's proxy on a free loopback port; yields the base URL."""
-    ray = pytest.importorskip("ray", reason="Ray Serve is an optional extra (pip install -e '.[serve]')")
-    serve = pytest.importorskip("ray.serve", reason="Ray Serve is an optional extra (pip install -e '.[serve]')")
-    # The replicas import this checkout (and api_helpers, the loader's module), whatever is installed.
-    before = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(TESTS), str(TESTS / "api"), *filter(None, [before])])
-    session = tempfile.mkdtemp(prefix="ray-")  # Ray's session folder, removed after
+def served():
+    """`racer-tui api --replicas 2` in a process of its own, on a free loopback port, with the tiny model."""
+    pytest.importorskip("ray.serve", reason="Ray Serve is an optional extra (pip install -e '.[serve]')")
     port = _free_port()
-    spec = ReplicaSpec(replica_engine, ServerSettings(), "127.0.0.1", queue=16, max_batch=4, max_rows=256)
+    session = tempfile.mkdtemp(prefix="ray-")  # Ray's session folder, removed after
+    script = ("import sys\nfrom api_helpers import replica_factory\nfrom racer_tui.cli import main\n"
+              f"sys.exit(main(['api', '--replicas', '2', '--replica-cpus', '1', '--max-batch', '4', '--port', '{port}', "
+              "'--headless'], engine_factory=replica_factory))\n")
+    # The replicas import this checkout (and api_helpers, the factory's module), whatever is installed.
+    path = os.pathsep.join([str(ROOT), str(TESTS), str(TESTS / "api")])
+    env = {**os.environ, "PYTHONPATH": path, "RAY_TMPDIR": session}
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, cwd=ROOT, env=env)
+    lines: list[str] = []
+    said: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [(lines.append(x), said.put(x)) for x in process.stdout], daemon=True).start()
     try:
-        with time_limit(START_LIMIT_S, "starting two API replicas on a local Ray cluster"):
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
-                     _temp_dir=session)
-            ray_replicas.start(spec, ray_replicas.LOCAL, replicas=2, port=port, cpus=1)
-        yield ray_replicas.url("127.0.0.1", port)
+        deadline = time.monotonic() + START_LIMIT_S
+        while not any(" serving " in line for line in lines):
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail("the replicas did not start:\n" + "".join(lines[-30:]))
+            try:
+                said.get(timeout=1)
+            except queue.Empty:
+                pass
+        yield Served(process, f"http://127.0.0.1:{port}/v1", port, lines)
     finally:
-        if ray.is_initialized():
-            serve.shutdown()
-        ray.shutdown()
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
         shutil.rmtree(session, ignore_errors=True)
-        if before is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = before
 
 
 def _ask(url: str, prompt: str, stream: bool = False):
@@ -84,7 +106,7 @@ def _ask(url: str, prompt: str, stream: bool = False):
     return text, usage.completion_tokens, usage.model_extra["racer"], replica
 
 
-def test_two_replicas_answer_concurrent_requests_as_one_server_does(replicas) -> None:
+def test_two_replicas_answer_concurrent_requests_as_one_server_does(served) -> None:
     with running(weak_attention_engine()) as single:
         expected = {p: _ask(single.url, p)[0] for p in PROMPTS}
     seen: set[str] = set()
@@ -92,9 +114,10 @@ def test_two_replicas_answer_concurrent_requests_as_one_server_does(replicas) ->
     with time_limit(TEST_LIMIT_S, "requests to the replicas"):
         for _ in range(3):  # Serve's router picks replicas at random: rounds until both answered
             with ThreadPoolExecutor(len(PROMPTS)) as pool:
-                answers = list(pool.map(lambda i: _ask(replicas, PROMPTS[i], stream=i % 4 == 0), range(len(PROMPTS))))
+                answers = list(pool.map(lambda i: _ask(served.url, PROMPTS[i], stream=i % 4 == 0),
+                                        range(len(PROMPTS))))
             for prompt, (text, tokens, racer, replica) in zip(PROMPTS, answers, strict=True):
-                assert text == expected[prompt]
+                assert text == expected[prompt], (prompt, replica)
                 assert tokens == TOKENS and racer["method"] == "racer" and racer["steps"] >= 1
                 seen.add(replica)
                 accepted += racer["accepted_tokens"]
@@ -104,12 +127,19 @@ def test_two_replicas_answer_concurrent_requests_as_one_server_does(replicas) ->
     assert accepted > 0  # the replicas drafted, and their drafts were checked against the single server's text
 
 
-def test_the_replicas_keep_the_servers_guard(replicas) -> None:
-    port = urllib.parse.urlsplit(replicas).port
-    request = urllib.request.Request(replicas + "/models", headers={"Host": f"rebound.example:{port}"})  # DNS rebinding
-    with pytest.raises(urllib.error.HTTPError) as refused:
+def test_the_replicas_keep_the_servers_guard(served) -> None:
+    request = urllib.request.Request(served.url + "/models", headers={"Host": f"rebound.example:{served.port}"})
+    with pytest.raises(urllib.error.HTTPError) as refused:  # DNS rebinding
         urllib.request.urlopen(request, timeout=30)
     assert refused.value.code == 403 and b"host_not_allowed" in refused.value.read()
+
+
+def test_ctrl_c_tears_the_replicas_down(served) -> None:
+    served.process.send_signal(signal.SIGINT)
+    assert served.process.wait(60) == 130  # 128 + SIGINT, as the single server
+    with pytest.raises(OSError), socket.create_connection(("127.0.0.1", served.port), timeout=5):
+        pass  # Serve's proxy is gone with the Ray this command started
+    assert not any("Traceback" in line for line in served.lines), "".join(served.lines[-30:])
 
 
 def test_the_replica_options_without_the_extra_are_refused_in_one_line(monkeypatch, capsys) -> None:
