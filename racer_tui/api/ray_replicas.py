@@ -32,7 +32,6 @@ from racer_tui.host_names import url_name
 APP_NAME = "racer-tui-api"
 REPLICA_HEADER = "X-Racer-Replica"
 LOCAL = "local"
-START_TIMEOUT_S = 600.0  # loading a model in every replica
 
 
 @dataclass(frozen=True)
