@@ -14,11 +14,11 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
+from scripted_curve import scripted_on
 
 from racer_core.budget import cost_curve
 
@@ -41,17 +41,13 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(_root, "torchinduc
 collect_ignore = ["test_automaton_paper_alignment.py"]
 
 
-SCRIPTED_CURVE = cost_curve.CostCurve([1, 2, 4, 8, 16, 32, 64], [0.010, 0.0102, 0.0104, 0.0108, 0.0116, 0.0132, 0.0164])
-"""What every test engine's verification costs: a little more per token (drafting pays), the same on any machine."""
-
-
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "measures_cost_curve: runs the real cost-curve measurement (on a fake clock)")
 
 
 @pytest.fixture(autouse=True)
 def scripted_cost_curve(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No test times anything: every engine gets SCRIPTED_CURVE instead of
+    """No test times anything: every engine gets scripted_curve.SCRIPTED_CURVE instead of
     measuring its forward on this machine, so `auto` drafts alike everywhere.
     A test of the measuring code marks itself `measures_cost_curve` and must
     bring a fake clock: the measurement fails the test if it ran on the real one."""
@@ -72,10 +68,6 @@ def scripted_cost_curve(request: pytest.FixtureRequest, monkeypatch: pytest.Monk
         return real(key, grid, measured, *args, **kwargs)
 
     monkeypatch.setattr(cost_curve, "load_or_measure", fake_clocks_only)
-
-
-def scripted_on(grid: Sequence[int]) -> cost_curve.CostCurve:
-    return SCRIPTED_CURVE.on_grid(grid)
 
 
 @pytest.fixture

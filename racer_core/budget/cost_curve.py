@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -79,7 +80,8 @@ def save_curve(key_parts: Sequence[str], curve: CostCurve, busy: bool = False, m
     """Keep the curve in the cache (atomically: a reader never sees half a file)."""
     path = curve_cache_path(key_parts)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    # a temporary file of this thread's own: engines in other processes (API replicas) save the same key
+    tmp = path.with_name(f"{path.stem}.{os.getpid()}-{threading.get_ident()}.tmp")
     doc = {**curve.to_json(), "key": list(key_parts), "busy": busy, "measurements": measurements}
     tmp.write_text(json.dumps(doc))
     tmp.replace(path)

@@ -8,7 +8,9 @@
     server      the Starlette routes, server-sent events
     service     uvicorn, the socket, the headless log
     monitor     the live Textual monitor
+    ray_replicas  the same app as Ray Serve replicas (--ray-address, --replicas)
 
-Needs the `api` extra (Starlette, uvicorn, sse-starlette, pydantic); torch is
-imported only by the engine, when the command loads the model.
+Needs the `api` extra (Starlette, uvicorn, sse-starlette, pydantic), replicas the
+`serve` extra (Ray Serve); torch is imported only by the engine, when the command
+(or a replica) loads the model.
 """

@@ -43,6 +43,25 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def engine_routes(engine: Engine, settings: ServerSettings, queue: int = DEFAULT_QUEUE,
+                  observers: list[Observer] | None = None, refused: Refused | None = None,
+                  max_batch: int = DEFAULT_MAX_BATCH, max_rows: int = DEFAULT_MAX_ROWS) -> tuple[Any, EngineWorker, ApiServer]:
+    """The batcher (None: one request at a time), the engine worker and the routes over `engine`."""
+    # An engine with a lean forward batches its requests' passes; others
+    # (the stock forward, the tests' scripted engine) serve one at a time.
+    batched = getattr(engine, "batched", None) if max_batch > 1 else None
+    batcher = batched(max_rows) if batched is not None else None
+    worker = EngineWorker(queue, observers, max_batch, batcher.seat if batcher else None)
+    return batcher, worker, ApiServer(engine, worker, settings, refused)
+
+
+def guarded_app(routes: ApiServer, host: str, refused: Refused | None) -> RequestGuard:
+    """The routes' ASGI app behind the request guard (Host names on loopback, web origins)."""
+    settings = routes.settings
+    served = None if settings.allow_remote else LOOPBACK_NAMES | {url_name(host)}
+    return RequestGuard(routes.app(), served, settings.allowed_origins, refused)
+
+
 class ApiService:
     def __init__(self, engine: Engine, settings: ServerSettings, host: str = "127.0.0.1", port: int = 8000,
                  queue: int = DEFAULT_QUEUE, observers: list[Observer] | None = None,
@@ -51,14 +70,9 @@ class ApiService:
         self.engine = engine
         self.settings = settings
         self.host = host
-        # An engine with a lean forward batches its requests' passes; others
-        # (the stock forward, the tests' scripted engine) serve one at a time.
-        batched = getattr(engine, "batched", None) if max_batch > 1 else None
-        self.batcher = batched(max_rows) if batched is not None else None
-        self.worker = EngineWorker(queue, observers, max_batch, self.batcher.seat if self.batcher else None)
-        self.routes = ApiServer(engine, self.worker, settings, refused)
-        served = None if settings.allow_remote else LOOPBACK_NAMES | {url_name(host)}
-        self.app = RequestGuard(self.routes.app(), served, settings.allowed_origins, self._refused)
+        self.batcher, self.worker, self.routes = engine_routes(engine, settings, queue, observers, refused,
+                                                               max_batch, max_rows)
+        self.app = guarded_app(self.routes, host, self._refused)
         self.sock = bind(host, port)
         self.port = int(self.sock.getsockname()[1])
         config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off",

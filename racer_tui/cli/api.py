@@ -75,6 +75,16 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="largest request body (default: 8 MiB)")
     g.add_argument("--headless", action="store_true",
                    help="no monitor: one log line per request (the default when output is not a terminal)")
+    g = p.add_argument_group("replicas on Ray Serve (pip install -e '.[serve]')")
+    g.add_argument("--ray-address", default=None, metavar="ADDR",
+                   help="serve from Ray Serve replicas, each with its own engine and batch, behind Serve's proxy on "
+                        "--host/--port: ADDR is a cluster's HOST:PORT, auto (the one running on this machine) or "
+                        "local (start Ray here); always headless")
+    g.add_argument("--replicas", type=at_least(1), default=None, metavar="N",
+                   help="replicas to serve from (default: 1; without --ray-address Ray is started here)")
+    g.add_argument("--replica-cpus", type=at_least(1), default=None, metavar="N",
+                   help="CPUs each replica reserves (default: this machine's cores shared among the replicas); "
+                        "--device cuda gives each replica one GPU")
 
 
 def _origin(text: str) -> str:
@@ -88,6 +98,8 @@ def _origin(text: str) -> str:
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser, **hooks: Any) -> int:
     if not 0 <= args.port < 65536:
         parser.error("--port must be between 0 and 65535")
+    if args.port == 0 and (args.ray_address is not None or args.replicas is not None):
+        parser.error("replicas need a fixed --port, not 0: Serve's proxy is started on the port given")
     key = args.api_key if args.api_key is not None else os.environ.get(KEY_ENV) or None
     if not is_loopback(args.host):
         if not args.allow_remote:
@@ -105,31 +117,66 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser, **hooks: Any)
         print_error(f"racer-tui api needs the api extra: pip install 'racer-tui[api]' (missing: {', '.join(missing)})")
         return 1
     try:
+        if args.ray_address is not None or args.replicas is not None:
+            return _serve_replicas(args, key, hooks)
         return _serve(args, key, hooks)
     except RacerError as exc:
         print_error(str(exc))
         return 1
 
 
-def _serve(args: argparse.Namespace, key: str | None, hooks: dict[str, Any]) -> int:
+def _settings(args: argparse.Namespace, key: str | None) -> Any:
     from racer_tui.api.server import ServerSettings
-    from racer_tui.api.service import ApiService, headless_log
-    from racer_tui.engine_loader import default_engine_factory, quiet_loading_bars
 
-    headless = args.headless or not sys.stdout.isatty()
-    quiet_loading_bars()
-    factory = hooks.get("engine_factory") or functools.partial(default_engine_factory, **o.load_arguments(args))
-
-    def progress(message: str, fraction: float | None) -> None:
-        print(f"racer-tui api: {message}", file=sys.stderr, flush=True)
-
-    engine = factory(args.model_path, device=args.device, dtype=args.dtype, progress=progress)
-    settings = ServerSettings(api_key=key, max_body=args.max_body, default_method=args.method,
-                              max_tokens=args.max_tokens, allow_remote=args.allow_remote,
-                              allowed_origins=tuple(args.allow_origin))
-    max_batch = 1 if args.sequential else args.max_batch
     if not is_loopback(args.host):
         print_warning(f"serving on {args.host}: anyone who has the key can run requests on this machine")
+    return ServerSettings(api_key=key, max_body=args.max_body, default_method=args.method,
+                          max_tokens=args.max_tokens, allow_remote=args.allow_remote,
+                          allowed_origins=tuple(args.allow_origin))
+
+
+def _factory(args: argparse.Namespace, hooks: dict[str, Any]) -> Any:
+    from racer_tui.engine_loader import default_engine_factory, quiet_loading_bars
+
+    quiet_loading_bars()
+    return hooks.get("engine_factory") or functools.partial(default_engine_factory, **o.load_arguments(args))
+
+
+def progress(message: str, fraction: float | None) -> None:
+    print(f"racer-tui api: {message}", file=sys.stderr, flush=True)
+
+
+def _serve_replicas(args: argparse.Namespace, key: str | None, hooks: dict[str, Any]) -> int:
+    from racer_tui.api import ray_replicas
+    from racer_tui.engine_loader import describe
+
+    ray_replicas.import_serve()  # refused in one line before anything starts
+    if not args.headless and sys.stdout.isatty():
+        print("racer-tui api: replicas run headless (the monitor watches one engine in this process)",
+              file=sys.stderr, flush=True)
+    replicas = args.replicas or 1
+    loader = functools.partial(_factory(args, hooks), args.model_path, device=args.device, dtype=args.dtype,
+                               progress=progress)
+    spec = ray_replicas.ReplicaSpec(loader, _settings(args, key), args.host, args.queue,
+                                    1 if args.sequential else args.max_batch, args.max_rows)
+    try:
+        ray_replicas.serve_until_interrupted(
+            spec, args.ray_address or ray_replicas.LOCAL, replicas, args.port,
+            ray_replicas.cpus_per_replica(replicas, args.replica_cpus),
+            1.0 if args.device.startswith("cuda") else 0.0, describe(args.model_path))
+    except KeyboardInterrupt:
+        return 128 + signal.SIGINT
+    return 0
+
+
+def _serve(args: argparse.Namespace, key: str | None, hooks: dict[str, Any]) -> int:
+    from racer_tui.api.service import ApiService, headless_log
+
+    headless = args.headless or not sys.stdout.isatty()
+    factory = _factory(args, hooks)
+    engine = factory(args.model_path, device=args.device, dtype=args.dtype, progress=progress)
+    settings = _settings(args, key)
+    max_batch = 1 if args.sequential else args.max_batch
     if headless:
         observe, refused = headless_log()
         service = ApiService(engine, settings, args.host, args.port, args.queue, [observe], refused, max_batch,

@@ -56,6 +56,20 @@ def weak_attention_engine() -> Any:
     return RacerEngine(model, tiny_tokenizer(), "tiny-qwen3")
 
 
+def replica_engine() -> Any:
+    """weak_attention_engine in a process of its own (a Ray Serve replica), where conftest's fixture does
+    not run: on the tests' scripted cost curve all the same, so it times nothing."""
+    from scripted_curve import script_cost_curves  # tests/ is on the replica's path
+
+    script_cost_curves()
+    return weak_attention_engine()
+
+
+def replica_factory(model_path: str | None, *, device: str = "auto", dtype: str = "auto", progress: Any = None) -> Any:
+    """An engine factory as the command takes one (engine_factory), building replica_engine: pickles by name."""
+    return replica_engine()
+
+
 class Recorder:
     """An observer that keeps what the worker told: (kind, job id, outcome, tokens)."""
 

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 from conftest import scripted_on
 from engine_helpers import SMALL_VOCAB
 
-from racer_core.budget.cost_curve import CPU_GRID, MAX_MEASUREMENTS, CostCurve, curve_cache_path, load_or_measure
+from racer_core.budget.cost_curve import (
+    CPU_GRID,
+    MAX_MEASUREMENTS,
+    CostCurve,
+    curve_cache_path,
+    load_or_measure,
+    save_curve,
+)
 from racer_core.budget.tree_policy import EfficientSizes, TreePolicy
 from racer_core.drafting.automaton import Automaton
 from racer_core.engine.decoder import SequenceDecoder
@@ -35,6 +44,23 @@ def test_curve_is_measured_once_and_kept_as_measured(tmp_path, monkeypatch) -> N
     assert first.seconds == [1.0, 3.0, 2.0]
     again = load_or_measure(("m", "cpu"), (1, 2, 4), measure)
     assert again.seconds == first.seconds and calls == [1, 2, 4]
+
+
+def test_engines_saving_one_curve_at_once_do_not_collide(tmp_path, monkeypatch) -> None:
+    # API replicas on one machine measure the same model and save its curve at the same time
+    monkeypatch.setenv("RACER_TUI_CACHE_DIR", str(tmp_path))
+    curve = CostCurve([1, 2], [1.0, 2.0])
+    start = threading.Barrier(8)
+
+    def save(_: int) -> None:
+        start.wait()
+        for _ in range(50):
+            save_curve(("m", "cpu"), curve)
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(save, range(8)))  # a saver's error is raised here
+    assert json.loads(curve_cache_path(("m", "cpu")).read_text())["seconds"] == [1.0, 2.0]
+    assert not list(tmp_path.glob("cost/*.tmp"))
 
 
 def test_a_quick_measure_times_a_few_sizes_and_interpolates_the_grid(tmp_path, monkeypatch) -> None:
