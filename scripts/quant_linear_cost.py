@@ -5,13 +5,15 @@ and the tied Q8_0 head): `fp32` packed once for oneDNN (today's default,
 packed_linear.py), `fp16` fbgemm's float16 weights (--fp16-weights), `q4`
 the GGUF's blocks in the tree kernel with float32 activations, `q4q8` the same
 blocks with activations quantized to 8 bits per block (integer products, the
-default; quant_weights.py; threads: torch's count), a `-1t` suffix runs a format on one thread. Rounds are interleaved (every
+default; quant_weights.py; threads: torch's count), `q8q8` the same weights
+quantized again to Q8_0 blocks (8-bit weights and activations, W8A8), a `-1t` suffix runs a format on one thread. Rounds are interleaved (every
 format, every T), so a busy moment on a shared machine hits all alike; the
 fastest round is reported with its ratio to the format's one-row step.
 
     python scripts/quant_linear_cost.py --sizes 1,2,4,8,16,32
     python scripts/quant_linear_cost.py --sizes 1,2,4,8,16,32 --isa avx2
     python scripts/quant_linear_cost.py --formats fp32-1t,fp16-1t,q4-1t,q4q8-1t --clock cpu  # a loaded machine
+    python scripts/quant_linear_cost.py --formats q4q8,q8q8 --sizes 1,8,32  # W4A8 against W8A8
 """
 
 from __future__ import annotations
@@ -53,7 +55,12 @@ def step_weights(formats: list[str]) -> dict[str, list[Any]]:
                                   "q4q8": [QuantWeight(w.blocks, w.qtype, *w.shape, acts="q8") for w in fused]}
     for fmt in formats:
         kind = fmt.removesuffix("-1t")
-        if kind not in made:
+        if kind == "q8q8" and kind not in made:  # W8A8: the 4-bit values in Q8_0 blocks (8-bit weights)
+            from gguf import GGMLQuantizationType, quants
+
+            made[kind] = [QuantWeight(quants.quantize(w.plain().numpy(), GGMLQuantizationType.Q8_0), 8, *w.shape,
+                                      acts="q8") for w in fused]
+        elif kind not in made:
             made[kind] = [(PackedWeight if kind == "fp32" else HalfWeight)(w.plain()) for w in fused]
         found[fmt] = made[kind]
     torch.manual_seed(0)
