@@ -65,9 +65,7 @@ class TreeCacheLayer:
         assert self._k is not None and self._v is not None
         self._k[..., self.length : self.length + n, :] = key_states
         self._v[..., self.length : self.length + n, :] = value_states
-        self.length += n
-        self.keys = self._k[..., : self.length, :]
-        self.values = self._v[..., : self.length, :]
+        self.advance(n)
         return self.keys, self.values
 
     def open_rows(self, n: int, kv_heads: int, head_dim: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -75,16 +73,14 @@ class TreeCacheLayer:
         for n more rows at [length, length + n): a kernel writes them there in
         place (formats/quant_layer.py), then `advance(n)`."""
         if not self.is_initialized:
-            self.device = torch.device("cpu")
-            self._k = torch.empty((1, kv_heads, _MIN_CAPACITY, head_dim), dtype=dtype)
-            self._v = torch.empty((1, kv_heads, _MIN_CAPACITY, head_dim), dtype=dtype)
-            self.is_initialized = True
+            shape = torch.empty((1, kv_heads, 0, head_dim), dtype=dtype)  # the buffers' shape and dtype, on the CPU
+            self.lazy_initialization(shape, shape)
         self._reserve(self.length + n)
         assert self._k is not None and self._v is not None
         return self._k, self._v
 
     def advance(self, n: int) -> None:
-        """Count the n rows written after `open_rows`."""
+        """Count the n rows written after the cached ones (by `update`, or by a kernel after `open_rows`)."""
         assert self._k is not None and self._v is not None
         self.length += n
         self.keys = self._k[..., : self.length, :]
