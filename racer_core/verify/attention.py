@@ -33,6 +33,12 @@ DISABLE_ENV = "RACER_EXACT_ATTENTION"
 _DTYPES = (torch.float32, torch.bfloat16)
 
 
+def masked_below(mask: torch.Tensor) -> float:
+    """The threshold under which a mask entry hides its key: a mask's "not
+    visible" is its dtype's minimum (tree_attention.TreeMaskBuilder), "visible" 0."""
+    return torch.finfo(mask.dtype).min / 2
+
+
 def exact_available(dtype: torch.dtype, device: torch.device | str = "cpu") -> bool:
     """Whether `attend` takes the batch-invariant kernel for tensors of this dtype and device."""
     return (_attention is not None and os.environ.get(DISABLE_ENV, "1") != "0" and dtype in _DTYPES
@@ -70,7 +76,7 @@ def exact_attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask
         raise ValueError(f"attend: mask {tuple(mask.shape)} for {rows} rows over {length} keys")
     if q.dtype not in _DTYPES or keys.dtype != q.dtype or values.dtype != q.dtype:
         raise ValueError(f"attend: dtypes {q.dtype}, {keys.dtype}, {values.dtype}")
-    neg = torch.finfo(mask.dtype).min / 2  # the mask's "not visible" is its dtype's minimum
+    neg = masked_below(mask)
     if mask.dtype not in _DTYPES:
         mask = mask.float()
     mask = mask.reshape(rows, length)

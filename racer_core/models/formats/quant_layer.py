@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from racer_core.models.formats.quant_weights import QuantWeight
+from racer_core.verify.attention import masked_below
 
 DISABLE_ENV = "RACER_FUSED_LAYERS"
 
@@ -83,7 +84,7 @@ class FusedLayers:
             rows = part.ids.shape[0]
             length = part.cache.layers[0].length
             mask = part.mask
-            below = torch.finfo(mask.dtype).min / 2  # the mask's "not visible" is its dtype's minimum
+            below = masked_below(mask)
             mask = mask.reshape(rows, -1).float().contiguous()
             if mask.shape[1] != length + rows:
                 raise ValueError(f"mask {tuple(part.mask.shape)} for {rows} rows after {length} cached")
