@@ -81,3 +81,35 @@ def mismatches(lean: Any, prompt: list[int], steps: tuple[str, ...] = STEPS, see
     return found
 
 
+
+
+def batch_mismatches(lean: Any, shapes: list[tuple[int, int]], gen: torch.Generator, vocab: int = 100) -> list[str]:
+    """Sequences of (rows, cached tokens) each set up twice: one copy passed
+    alone, the other beside the rest in one LeanForward.batch; every
+    difference in a part's logits or in its cache, in words."""
+    from racer_core.models.lean_forward import Part
+
+    layers = len(lean.weights.layers)
+    masks = TreeMaskBuilder(lean.dtype, "cpu", None)
+    alone: list[Part] = []
+    together: list[Part] = []
+    with torch.inference_mode():
+        for size, context in shapes:
+            before = torch.randint(0, vocab, (context,), generator=gen)
+            ids = torch.randint(0, vocab, (size,), generator=gen)
+            for parts in (alone, together):
+                cache = TreeCache(layers)
+                lean(before, torch.arange(context), masks.causal(0, context), cache)
+                parts.append(Part(ids, torch.arange(context, context + size), masks.causal(context, size), cache))
+        expected = [lean(p.ids, p.positions, p.mask, p.cache) for p in alone]
+        got = lean.batch(together)
+    found = []
+    for i, (want, have, a, b) in enumerate(zip(expected, got, alone, together, strict=True)):
+        if want.shape != have.shape:
+            found.append(f"part {i}: logits of shape {tuple(have.shape)}, alone {tuple(want.shape)}")
+        elif not torch.equal(want, have):
+            found.append(f"part {i}: logits differ by up to {(want.float() - have.float()).abs().max().item():.3g}")
+        for index, (x, y) in enumerate(zip(a.cache.layers, b.cache.layers, strict=True)):
+            if not (torch.equal(x.keys, y.keys) and torch.equal(x.values, y.values)):
+                found.append(f"part {i}: layer {index}'s cache differs")
+    return found

@@ -15,9 +15,9 @@ import torch
 
 from racer_core.models.families import FAMILIES
 from racer_core.models.formats.quant_weights import kernel_isa
-from racer_core.models.lean_forward import LeanForward, Part
+from racer_core.models.lean_forward import LeanForward
 from racer_core.testing import tiny_model
-from racer_core.testing.bit_exact import SHAPES, tree_mask
+from racer_core.testing.bit_exact import SHAPES, batch_mismatches, tree_mask
 from racer_core.verify.kv_cache import TreeCache
 from racer_core.verify.tree_attention import TreeMaskBuilder
 
@@ -80,23 +80,7 @@ def test_a_batched_pass_gives_each_part_its_own_bits(acts: str) -> None:
     """Several sequences in one pass, of different lengths: each part's logits and cache
     torch.equal to its pass alone (more than 3 rows: the row-wise steps run threaded)."""
     fused, _ = fused_and_torch("qwen3", acts)
-    layers = len(fused.weights.layers)
-    gen = torch.Generator().manual_seed(2)
-    with torch.inference_mode():
-        alone, together = [], []
-        for size, context in ((1, 9), (7, 20), (4, 3)):
-            before = torch.randint(0, 100, (context,), generator=gen)
-            ids = torch.randint(0, 100, (size,), generator=gen)
-            for parts in (alone, together):
-                cache = TreeCache(layers)
-                fused(before, torch.arange(context), MASKS.causal(0, context), cache)
-                parts.append(Part(ids, torch.arange(context, context + size), MASKS.causal(context, size), cache))
-        expected = [fused(p.ids, p.positions, p.mask, p.cache) for p in alone]
-        got = fused.batch(together)
-    assert all(torch.equal(a, b) for a, b in zip(expected, got, strict=True))
-    for a, b in zip(alone, together, strict=True):
-        for x, y in zip(a.cache.layers, b.cache.layers, strict=True):
-            assert torch.equal(x.keys, y.keys) and torch.equal(x.values, y.values)
+    assert batch_mismatches(fused, [(1, 9), (7, 20), (4, 3)], torch.Generator().manual_seed(2)) == []
 
 
 def test_the_fused_layers_are_left_out_where_a_linear_is_not_in_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
