@@ -134,12 +134,12 @@ void decoder_layer(const LayerShape& s, const LayerWeights& w, float* h, int64_t
         if (w.qkv_bias != nullptr)
             for (int64_t i = 0; i < width; ++i) row[i] = row[i] + w.qkv_bias[i];
         for (int64_t head = 0; head < s.heads + s.kv_heads; ++head) {  // q heads, then k heads
-            float* x = row + head * D;
+            float* vec = row + head * D;
             if (w.q_norm != nullptr) {
-                rms_norm(x, head < s.heads ? w.q_norm : w.k_norm, D, s.eps, tmp.data());
-                std::memcpy(x, tmp.data(), sizeof(float) * D);
+                rms_norm(vec, head < s.heads ? w.q_norm : w.k_norm, D, s.eps, tmp.data());
+                std::memcpy(vec, tmp.data(), sizeof(float) * D);
             }
-            rope(x, cos + t * D, sin_signed + t * D, D, tmp.data());
+            rope(vec, cos + t * D, sin_signed + t * D, D, tmp.data());
         }
     }
     int64_t start = 0;
