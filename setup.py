@@ -50,8 +50,8 @@ attention = Extension(
     sources=["racer_core/verify/_attention.pyx", "racer_core/verify/attention_kernel.cpp"],
     include_dirs=["racer_core/verify"],
     language="c++",
-    extra_compile_args=[*compile_args, "-ffp-contract=off", "-pthread"],
-    extra_link_args=[*link_args, "-pthread"],
+    extra_compile_args=[*compile_args, "-ffp-contract=off", "-pthread", "-fopenmp"],
+    extra_link_args=[*link_args, "-pthread", "-fopenmp"],
 )
 
 setup(ext_modules=cythonize([extension, quant, attention], language_level=3, compiler_directives={"boundscheck": False, "wraparound": False}))

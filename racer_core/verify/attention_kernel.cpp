@@ -151,6 +151,7 @@ struct Portable {
 };
 
 #define RACER_AVX2 __attribute__((target("avx2,fma")))
+#define RACER_AVX2_LAMBDA __attribute__((target("avx2,fma")))
 
 RACER_AVX2 inline float fold(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // l0+l4 .. l3+l7
@@ -189,9 +190,46 @@ RACER_AVX2 inline __m128 fold4(__m256 s0, __m256 s1, __m256 s2, __m256 s3) {
     return _mm_add_ps(_mm_movelh_ps(x01, x23), _mm_movehl_ps(x23, x01));
 }
 
+// fold() of three heads' sums over the same four keys (a[j], b[j], c[j]: key j) at
+// once, each key's lanes added by fold's tree (operands swapped at most, which
+// changes no bit); out[0..2]: the four keys' results of each head.
+RACER_AVX2 inline void fold12(const __m256* a, const __m256* b, const __m256* c, __m128* out) {
+    // [x: l0+l4, l1+l5, l2+l6, l3+l7 | y: the same]
+    auto halves = [](__m256 x, __m256 y) RACER_AVX2_LAMBDA {
+        return _mm256_add_ps(_mm256_permute2f128_ps(x, y, 0x20), _mm256_permute2f128_ps(x, y, 0x31));
+    };
+    // from keys 0|1 and 2|3: [k0: (l0+l4)+(l2+l6), (l1+l5)+(l3+l7), k2: the same | k1, k3: the same]
+    auto pairs = [](__m256 s01, __m256 s23) RACER_AVX2_LAMBDA {
+        return _mm256_add_ps(_mm256_shuffle_ps(s01, s23, _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm256_shuffle_ps(s01, s23, _MM_SHUFFLE(3, 2, 3, 2)));
+    };
+    const __m256 va = pairs(halves(a[0], a[1]), halves(a[2], a[3]));
+    const __m256 vb = pairs(halves(b[0], b[1]), halves(b[2], b[3]));
+    const __m256 vc = pairs(halves(c[0], c[1]), halves(c[2], c[3]));
+    // the last addition: [a.k0, a.k2, b.k0, b.k2 | a.k1, a.k3, b.k1, b.k3], and c's likewise
+    const __m256 ab = _mm256_add_ps(_mm256_shuffle_ps(va, vb, _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm256_shuffle_ps(va, vb, _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m256 cc = _mm256_add_ps(_mm256_shuffle_ps(vc, vc, _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm256_shuffle_ps(vc, vc, _MM_SHUFFLE(3, 1, 3, 1)));
+    __m128 lo = _mm256_castps256_ps128(ab), hi = _mm256_extractf128_ps(ab, 1);
+    out[0] = _mm_unpacklo_ps(lo, hi);
+    out[1] = _mm_unpackhi_ps(lo, hi);
+    out[2] = _mm_unpacklo_ps(_mm256_castps256_ps128(cc), _mm256_extractf128_ps(cc, 1));
+}
+
+// The mask entries of four keys; keys in a row (a block the row sees whole, the
+// usual case) are read at once.
+RACER_AVX2 inline __m128 mask4(const float* mask, const int32_t* keys) {
+    return keys[3] - keys[0] == 3 ? _mm_loadu_ps(mask + keys[0])
+                                  : _mm_setr_ps(mask[keys[0]], mask[keys[1]], mask[keys[2]], mask[keys[3]]);
+}
+
+RACER_AVX2 inline void store4(__m128 folded, float scale, __m128 mask, float* out) {
+    _mm_storeu_ps(out, _mm_add_ps(_mm_mul_ps(folded, _mm_set1_ps(scale)), mask));
+}
+
 RACER_AVX2 inline void store4(__m128 folded, float scale, const float* mask, const int32_t* keys, float* out) {
-    __m128 m = _mm_setr_ps(mask[keys[0]], mask[keys[1]], mask[keys[2]], mask[keys[3]]);
-    _mm_storeu_ps(out, _mm_add_ps(_mm_mul_ps(folded, _mm_set1_ps(scale)), m));
+    store4(folded, scale, mask4(mask, keys), out);
 }
 
 struct Avx2 {
@@ -220,8 +258,9 @@ struct Avx2 {
                 a3 = _mm256_fmadd_ps(x, kc, a3);
                 b3 = _mm256_fmadd_ps(y, kc, b3);
             }
-            store4(fold4(a0, a1, a2, a3), scale, mask, keys + i, out0 + i);
-            store4(fold4(b0, b1, b2, b3), scale, mask, keys + i, out1 + i);
+            const __m128 m = mask4(mask, keys + i);
+            store4(fold4(a0, a1, a2, a3), scale, m, out0 + i);
+            store4(fold4(b0, b1, b2, b3), scale, m, out1 + i);
         }
         if (i < n) {
             dots(q0, padded, k, stride, keys + i, n - i, scale, mask, out0 + i);
@@ -250,9 +289,12 @@ struct Avx2 {
                     c[j] = _mm256_fmadd_ps(z, kc, c[j]);
                 }
             }
-            store4(fold4(a[0], a[1], a[2], a[3]), scale, mask, keys + i, out + i);
-            store4(fold4(b[0], b[1], b[2], b[3]), scale, mask, keys + i, out + out_step + i);
-            store4(fold4(c[0], c[1], c[2], c[3]), scale, mask, keys + i, out + 2 * out_step + i);
+            __m128 folded[3];
+            fold12(a, b, c, folded);
+            const __m128 m = mask4(mask, keys + i);
+            store4(folded[0], scale, m, out + i);
+            store4(folded[1], scale, m, out + out_step + i);
+            store4(folded[2], scale, m, out + 2 * out_step + i);
         }
         if (i < n)
             for (int e = 0; e < 3; ++e)
@@ -359,8 +401,17 @@ struct Avx2 {
     }
 
     RACER_AVX2 static float softmax(float* scores, int64_t n) {
-        float top = -std::numeric_limits<float>::infinity();
-        for (int64_t i = 0; i < n; ++i) top = std::max(top, scores[i]);
+        // The largest score, 8 lanes at a time: a maximum is the same value in any
+        // order (a NaN score is passed over, as std::max(top, x) does; the sign of a
+        // zero maximum changes no exp below), so this equals the portable path's.
+        __m256 most = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+        int64_t j = 0;
+        for (; j + kLanes <= n; j += kLanes) most = _mm256_max_ps(_mm256_loadu_ps(scores + j), most);
+        alignas(32) float lanes8[kLanes];
+        _mm256_store_ps(lanes8, most);
+        float top = lanes8[0];
+        for (int l = 1; l < kLanes; ++l) top = std::max(top, lanes8[l]);
+        for (; j < n; ++j) top = std::max(top, scores[j]);
         const __m256 vtop = _mm256_set1_ps(top);
         __m256 lanes = _mm256_setzero_ps();
         int64_t i = 0;
@@ -530,7 +581,11 @@ void run(const AttendArgs& a) {
     // Rows per item: all of them where the threads are no more than the key/value
     // heads, else just enough items for every thread (each item reads, and in
     // bf16 widens, its head's keys and values once).
-    const int64_t split = std::max<int64_t>(1, (std::max(1, a.threads) + a.kv_heads - 1) / a.kv_heads);
+    // Row chunks per head: the fewest that make the items a multiple of the
+    // threads (3 key/value heads on 2 threads: 6 items, not 3 with one thread idle for the last).
+    const int64_t team = std::max(1, a.threads);
+    int64_t split = 1;
+    while ((a.kv_heads * split) % team != 0) ++split;
     const int64_t row_chunk = (a.rows + split - 1) / split;
     const int64_t chunks = (a.rows + row_chunk - 1) / row_chunk;
     auto item = [&](int64_t index) {
@@ -554,17 +609,29 @@ void run(const AttendArgs& a) {
         }
         std::fill(acc, acc + pairs * padded, 0.0f);
         local.resize(static_cast<size_t>(kKeyBlock));
+        static const std::vector<int32_t> identity = [] {
+            std::vector<int32_t> all(kKeyBlock);
+            for (int32_t j = 0; j < kKeyBlock; ++j) all[j] = j;
+            return all;
+        }();
         cursor.assign(static_cast<size_t>(r1 - r0), 0);
         const T* kg = k + g * a.k_head;
         const T* vg = v + g * a.v_head;
-        // Visible keys of row r in [first, last), relative to `first`, into `local`; returns the count.
-        auto in_block = [&](int64_t r, int64_t first, int64_t last, int64_t* from) {
+        // Visible keys of row r in [first, last), relative to `first`, as `*indices`; returns the count.
+        auto in_block = [&](int64_t r, int64_t first, int64_t last, int64_t* from, const int32_t** indices) {
             const int32_t* keys = visible.data() + starts[r];
             const int64_t count = starts[r + 1] - starts[r];
             int64_t& at = cursor[r - r0];
             *from = at;
+            const int64_t whole = last - first;  // keys ascend without repeats: first and last seen means all
+            if (at + whole <= count && keys[at] == first && keys[at + whole - 1] == last - 1) {
+                at += whole;
+                *indices = identity.data();
+                return whole;
+            }
             int64_t n = 0;
             for (; at < count && keys[at] < last; ++at) local[n++] = static_cast<int32_t>(keys[at] - first);
+            *indices = local.data();
             return n;
         };
         for (int pass = 0; pass < 2; ++pass) {  // 0: scores, 1: weighted values
@@ -582,7 +649,8 @@ void run(const AttendArgs& a) {
                                               : block_rows(vg, a.v_row, first, last, a.dim, padded, vbuf, &stride);
                 for (int64_t r = r0; r < r1; ++r) {
                     int64_t from;
-                    const int64_t n = in_block(r, first, last, &from);
+                    const int32_t* idx;
+                    const int64_t n = in_block(r, first, last, &from, &idx);
                     if (n == 0) continue;
                     for (int64_t e = 0; e < group;) {  // heads of a row share its keys: three or two at once
                         const int64_t p = (r - r0) * group + e;
@@ -590,25 +658,25 @@ void run(const AttendArgs& a) {
                         const float* m = masks.data() + r * a.keys + first;
                         if (group - e >= 3) {
                             if (pass == 0)
-                                Path::dots3(qs + p * padded, padded, padded, rows, stride, local.data(), n, a.scale, m,
+                                Path::dots3(qs + p * padded, padded, padded, rows, stride, idx, n, a.scale, m,
                                             s0, most);
                             else
-                                Path::accumulate3(s0, most, rows, stride, local.data(), n, padded, acc + p * padded,
+                                Path::accumulate3(s0, most, rows, stride, idx, n, padded, acc + p * padded,
                                                   padded);
                             e += 3;
                             continue;
                         }
                         const bool two = e + 1 < group;
                         if (pass == 0 && two)
-                            Path::dots2(qs + p * padded, qs + (p + 1) * padded, padded, rows, stride, local.data(), n,
+                            Path::dots2(qs + p * padded, qs + (p + 1) * padded, padded, rows, stride, idx, n,
                                         a.scale, m, s0, s0 + most);
                         else if (pass == 0)
-                            Path::dots(qs + p * padded, padded, rows, stride, local.data(), n, a.scale, m, s0);
+                            Path::dots(qs + p * padded, padded, rows, stride, idx, n, a.scale, m, s0);
                         else if (two)
-                            Path::accumulate2(s0, s0 + most, rows, stride, local.data(), n, padded, acc + p * padded,
+                            Path::accumulate2(s0, s0 + most, rows, stride, idx, n, padded, acc + p * padded,
                                               acc + (p + 1) * padded);
                         else
-                            Path::accumulate(s0, rows, stride, local.data(), n, padded, acc + p * padded);
+                            Path::accumulate(s0, rows, stride, idx, n, padded, acc + p * padded);
                         e += two ? 2 : 1;
                     }
                 }
