@@ -1,18 +1,12 @@
 #include "attention_kernel.hpp"
 
 #include <immintrin.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <condition_variable>
 #include <cstring>
-#include <functional>
 #include <limits>
-#include <mutex>
 #include <stdexcept>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -151,7 +145,6 @@ struct Portable {
 };
 
 #define RACER_AVX2 __attribute__((target("avx2,fma")))
-#define RACER_AVX2_LAMBDA __attribute__((target("avx2,fma")))
 
 RACER_AVX2 inline float fold(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // l0+l4 .. l3+l7
@@ -190,19 +183,21 @@ RACER_AVX2 inline __m128 fold4(__m256 s0, __m256 s1, __m256 s2, __m256 s3) {
     return _mm_add_ps(_mm_movelh_ps(x01, x23), _mm_movehl_ps(x23, x01));
 }
 
+// [x: l0+l4, l1+l5, l2+l6, l3+l7 | y: the same]
+RACER_AVX2 inline __m256 halves(__m256 x, __m256 y) {
+    return _mm256_add_ps(_mm256_permute2f128_ps(x, y, 0x20), _mm256_permute2f128_ps(x, y, 0x31));
+}
+
+// From halves of keys 0|1 and 2|3: [k0: (l0+l4)+(l2+l6), (l1+l5)+(l3+l7), k2: the same | k1, k3: the same].
+RACER_AVX2 inline __m256 pairs(__m256 s01, __m256 s23) {
+    return _mm256_add_ps(_mm256_shuffle_ps(s01, s23, _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm256_shuffle_ps(s01, s23, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+
 // fold() of three heads' sums over the same four keys (a[j], b[j], c[j]: key j) at
 // once, each key's lanes added by fold's tree (operands swapped at most, which
 // changes no bit); out[0..2]: the four keys' results of each head.
 RACER_AVX2 inline void fold12(const __m256* a, const __m256* b, const __m256* c, __m128* out) {
-    // [x: l0+l4, l1+l5, l2+l6, l3+l7 | y: the same]
-    auto halves = [](__m256 x, __m256 y) RACER_AVX2_LAMBDA {
-        return _mm256_add_ps(_mm256_permute2f128_ps(x, y, 0x20), _mm256_permute2f128_ps(x, y, 0x31));
-    };
-    // from keys 0|1 and 2|3: [k0: (l0+l4)+(l2+l6), (l1+l5)+(l3+l7), k2: the same | k1, k3: the same]
-    auto pairs = [](__m256 s01, __m256 s23) RACER_AVX2_LAMBDA {
-        return _mm256_add_ps(_mm256_shuffle_ps(s01, s23, _MM_SHUFFLE(1, 0, 1, 0)),
-                             _mm256_shuffle_ps(s01, s23, _MM_SHUFFLE(3, 2, 3, 2)));
-    };
     const __m256 va = pairs(halves(a[0], a[1]), halves(a[2], a[3]));
     const __m256 vb = pairs(halves(b[0], b[1]), halves(b[2], b[3]));
     const __m256 vc = pairs(halves(c[0], c[1]), halves(c[2], c[3]));
@@ -211,7 +206,7 @@ RACER_AVX2 inline void fold12(const __m256* a, const __m256* b, const __m256* c,
                                     _mm256_shuffle_ps(va, vb, _MM_SHUFFLE(3, 1, 3, 1)));
     const __m256 cc = _mm256_add_ps(_mm256_shuffle_ps(vc, vc, _MM_SHUFFLE(2, 0, 2, 0)),
                                     _mm256_shuffle_ps(vc, vc, _MM_SHUFFLE(3, 1, 3, 1)));
-    __m128 lo = _mm256_castps256_ps128(ab), hi = _mm256_extractf128_ps(ab, 1);
+    const __m128 lo = _mm256_castps256_ps128(ab), hi = _mm256_extractf128_ps(ab, 1);
     out[0] = _mm_unpacklo_ps(lo, hi);
     out[1] = _mm_unpackhi_ps(lo, hi);
     out[2] = _mm_unpacklo_ps(_mm256_castps256_ps128(cc), _mm256_extractf128_ps(cc, 1));
@@ -457,79 +452,6 @@ struct Avx2 {
     }
 };
 
-// ---------------------------------------------------------------- threads
-// Workers sleep between calls; a call's items are taken one at a time from a
-// shared counter. Which thread computes an item changes nothing in its bits.
-class Pool {
-public:
-    void run(int64_t items, int threads, const std::function<void(int64_t)>& work) {
-        std::unique_lock<std::mutex> hold(call_);  // one call at a time
-        int helpers = std::max(0, threads - 1);
-        while (static_cast<int>(workers_) < helpers) {
-            std::thread(&Pool::serve, this, static_cast<int>(workers_)).detach();
-            ++workers_;
-        }
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            work_ = &work;
-            items_ = items;
-            next_.store(0);
-            helpers_ = helpers;
-            pending_ = helpers;
-            ++generation_;
-        }
-        wake_.notify_all();
-        take(work);
-        std::unique_lock<std::mutex> lock(mutex_);
-        done_.wait(lock, [this] { return pending_ == 0; });
-        work_ = nullptr;
-    }
-
-private:
-    void take(const std::function<void(int64_t)>& work) {
-        for (int64_t item; (item = next_.fetch_add(1)) < items_;) work(item);
-    }
-
-    void serve(int index) {
-        uint64_t seen = 0;
-        for (;;) {
-            const std::function<void(int64_t)>* work;
-            {
-                std::unique_lock<std::mutex> lock(mutex_);
-                wake_.wait(lock, [&] { return generation_ != seen; });
-                seen = generation_;
-                if (index >= helpers_) continue;
-                work = work_;
-            }
-            take(*work);
-            std::lock_guard<std::mutex> lock(mutex_);
-            if (--pending_ == 0) done_.notify_one();
-        }
-    }
-
-    std::mutex call_, mutex_;
-    std::condition_variable wake_, done_;
-    const std::function<void(int64_t)>* work_ = nullptr;
-    std::atomic<int64_t> next_{0};
-    int64_t items_ = 0;
-    int helpers_ = 0, pending_ = 0;
-    size_t workers_ = 0;
-    uint64_t generation_ = 0;
-};
-
-Pool& pool() {
-    // Never destroyed (its threads are detached); a forked child gets a pool of its own.
-    static Pool* current = nullptr;
-    static pid_t owner = 0;
-    static std::mutex guard;
-    std::lock_guard<std::mutex> lock(guard);
-    if (current == nullptr || owner != getpid()) {
-        current = new Pool();
-        owner = getpid();
-    }
-    return *current;
-}
-
 constexpr int64_t kThreadedWork = int64_t{1} << 20;  // multiply-adds below which one thread does it all
 constexpr int64_t kKeyBlock = 32;  // keys whose rows one item keeps in L1 while every query row uses them
 
@@ -578,11 +500,10 @@ void run(const AttendArgs& a) {
     // of the group. Its keys and values are read block by block, each block
     // used by all of the item's (row, head) pairs while in cache; each pair's
     // sums still run over its own keys in order, so blocking changes no bit.
-    // Rows per item: all of them where the threads are no more than the key/value
-    // heads, else just enough items for every thread (each item reads, and in
-    // bf16 widens, its head's keys and values once).
     // Row chunks per head: the fewest that make the items a multiple of the
-    // threads (3 key/value heads on 2 threads: 6 items, not 3 with one thread idle for the last).
+    // threads (3 key/value heads on 2 threads: 6 items, not 3 with one thread
+    // idle for the last); each item reads, and in bf16 widens, its head's keys
+    // and values once.
     const int64_t team = std::max(1, a.threads);
     int64_t split = 1;
     while ((a.kv_heads * split) % team != 0) ++split;
@@ -704,16 +625,12 @@ void run(const AttendArgs& a) {
     if (a.threads <= 1 || items == 1 || work < kThreadedWork) {
         for (int64_t index = 0; index < items; ++index) item(index);
     } else {
-#ifdef _OPENMP
-        // Built into the 4-bit kernel's extension (formats/quant/layer.cpp): the same
-        // OpenMP threads as the block matmuls around it, rather than a second set
-        // of threads competing with them for the cores.
+        // OpenMP, as in the 4-bit kernel's extension: torch's own threads (the
+        // same libgomp), not a second set competing with them for the cores.
+        // Which thread computes an item changes nothing in its bits.
         const int threads = static_cast<int>(std::min<int64_t>(a.threads, items));
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
         for (int64_t index = 0; index < items; ++index) item(index);
-#else
-        pool().run(items, static_cast<int>(std::min<int64_t>(a.threads, items)), item);
-#endif
     }
 }
 
