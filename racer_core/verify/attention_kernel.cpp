@@ -481,17 +481,51 @@ void run(const AttendArgs& a) {
     const int64_t padded = (a.dim + kLanes - 1) / kLanes * kLanes;
     const int64_t group = a.heads / a.kv_heads;
 
-    // The mask as floats and each row's visible keys (ascending), once for all heads.
-    std::vector<float> masks(static_cast<size_t>(a.rows * a.keys));
-    std::vector<int32_t> visible;
-    std::vector<int64_t> starts(a.rows + 1, 0);
+    // The mask as floats (a float32 mask is read where it is) and each row's
+    // visible keys (ascending), once for all heads; the buffers are kept
+    // between calls (a call per layer: no allocation, no fresh pages each time).
+    // (thread_local objects are named through references: an item running on
+    // another thread must read the calling thread's.)
+    thread_local std::vector<float> kept_floats;
+    thread_local std::vector<int32_t> kept_keys;
+    thread_local std::vector<int64_t> kept_starts, kept_first, kept_end;
+    std::vector<float>& converted = kept_floats;
+    std::vector<int32_t>& visible = kept_keys;
+    std::vector<int64_t>& starts = kept_starts;
+    std::vector<int64_t>& run_first = kept_first;
+    std::vector<int64_t>& run_end = kept_end;
+    const float* masks;
+    int64_t masks_row;
+    if constexpr (std::is_same_v<M, float>) {
+        masks = mask;
+        masks_row = a.mask_row;
+    } else {
+        converted.resize(static_cast<size_t>(a.rows * a.keys));
+        for (int64_t r = 0; r < a.rows; ++r)
+            for (int64_t j = 0; j < a.keys; ++j) converted[r * a.keys + j] = to_float(mask[r * a.mask_row + j]);
+        masks = converted.data();
+        masks_row = a.keys;
+    }
+    visible.resize(static_cast<size_t>(a.rows * a.keys));
+    starts.assign(a.rows + 1, 0);
+    // Each row's first run of consecutive visible keys [run_first, run_end) (the
+    // cached prefix, or a window of it): a key block inside it is seen whole.
+    run_first.assign(a.rows, 0);
+    run_end.assign(a.rows, 0);
+    int64_t count = 0;
     for (int64_t r = 0; r < a.rows; ++r) {
-        for (int64_t j = 0; j < a.keys; ++j) {
-            float m = to_float(mask[r * a.mask_row + j]);
-            masks[r * a.keys + j] = m;
-            if (m > a.masked_below) visible.push_back(static_cast<int32_t>(j));
+        const float* row = masks + r * masks_row;
+        for (int64_t j = 0; j < a.keys; ++j) {  // without a branch: most rows see most keys
+            visible[count] = static_cast<int32_t>(j);
+            count += row[j] > a.masked_below;
         }
-        starts[r + 1] = static_cast<int64_t>(visible.size());
+        starts[r + 1] = count;
+        if (count > starts[r]) {
+            int64_t end = starts[r] + 1;
+            while (end < count && visible[end] == visible[end - 1] + 1) ++end;
+            run_first[r] = visible[starts[r]];
+            run_end[r] = visible[end - 1] + 1;
+        }
     }
     int64_t most = 0;
     for (int64_t r = 0; r < a.rows; ++r) most = std::max(most, starts[r + 1] - starts[r]);
@@ -544,8 +578,8 @@ void run(const AttendArgs& a) {
             const int64_t count = starts[r + 1] - starts[r];
             int64_t& at = cursor[r - r0];
             *from = at;
-            const int64_t whole = last - first;  // keys ascend without repeats: first and last seen means all
-            if (at + whole <= count && keys[at] == first && keys[at + whole - 1] == last - 1) {
+            if (first >= run_first[r] && last <= run_end[r]) {  // inside the row's run: all of it
+                const int64_t whole = last - first;
                 at += whole;
                 *indices = identity.data();
                 return whole;
@@ -562,7 +596,8 @@ void run(const AttendArgs& a) {
                 bool seen = false;
                 for (int64_t r = r0; r < r1 && !seen; ++r) {
                     const int64_t at = cursor[r - r0];
-                    seen = at < starts[r + 1] - starts[r] && visible[starts[r] + at] < last;
+                    seen = (first < run_end[r] && last > run_first[r]) ||
+                           (at < starts[r + 1] - starts[r] && visible[starts[r] + at] < last);
                 }
                 if (!seen) continue;
                 int64_t stride;
@@ -576,7 +611,7 @@ void run(const AttendArgs& a) {
                     for (int64_t e = 0; e < group;) {  // heads of a row share its keys: three or two at once
                         const int64_t p = (r - r0) * group + e;
                         float* s0 = scores + p * most + from;
-                        const float* m = masks.data() + r * a.keys + first;
+                        const float* m = masks + r * masks_row + first;
                         if (group - e >= 3) {
                             if (pass == 0)
                                 Path::dots3(qs + p * padded, padded, padded, rows, stride, idx, n, a.scale, m,
