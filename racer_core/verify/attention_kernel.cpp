@@ -457,16 +457,36 @@ constexpr int64_t kKeyBlock = 32;  // keys whose rows one item keeps in L1 while
 
 // Keys [first, last) of one head as float rows: the cache itself where it is
 // float32 and a multiple of 8 wide, else widened (and zero-padded) into `buffer`.
+// widen() of a bf16 row, 8 values at a time.
+RACER_AVX2 void widen_bf16_avx2(const uint16_t* src, int64_t dim, float* dst, int64_t padded) {
+    int64_t d = 0;
+    for (; d + kLanes <= dim; d += kLanes) {
+        const __m128i half = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + d));
+        _mm256_storeu_ps(dst + d, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(half), 16)));
+    }
+    for (; d < dim; ++d) dst[d] = bf16_to_float(src[d]);
+    for (; d < padded; ++d) dst[d] = 0.0f;
+}
+
 template <typename T>
 const float* block_rows(const T* base, int64_t row_stride, int64_t first, int64_t last, int64_t dim, int64_t padded,
-                        float* buffer, int64_t* stride) {
+                        float* buffer, int64_t* stride, bool avx2_widen) {
     if constexpr (std::is_same_v<T, float>) {
         if (dim % kLanes == 0) {
             *stride = row_stride;
             return base + first * row_stride;
         }
     }
-    for (int64_t j = first; j < last; ++j) widen(base + j * row_stride, dim, buffer + (j - first) * padded, padded);
+    for (int64_t j = first; j < last; ++j) {
+        float* dst = buffer + (j - first) * padded;
+        if constexpr (std::is_same_v<T, uint16_t>) {
+            if (avx2_widen) {  // bf16 -> float is exact: any way of doing it gives the same bits
+                widen_bf16_avx2(base + j * row_stride, dim, dst, padded);
+                continue;
+            }
+        }
+        widen(base + j * row_stride, dim, dst, padded);
+    }
     *stride = padded;
     return buffer;
 }
@@ -601,8 +621,9 @@ void run(const AttendArgs& a) {
                 }
                 if (!seen) continue;
                 int64_t stride;
-                const float* rows = pass == 0 ? block_rows(kg, a.k_row, first, last, a.dim, padded, kbuf, &stride)
-                                              : block_rows(vg, a.v_row, first, last, a.dim, padded, vbuf, &stride);
+                constexpr bool wide = std::is_same_v<Path, Avx2>;
+                const float* rows = pass == 0 ? block_rows(kg, a.k_row, first, last, a.dim, padded, kbuf, &stride, wide)
+                                              : block_rows(vg, a.v_row, first, last, a.dim, padded, vbuf, &stride, wide);
                 for (int64_t r = r0; r < r1; ++r) {
                     int64_t from;
                     const int32_t* idx;
