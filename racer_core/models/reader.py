@@ -137,7 +137,9 @@ def share_weights(model: Any, weights: LeanWeights, family: Family) -> None:
 
 
 class _Tensors:
-    """Tensors by name over one or more safetensors files, cast on read."""
+    """Tensors by name over one or more safetensors files, cast on read; with
+    `blocks`, the names a GGUF's blocks folder leaves to the file's blocks
+    (gguf_blocks_cache.py), dequantized where one is asked for as a tensor."""
 
     def __init__(self, files: list[Path], dtype: torch.dtype, device: str) -> None:
         from safetensors import safe_open
@@ -145,15 +147,22 @@ class _Tensors:
         self.dtype, self.device = dtype, device
         self._handles = [safe_open(str(f), framework="pt", device="cpu") for f in files]
         self._where = {name: h for h in self._handles for name in h.keys()}  # noqa: SIM118 (not a dict)
+        self.blocks: Mapping[str, QuantWeight] = {}
 
     def names(self) -> set[str]:
+        return set(self._where) | set(self.blocks)
+
+    def in_files(self) -> set[str]:
         return set(self._where)
 
+    def _read(self, name: str) -> torch.Tensor:
+        return self._where[name].get_tensor(name) if name in self._where else self.blocks[name].plain()
+
     def get(self, name: str) -> torch.Tensor:
-        return self._where[name].get_tensor(name).to(device=self.device, dtype=self.dtype)
+        return self._read(name).to(device=self.device, dtype=self.dtype)
 
     def get_cat(self, *names: str) -> torch.Tensor:
-        return torch.cat([self._where[n].get_tensor(n) for n in names]).to(device=self.device, dtype=self.dtype)
+        return torch.cat([self._read(n) for n in names]).to(device=self.device, dtype=self.dtype)
 
 
 def load_lean_model(folder: Path, device: str, dtype: torch.dtype,
@@ -198,11 +207,15 @@ def load_lean_model(folder: Path, device: str, dtype: torch.dtype,
     # reader would compute something else.
     per_layer = family.layer_tensors()
     layer_names = {f"{family.layers}.{i}.{name}" for i in range(layers) for name in per_layer}
-    names = tensors.names()
+    left_to_blocks = set(quantized or {}) - tensors.in_files()  # a GGUF's blocks folder holds no copy of these
+    names = tensors.in_files() | left_to_blocks
     if not expected | layer_names <= names or not names <= expected | layer_names | {head_name}:
         return None
     prepare = halve if half else maybe_pack
     quantized = _checked(quantized or {}, tensors, f"{family.layers}.0.", family)
+    if left_to_blocks and not quantized:
+        return None  # blocks whose row order failed the check cannot stand in for the missing floats
+    tensors.blocks = {name: quantized[name] for name in left_to_blocks}
     embed = quantized.get(embed_name) or tensors.get(embed_name)  # blocks: rows dequantized as looked up
 
     def linear(*names: str) -> Any:

@@ -103,7 +103,7 @@ def test_gguf_read_once_shares_one_reader_and_name_table_then_restores_them(tmp_
     writer.write_tensors_to_file()
     writer.close()
     reader_class, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
-    with gguf_cache._gguf_read_once():
+    with gguf_cache.gguf_read_once():
         from gguf import GGUFReader, get_tensor_name_map  # as transformers imports them, at call time
 
         assert GGUFReader(str(path)) is GGUFReader(path)
@@ -122,7 +122,7 @@ def test_transformers_parses_the_embedded_gguf_once_inside_the_block(monkeypatch
     real = gguf.GGUFReader
     monkeypatch.setattr(gguf, "GGUFReader", lambda *a, **k: built.append(a) or real(*a, **k))
     path = embedded_gguf()
-    with gguf_cache._gguf_read_once():
+    with gguf_cache.gguf_read_once():
         for _ in range(2):  # as the config, tokenizer and weights loads each read the file: parsed once
             AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
     assert len(built) == 1
@@ -139,3 +139,41 @@ def test_a_killed_dequantize_leaves_no_lasting_staging_folder(tmp_path) -> None:
         whole_checkpoint(folder)
     gguf_cache.remove_abandoned_staging(tmp_path)
     assert not dead.exists() and alive.exists()
+
+
+def test_a_damaged_blocks_folder_is_moved_aside_and_made_again(tmp_path, cache, monkeypatch) -> None:
+    from racer_core.models import gguf_blocks_cache as blocks_cache
+
+    gguf = fake_gguf(tmp_path / "m.gguf")
+    folder = whole_checkpoint(blocks_cache.blocks_folder(gguf))
+    assert folder.name == gguf_cache.cache_folder(gguf).name + "-blocks"
+    (folder / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{}")  # cut short
+    made, told = [], []
+    monkeypatch.setattr(blocks_cache, "write_blocks_checkpoint", lambda g, target: bool(made.append(whole_checkpoint(target))) or True)
+    assert blocks_cache.ensure_blocks_checkpoint(gguf, lambda text, _: told.append(text)) == folder
+    assert made == [folder] and gguf_cache.is_whole(folder)
+    aside = [p for p in folder.parent.iterdir() if ".damaged-" in p.name]
+    assert len(aside) == 1 and "damaged" in told[0] and aside[0].name in told[0]
+    assert blocks_cache.ensure_blocks_checkpoint(gguf) == folder and len(made) == 1  # a whole one is used as it is
+    assert not gguf_cache.cache_folder(gguf).exists()  # no dequantized copy was made
+
+
+def test_blocks_folder_refusals_fall_back_to_the_dequantized_copy(tmp_path, cache, monkeypatch, caplog) -> None:
+    import logging
+
+    from racer_core.models import gguf_blocks_cache as blocks_cache
+
+    gguf = fake_gguf(tmp_path / "m.gguf")
+    # another family's names: no folder, quietly
+    monkeypatch.setattr(blocks_cache, "write_blocks_checkpoint", lambda g, target: False)
+    assert blocks_cache.ensure_blocks_checkpoint(gguf) is None
+    # a file transformers' reader will not take this way: one line, then the full copy
+    def refuse(g, target):
+        raise KeyError("general.architecture")
+
+    monkeypatch.setattr(blocks_cache, "write_blocks_checkpoint", refuse)
+    with caplog.at_level(logging.WARNING):
+        assert blocks_cache.ensure_blocks_checkpoint(gguf) is None
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and "dequantizing it whole" in lines[0] and "general.architecture" in lines[0]
+    assert not blocks_cache.blocks_folder(gguf).exists()

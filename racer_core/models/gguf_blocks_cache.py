@@ -1,0 +1,126 @@
+"""The cache folder of a GGUF read in its own blocks: no dequantized copy.
+
+Where the 4-bit kernel reads a GGUF's linears straight from the file
+(gguf_blocks.py), the cache folder needs only what the file's blocks do not
+give: the config, the tokenizer, and the tensors the kernel does not read
+(the norms, biases, tensors of a block type it lacks), dequantized by
+transformers' own code as the full copy would be. The first layer's q, k and
+v are kept as well, so that the loader can still check the blocks' row order
+against transformers' (reader._checked). The float32 copy of the whole model
+(gguf_cache.py) is made only when something asks for it: `--dtype float32`,
+the transformers model of the `hf` and `pld` methods, or a model this folder
+cannot serve.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from racer_core.common.events import Progress
+from racer_core.common.paths import move_aside
+from racer_core.models.checkpoints import first_line
+from racer_core.models.gguf_cache import cache_folder, gguf_read_once, is_whole, write_folder
+
+log = logging.getLogger(__name__)
+SUFFIX = "-blocks"
+
+
+def blocks_folder(gguf: Path) -> Path:
+    """The folder beside the dequantized one (gguf_cache.cache_folder), named by the same content key."""
+    full = cache_folder(gguf)
+    return full.with_name(full.name + SUFFIX)
+
+
+def is_blocks_folder(folder: Path) -> bool:
+    return folder.name.endswith(SUFFIX)
+
+
+def ensure_blocks_checkpoint(gguf: Path, progress: Progress | None = None) -> Path | None:
+    """The blocks folder of `gguf`, made now if missing or damaged; None where
+    it cannot be made (a family whose linears llama.cpp names otherwise, a
+    file transformers' reader does not take this way): the dequantized copy
+    serves then, as before, with one log line saying why."""
+    folder = blocks_folder(gguf)
+    if folder.exists() and not is_whole(folder):
+        moved = move_aside(folder)
+        if progress:
+            progress(f"The cached parts of {gguf.name} were damaged (moved aside to {moved.name}); "
+                     "reading them again...", None)
+    if folder.exists():
+        return folder
+    if progress:
+        progress(f"Reading {gguf.name}'s config, tokenizer and norms (first load only)...", None)
+    try:
+        made = write_blocks_checkpoint(gguf, folder)
+    except Exception as error:  # transformers' GGUF reader raises many kinds; the full copy says it plainly
+        log.warning("4-bit weights: cannot cache %s's parts without dequantizing it (%s); dequantizing it whole",
+                    gguf.name, first_line(error))
+        return None
+    return folder if made else None
+
+
+def write_blocks_checkpoint(gguf: Path, target: Path) -> bool:
+    """Write the blocks folder of `gguf` at `target`; False (nothing written)
+    where the file's family does not map onto llama.cpp's names."""
+    import gguf as gguf_py
+    import numpy as np
+    import torch
+    from safetensors.torch import save_file
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers.modeling_gguf_pytorch_utils import (
+        TENSOR_PROCESSORS,
+        TensorProcessor,
+        get_gguf_hf_weights_map,
+        load_gguf_checkpoint,
+    )
+
+    from racer_core.models.checkpoint_files import CheckpointConfig
+    from racer_core.models.families import family_of
+    from racer_core.models.gguf_blocks import family_fits, read_blocks
+
+    with gguf_read_once():
+        config = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        if hasattr(config, "quantization_config"):  # as the full copy's config: no quantizer named
+            del config.quantization_config
+        family = family_of(CheckpointConfig(config.to_dict()))
+        if family is None or not family_fits(family):
+            log.info("4-bit weights: %s's family names its linears otherwise; dequantizing it whole", gguf.name)
+            return False
+        heads = int(config.num_attention_heads)
+        kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
+        in_blocks = set(read_blocks(gguf, family, int(config.num_hidden_layers), heads, kv_heads).weights)
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        # What transformers' own load does with each tensor (modeling_gguf_pytorch_utils.load_gguf_checkpoint),
+        # for the tensors left out of the blocks only.
+        parsed = load_gguf_checkpoint(str(gguf), return_tensors=False)
+        architecture = parsed["config"].get("model_type")
+        processor = TENSOR_PROCESSORS.get(architecture, TensorProcessor)(config=parsed["config"])
+        with torch.device("meta"):
+            skeleton = AutoModelForCausalLM.from_config(config)
+        mapping = get_gguf_hf_weights_map(skeleton, processor)
+        checked = {f"{family.layers}.0.{part}.weight" for part in family.qkv}
+        kept: dict[str, Any] = {}
+        for tensor in gguf_py.GGUFReader(str(gguf)).tensors:
+            name = mapping.get(tensor.name)
+            if name is None or (name in in_blocks and name not in checked):
+                continue
+            values = gguf_py.dequantize(tensor.data, tensor.tensor_type)
+            result = processor.process(weights=values, name=tensor.name, tensor_key_mapping=mapping,
+                                       parsed_parameters=parsed)
+            if result.name in mapping:
+                kept[mapping[result.name]] = torch.from_numpy(np.array(result.weights, dtype=np.float32))
+
+    # The config and generation config the full copy's save_pretrained writes (eos ids, the class, float32).
+    config.architectures = [type(skeleton).__name__]
+    config.dtype = torch.float32
+
+    def fill(staging: Path) -> None:
+        save_file(kept, str(staging / "model.safetensors"), metadata={"format": "pt"})
+        config.save_pretrained(staging)
+        skeleton.generation_config.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+
+    write_folder(gguf, target, fill, blocks=sorted(in_blocks - checked))
+    return True
