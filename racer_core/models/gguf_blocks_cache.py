@@ -69,12 +69,7 @@ def write_blocks_checkpoint(gguf: Path, target: Path) -> bool:
     import torch
     from safetensors.torch import save_file
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-    from transformers.modeling_gguf_pytorch_utils import (
-        TENSOR_PROCESSORS,
-        TensorProcessor,
-        get_gguf_hf_weights_map,
-        load_gguf_checkpoint,
-    )
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
 
     from racer_core.models.checkpoint_files import CheckpointConfig
     from racer_core.models.families import family_of
@@ -94,12 +89,12 @@ def write_blocks_checkpoint(gguf: Path, target: Path) -> bool:
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         # What transformers' own load does with each tensor (modeling_gguf_pytorch_utils.load_gguf_checkpoint),
         # for the tensors left out of the blocks only.
-        parsed = load_gguf_checkpoint(str(gguf), return_tensors=False)
+        parsed = gguf_utils.load_gguf_checkpoint(str(gguf), return_tensors=False)  # parsed once (gguf_read_once)
         architecture = parsed["config"].get("model_type")
-        processor = TENSOR_PROCESSORS.get(architecture, TensorProcessor)(config=parsed["config"])
+        processor = gguf_utils.TENSOR_PROCESSORS.get(architecture, gguf_utils.TensorProcessor)(config=parsed["config"])
         with torch.device("meta"):
             skeleton = AutoModelForCausalLM.from_config(config)
-        mapping = get_gguf_hf_weights_map(skeleton, processor)
+        mapping = gguf_utils.get_gguf_hf_weights_map(skeleton, processor)
         checked = {f"{family.layers}.0.{part}.weight" for part in family.qkv}
         kept: dict[str, Any] = {}
         for tensor in gguf_py.GGUFReader(str(gguf)).tensors:

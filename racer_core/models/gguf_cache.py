@@ -10,6 +10,7 @@ the start goes on.
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import hashlib
 import json
@@ -123,17 +124,23 @@ def _running(pid: int) -> bool:
 
 @contextlib.contextmanager
 def gguf_read_once() -> Iterator[None]:
-    """transformers parses the GGUF three times (config, tokenizer, weights) and
-    rebuilds gguf's tensor-name table once per module of the model (397 times
-    for SmolLM2): measured, about 12 s of a 17 s dequantize. Within this block
-    each is built once and shared: both are read-only (the reader maps the file
-    read-only). transformers imports both names from `gguf` when it calls them,
-    so the patch reaches it; it is undone on the way out. Only the model loader
-    thread reads GGUF files, one load at a time."""
+    """transformers parses the GGUF three times (config, tokenizer, weights),
+    turns its fields (the tokenizer's 49k strings among them) into Python
+    values each time, and rebuilds gguf's tensor-name table once per module of
+    the model (397 times for SmolLM2): measured, about 12 s of a 17 s
+    dequantize. Within this block each is built once and shared: the reader
+    and the name table are read-only (the reader maps the file read-only), and
+    each caller gets its own copy of the parsed fields. transformers imports
+    these names from their modules when it calls them, so the patch reaches
+    it; it is undone on the way out. Only the model loader thread reads GGUF
+    files, one load at a time."""
     import gguf
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
 
     reader_class, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    parse = gguf_utils.load_gguf_checkpoint
     readers: dict[tuple[str, str], Any] = {}
+    parsed: dict[str, Any] = {}
 
     def shared_reader(path: str | os.PathLike[str], mode: str = "r") -> Any:
         key = (os.fspath(path), mode)
@@ -141,12 +148,22 @@ def gguf_read_once() -> Iterator[None]:
             readers[key] = reader_class(path, mode)
         return readers[key]
 
+    def parse_once(path: str | os.PathLike[str], return_tensors: bool = False, **kwargs: Any) -> Any:
+        if return_tensors or kwargs:  # the weights: once anyway
+            return parse(path, return_tensors, **kwargs)
+        key = os.fspath(path)
+        if key not in parsed:
+            parsed[key] = parse(path, return_tensors=False)
+        return copy.deepcopy(parsed[key])
+
     gguf.GGUFReader = shared_reader
     gguf.get_tensor_name_map = functools.cache(name_map)
+    gguf_utils.load_gguf_checkpoint = parse_once
     try:
         yield
     finally:
         gguf.GGUFReader, gguf.get_tensor_name_map = reader_class, name_map
+        gguf_utils.load_gguf_checkpoint = parse
 
 
 def dequantize(gguf: Path, target: Path, progress: Progress | None) -> None:

