@@ -61,10 +61,12 @@ def main() -> None:
     tokenizer = None
     try:
         from racer_core.models.embedded import embedded_gguf
+        from racer_core.models.gguf_blocks_cache import blocks_folder
         from racer_core.models.gguf_cache import cache_folder
         from racer_core.models.loader import load_tokenizer
 
-        tokenizer = load_tokenizer(cache_folder(embedded_gguf()), "embedded", False)
+        folders = (blocks_folder(embedded_gguf()), cache_folder(embedded_gguf()))  # either holds the tokenizer
+        tokenizer = load_tokenizer(next((f for f in folders if f.exists()), folders[1]), "embedded", False)
     except Exception:  # text is a convenience; counts come without it
         pass
     totals: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0, 0])
