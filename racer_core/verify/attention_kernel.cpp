@@ -455,8 +455,6 @@ struct Avx2 {
 constexpr int64_t kThreadedWork = int64_t{1} << 20;  // multiply-adds below which one thread does it all
 constexpr int64_t kKeyBlock = 32;  // keys whose rows one item keeps in L1 while every query row uses them
 
-// Keys [first, last) of one head as float rows: the cache itself where it is
-// float32 and a multiple of 8 wide, else widened (and zero-padded) into `buffer`.
 // widen() of a bf16 row, 8 values at a time.
 RACER_AVX2 void widen_bf16_avx2(const uint16_t* src, int64_t dim, float* dst, int64_t padded) {
     int64_t d = 0;
@@ -468,6 +466,8 @@ RACER_AVX2 void widen_bf16_avx2(const uint16_t* src, int64_t dim, float* dst, in
     for (; d < padded; ++d) dst[d] = 0.0f;
 }
 
+// Keys [first, last) of one head as float rows: the cache itself where it is
+// float32 and a multiple of 8 wide, else widened (and zero-padded) into `buffer`.
 template <typename T>
 const float* block_rows(const T* base, int64_t row_stride, int64_t first, int64_t last, int64_t dim, int64_t padded,
                         float* buffer, int64_t* stride, bool avx2_widen) {
