@@ -44,6 +44,7 @@ from typing import Any
 
 import torch
 
+from racer_core.engine.openmp_threads import one_openmp_thread
 from racer_core.models.lean_forward import LeanForward, Part
 
 DEFAULT_MAX_ROWS = 256
@@ -131,7 +132,8 @@ class BatchedForward:
         with self._cond:
             self._seats.append(seat)
         try:
-            yield seat
+            with one_openmp_thread():  # the pass thread does the parallel work (openmp_threads.py)
+                yield seat
         finally:
             self._local.seat = None
             with self._cond:

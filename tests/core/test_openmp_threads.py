@@ -1,0 +1,63 @@
+"""The batched server's OpenMP threads (racer_core/engine/openmp_threads.py):
+a request thread inside `one_openmp_thread` starts no pool of workers and
+gets its count back after; `release_openmp_workers` ends the calling
+thread's pool. Thread counts are read from /proc (Linux, GNU OpenMP)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+from racer_core.engine.openmp_threads import _libgomp, one_openmp_thread, release_openmp_workers
+
+TASKS = Path("/proc/self/task")
+pytestmark = pytest.mark.skipif(_libgomp() is None or not TASKS.is_dir() or torch.get_num_threads() < 2,
+                                reason="GNU OpenMP on Linux with 2 threads or more")
+
+
+def threads() -> int:
+    return len(list(TASKS.iterdir()))
+
+
+def parallel_work() -> None:
+    torch.ones(1 << 22).exp_()  # large enough that torch splits it over its OpenMP threads
+
+
+def in_a_thread(work) -> object:  # noqa: ANN001
+    out: list[object] = []
+    worker = threading.Thread(target=lambda: out.append(work()))
+    worker.start()
+    worker.join()
+    return out[0]
+
+
+def test_a_thread_in_the_block_starts_no_pool_and_gets_its_count_back() -> None:
+    def work() -> tuple[int, int, int, int]:
+        before = torch.get_num_threads()
+        with one_openmp_thread() as changed:
+            assert changed
+            inside = torch.get_num_threads()
+            started = threads()
+            parallel_work()
+            grown = threads() - started
+        return before, inside, grown, torch.get_num_threads()
+
+    before, inside, grown, after = in_a_thread(work)
+    assert (inside, grown) == (1, 0)
+    assert after == before >= 2
+    assert torch.get_num_threads() >= 2  # other threads keep theirs
+
+
+def test_release_ends_the_calling_threads_pool() -> None:
+    def work() -> tuple[int, int]:
+        started = threads()
+        parallel_work()  # this thread's pool: its workers stay, asleep, after the work
+        with_pool = threads()
+        assert release_openmp_workers()
+        return with_pool - started, threads() - started
+
+    grown, left = in_a_thread(work)
+    assert grown >= 1 and left == 0
