@@ -48,7 +48,6 @@ from racer_core.engine.multimodal import (
     load_image,
     split_inline_images,
 )
-from racer_core.engine.openmp_threads import release_openmp_workers
 from racer_core.models.checkpoints import HALF, LoadOptions
 from racer_core.models.loader import LoadedModel, choose_forward, load, load_draft_head
 from racer_core.models.reader import LeanModel
@@ -230,7 +229,6 @@ class RacerEngine:
             return None
         if self.batcher is None:
             self.batcher = BatchedForward(self.lean, max_rows)
-            release_openmp_workers()  # the passes run on the pass thread now: this thread's pool would slow them
             self.runtime = dataclasses.replace(self.runtime, lean=self.batcher)
             with self._policy_lock:
                 for policy in self._policies.values():

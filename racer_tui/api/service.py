@@ -51,6 +51,11 @@ def engine_routes(engine: Engine, settings: ServerSettings, queue: int = DEFAULT
     # (the stock forward, the tests' scripted engine) serve one at a time.
     batched = getattr(engine, "batched", None) if max_batch > 1 else None
     batcher = batched(max_rows) if batched is not None else None
+    # The engine runs on worker threads from here: the OpenMP workers of the
+    # thread that loaded it would only slow theirs (racer_core/engine/openmp_threads.py).
+    from racer_core.engine.openmp_threads import release_openmp_workers  # torch is loaded by now
+
+    release_openmp_workers()
     worker = EngineWorker(queue, observers, max_batch, batcher.seat if batcher else None)
     return batcher, worker, ApiServer(engine, worker, settings, refused)
 
