@@ -13,11 +13,11 @@ over its own cache and mask, so each sequence gets what its pass alone gives
 stay its own.
 
 Every pass runs on that one thread (started on the first call, gone after
-`IDLE_EXIT_S` without parts), never on the callers': OpenMP keeps a team of
-worker threads per thread that starts parallel work, and a pass led by
-whichever caller came last woke a cold team each time (measured on 2 cores:
-an 8-row step of the embedded model 50 ms from rotating threads against 30
-ms from one).
+`IDLE_EXIT_S` without parts), never on the callers': OpenMP keeps a pool of
+workers per thread that starts parallel work, and with more of them than
+CPUs its workers stop spinning between regions (openmp_threads.py; measured
+on 2 cores, an 8-row step of the embedded model took 50 ms led by rotating
+threads, 30 ms from one). A seated thread keeps its own OpenMP to one thread.
 
 Parts are taken first come first served while the pass stays within
 `max_rows` rows (the first always goes, however large): a part left out is
