@@ -104,6 +104,8 @@ def test_bad_values_are_usage_errors(capsys) -> None:
 
 def test_a_headless_server_logs_one_line_per_request_and_stops_on_ctrl_c() -> None:
     script = (
+        # Ctrl-C as a terminal sends it, whatever the runner left: a shell's background job inherits SIGINT ignored
+        "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         f"import sys; sys.path.insert(0, {str(TESTS)!r})\n"
         "from fake_engine import FakeEngine, factory_for\n"
         "from racer_tui.cli import main\n"

@@ -59,7 +59,9 @@ def served():
     pytest.importorskip("ray.serve", reason="Ray Serve is an optional extra (pip install -e '.[serve]')")
     port = _free_port()
     session = tempfile.mkdtemp(prefix="ray-")  # Ray's session folder, removed after
-    script = ("import sys\nfrom api_helpers import replica_factory\nfrom racer_tui.cli import main\n"
+    # Ctrl-C as a terminal sends it, whatever the runner left: a shell's background job inherits SIGINT ignored
+    script = ("import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+              "import sys\nfrom api_helpers import replica_factory\nfrom racer_tui.cli import main\n"
               f"sys.exit(main(['api', '--replicas', '2', '--replica-cpus', '1', '--max-batch', '4', '--port', '{port}', "
               "'--headless'], engine_factory=replica_factory))\n")
     # The replicas import this checkout (and api_helpers, the factory's module), whatever is installed.

@@ -45,9 +45,12 @@ def test_a_thread_in_the_block_starts_no_pool_and_gets_its_count_back() -> None:
             grown = threads() - started
         return before, inside, grown, torch.get_num_threads()
 
-    before, inside, grown, after = in_a_thread(work)
-    assert (inside, grown) == (1, 0)
-    assert after == before >= 2
+    # Other threads of the process (an earlier test's) may start meanwhile: one
+    # clean try of three shows it; with the feature broken every try grows.
+    tries = [in_a_thread(work) for _ in range(3)]
+    for before, inside, _, after in tries:
+        assert inside == 1 and after == before >= 2
+    assert min(grown for _, _, grown, _ in tries) == 0
     assert torch.get_num_threads() >= 2  # other threads keep theirs
 
 
@@ -59,5 +62,5 @@ def test_release_ends_the_calling_threads_pool() -> None:
         assert release_openmp_workers()
         return with_pool - started, threads() - started
 
-    grown, left = in_a_thread(work)
-    assert grown >= 1 and left == 0
+    tries = [in_a_thread(work) for _ in range(3)]  # as above: one clean try of three
+    assert any(grown >= 1 and left == 0 for grown, left in tries), tries
