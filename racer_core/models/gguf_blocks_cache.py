@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from racer_core.common.events import Progress
-from racer_core.common.paths import move_aside
 from racer_core.models.checkpoints import first_line
-from racer_core.models.gguf_cache import cache_folder, gguf_read_once, is_whole, write_folder
+from racer_core.models.gguf_cache import cache_folder, gguf_read_once, set_aside_if_damaged, write_folder
 
 log = logging.getLogger(__name__)
 SUFFIX = "-blocks"
@@ -43,11 +42,7 @@ def ensure_blocks_checkpoint(gguf: Path, progress: Progress | None = None) -> Pa
     file transformers' reader does not take this way): the dequantized copy
     serves then, as before, with one log line saying why."""
     folder = blocks_folder(gguf)
-    if folder.exists() and not is_whole(folder):
-        moved = move_aside(folder)
-        if progress:
-            progress(f"The cached parts of {gguf.name} were damaged (moved aside to {moved.name}); "
-                     "reading them again...", None)
+    set_aside_if_damaged(folder, progress, f"The cached parts of {gguf.name} were", "reading them again...")
     if folder.exists():
         return folder
     if progress:

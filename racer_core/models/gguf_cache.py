@@ -89,14 +89,20 @@ def _safetensors_whole(path: Path) -> bool:
 def ensure_dequantized(gguf: Path, progress: Progress | None = None) -> Path:
     """The cache folder holding `gguf` dequantized, made now if missing or damaged."""
     folder = cache_folder(gguf)
-    if folder.exists() and not is_whole(folder):
-        moved = move_aside(folder)
-        if progress:
-            progress(f"The cached copy of {gguf.name} was damaged (moved aside to {moved.name}); "
-                     "dequantizing it again...", None)
+    set_aside_if_damaged(folder, progress, f"The cached copy of {gguf.name} was", "dequantizing it again...")
     if not folder.exists():
         dequantize(gguf, folder, progress)
     return folder
+
+
+def set_aside_if_damaged(folder: Path, progress: Progress | None, what: str, again: str) -> None:
+    """Move a cache folder whose files are not whole aside (never deleted: the
+    user may want it back), telling `progress` "`what` damaged (moved aside to
+    NAME); `again`"."""
+    if folder.exists() and not is_whole(folder):
+        moved = move_aside(folder)
+        if progress:
+            progress(f"{what} damaged (moved aside to {moved.name}); {again}", None)
 
 
 STAGING = ".staging-"
