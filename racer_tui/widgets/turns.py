@@ -76,10 +76,17 @@ class ReplyTurn(Vertical):
             style = Style.parse(style or "") + Style.from_meta({"@click": on_click})
         self._text.append(text, style=style)
 
-    def add_pieces(self, pieces: tuple[TokenPiece, ...], on_click: str | None = None) -> None:
-        """Append streamed tokens; clicking them runs the action `on_click`."""
+    def add_pieces(self, pieces: tuple[TokenPiece, ...], on_click: str | None = None, show: bool = True) -> None:
+        """Append streamed tokens; clicking them runs the action `on_click`.
+        `show=False` only keeps them until `show_text` (the chat redraws a
+        fast reply a few times a second, not every step)."""
         for piece in pieces:
             self._append(piece.source, piece.text, on_click)
+        if show:
+            self.show_text()
+
+    def show_text(self) -> None:
+        """Draw the tokens added so far."""
         self._body.update(self._text)
 
     def finish(self, note: str = "") -> None:
