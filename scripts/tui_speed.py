@@ -7,7 +7,8 @@ model, its files in a temporary folder. Each round answers the same
 question three ways, one after another: the engine alone on the app's worker
 thread (no drawing), the app's chat with the shipped redraw pace, and the
 app's chat redrawn at every step (as before the pace; `REDRAW_S = (0, 0)`).
-Each reply is a new chat, greedy, the default method. Printed per way: wall
+Each reply is a new chat, greedy, the default method, not learning from
+earlier chats (so every way drafts from the question alone). Printed per way: wall
 seconds from Enter to the reply's end, tokens/s, and the main thread's CPU
 seconds meanwhile (drawing, mostly); then each way's median against the
 engine alone.
@@ -47,7 +48,8 @@ async def measure(rounds: int, max_new_tokens: int, method: str) -> dict[str, li
     with tempfile.TemporaryDirectory() as folder:
         app = RacerApp(default_engine_factory, data_dir=Path(folder) / "data", config_dir=Path(folder) / "config")
         async with app.run_test(size=(120, 36)) as pilot:
-            app.update_settings(max_new_tokens=max_new_tokens, method=method, temperature=0.0)
+            # learning from earlier chats off: each way drafts from the question alone, as the engine alone does
+            app.update_settings(max_new_tokens=max_new_tokens, method=method, temperature=0.0, learn_from_chats=False)
             await _until(lambda: app.engine is not None and isinstance(app.screen, ChatScreen))
             chat = app.screen
             paced = ChatScreen.REDRAW_S
