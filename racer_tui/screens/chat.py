@@ -108,8 +108,8 @@ class ChatScreen(ChatActions, Screen):
     """Least time between redraws of a streaming reply, at best and at worst.
     A redraw lays the whole screen out again (the reply grew), tens of
     milliseconds of the interpreter on a slow CPU; drawn at every step of a
-    fast model, or even ten times a second, that took half a core and the
-    interpreter from the model's threads, which then ran half as fast
+    fast model, that took over half a core and the interpreter from the
+    model's threads, which then ran at about a third of their speed alone
     (docs/design.md, "A streaming reply's redraws"). The pace adapts: slower
     while drawing takes more than REDRAW_SHARE of the main thread's time."""
     REDRAW_SHARE = 0.1
