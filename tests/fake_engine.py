@@ -301,6 +301,16 @@ async def ready_chat(pilot):
     return pilot.app.screen
 
 
+async def open_dashboard(pilot):
+    """The benchmark dashboard (F3), once the model is loaded."""
+    from racer_tui.screens.bench import BenchScreen
+
+    await ready_chat(pilot)
+    await pilot.press("f3")
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, BenchScreen))
+    return pilot.app.screen
+
+
 async def send_a_picture_and_attach_another(pilot, chat, folder) -> None:
     """Send "What is in this picture?" with cat.png (24x16), then attach
     dog.jpg (8x8) to the next message, both made in `folder`."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app_pilot import StartApp
-from fake_engine import FakeEngine, ready_chat, wait_for
+from fake_engine import FakeEngine, open_dashboard, wait_for
 from textual.widgets import SelectionList
 
 from racer_core.common.events import EngineInfo
@@ -11,10 +11,7 @@ from racer_tui.screens.bench import BenchScreen
 
 
 async def _dashboard_with_eagle3(pilot) -> BenchScreen:
-    await ready_chat(pilot)
-    await pilot.press("f3")
-    bench = pilot.app.screen
-    assert isinstance(bench, BenchScreen)
+    bench = await open_dashboard(pilot)
     bench.query_one("#q-begin").value, bench.query_one("#q-end").value = "0", "1"
     bench.query_one("#methods", SelectionList).select("eagle3")
     return bench

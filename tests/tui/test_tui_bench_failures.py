@@ -4,9 +4,8 @@ progress and the table count the failure, and a notice says so once."""
 from __future__ import annotations
 
 from app_pilot import StartApp
-from fake_engine import FakeEngine, ready_chat, wait_for
+from fake_engine import FakeEngine, open_dashboard, wait_for
 
-from racer_tui.screens.bench import BenchScreen
 from racer_tui.widgets.bench_tables import progress_table
 
 
@@ -19,10 +18,7 @@ async def test_a_failed_question_is_counted_and_the_run_goes_on(start_app: Start
 
     engine.step_hook = boom
     pilot = await start_app(engine)
-    await ready_chat(pilot)
-    await pilot.press("f3")
-    bench = pilot.app.screen
-    assert isinstance(bench, BenchScreen)
+    bench = await open_dashboard(pilot)
     bench.query_one("#q-end").value = "3"
     bench.action_start()
     await wait_for(pilot, lambda: bench.result is not None)

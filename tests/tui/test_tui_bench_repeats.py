@@ -11,7 +11,7 @@ import io
 
 import pytest
 from app_pilot import StartApp
-from fake_engine import STEP_TIMES, FakeClock, FakeEngine, drain, ready_chat, wait_for
+from fake_engine import STEP_TIMES, FakeClock, FakeEngine, drain, open_dashboard, wait_for
 from rich.console import Console
 
 from racer_core.bench import runner
@@ -25,10 +25,7 @@ SLOWER = (0.0, 4 * STEP, STEP)
 
 
 async def dashboard(pilot, begin: str, end: str, repeats: str) -> BenchScreen:
-    await ready_chat(pilot)
-    await pilot.press("f3")
-    bench = pilot.app.screen
-    assert isinstance(bench, BenchScreen)
+    bench = await open_dashboard(pilot)
     bench.query_one("#q-begin").value = begin
     bench.query_one("#q-end").value = end
     bench.query_one("#repeats").value = repeats

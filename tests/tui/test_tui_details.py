@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from app_pilot import SMALL, StartApp
-from fake_engine import REPLY, FakeEngine, drain, ready_chat, wait_for
+from fake_engine import REPLY, FakeEngine, drain, open_dashboard, ready_chat, wait_for
 from rich.console import Console
 from rich.text import Text
 from textual.widgets import Input, OptionList
@@ -18,21 +18,13 @@ from racer_core.common.events import Source
 from racer_tui.chat import session as chat_session
 from racer_tui.colors import CHART_BLUE, CHART_GREEN, LOGITS_GREEN, RETRIEVAL_GREEN, SOURCE_STYLE, rgb_of
 from racer_tui.history import HistoryStore, StoredMessage
-from racer_tui.screens.bench import BENCH_MAX_NEW_TOKENS, BenchScreen
+from racer_tui.screens.bench import BENCH_MAX_NEW_TOKENS
 from racer_tui.screens.chat import legend
 from racer_tui.screens.chat_dialogs import SearchScreen
 from racer_tui.settings import SettingsStore
 from racer_tui.widgets.bars import StepBars, chart_legend
 from racer_tui.widgets.bench_charts import SpeedChart, SpeedLegend
 from racer_tui.widgets.turns import ReplyTurn, UserTurn
-
-
-async def open_dashboard(pilot) -> BenchScreen:
-    await ready_chat(pilot)
-    await pilot.press("f3")
-    await wait_for(pilot, lambda: isinstance(pilot.app.screen, BenchScreen))
-    return pilot.app.screen
-
 
 # -- the dashboard's fields ------------------------------------------------------
 

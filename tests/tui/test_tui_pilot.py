@@ -11,7 +11,17 @@ import threading
 from pathlib import Path
 
 from app_pilot import SIZE, SMALL, StartApp
-from fake_engine import REPLY, FakeEngine, factory_for, failing_factory, make_app, ready_chat, tokenize, wait_for
+from fake_engine import (
+    REPLY,
+    FakeEngine,
+    factory_for,
+    failing_factory,
+    make_app,
+    open_dashboard,
+    ready_chat,
+    tokenize,
+    wait_for,
+)
 
 from racer_core.common.config import DEFAULTS
 from racer_core.common.errors import ModelLoadError, RacerError
@@ -41,15 +51,6 @@ async def chat_ready(start_app: StartApp, engine: FakeEngine):
 async def send(pilot, text: str) -> None:
     await pilot.press(*text)
     await pilot.press("enter")
-
-
-async def open_dashboard(pilot) -> BenchScreen:
-    """The benchmark dashboard, once the model is loaded."""
-    await ready_chat(pilot)
-    await pilot.press("f3")
-    bench = pilot.app.screen
-    assert isinstance(bench, BenchScreen)
-    return bench
 
 
 async def open_picker(pilot, path: Path) -> ModelPickerScreen:
