@@ -6,7 +6,7 @@ Runs the real app headless (Textual's run_test, 120x36) on the embedded
 model, its files in a temporary folder. Each round answers the same
 question three ways, one after another: the engine alone on the app's worker
 thread (no drawing), the app's chat with the shipped redraw pace, and the
-app's chat redrawn at every step (as before the pace; `REDRAW_S = (0, 0)`).
+app's chat redrawn at every step (as before the pace: racer_tui/redraw_pace.py at 0 s).
 Each reply is a new chat, greedy, the default method, not learning from
 earlier chats (so every way drafts from the question alone). Printed per way: wall
 seconds from Enter to the reply's end, tokens/s, and the main thread's CPU
@@ -42,6 +42,7 @@ async def measure(rounds: int, max_new_tokens: int, method: str) -> dict[str, li
     from racer_core.common.events import GenerationConfig
     from racer_tui.app import RacerApp
     from racer_tui.engine_loader import default_engine_factory
+    from racer_tui.redraw_pace import FASTEST_S, SLOWEST_S
     from racer_tui.screens.chat import ChatScreen
 
     results: dict[str, list[tuple[float, int, float]]] = {"engine alone": [], "app, paced": [], "app, every step": []}
@@ -52,7 +53,7 @@ async def measure(rounds: int, max_new_tokens: int, method: str) -> dict[str, li
             app.update_settings(max_new_tokens=max_new_tokens, method=method, temperature=0.0, learn_from_chats=False)
             await _until(lambda: app.engine is not None and isinstance(app.screen, ChatScreen))
             chat = app.screen
-            paced = ChatScreen.REDRAW_S
+            paced = (FASTEST_S, SLOWEST_S)
             config = GenerationConfig(method=method, max_new_tokens=max_new_tokens)
 
             def alone() -> int:
@@ -65,7 +66,8 @@ async def measure(rounds: int, max_new_tokens: int, method: str) -> dict[str, li
                 tokens = await loop.run_in_executor(None, alone)
                 results["engine alone"].append((time.perf_counter() - start, tokens, time.thread_time() - cpu))
                 for way, pace in (("app, paced", paced), ("app, every step", (0.0, 0.0))):
-                    chat.REDRAW_S, chat._redraw_s = pace, pace[0]
+                    chat.redraws.fastest, chat.redraws.slowest = pace
+                    chat.redraws.every = pace[0]
                     await chat.action_new_chat()
                     await pilot.pause()
                     await pilot.press(*QUESTION)
@@ -75,7 +77,6 @@ async def measure(rounds: int, max_new_tokens: int, method: str) -> dict[str, li
                     results[way].append((time.perf_counter() - start, chat.stats.tokens, time.thread_time() - cpu))
                 print(f"round {index + 1}/{rounds}: " + ", ".join(
                     f"{way} {rows[-1][1] / rows[-1][0]:.1f} tok/s" for way, rows in results.items()), flush=True)
-            chat.REDRAW_S = paced
     return results
 
 

@@ -31,6 +31,7 @@ from racer_core.common.events import METHODS, Engine, GenerationConfig
 from racer_tui.commands import BENCH_COMMANDS
 from racer_tui.host import Host, host_of
 from racer_tui.layout import Folding, Panel
+from racer_tui.redraw_pace import RedrawPace
 from racer_tui.widgets.bench_charts import CategoryChart, FlightChart, HistogramChart, SpeedChart, SpeedLegend
 from racer_tui.widgets.bench_tables import progress_table, speedup_table
 
@@ -88,6 +89,8 @@ class BenchScreen(Screen):
         self.run_id = 0
         self._stop = threading.Event()
         self.folding = Folding(Panel("controls", self.CONTROLS_WIDTH, floats=True))
+        # The in-flight chart, redrawn at a pace while the engine is measured (redraw_pace.py)
+        self.flight_redraws = RedrawPace(lambda: self.query_one(FlightChart).sync(), self.set_timer)
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="bench-body"):
@@ -297,14 +300,16 @@ class BenchScreen(Screen):
             return
         self.board.update(message.progress)
         if message.progress.event is None:
+            self.flight_redraws.cancel()
             self.show_board()  # question start or end: every panel changes
         else:
-            self.query_one(FlightChart).sync()
+            self.flight_redraws.request()
 
     def on_bench_done(self, message: BenchDone) -> None:
         if message.run_id != self.run_id:
             return
         self._set_running(False)
+        self.flight_redraws.cancel()
         self.host.release_engine()
         if message.error is not None:
             self.notify(message.error, title="Benchmark failed", severity="error", timeout=15)

@@ -7,7 +7,6 @@ Escape sets a threading.Event that the engine polls before every step.
 from __future__ import annotations
 
 import threading
-import time
 
 from rich.text import Text
 from textual import work
@@ -15,7 +14,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.timer import Timer
 from textual.widgets import Footer, Markdown, Static
 from textual.worker import get_current_worker
 
@@ -33,6 +31,7 @@ from racer_tui.history import HistoryError
 from racer_tui.host import Host, host_of
 from racer_tui.layout import Folding, Panel
 from racer_tui.messages import ReplyEnded, ReplyFailed, ReplyStep
+from racer_tui.redraw_pace import RedrawPace
 from racer_tui.screens.attach_image import AttachImageScreen
 from racer_tui.screens.confirm import ConfirmScreen
 from racer_tui.screens.inspector import InspectorScreen
@@ -104,15 +103,6 @@ class ChatScreen(ChatActions, Screen):
     ]
 
     PALETTE = CHAT_COMMANDS + ACTION_COMMANDS
-    REDRAW_S = (0.1, 1.0)
-    """Least time between redraws of a streaming reply, at best and at worst.
-    A redraw lays the whole screen out again (the reply grew), tens of
-    milliseconds of the interpreter on a slow CPU; drawn at every step of a
-    fast model, that took over half a core and the interpreter from the
-    model's threads, which then ran at about a third of their speed alone
-    (docs/design.md, "A streaming reply's redraws"). The pace adapts: slower
-    while drawing takes more than REDRAW_SHARE of the main thread's time."""
-    REDRAW_SHARE = 0.1
     SIDEBAR_WIDTH = 110  # below this many columns the chat list folds away (ctrl+b floats it back)
     CHART_WIDTH = 90  # below this the acceptance chart becomes a sparkline in the status line
 
@@ -132,10 +122,7 @@ class ChatScreen(ChatActions, Screen):
         self._editing: int | None = None  # the chat whose last message the prompt holds to resend
         self.attached: list[ChatImage] = []  # images the next message carries
         self._unshown_bars: list[tuple[int, tuple]] = []  # the streaming reply's steps not yet in the chart
-        self._redraw: Timer | None = None  # the streaming reply's next redraw, when one is due
-        self._shown_at = 0.0  # time.monotonic() of its last redraw
-        self._shown_cpu = 0.0  # and the main thread's time.thread_time() then
-        self._redraw_s = self.REDRAW_S[0]  # the pace now
+        self.redraws = RedrawPace(self._show_reply, self.set_timer)  # the streaming reply's (redraw_pace.py)
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="chat-body"):
@@ -381,7 +368,7 @@ class ChatScreen(ChatActions, Screen):
         self._reply_turn.reply_id = turn.reply_id
         view.mount(UserTurn(text, [stored(i) for i in turn.images]))
         view.mount(self._reply_turn)
-        self._cancel_redraw()
+        self.redraws.cancel()
         self._unshown_bars.clear()
         self.query_one(StepChart).reset()
         self._chart_reply = turn.reply_id
@@ -423,25 +410,13 @@ class ChatScreen(ChatActions, Screen):
         self._reply_turn.add_pieces(event.pieces, f"screen.inspect_step({message.reply_id}, {event.step - 1})",
                                     show=False)
         if event.finished:
-            self._show_reply()
+            self.redraws.draw_now()
             self._finish(event.finish_reason)
         else:
-            self._show_reply_soon()
-
-    def _show_reply_soon(self) -> None:
-        """Redraw the streaming reply now, or once REDRAW_S has passed since the last redraw."""
-        if self._redraw is not None:
-            return  # one is due already
-        wait = self._shown_at + self._redraw_s - time.monotonic()
-        if wait <= 0:
-            self._show_reply()
-        else:
-            self._redraw = self.set_timer(wait, self._show_reply)
+            self.redraws.request()
 
     def _show_reply(self) -> None:
         """Draw the streaming reply's steps so far: text, chart, status line."""
-        self._cancel_redraw()
-        self._pace_redraws()
         if self._reply_turn is None:
             return
         chart = self.query_one(StepChart)
@@ -451,25 +426,6 @@ class ChatScreen(ChatActions, Screen):
         self._reply_turn.show_text()
         self.show_status()
         self._scroll_to_end()
-
-    def _pace_redraws(self) -> None:
-        """Slow the redraws down while the main thread (drawing, mostly) was
-        busy for more than REDRAW_SHARE of the time since the last one; speed
-        them up again once it is well under."""
-        now, cpu = time.monotonic(), time.thread_time()
-        if self._shown_at:
-            share = (cpu - self._shown_cpu) / max(now - self._shown_at, 1e-3)
-            fastest, slowest = self.REDRAW_S
-            if share > self.REDRAW_SHARE:
-                self._redraw_s = min(2 * self._redraw_s, slowest)
-            elif share < self.REDRAW_SHARE / 3:
-                self._redraw_s = max(self._redraw_s / 2, fastest)
-        self._shown_at, self._shown_cpu = now, cpu
-
-    def _cancel_redraw(self) -> None:
-        if self._redraw is not None:
-            self._redraw.stop()
-            self._redraw = None
 
     def on_reply_ended(self, message: ReplyEnded) -> None:
         if message.reply_id == self.reply_id:
@@ -492,7 +448,7 @@ class ChatScreen(ChatActions, Screen):
         # Roll back the turn so history, screen and engine agree; keep the prompt.
         turn = self.session.roll_back()
         self.host.release_engine()
-        self._cancel_redraw()
+        self.redraws.cancel()
         self._unshown_bars.clear()
         self._reply_turn = None
         for widget in list(self.conversation_view.children)[-2:]:

@@ -1,29 +1,37 @@
-"""A streaming reply is redrawn at a pace, not at every step: a redraw lays
-the whole screen out, and drawn at every step of a fast model it took the
-model's own CPU (racer_tui/screens/chat.py, REDRAW_S). Every step is still
-kept as it comes, and the finished reply is drawn whole."""
+"""Screens fed one message per engine step redraw at a pace, not at every
+step (racer_tui/redraw_pace.py): a redraw lays the screen out, and drawn at
+every step of a fast model it took the model's own CPU. Every step is still
+kept as it comes, and the end is drawn whole."""
 
 from __future__ import annotations
 
+import pytest
 from app_pilot import StartApp
-from fake_engine import REPLY, FakeEngine, ready_chat, tokenize, wait_for
+from fake_engine import REPLY, FakeEngine, drain, open_dashboard, ready_chat, tokenize, wait_for
 
-from racer_tui.screens import chat as chat_module
-from racer_tui.screens.chat import ChatScreen
+from racer_tui import redraw_pace
+from racer_tui.redraw_pace import RedrawPace
+from racer_tui.widgets.bench_charts import FlightChart
 from racer_tui.widgets.step_chart import StepChart
 from racer_tui.widgets.turns import ReplyTurn
+
+HOUR = 3600.0
 
 
 def _shown(turn: ReplyTurn) -> str:
     return str(turn.query_one(".reply-text").render())
 
 
+def _hold(pace: RedrawPace) -> None:
+    """After the next redraw, none for an hour (a test's whole run)."""
+    pace.fastest = pace.slowest = pace.every = HOUR
+
+
 async def test_steps_between_redraws_wait_and_the_end_shows_them_all(start_app: StartApp) -> None:
     engine = FakeEngine(gate_after=6)
     pilot = await start_app(engine)
     chat = await ready_chat(pilot)
-    chat.REDRAW_S = (3600.0, 3600.0)  # after the first redraw, none until the reply ends
-    chat._redraw_s = 3600.0
+    _hold(chat.redraws)
     await pilot.press(*"hello", "enter")
     await wait_for(pilot, engine.paused.is_set)
     await pilot.pause()
@@ -46,8 +54,30 @@ async def test_a_failed_reply_leaves_no_redraw_behind(start_app: StartApp) -> No
     await pilot.press(*"hello", "enter")
     await wait_for(pilot, lambda: not chat.generating)
     await pilot.pause()
-    assert chat._redraw is None and not chat._unshown_bars
+    assert not chat.redraws.due and not chat._unshown_bars
     assert not chat.query(ReplyTurn)
+
+
+async def test_the_benchmarks_flight_chart_waits_too_and_ends_whole(start_app: StartApp) -> None:
+    engine = FakeEngine(gate_after=75)  # the warm-ups make 45 + 20 steps: ten steps into the first question
+    pilot = await start_app(engine)
+    bench = await open_dashboard(pilot)
+    bench.query_one("#q-begin").value = "1"
+    bench.query_one("#q-end").value = "2"
+    _hold(bench.flight_redraws)
+    bench.action_start()
+    await wait_for(pilot, engine.paused.is_set)
+    await drain(pilot, bench)
+    steps = bench.board.flight.accept_lengths
+    assert len(steps) >= 2  # the question has made steps...
+    assert len(bench.query_one(FlightChart).lengths) < len(steps)  # ...not all drawn yet
+    assert bench.flight_redraws.due
+    engine.release()
+    await wait_for(pilot, lambda: bench.result is not None)
+    await pilot.pause()
+    assert not bench.flight_redraws.due
+    last = list(bench.board.flight.accept_lengths)
+    assert last and bench.query_one(FlightChart).lengths == last  # the last question, whole
 
 
 class _Clock:
@@ -64,25 +94,53 @@ class _Clock:
         return self.cpu
 
 
+class _Timer:
+    def __init__(self, seconds: float, callback) -> None:  # noqa: ANN001
+        self.seconds, self.callback, self.stopped = seconds, callback, False
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def test_a_request_draws_now_or_once_the_pace_allows(monkeypatch) -> None:
+    clock = _Clock()
+    monkeypatch.setattr(redraw_pace, "time", clock)
+    drawn: list[float] = []
+    timers: list[_Timer] = []
+    pace = RedrawPace(lambda: drawn.append(clock.wall), lambda s, cb: timers.append(_Timer(s, cb)) or timers[-1])
+    pace.request()
+    assert drawn == [100.0] and not timers  # the first: at once
+    clock.wall += 0.03
+    pace.request()
+    pace.request()  # one redraw is due already: no second timer
+    assert drawn == [100.0] and len(timers) == 1 and timers[0].seconds == pytest.approx(pace.fastest - 0.03)
+    clock.wall += timers[0].seconds
+    timers[0].callback()
+    assert drawn == [100.0, clock.wall] and not pace.due
+    pace.request()
+    assert len(timers) == 2 and pace.due
+    pace.draw_now()  # the end: at once, the waiting redraw dropped
+    assert len(drawn) == 3 and timers[1].stopped and not pace.due
+
+
 def test_the_pace_slows_while_drawing_is_costly_and_recovers(monkeypatch) -> None:
     clock = _Clock()
-    monkeypatch.setattr(chat_module, "time", clock)
-    screen = ChatScreen()
-    fastest, slowest = screen.REDRAW_S
-    screen._pace_redraws()  # the first redraw: nothing to judge yet
-    assert screen._redraw_s == fastest
+    monkeypatch.setattr(redraw_pace, "time", clock)
+    pace = RedrawPace(lambda: None, lambda s, cb: _Timer(s, cb))
+    pace.draw_now()  # the first redraw: nothing to judge yet
+    assert pace.every == pace.fastest
 
     def redraw_after(seconds: float, busy_share: float) -> float:
         clock.wall += seconds
         clock.cpu += seconds * busy_share
-        screen._pace_redraws()
-        return screen._redraw_s
+        pace.draw_now()
+        return pace.every
 
-    costly = 3 * screen.REDRAW_SHARE
-    assert redraw_after(0.1, costly) == 2 * fastest  # doubles...
-    paces = [redraw_after(screen._redraw_s, costly) for _ in range(10)]
-    assert paces[-1] == slowest and max(paces) == slowest  # ...up to the slowest
-    assert redraw_after(slowest, screen.REDRAW_SHARE * 0.9) == slowest  # in between: kept
-    assert redraw_after(slowest, 0.0) == slowest / 2  # cheap again: halves...
-    paces = [redraw_after(screen._redraw_s, 0.0) for _ in range(10)]
-    assert paces[-1] == fastest and min(paces) == fastest  # ...down to the fastest
+    costly = 3 * pace.share
+    assert redraw_after(0.1, costly) == 2 * pace.fastest  # doubles...
+    paces = [redraw_after(pace.every, costly) for _ in range(10)]
+    assert paces[-1] == pace.slowest and max(paces) == pace.slowest  # ...up to the slowest
+    assert redraw_after(pace.slowest, pace.share * 0.9) == pace.slowest  # in between: kept
+    assert redraw_after(pace.slowest, 0.0) == pace.slowest / 2  # cheap again: halves...
+    paces = [redraw_after(pace.every, 0.0) for _ in range(10)]
+    assert paces[-1] == pace.fastest and min(paces) == pace.fastest  # ...down to the fastest
