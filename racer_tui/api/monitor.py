@@ -24,6 +24,7 @@ from racer_tui.api.protocol import ApiError
 from racer_tui.api.reply import Tally
 from racer_tui.api.worker import Job, batch_figures
 from racer_tui.colors import SOURCE_STYLE
+from racer_tui.redraw_pace import RedrawPace
 
 if TYPE_CHECKING:
     from racer_tui.api.service import ApiService
@@ -95,6 +96,9 @@ class ApiMonitor(App[int]):
         self.refusals = 0
         self.last_refusal = ""
         self._live = Text()
+        # A step changes the running reply's line only: drawn at a pace, not at every step of
+        # every request, so drawing does not take the CPU from the passes (racer_tui/redraw_pace.py)
+        self.step_redraws = RedrawPace(self._show_running, self.set_timer)
 
     # -- told from other threads -------------------------------------------------
 
@@ -158,8 +162,10 @@ class ApiMonitor(App[int]):
             elif job.outcome == "cancelled":  # left before it started
                 self.queued = max(0, self.queued - 1)
             self._add_row(job)
-        self._show_queue()
-        self._show_live()
+        if kind == "step":
+            self.step_redraws.request()
+            return
+        self.step_redraws.draw_now()
         if kind == "finished":
             self._show_totals()
 
@@ -169,6 +175,10 @@ class ApiMonitor(App[int]):
         self._show_queue()
 
     # -- drawing ---------------------------------------------------------------------
+
+    def _show_running(self) -> None:
+        self._show_queue()
+        self._show_live()
 
     def _show_queue(self) -> None:
         busy = f"{len(self.active)} running" if len(self.active) > 1 else ("busy" if self.running else "idle")

@@ -59,3 +59,34 @@ async def test_the_monitor_shows_the_running_request_and_the_finished_ones() -> 
         assert "refused: 1" in text_of(app, "#queue") and "not valid JSON" in text_of(app, "#queue")
         await pilot.press("ctrl+q")
     assert not service.worker.alive  # quitting stopped the server and its engine threads
+
+
+@pytest.mark.asyncio
+async def test_a_step_is_drawn_at_the_pace_and_the_end_at_once() -> None:
+    """A step changes the running line only, drawn at a pace (racer_tui/redraw_pace.py);
+    a request's start and end are drawn at once."""
+    engine = FakeEngine(gate_after=6)
+    service = ApiService(engine, ServerSettings(), "127.0.0.1", 0)
+    app = ApiMonitor(service)
+    async with app.run_test(size=(140, 36)) as pilot:
+        pace = app.step_redraws
+        pace.fastest = pace.slowest = pace.every = 3600.0  # after the first step's redraw, none for the test's run
+
+        def ask() -> str:
+            return client(service).chat.completions.create(
+                model="fake", messages=[{"role": "user", "content": "hi"}]).choices[0].message.content
+
+        reply = asyncio.create_task(asyncio.to_thread(ask))
+        await wait_for(pilot, lambda: engine.paused.is_set() and app.running is not None
+                    and app.running.tally.stats.steps >= 4)
+        await pilot.pause(0.1)
+        kept, shown = app._live.plain, text_of(app, "#live-text")
+        assert len(shown) < len(kept) and kept.startswith(shown)  # the steps are kept, not all drawn
+        assert pace.due
+        engine.release()
+        assert await asyncio.wait_for(reply, 30) == engine.reply
+        await wait_for(pilot, lambda: app.requests == 1)
+        await pilot.pause(0.05)
+        assert not pace.due
+        assert "idle" in text_of(app, "#queue") and "waiting for requests" in text_of(app, "#live-stats")
+        await pilot.press("ctrl+q")
