@@ -20,6 +20,17 @@ def text_of(app: ApiMonitor, selector: str) -> str:
     return str(app.query_one(selector).render())
 
 
+def ask(service: ApiService) -> str:
+    return client(service).chat.completions.create(
+        model="fake", messages=[{"role": "user", "content": "hi"}]).choices[0].message.content
+
+
+async def until_held(pilot, app: ApiMonitor, engine: FakeEngine) -> None:  # noqa: ANN001
+    """Until the engine holds at its gate with the request a few steps in."""
+    await wait_for(pilot, lambda: engine.paused.is_set() and app.running is not None
+                   and app.running.tally.stats.steps >= 4)
+
+
 @pytest.mark.asyncio
 async def test_the_monitor_shows_the_running_request_and_the_finished_ones() -> None:
     engine = FakeEngine(gate_after=6)
@@ -29,13 +40,8 @@ async def test_the_monitor_shows_the_running_request_and_the_finished_ones() -> 
         assert service.url in text_of(app, "#address") and "fake-model" in text_of(app, "#address")
         assert "no key" in text_of(app, "#address") and "no requests yet" in text_of(app, "#totals")
 
-        def ask() -> str:
-            return client(service).chat.completions.create(
-                model="fake", messages=[{"role": "user", "content": "hi"}]).choices[0].message.content
-
-        reply = asyncio.create_task(asyncio.to_thread(ask))
-        await wait_for(pilot, lambda: engine.paused.is_set() and app.running is not None
-                    and app.running.tally.stats.steps >= 4)
+        reply = asyncio.create_task(asyncio.to_thread(ask, service))
+        await until_held(pilot, app, engine)
         await pilot.pause(0.1)
         live = text_of(app, "#live-stats")
         assert app.running.id in live and "chat racer" in live and "tok/s" in live and "MAT" in live
@@ -72,13 +78,8 @@ async def test_a_step_is_drawn_at_the_pace_and_the_end_at_once() -> None:
         pace = app.step_redraws
         pace.fastest = pace.slowest = pace.every = 3600.0  # after the first step's redraw, none for the test's run
 
-        def ask() -> str:
-            return client(service).chat.completions.create(
-                model="fake", messages=[{"role": "user", "content": "hi"}]).choices[0].message.content
-
-        reply = asyncio.create_task(asyncio.to_thread(ask))
-        await wait_for(pilot, lambda: engine.paused.is_set() and app.running is not None
-                    and app.running.tally.stats.steps >= 4)
+        reply = asyncio.create_task(asyncio.to_thread(ask, service))
+        await until_held(pilot, app, engine)
         await pilot.pause(0.1)
         kept, shown = app._live.plain, text_of(app, "#live-text")
         assert len(shown) < len(kept) and kept.startswith(shown)  # the steps are kept, not all drawn
