@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from app_pilot import SIZE
-from fake_engine import FakeEngine, make_app, ready_chat, wait_for
+from fake_engine import FakeEngine, drain, make_app, ready_chat, wait_for
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
@@ -182,7 +182,8 @@ async def test_the_api_monitor_shows_markup_as_typed() -> None:
 
         reply = asyncio.create_task(asyncio.to_thread(ask))
         await wait_for(pilot, lambda: engine.paused.is_set() and app.running is not None)
-        await pilot.pause(0.1)
+        await drain(pilot, app)  # every step so far handled...
+        await wait_for(pilot, lambda: not app.step_redraws.due)  # ...and drawn (at the pace)
         assert app.query_one("#live-text", Static).content.plain.startswith("x[/] or [bold]")
         engine.release()
         await asyncio.wait_for(reply, 30)
