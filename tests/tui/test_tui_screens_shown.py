@@ -98,6 +98,7 @@ async def test_a_reply_mid_generation_shows_its_text_and_chart_so_far(start_app:
     chat = await ask(pilot, "How does RACER draft tokens?")
     await wait_for(pilot, engine.paused.is_set)
     await drain(pilot, chat)
+    await wait_for(pilot, lambda: not chat.redraws.due)  # the steps so far drawn (at the redraw pace)
     assert chat.generating
     partial = chat.query_one(ReplyTurn).content
     words = tokenize(REPLY)

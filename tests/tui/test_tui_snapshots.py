@@ -47,6 +47,7 @@ def test_chat_mid_generation(snap_compare, tmp_path: Path) -> None:
         chat = await ask(pilot, "How does RACER draft tokens?")
         await wait_for(pilot, engine.paused.is_set)
         await drain(pilot, chat)
+        await wait_for(pilot, lambda: not chat.redraws.due)  # the steps so far drawn (at the redraw pace)
 
     assert snap_compare(make_app(tmp_path, engine), terminal_size=SIZE, run_before=run_before)
 
@@ -109,6 +110,7 @@ def test_dashboard_running(snap_compare, tmp_path: Path, monkeypatch: pytest.Mon
         bench = await start_bench(pilot, "4")
         await wait_for(pilot, engine.paused.is_set)
         await drain(pilot, bench)
+        await wait_for(pilot, lambda: not bench.flight_redraws.due)  # the in-flight chart drawn (at the pace)
 
     assert snap_compare(make_app(tmp_path, engine), terminal_size=SIZE, run_before=run_before)
 
