@@ -28,16 +28,21 @@ DEFAULT_MAX_BATCH = 8
 """Requests decoded at once, their forward passes shared (racer_core/engine/batching.py)."""
 DEFAULT_MAX_ROWS = 256
 """Rows per shared pass: a prefill chunk, or many requests' trees."""
+LISTEN_BACKLOG = 2048  # uvicorn's default
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A listening-ready socket on host:port, or a RacerError in one line."""
+    """A socket listening on host:port, or a RacerError in one line. It listens
+    from here, before uvicorn takes it: a client told the address (the
+    headless line is printed first) waits in the backlog instead of being
+    refused while the server starts."""
     try:
         family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
                                                              flags=socket.AI_PASSIVE)[0]
         sock = socket.socket(family, kind, proto)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
+        sock.listen(LISTEN_BACKLOG)
     except OSError as exc:
         raise RacerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     return sock

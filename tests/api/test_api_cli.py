@@ -16,6 +16,7 @@ import pytest
 from api_helpers import client
 from fake_engine import FakeEngine, factory_for
 
+from racer_tui.api.service import bind
 from racer_tui.cli import main
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -92,6 +93,17 @@ def test_a_taken_port_is_one_clear_error(capsys) -> None:
         assert main(["api", "--headless", "--port", str(port)], engine_factory=factory_for(FakeEngine())) == 1
     err = capsys.readouterr().err
     assert f"cannot listen on 127.0.0.1:{port}" in err and "Traceback" not in err
+
+
+def test_the_address_takes_connections_before_the_server_runs() -> None:
+    """The headless line gives the address before uvicorn starts: a client that
+    connects at once waits in the backlog, not refused (a race seen in CI)."""
+    sock = bind("127.0.0.1", 0)
+    try:
+        with socket.create_connection(sock.getsockname(), timeout=5):
+            pass
+    finally:
+        sock.close()
 
 
 def test_bad_values_are_usage_errors(capsys) -> None:
