@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import numpy as np
 import torch
 
 _MIN_CAPACITY = 256
@@ -27,8 +28,6 @@ class TreeCacheLayer:
 
     def __init__(self) -> None:
         super().__init__()
-        self.keys: torch.Tensor | None = None
-        self.values: torch.Tensor | None = None
         self.is_initialized = False
         self.length = 0
         self._k: torch.Tensor | None = None
@@ -79,12 +78,28 @@ class TreeCacheLayer:
         assert self._k is not None and self._v is not None
         return self._k, self._v
 
+    # The cached keys and values are views of the buffers made when read: the
+    # fused layers never read them, and making two views per layer per step
+    # cost more than the rest of the cache's bookkeeping.
+    @property
+    def keys(self) -> torch.Tensor | None:
+        return None if self._k is None else self._k[..., : self.length, :]
+
+    @keys.setter
+    def keys(self, value: torch.Tensor | None) -> None:
+        _only_none(value)
+
+    @property
+    def values(self) -> torch.Tensor | None:
+        return None if self._v is None else self._v[..., : self.length, :]
+
+    @values.setter
+    def values(self, value: torch.Tensor | None) -> None:
+        _only_none(value)
+
     def advance(self, n: int) -> None:
         """Count the n rows written after the cached ones (by `update`, or by a kernel after `open_rows`)."""
-        assert self._k is not None and self._v is not None
         self.length += n
-        self.keys = self._k[..., : self.length, :]
-        self.values = self._v[..., : self.length, :]
 
     def keep(self, base: int, rows: torch.Tensor | None, count: int) -> None:
         """Keep [0, base) plus rows base + rows[i] moved to base + i."""
@@ -93,9 +108,6 @@ class TreeCacheLayer:
             self._k[..., base : base + count, :] = self._k.index_select(-2, src)
             self._v[..., base : base + count, :] = self._v.index_select(-2, src)
         self.length = base + count
-        if self._k is not None:
-            self.keys = self._k[..., : self.length, :]
-            self.values = self._v[..., : self.length, :]
 
     def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
         return self.length + query_length, 0
@@ -113,9 +125,14 @@ class TreeCacheLayer:
 
     def reset(self) -> None:
         self.length = 0
-        self.keys = self.values = None
         self._k = self._v = None
         self.is_initialized = False
+
+
+def _only_none(value: torch.Tensor | None) -> None:
+    """transformers' layer base class clears `keys` and `values` with None; nothing else may set them."""
+    if value is not None:
+        raise AttributeError("a TreeCacheLayer's keys and values are views of its buffers: write with update()")
 
 
 class TreeCache:
@@ -123,6 +140,35 @@ class TreeCache:
 
     def __init__(self, num_layers: int) -> None:
         self.layers: list[TreeCacheLayer] = [TreeCacheLayer() for _ in range(num_layers)]
+        self._pointers: np.ndarray | None = None  # open_all's answer while no buffer moves
+        self._buffers: list[torch.Tensor | None] = []  # the key buffers it was read from
+        self._room = 0  # the fewest rows any of them holds
+
+    def open_all(self, n: int, kv_heads: int, head_dim: int, dtype: torch.dtype) -> np.ndarray:
+        """Every layer's `open_rows(n, ...)` as (layers, 3) int64 rows of (key
+        buffer address, value buffer address, their stride between heads, in
+        elements), for a kernel that writes n rows into each layer at once
+        (formats/quant_layer.py). The addresses are kept until a buffer grows."""
+        layers = self.layers
+        length = layers[0].length
+        if any(layer.length != length for layer in layers):
+            raise ValueError("the cache's layers hold different lengths")
+        fresh = (self._pointers is not None and length + n <= self._room
+                 and all(layer._k is k for layer, k in zip(layers, self._buffers, strict=True)))
+        if not fresh:
+            rows = []
+            for layer in layers:
+                k, v = layer.open_rows(n, kv_heads, head_dim, dtype)
+                rows.append((k.data_ptr(), v.data_ptr(), k.stride(1)))
+            self._pointers = np.array(rows, dtype=np.int64)
+            self._buffers = [layer._k for layer in layers]
+            self._room = min(int(layer._k.shape[-2]) for layer in layers if layer._k is not None)
+        return self._pointers
+
+    def advance_all(self, n: int) -> None:
+        """Count n rows written into every layer after `open_all`."""
+        for layer in self.layers:
+            layer.length += n
 
     @property
     def length(self) -> int:

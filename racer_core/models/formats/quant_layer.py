@@ -90,11 +90,7 @@ class FusedLayers:
                 raise ValueError(f"mask {tuple(part.mask.shape)} for {rows} rows after {length} cached")
             keep.append(mask)
             meta.append((rows, length, mask.data_ptr(), mask.stride(0), below))
-            for index, layer in enumerate(part.cache.layers):
-                if layer.length != length:
-                    raise ValueError("the cache's layers hold different lengths")
-                k, v = layer.open_rows(rows, self.kv_heads, self.head_dim, torch.float32)
-                caches[p, index] = (k.data_ptr(), v.data_ptr(), k.stride(1))
+            caches[p] = part.cache.open_all(rows, self.kv_heads, self.head_dim, torch.float32)
         threads = torch.get_num_threads()
         captured: dict[int, torch.Tensor] = {}
         start = 0
@@ -105,6 +101,5 @@ class FusedLayers:
                 captured[stop] = h.clone()
             start = stop
         for part in parts:
-            for layer in part.cache.layers:
-                layer.advance(part.ids.shape[0])
+            part.cache.advance_all(part.ids.shape[0])
         return captured
