@@ -17,6 +17,13 @@ keeps moving: drafting resumes when those choices would pay again, and at
 once for a step whose root the automaton matched with a long context (the text
 turned repetitive, where trees win most). No clock is read: the score is the
 curve's, so tests script both the curve and the acceptance.
+
+Under continuous batching (racer_core/engine/batching.py) a tree shares its
+pass with `others` sequences' `base` rows: it gained others + its own tokens
+in t(base + fed), where plain decoding of the same pass makes others + 1 in
+t(base + 1). Each tree is scored against plain decoding at its own load, so
+a tree that pays alone but not on the steeper part of the curve a full batch
+sits on pauses drafting there.
 """
 
 from __future__ import annotations
@@ -48,22 +55,28 @@ class DraftGate:
 
     @property
     def plain_rate(self) -> float:
-        """Tokens per second of plain decoding by the curve."""
-        return 1.0 / self.curve(1)
+        """Tokens per second of plain decoding by the curve, at the loads the
+        latest trees met (alone: 1 / t(1))."""
+        if not self._seen:
+            return 1.0 / self.curve(1)
+        return sum(p for _, _, p in self._seen) / sum(s for _, s, _ in self._seen)
 
     def rate(self) -> float | None:
         """Tokens per second of curve the latest chosen trees made (None before any)."""
         if not self._seen:
             return None
-        return sum(g for g, _ in self._seen) / sum(s for _, s in self._seen)
+        return sum(g for g, _, _ in self._seen) / sum(s for _, s, _ in self._seen)
 
-    def observe(self, fed: int, gained: int) -> None:
-        """One chosen tree, labelled: `fed` rows would cost t(fed) and gained
-        `gained` tokens (1 + the drafts its verification accepts)."""
-        self._seen.append((gained, self.curve(fed)))
-        rate = self.rate()
-        if len(self._seen) >= self.min_evidence and rate is not None:
-            self.paused = rate < self.plain_rate
+    def observe(self, fed: int, gained: int, others: int = 0, base: int = 0) -> None:
+        """One chosen tree, labelled: `fed` rows beside `others` sequences'
+        `base` rows would cost t(base + fed) and gained `gained` tokens (1 +
+        the drafts its verification accepts) besides the others' one each;
+        plain decoding would have made (others + 1) / t(base + 1) a second."""
+        seconds = self.curve(base + fed)
+        plain = seconds * (others + 1) / self.curve(base + 1)  # plain decoding's tokens in those seconds
+        self._seen.append((others + gained, seconds, plain))
+        if len(self._seen) >= self.min_evidence:
+            self.paused = sum(g for g, _, _ in self._seen) < sum(p for _, _, p in self._seen)
 
     def allows(self, context: int) -> tuple[bool, str]:
         """(draft this step, the decision in words for the step inspector);

@@ -74,6 +74,7 @@ class Selection:
     best: int  # index of the chosen option
     gate: str = ""  # the draft gate's decision in words ("" while drafting pays)
     intended: tuple[np.ndarray, int] | None = None  # the policy's (chosen, fed) when the gate paused it
+    load: tuple[int, int] = (0, 0)  # (other sequences, their rows) in the pass it was chosen for
 
 
 @dataclass
@@ -186,7 +187,8 @@ class TreePolicy:
             if n == len(order):
                 break
         chosen = np.sort(np.concatenate([[0], order[:best_n]]))
-        selection = Selection(chosen, sizes.padded(len(chosen)), float(gains[best_n]), probs, tuple(options), best)
+        selection = Selection(chosen, sizes.padded(len(chosen)), float(gains[best_n]), probs, tuple(options), best,
+                              load=(others, base))
         drafts = tree.context[1:]
         with self._lock:
             draft, why = self.gate.allows(int(drafts.max()) if len(drafts) else 0)
@@ -194,7 +196,8 @@ class TreePolicy:
             return replace(selection, gate=why)
         # Plain decoding: the root alone, one row; the policy's own choice is
         # kept so the gate can score it once the text is known.
-        return Selection(np.zeros(1, dtype=chosen.dtype), 1, 0.0, probs, tuple(options), 0, why, (chosen, selection.fed))
+        return Selection(np.zeros(1, dtype=chosen.dtype), 1, 0.0, probs, tuple(options), 0, why, (chosen, selection.fed),
+                         (others, base))
 
     def record(self, tree: DraftTree, position: int, selection: Selection | None = None) -> None:
         """Keep this step's full tree (before selection) to learn from later,
@@ -205,7 +208,8 @@ class TreePolicy:
         can be labelled, verified or not: learning from verified nodes alone
         would never revisit the kinds of node it once judged poor.
         """
-        choice = None if selection is None else (selection.intended or (selection.chosen, selection.fed))
+        choice = None if selection is None else (*(selection.intended or (selection.chosen, selection.fed)),
+                                                 *selection.load)
         self._pending.append((position, tree.tokens, tree.parents, tree.position_ids, self._buckets(tree), choice))
 
     def learn(self, sequence: list[int], final: bool = False) -> None:
@@ -236,6 +240,7 @@ class TreePolicy:
                     passed = tested & on_path
                     np.add.at(self._hits, tuple(b[passed] for b in buckets), 1.0)
                 if choice is not None and len(choice[0]) > 1:  # the root alone is plain decoding: nothing to score
-                    chosen, fed = choice
-                    self.gate.observe(fed, int(on_path[chosen].sum()))  # the root (1) + the drafts it would accept
+                    chosen, fed, others, base = choice
+                    # the root (1) + the drafts it would accept, beside the pass's others
+                    self.gate.observe(fed, int(on_path[chosen].sum()), others, base)
         self._pending = keep

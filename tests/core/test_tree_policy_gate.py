@@ -5,6 +5,8 @@ Scripted cost curves and scripted acceptance; no clock is read."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from engine_helpers import PROMPT, engine_for, run
 
@@ -34,6 +36,36 @@ def test_a_paying_tree_keeps_drafting() -> None:
     for _ in range(2 * MIN_EVIDENCE):
         gate.observe(8, 3)  # 3 tokens for 1.4 s against plain's 1 for 1.0 s
     assert not gate.paused and gate.allows(0) == (True, "")
+
+
+# Steeper: from 8 rows on every row costs a quarter of the first (a full batch).
+STEEP = CostCurve([1, 2, 4, 8, 16], [1.0, 1.1, 1.3, 2.0, 4.0])
+
+
+def test_a_tree_that_pays_alone_pauses_where_a_full_batch_makes_its_rows_dear() -> None:
+    alone, loaded = DraftGate(STEEP), DraftGate(STEEP)
+    for _ in range(2 * MIN_EVIDENCE):
+        alone.observe(4, 2)  # 2 tokens for t(4) = 1.3 against plain's 1 for 1.0
+        loaded.observe(4, 2, others=7, base=7)  # 9 tokens for t(11) = 2.75 against plain's 8 for t(8) = 2.0
+    assert not alone.paused
+    assert loaded.paused and loaded.rate() < loaded.plain_rate
+    assert loaded.plain_rate == 8 / 2.0  # plain decoding at the load the trees met
+    draft, why = loaded.allows(0)
+    assert not draft and "paused" in why
+
+
+def test_the_policy_scores_its_trees_at_the_load_they_were_chosen_for() -> None:
+    policy = TreePolicy(STEEP)
+    policy.load = lambda: (7, 7)
+    a, root = _tree_with_history()
+    tree = a.retrieve(root, 64)
+    selection = policy.choose(tree)
+    assert selection.load == (7, 7)  # stamped when chosen
+    seen = []
+    policy.gate.observe = lambda fed, gained, others=0, base=0: seen.append((fed, gained, others, base))  # type: ignore[method-assign]
+    policy.record(tree, 0, replace(selection, chosen=np.arange(3), fed=3, intended=None))
+    policy.learn([root, 4, 5, 6, 7, 8], final=True)
+    assert len(seen) == 1 and seen[0][0] == 3 and seen[0][2:] == (7, 7)
 
 
 def test_a_long_match_resumes_a_paused_gate_for_that_step() -> None:
