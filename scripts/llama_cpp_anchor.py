@@ -77,13 +77,14 @@ def main() -> None:
     eos = set(first.runtime.eos_ids)
     questions = load_suite(args.suite)[args.question_begin : args.question_end]
     totals: dict[str, list[float]] = {}
+    by_category: dict[tuple[str, str], list[float]] = {}  # (category, runner) -> [tokens, seconds]
     same: dict[str, list[int]] = {}  # runner -> [identical answers, first differing position of each other one...]
     reference: list[int] = []
 
     def add(name: str, tokens: list[int], seconds: float) -> None:
-        row = totals.setdefault(name, [0, 0.0])
-        row[0] += len(tokens)
-        row[1] += seconds
+        for row in (totals.setdefault(name, [0, 0.0]), by_category.setdefault((question.category, name), [0, 0.0])):
+            row[0] += len(tokens)
+            row[1] += seconds
         if name != "llama.cpp":
             found = same.setdefault(name, [0])
             if tokens == reference:
@@ -122,6 +123,11 @@ def main() -> None:
             f"  {same[name][0]}/{len(questions)} identical"
             + (f"; others differ from token {sorted(same[name][1:])}" if len(same[name]) > 1 else ""))
         print(f"{name:<20}{tokens:>8}{speed:>8.1f}{speed / anchor:>13.2f}x{agree}")
+    runners = list(totals)
+    print(f"\ntok/s per category\n{'category':<16}" + "".join(f"{name:>14}" for name in runners))
+    for category in dict.fromkeys(q.category for q in questions):
+        cells = [by_category.get((category, name), [0, 0.0]) for name in runners]
+        print(f"{category:<16}" + "".join(f"{t / s if s else 0.0:>14.1f}" for t, s in cells))
 
 
 if __name__ == "__main__":
