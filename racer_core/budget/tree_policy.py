@@ -128,6 +128,25 @@ class TreePolicy:
             sizes = self._based[base] = EfficientSizes.from_curve(shifted, self.largest)
         return sizes
 
+    def worth_drafting(self) -> bool:
+        """Whether any tree could pay at this thread's load, judged before
+        drafting one: under continuous batching a row added to a full pass
+        costs a good share of what the pass makes per sequence, and drafting a
+        tree only for `choose` to keep the root (the retrieval, the choice and
+        its learning, in Python, while the others' pass waits) is what made a
+        loaded server slower with racer than with ar. Every node's chance is
+        at most the best bucket's edge chance `p`, so n - 1 drafts expect at
+        most (n - 1) p: if no size pays even so, none can. Alone (no others)
+        always True: the tree is drafted and weighed as before."""
+        others, base = self.load() if self.load is not None else (0, 0)
+        if others == 0:
+            return True
+        with self._lock:
+            best = float(np.max(self._hits / self._trials))
+        sizes = self.sizes_on(base)
+        plain = (1.0 + others) / float(sizes.seconds[0])
+        return bool(np.any((1.0 + others + (sizes.sizes - 1) * best) / sizes.seconds > plain * 1.0001))
+
     def _prior(self) -> np.ndarray:
         """Starting acceptance per bucket, shaped like the buckets' index space."""
         return _prior()

@@ -107,6 +107,8 @@ class RacerDrafter(Drafter):
         self._full, self._prev = None, prev
         if self.policy is None:
             return _tree(self.automaton.retrieve(root, limit or 1, prev_token=prev), "fixed")
+        if not self.policy.worth_drafting():  # a full batch where no tree could pay: plain decoding, undrafted
+            return Tree.root_only(root)
         self._full = _tree(self.automaton.retrieve(root, self.policy.largest, prev_token=prev), "auto")
         return cut(self._full, self.policy)
 

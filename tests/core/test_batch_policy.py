@@ -6,6 +6,7 @@ Scripted cost curves and acceptance only; no clock is read."""
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from racer_core.budget.cost_curve import CostCurve
 from racer_core.budget.tree_policy import TreePolicy
@@ -82,3 +83,59 @@ def test_a_batched_engine_hands_its_policies_the_load() -> None:
         seat.others, seat.other_rows = 3, 17
         assert before.load() == (3, 17)
     assert before.load() == (0, 0)  # an unseated thread decodes as alone
+
+
+def test_alone_a_tree_is_always_worth_drafting() -> None:
+    for p in (0.0, 0.05, 0.9):
+        assert _policy(p, None).worth_drafting() and _policy(p, (0, 0)).worth_drafting()
+
+
+def test_under_load_drafting_is_skipped_exactly_where_no_tree_could_pay() -> None:
+    tree = _tree()
+    skipped = 0
+    for p in (0.01, 0.05, 0.1, 0.3, 0.7):
+        for load in ((1, 1), (3, 12), (7, 60), (15, 200)):
+            policy = _policy(p, load)
+            if not policy.worth_drafting():
+                skipped += 1
+                # what choose() would have kept of any drafted tree: the root alone
+                assert policy.choose(tree).chosen.tolist() == [0]
+    assert skipped > 0  # the check does skip somewhere in this grid
+    assert not _policy(0.05, (15, 200)).worth_drafting()
+    assert _policy(0.9, (15, 200)).worth_drafting()  # a strong tree still pays in a full pass
+
+
+def test_racer_under_a_hopeless_load_verifies_the_root_without_retrieving() -> None:
+    from racer_core.common.events import GenerationConfig
+    from racer_core.drafting.protocol import DrafterSetup
+    from racer_core.drafting.racer import RacerDrafter
+
+    loaded = {"now": (0, 0)}
+    policy = _policy(0.05, None)
+    policy.load = lambda: loaded["now"]
+    racer = RacerDrafter(DrafterSetup(100, policy_for=lambda method: policy))
+    racer.configure(GenerationConfig(method="racer"))
+    racer.start([1, 2, 3, 4, 5, 6, 7, 8] * 4 + [1, 2], 3)
+    assert racer.draft(3, 2, None).size > 1  # alone: drafted and weighed as before
+    racer._full = None
+    loaded["now"] = (15, 200)
+    retrieved = []
+    racer.automaton = _Spy(racer.automaton, retrieved)
+    plain = racer.draft(3, 2, None)
+    assert plain.size == 1 and retrieved == []
+    racer.verified(plain, torch.zeros(1, 100), [0], [4], None)  # learns as after any root-only step
+    assert racer.generated[-1] == 4
+
+
+class _Spy:
+    """An automaton that notes every retrieve."""
+
+    def __init__(self, inner: Automaton, calls: list) -> None:
+        self._inner, self._calls = inner, calls
+
+    def retrieve(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN201
+        self._calls.append(args)
+        return self._inner.retrieve(*args, **kwargs)
+
+    def __getattr__(self, name: str):  # noqa: ANN204
+        return getattr(self._inner, name)
