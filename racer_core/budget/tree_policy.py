@@ -91,6 +91,11 @@ class TreePolicy:
     """Under continuous batching (racer_core/engine/batching.py): the other
     sequences in this thread's pass and their rows; a tree is then weighed by
     what it adds to the whole pass (`batch_value`)."""
+    drafting_s: float = 0.0
+    """Seconds a drafted step spends in Python beyond a plain one (the
+    retrieval, the choice, their learning), as the drafter measures it
+    (`note_drafting`). Under load the whole pass waits for it, so
+    `worth_drafting` counts it in a tree's cost; alone it is not used."""
 
     def __post_init__(self) -> None:
         prior = self._prior()
@@ -136,7 +141,8 @@ class TreePolicy:
         its learning, in Python, while the others' pass waits) is what made a
         loaded server slower with racer than with ar. Every node's chance is
         at most the best bucket's edge chance `p`, so n - 1 drafts expect at
-        most (n - 1) p: if no size pays even so, none can. Alone (no others)
+        most (n - 1) p, and the pass waits `drafting_s` longer for the
+        drafting itself: if no size pays even so, none can. Alone (no others)
         always True: the tree is drafted and weighed as before."""
         others, base = self.load() if self.load is not None else (0, 0)
         if others == 0:
@@ -145,7 +151,14 @@ class TreePolicy:
             best = float(np.max(self._hits / self._trials))
         sizes = self.sizes_on(base)
         plain = (1.0 + others) / float(sizes.seconds[0])
-        return bool(np.any((1.0 + others + (sizes.sizes - 1) * best) / sizes.seconds > plain * 1.0001))
+        drafted = (1.0 + others + (sizes.sizes[1:] - 1) * best) / (sizes.seconds[1:] + self.drafting_s)
+        return bool(np.any(drafted > plain * 1.0001))
+
+    def note_drafting(self, seconds: float) -> None:
+        """One drafted step's Python seconds beyond a plain step's (a moving
+        mean over about the last 20 steps of every reply sharing the policy)."""
+        with self._lock:
+            self.drafting_s = seconds if self.drafting_s == 0.0 else 0.95 * self.drafting_s + 0.05 * seconds
 
     def _prior(self) -> np.ndarray:
         """Starting acceptance per bucket, shaped like the buckets' index space."""

@@ -11,6 +11,7 @@ corpus (drafting/corpus.py) seeds each new automaton.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,7 @@ class RacerDrafter(Drafter):
         self.generated: list[int] = []  # this reply's tokens, for the policy's labels
         self._full: Tree | None = None  # this step's whole tree, before the policy's cut
         self._prev = -1  # the token before this step's root
+        self._drafting_s = 0.0  # this step's retrieval and choice, in seconds (TreePolicy.note_drafting)
 
     @classmethod
     def create(cls, setup: DrafterSetup) -> RacerDrafter:
@@ -109,8 +111,11 @@ class RacerDrafter(Drafter):
             return _tree(self.automaton.retrieve(root, limit or 1, prev_token=prev), "fixed")
         if not self.policy.worth_drafting():  # a full batch where no tree could pay: plain decoding, undrafted
             return Tree.root_only(root)
+        start = time.perf_counter()
         self._full = _tree(self.automaton.retrieve(root, self.policy.largest, prev_token=prev), "auto")
-        return cut(self._full, self.policy)
+        tree = cut(self._full, self.policy)
+        self._drafting_s = time.perf_counter() - start
+        return tree
 
     def verified(self, tree: Tree, logits: Any, path: list[int], emitted: list[int], captured: Any) -> np.ndarray | None:
         """Teach the table every node's top choices (keyed by the node's token
@@ -118,8 +123,11 @@ class RacerDrafter(Drafter):
         the policy the acceptance."""
         automaton = self.automaton
         assert automaton is not None
-        if self.policy is not None and self._full is not None and tree.selection is not None:
+        start = time.perf_counter()
+        drafted = self.policy is not None and self._full is not None and tree.selection is not None
+        if drafted:
             self.policy.record(self._full, len(self.generated) - 1, tree.selection)
+        recorded = time.perf_counter() - start
         self._full = None
         top = None
         if self.use_table:
@@ -133,7 +141,10 @@ class RacerDrafter(Drafter):
             self.seen.extend(fed)
         self.generated.extend(emitted)
         if self.policy is not None:
+            learning = time.perf_counter()
             self.policy.learn(self.generated)
+            if drafted:  # drafting, recording and learning: what a plain step does not spend
+                self.policy.note_drafting(self._drafting_s + recorded + time.perf_counter() - learning)
         return top
 
     def finish(self) -> None:

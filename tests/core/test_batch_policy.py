@@ -105,6 +105,24 @@ def test_under_load_drafting_is_skipped_exactly_where_no_tree_could_pay() -> Non
     assert _policy(0.9, (15, 200)).worth_drafting()  # a strong tree still pays in a full pass
 
 
+def test_the_drafting_itself_counts_under_load_and_not_alone() -> None:
+    policy = _policy(0.3, (3, 12))
+    assert policy.worth_drafting()
+    policy.drafting_s = 2.0  # the pass would wait longer for the drafting than the rows cost
+    assert not policy.worth_drafting()
+    policy.load = lambda: (0, 0)
+    assert policy.worth_drafting()  # alone the tree is drafted and weighed as before
+
+
+def test_the_drafting_seconds_are_a_moving_mean_of_what_the_drafter_notes() -> None:
+    policy = _policy(0.3, None)
+    policy.note_drafting(0.002)
+    assert policy.drafting_s == 0.002  # the first note is taken as it is
+    for _ in range(200):
+        policy.note_drafting(0.001)
+    assert abs(policy.drafting_s - 0.001) < 1e-6
+
+
 def test_racer_under_a_hopeless_load_verifies_the_root_without_retrieving() -> None:
     from racer_core.common.events import GenerationConfig
     from racer_core.drafting.protocol import DrafterSetup
