@@ -30,6 +30,10 @@ _CTX_EDGES = np.array([2, 3, 4, 6, 9])  # retrieval context -> 0 (none) .. 5
 _RANK_EDGES = np.array([0, 1, 2, 4])  # logits rank -1 (none), 0, 1, 2-3, 4+ -> 0 .. 4
 _DEPTH_EDGES = np.array([2, 3])  # depth 1, 2, 3+ -> 0 .. 2
 _SHAPE = (6, 5, 3)
+ROOT_STREAK = 8
+"""Choices under load in a row that kept the root alone, after which drafting is skipped..."""
+PROBE_EVERY = 8
+"""...but for every PROBE_EVERY-th step (TreePolicy.worth_drafting)."""
 
 
 def _prior() -> np.ndarray:
@@ -108,6 +112,8 @@ class TreePolicy:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._based: dict[int, EfficientSizes] = {}
+        self._kept_root = 0  # choices under load in a row that kept the root alone
+        self._skipped = 0  # drafts skipped since (worth_drafting)
 
     @property
     def _pending(self) -> list:
@@ -142,13 +148,21 @@ class TreePolicy:
         loaded server slower with racer than with ar. Every node's chance is
         at most the best bucket's edge chance `p`, so n - 1 drafts expect at
         most (n - 1) p, and the pass waits `drafting_s` longer for the
-        drafting itself: if no size pays even so, none can. Alone (no others)
-        always True: the tree is drafted and weighed as before."""
+        drafting itself: if no size pays even so, none can. And once the last
+        ROOT_STREAK choices under load all kept the root alone, only every
+        PROBE_EVERY-th step drafts (a probe: a tree it keeps ends the streak).
+        Alone (no others) always True: the tree is drafted and weighed as before."""
         others, base = self.load() if self.load is not None else (0, 0)
         if others == 0:
             return True
         with self._lock:
             best = float(np.max(self._hits / self._trials))
+            if self._kept_root >= ROOT_STREAK:
+                # The last choices under load all kept the root: draft only every
+                # PROBE_EVERY-th step, so a change of text or load is still seen.
+                self._skipped += 1
+                if self._skipped % PROBE_EVERY:
+                    return False
         sizes = self.sizes_on(base)
         plain = (1.0 + others) / float(sizes.seconds[0])
         drafted = (1.0 + others + (sizes.sizes[1:] - 1) * best) / (sizes.seconds[1:] + self.drafting_s)
@@ -203,15 +217,17 @@ class TreePolicy:
         # Batched with others: the pass makes at least one token per other
         # sequence and costs the curve at all its rows; a tree pays only if
         # its drafts outweigh what its rows add to everyone's pass. Alone
-        # (others 0) this is the plain (1 + drafts) / t(size).
+        # (others 0) this is the plain (1 + drafts) / t(size). Under load a
+        # tree also keeps the pass waiting for its learning (drafting_s).
         others, base = self.load() if self.load is not None else (0, 0)
         sizes = self.sizes_on(base)
         best_n, best_value = 0, (1.0 + others) / float(sizes.seconds[0])
         options = [BudgetOption(1, int(sizes.sizes[0]), 1.0, float(sizes.seconds[0]))]
         best = 0
+        wait = self.drafting_s if others else 0.0
         for size, seconds in zip(sizes.sizes, sizes.seconds, strict=True):
             n = min(int(size) - 1, len(order))
-            value = (1.0 + others + gains[n]) / float(seconds)
+            value = (1.0 + others + gains[n]) / (float(seconds) + (wait if n else 0.0))
             if n > 0:
                 options.append(BudgetOption(n + 1, int(size), 1.0 + float(gains[n]), float(seconds)))
             if value > best_value * 1.0001:
@@ -219,6 +235,9 @@ class TreePolicy:
             if n == len(order):
                 break
         chosen = np.sort(np.concatenate([[0], order[:best_n]]))
+        if others:
+            with self._lock:
+                self._kept_root = self._kept_root + 1 if best_n == 0 else 0
         selection = Selection(chosen, sizes.padded(len(chosen)), float(gains[best_n]), probs, tuple(options), best,
                               load=(others, base))
         drafts = tree.context[1:]

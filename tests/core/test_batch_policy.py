@@ -114,6 +114,37 @@ def test_the_drafting_itself_counts_under_load_and_not_alone() -> None:
     assert policy.worth_drafting()  # alone the tree is drafted and weighed as before
 
 
+def test_under_load_a_tree_must_pay_for_the_passs_wait_on_its_drafting_too() -> None:
+    tree = _tree()
+    policy = _policy(0.9, (1, 1))
+    assert len(policy.choose(tree).chosen) > 1
+    policy.drafting_s = 2.0
+    assert policy.choose(tree).chosen.tolist() == [0]
+    policy.load = lambda: (0, 0)
+    assert len(policy.choose(tree).chosen) > 1  # alone the choice is today's
+
+
+def test_under_load_a_run_of_kept_roots_leaves_only_probe_steps_drafting() -> None:
+    from racer_core.budget.tree_policy import PROBE_EVERY, ROOT_STREAK
+
+    tree = _tree()
+    policy = _policy(0.9, (1, 1))
+    policy.drafting_s = 2.0  # every choice keeps the root
+    for _ in range(ROOT_STREAK):
+        assert policy.worth_drafting()
+        assert policy.choose(tree).chosen.tolist() == [0]
+    drafts = [policy.worth_drafting() for _ in range(4 * PROBE_EVERY)]
+    assert drafts.count(True) == 4 and drafts[PROBE_EVERY - 1]  # one probe in every PROBE_EVERY steps
+    policy.drafting_s = 0.0
+    assert len(policy.choose(tree).chosen) > 1  # a probe that keeps a tree ends the run
+    assert all(policy.worth_drafting() for _ in range(2 * PROBE_EVERY))
+    policy.load = lambda: (0, 0)
+    policy.drafting_s = 2.0
+    for _ in range(2 * ROOT_STREAK):
+        policy.choose(tree)
+    assert all(policy.worth_drafting() for _ in range(2 * PROBE_EVERY))  # alone: never skipped
+
+
 def test_the_drafting_seconds_are_a_moving_mean_of_what_the_drafter_notes() -> None:
     policy = _policy(0.3, None)
     policy.note_drafting(0.002)
