@@ -99,7 +99,7 @@ class TreePolicy:
     """Seconds a drafted step spends in Python beyond a plain one (the
     retrieval, the choice, their learning), as the drafter measures it
     (`note_drafting`). Under load the whole pass waits for it, so
-    `worth_drafting` counts it in a tree's cost; alone it is not used."""
+    `worth_drafting` and `choose` count it in a tree's cost; alone it is not used."""
 
     def __post_init__(self) -> None:
         prior = self._prior()
@@ -113,7 +113,7 @@ class TreePolicy:
         self._local = threading.local()
         self._based: dict[int, EfficientSizes] = {}
         self._kept_root = 0  # choices under load in a row that kept the root alone
-        self._skipped = 0  # drafts skipped since (worth_drafting)
+        self._skipped = 0  # worth_drafting's answers during such runs (every PROBE_EVERY-th drafts)
 
     @property
     def _pending(self) -> list:
