@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
-from scripted_curve import scripted_on
+from scripted_curve import scripted_on, still_clock
 
 from racer_core.budget import cost_curve
+from racer_core.drafting import racer as racer_drafter
 
 # Recent hypothesis loads a "ci" profile of its own wherever CI is set (even CI=false); this one
 # holds on every version the project allows, and only where CI is true.
@@ -52,6 +53,7 @@ def scripted_cost_curve(request: pytest.FixtureRequest, monkeypatch: pytest.Monk
     A test of the measuring code marks itself `measures_cost_curve` and must
     bring a fake clock: the measurement fails the test if it ran on the real one."""
     real = cost_curve.load_or_measure
+    monkeypatch.setattr(racer_drafter, "drafting_clock", still_clock)
     if request.node.get_closest_marker("measures_cost_curve") is None:
         monkeypatch.setattr(cost_curve, "load_or_measure", lambda key, grid, measure, *a, **k: scripted_on(grid))
         return
