@@ -261,3 +261,18 @@ def test_a_body_over_the_limit_is_refused(engine) -> None:
 def test_a_prompt_longer_than_the_context_is_refused(service) -> None:
     with pytest.raises(openai.BadRequestError, match="this model takes at most 2047"):
         ask(service, "the cat " * 1200, max_tokens=None)
+
+
+def test_a_reply_cut_inside_its_last_character_has_no_replacement_character() -> None:
+    # issue 41: max_tokens cut the last character's bytes, and the reply ended in U+FFFD, whole and streamed
+    from engine_helpers import CUT_REPLY, cut_reply_engine
+
+    messages = [{"role": "user", "content": "Repeat exactly: 日本語 🙂 🚀"}]
+    with running(cut_reply_engine()) as service:
+        api = client(service)
+        whole = api.chat.completions.create(model="tiny", messages=messages, max_tokens=40)
+        streamed = api.chat.completions.create(model="tiny", messages=messages, max_tokens=40, stream=True)
+        chunks = "".join(c.choices[0].delta.content or "" for c in streamed if c.choices)
+        completion = api.completions.create(model="tiny", prompt="Repeat exactly:", max_tokens=40)
+    assert whole.choices[0].message.content == chunks == completion.choices[0].text == CUT_REPLY
+    assert whole.choices[0].finish_reason == "length"
