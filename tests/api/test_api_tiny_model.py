@@ -8,6 +8,8 @@ import base64
 import io
 import json
 import threading
+import urllib.error
+import urllib.request
 
 import pytest
 from api_helpers import Answer, Recorder, client, http, running, weak_attention_engine
@@ -254,7 +256,18 @@ def test_the_openai_client_sees_a_bad_request_error(service) -> None:
 def test_a_body_over_the_limit_is_refused(engine) -> None:
     with running(engine, max_body=2048) as small:
         answer = _post(small, json.dumps({"messages": [{"role": "user", "content": "x" * 4000}]}))
-        assert answer.status == 400 and "larger than the server's limit of 2048 bytes" in answer.text
+        # 413 Content Too Large, in OpenAI's error shape (issue 41: it was a 400)
+        assert answer.status == 413 and answer.json()["error"]["code"] == "request_too_large"
+        assert answer.json()["error"]["message"] == ("the request body is larger than the server's limit of 2048 "
+                                                     "bytes (its --max-body)")
+        # sent in chunks, without a Content-Length: refused alike once it grows past the limit
+        body = json.dumps({"messages": [{"role": "user", "content": "x" * 4000}]}).encode()
+        request = urllib.request.Request(small.url.removesuffix("/v1") + "/v1/chat/completions",
+                                         data=iter([body[:1000], body[1000:]]), method="POST",
+                                         headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as chunked:
+            urllib.request.urlopen(request, timeout=60)
+        assert chunked.value.code == 413
         assert ask(small, max_tokens=3).choices[0].message.content is not None
 
 
