@@ -289,3 +289,24 @@ def test_a_reply_cut_inside_its_last_character_has_no_replacement_character() ->
         completion = api.completions.create(model="tiny", prompt="Repeat exactly:", max_tokens=40)
     assert whole.choices[0].message.content == chunks == completion.choices[0].text == CUT_REPLY
     assert whole.choices[0].finish_reason == "length"
+
+
+def test_an_assistant_prefill_is_continued_on_the_projects_own_tokenizer(tmp_path) -> None:
+    # issue 41: on FastTokenizer (the embedded model's) a prefill was a 500, whole and streamed
+    from racer_core.models.fast_tokenizer import load_fast_tokenizer
+    from racer_core.testing import tiny_model, tiny_tokenizer
+
+    tiny_tokenizer().save_pretrained(tmp_path)
+    model = tiny_model("llama")
+    messages = [{"role": "user", "content": PROMPT}, {"role": "assistant", "content": "Once upon a time"}]
+    replies = []
+    for tokenizer in (load_fast_tokenizer(tmp_path), tiny_tokenizer()):  # the project's, then transformers'
+        with running(RacerEngine(model, tokenizer, "tiny-llama")) as service:
+            api = client(service)
+            whole = api.chat.completions.create(model="tiny", messages=messages, max_tokens=12, temperature=0)
+            streamed = api.chat.completions.create(model="tiny", messages=messages, max_tokens=12, temperature=0,
+                                                   stream=True)
+            chunks = "".join(c.choices[0].delta.content or "" for c in streamed if c.choices)
+        assert whole.choices[0].message.content == chunks
+        replies.append((chunks, whole.usage.prompt_tokens))
+    assert replies[0] == replies[1] and replies[0][0]
