@@ -97,3 +97,39 @@ def racer_and_ar_replies(engine: Any, prompt: str, max_new_tokens: int = 64,
                                                       max_num_draft=budget)))
     return ar.messages[-1]["content"], racer.messages[-1]["content"], events
 
+
+
+# A reply that max_tokens cuts inside its last character (issue 41): the 🚀's
+# first bytes come, its last ones never do.
+CUT_TEXT = "日本語 🙂 🚀"
+CUT_REPLY = "日本語 🙂 "  # what the reply must read: no U+FFFD for the cut 🚀
+
+
+class ScriptedDecoder:
+    """A decoder that answers any prompt with fixed token ids, one per step
+    (characters split across steps), the last step finishing with 'length'."""
+
+    def __init__(self, tokens: list[int]) -> None:
+        self.tokens = tokens
+
+    def generate(self, prompt: list[int], config: GenerationConfig, should_stop: Any = None,
+                 vision: Any = None) -> Any:
+        from racer_core.engine.decoder import Step
+
+        for i, token in enumerate(self.tokens):
+            last = i == len(self.tokens) - 1
+            yield Step([token], [Source.MODEL], 1, 1, 0.0, 0.0, 0.0, "length" if last else None)
+
+
+def cut_reply_engine() -> RacerEngine:
+    """A tiny engine (the tiny byte-level tokenizer) whose every reply is
+    CUT_TEXT's tokens up to the middle of the 🚀."""
+    from racer_core.testing import tiny_engine
+
+    engine = tiny_engine("llama")
+    ids = engine.tokenizer(CUT_TEXT, add_special_tokens=False)["input_ids"]
+    assert engine.tokenizer.decode(ids).endswith("🚀")
+    cut = max(k for k in range(len(ids)) if engine.tokenizer.decode(ids[:k]).endswith("\ufffd"))
+    assert engine.tokenizer.decode(ids[:cut]) == CUT_REPLY + "\ufffd"  # the 🚀's first bytes, decoded alone
+    engine.decoder = lambda: ScriptedDecoder(ids[:cut])  # type: ignore[method-assign]
+    return engine

@@ -20,6 +20,7 @@ from racer_core.bench.board import BenchBoard
 from racer_core.bench.results import BenchResult
 from racer_core.bench.runner import BenchProgress
 from racer_core.bench.score import MathScore, score_methods
+from racer_core.common.counts import counted
 from racer_core.common.stats import Row, Stats
 
 LabelStyle = Callable[[str], str]  # method -> rich style (the dashboard colours methods)
@@ -187,7 +188,7 @@ class ProgressDisplay:
             one = Stats()
             one.add_reply(p.record.tokens, p.record.seconds, p.record.accept_lengths, p.method)
             speed, mat = speed_text(one)
-            detail = f": {p.record.tokens} tokens, {speed}, {mat}"
+            detail = f": {counted(p.record.tokens, 'token')}, {speed}, {mat}"
         count = self.board.question_count
         self.stream.write(f"[{p.method}] {done}/{count} question {p.question_id} ({p.category}){detail}\n")
         self.stream.flush()

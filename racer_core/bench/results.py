@@ -20,6 +20,7 @@ from typing import Any
 
 from racer_core.bench.answers import AnswerRecord, read_answers, scan_answers
 from racer_core.bench.suites import report_categories
+from racer_core.common.counts import counted
 from racer_core.common.errors import InputError
 from racer_core.common.stats import Row, Stats, Versus
 from racer_core.drafting import registry
@@ -167,12 +168,13 @@ class BenchResult:
             if failed := self.failed(label):
                 first = next(iter(self.failures[label].values()))
                 lines.append(
-                    f"{label}: {failed} question{'s' if failed != 1 else ''} failed and count in no total "
+                    f"{label}: {counted(failed, 'question')} failed and count in no total "
                     f"(question {first.question_id}: {first.error})"
                 )
             v = row.versus
             if v.other_questions:
-                differ = f"{label}: {v.other_questions} of {v.compared_questions} questions differ from {self.baseline}"
+                differ = (f"{label}: {v.other_questions} of {counted(v.compared_questions, 'question')} "
+                          f"{'differs' if v.other_questions == 1 else 'differ'} from {self.baseline}")
                 if self._other_model(label):
                     lines.append(f"{differ}: {label} runs transformers' forward on the GGUF dequantized to float32, "
                                  "another model than the 4-bit blocks the others multiply (--dtype float32 runs "

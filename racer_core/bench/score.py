@@ -26,6 +26,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from racer_core.bench.answers import AnswerRecord
+from racer_core.common.counts import counted
 
 _BOXED = re.compile(r"\\boxed\s*\{")
 _TEXT = re.compile(r"\\text\{([^{}]*)\}")
@@ -119,9 +120,9 @@ class MathScore:
         """One line, in the original's terms."""
         if not self.questions:
             return "no questions with a reference"
-        tail = f"no boxed answer in {self.boxed_missing} repl{'y' if self.boxed_missing == 1 else 'ies'}"
+        tail = f"no boxed answer in {counted(self.boxed_missing, 'reply', 'replies')}"
         if self.unanswered:
-            tail += f", {self.unanswered} question{'s' if self.unanswered != 1 else ''} unanswered"
+            tail += f", {counted(self.unanswered, 'question')} unanswered"
         if self.k == 1:
             return f"accuracy {self.correct}/{self.questions} = {100 * self.pass_at_k:.2f}% ({tail})"
         k = self.k if self.k is not None else "k"

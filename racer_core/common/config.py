@@ -94,6 +94,16 @@ def _float_range(low: float, high: float, low_open: bool = False, note: str = ""
     return check
 
 
+_nucleus_mass = _float_range(0.0, 1.0, note=" (0: no nucleus filter, like 1)")
+
+
+def _top_p(name: str, value: Any) -> float:
+    # 0 means no nucleus filter, like 1: the original's default (its --top-p 0), read so at every
+    # entry point (the command line, the settings, the API, whose OpenAI range 0..1 has it) and kept as 1
+    x = _nucleus_mass(name, value)
+    return 1.0 if x == 0.0 else x
+
+
 def _method(name: str, value: Any) -> str:
     if value not in METHODS:
         raise ConfigError(name, f"{name} must be one of {', '.join(METHODS)}, not {_show(value)} (unknown method)")
@@ -149,7 +159,7 @@ FIELDS: dict[str, FieldSpec] = {
     "method": FieldSpec(_method, "method", "decoding method"),
     "max_new_tokens": FieldSpec(_int_range(1, INT_LIMIT), "int", "tokens to generate per reply"),
     "temperature": FieldSpec(_float_range(0.0, MAX_TEMPERATURE, note=" (0 is greedy)"), "float", "0 is greedy"),
-    "top_p": FieldSpec(_float_range(0.0, 1.0, low_open=True), "float", "nucleus sampling mass"),
+    "top_p": FieldSpec(_top_p, "float", "nucleus sampling mass (0: no filter, like 1)"),
     "sample_top_k": FieldSpec(_int_range(0, INT_LIMIT), "int", "sample from the k likeliest tokens only (0: all)"),
     "min_p": FieldSpec(_float_range(0.0, 1.0), "float", "drop tokens below min_p times the likeliest's probability"),
     "logprobs": FieldSpec(_logprobs, "seed", "report each token's log-probability and this many alternatives"),

@@ -301,10 +301,15 @@ class FastTokenizer:
                             tokenize: bool = True, return_dict: bool = True, **kwargs: Any) -> Any:
         """The conversation rendered as transformers renders it; the text, or
         with tokenize its ids ({"input_ids": ...} with return_dict)."""
-        if continue_final_message:
-            raise NotImplementedError("continue_final_message needs transformers' tokenizer")
-        template = self._compile(self.get_chat_template(chat_template, tools))
+        if continue_final_message and add_generation_prompt:
+            raise ValueError("continue_final_message and add_generation_prompt are not compatible. Use "
+                             "continue_final_message when you want the model to continue the final message, and "
+                             "add_generation_prompt when you want to add a header that will prompt it to start a "
+                             "new assistant message instead.")
+        source = self.get_chat_template(chat_template, tools)
+        template = self._compile(source)
         messages = _chat_messages(conversation)
+        final = _tag_final_message(messages, source, continue_final_message) if continue_final_message else None
         if tools is not None and not all(isinstance(tool, dict) for tool in tools):
             raise TypeError("tools must be JSON schemas (dicts) here")
         if documents is not None and not all(isinstance(document, dict) for document in documents):
@@ -314,6 +319,8 @@ class FastTokenizer:
             messages=messages, tools=_plain(tools), documents=_plain(documents),
             add_generation_prompt=add_generation_prompt, **variables,
         )
+        if final is not None:
+            text = _cut_at_tag(text, final)
         if not tokenize:
             return text
         ids = self(text, add_special_tokens=False)
@@ -460,3 +467,48 @@ def _chat_messages(conversation: Any) -> list[dict]:
             message = {"thinking": reasoning, **message, "reasoning_content": reasoning}
         result.append(message)
     return result
+
+
+# continue_final_message as transformers does it: the final message's text is
+# tagged before rendering and the rendering is cut where the tag lands, so the
+# template's closing of that message (an end-of-turn token) is left off.
+_CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
+
+
+def _tag_final_message(messages: list[dict], template: str, field: bool | str) -> str:
+    """Tags the field to continue of the last message in place; its text."""
+    name = field if isinstance(field, str) else "content"
+    last = messages[-1]
+    if (final := last.get(name)) is None:
+        raise ValueError(f'continue_final_message is set but the final message has no "{name}" to continue!')
+    fields = [name]
+    if name in _REASONING_FIELDS:  # reasoning is copied under several names: tag each copy the template may read
+        fields = [other for other in _REASONING_FIELDS if last.get(other) == final]
+    if not any(other in template for other in fields):
+        raise ValueError(f'continue_final_message is set to "{name}" but this is not an accepted field in the '
+                         "chat_template")
+    if isinstance(final, (list, tuple)):
+        for block in reversed(final):
+            if "text" in block:  # the last text block
+                final = block["text"]
+                block["text"] = block["text"] + _CONTINUE_TAG
+                return final
+        raise ValueError("continue_final_message is set but we could not find any text to continue in the final "
+                         "message!")
+    for other in fields:
+        last[other] = last[other] + _CONTINUE_TAG
+    return final
+
+
+def _cut_at_tag(text: str, final: str) -> str:
+    """The rendering up to the tagged message's end (its trailing space kept
+    only where the template kept the tag's)."""
+    if final.strip() not in text or _CONTINUE_TAG.strip() not in text:
+        raise ValueError("continue_final_message is set but the final message does not appear in the chat after "
+                         "applying the chat template! This can happen if the chat template deletes portions of the "
+                         "final message. Please verify the chat template and final message in your chat to ensure "
+                         f"they are compatible.Final message to continue: {final.strip()}\nRendered chat:\n{text}")
+    at = text.rindex(_CONTINUE_TAG.strip())
+    if text[at:at + len(_CONTINUE_TAG)] == _CONTINUE_TAG:
+        return text[:at]
+    return text[:at].rstrip()

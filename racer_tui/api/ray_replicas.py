@@ -22,10 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from racer_core.common.counts import counted
 from racer_core.common.errors import InputError, RacerError
 from racer_core.common.events import Engine
 from racer_tui.api.server import ServerSettings
-from racer_tui.api.service import engine_routes, guarded_app, headless_log
+from racer_tui.api.service import engine_routes, guarded_app, headless_log, write_line
 from racer_tui.engine_loader import quiet_loading_bars
 from racer_tui.host_names import url_name
 
@@ -186,8 +187,8 @@ def serve_until_interrupted(spec: ReplicaSpec, address: str, replicas: int, port
     """`racer-tui api` with replicas: start them, serve until Ctrl-C (KeyboardInterrupt), tear down."""
     try:
         start(spec, address, replicas, port, cpus, gpus)
-        print(f"racer-tui api: serving {model} on {url(spec.host, port)} from {replicas} Ray Serve "
-              f"replica{'s' if replicas > 1 else ''} (ctrl+c stops)", flush=True)
+        write_line(f"racer-tui api: serving {model} on {url(spec.host, port)} from "
+                   f"{counted(replicas, 'Ray Serve replica')} (ctrl+c stops)")
         while True:
             time.sleep(3600)
     finally:

@@ -188,7 +188,8 @@ class ApiServer:
 
     async def _body(self, request: Request) -> bytes:
         limit = self.settings.max_body
-        too_big = bad_request(f"the request body is larger than the server's limit of {limit} bytes")
+        too_big = ApiError(413, f"the request body is larger than the server's limit of {limit} bytes (its --max-body)",
+                           code="request_too_large")
         given = request.headers.get("content-type", "")
         if given.partition(";")[0].strip().lower() != "application/json":  # a browser's form or text/plain
             what = f"'{given}'" if given else "none"

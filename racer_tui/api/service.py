@@ -11,7 +11,7 @@ import socket
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, TextIO
 
 import uvicorn
 
@@ -76,14 +76,15 @@ class ApiService:
     def __init__(self, engine: Engine, settings: ServerSettings, host: str = "127.0.0.1", port: int = 8000,
                  queue: int = DEFAULT_QUEUE, observers: list[Observer] | None = None,
                  refused: Refused | None = None, max_batch: int = DEFAULT_MAX_BATCH,
-                 max_rows: int = DEFAULT_MAX_ROWS) -> None:
+                 max_rows: int = DEFAULT_MAX_ROWS, sock: socket.socket | None = None) -> None:
+        """`sock`: host:port already bound (the command binds it before the model loads)."""
         self.engine = engine
         self.settings = settings
         self.host = host
         self.batcher, self.worker, self.routes = engine_routes(engine, settings, queue, observers, refused,
                                                                max_batch, max_rows)
         self.app = guarded_app(self.routes, host, self._refused)
-        self.sock = bind(host, port)
+        self.sock = sock if sock is not None else bind(host, port)
         self.port = int(self.sock.getsockname()[1])
         config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off",
                                 timeout_graceful_shutdown=3)
@@ -151,10 +152,25 @@ def log_line(job: Job) -> str:
     return "racer-tui api: " + " ".join(parts)
 
 
-def headless_log(out: Any = None) -> tuple[Observer, Refused]:
+# One line at a time, whatever the stream: the request lines come from the
+# engine worker's thread and the refusals from the server's, the loading
+# progress goes to stderr, and a terminal (or a 2>&1 log) shows them all.
+LINE_LOCK = threading.Lock()
+
+
+def write_line(line: str, out: TextIO | None = None) -> None:
+    """`line` and its newline in one write under LINE_LOCK (stdout unless
+    `out`): lines from several threads never run into one another."""
+    stream = out or sys.stdout
+    with LINE_LOCK:
+        stream.write(line + "\n")
+        stream.flush()
+
+
+def headless_log(out: TextIO | None = None) -> tuple[Observer, Refused]:
     """An observer that prints one line per finished request, and one per refused request."""
     def write(line: str) -> None:
-        print(line, file=out or sys.stdout, flush=True)
+        write_line(line, out)
 
     def observe(kind: str, job: Job, event: StepEvent | None) -> None:
         if kind == "finished":

@@ -143,17 +143,22 @@ def _factory(args: argparse.Namespace, hooks: dict[str, Any]) -> Any:
 
 
 def progress(message: str, fraction: float | None) -> None:
-    print(f"racer-tui api: {message}", file=sys.stderr, flush=True)
+    from racer_tui.api.service import write_line
+
+    write_line(f"racer-tui api: {message}", sys.stderr)
 
 
 def _serve_replicas(args: argparse.Namespace, key: str | None, hooks: dict[str, Any]) -> int:
     from racer_tui.api import ray_replicas
+    from racer_tui.api.service import bind, write_line
     from racer_tui.engine_loader import describe
 
     ray_replicas.import_serve()  # refused in one line before anything starts
+    if (args.ray_address or ray_replicas.LOCAL) == ray_replicas.LOCAL:
+        bind(args.host, args.port).close()  # Serve's proxy listens here: a port in use is refused at once
     if not args.headless and sys.stdout.isatty():
-        print("racer-tui api: replicas run headless (the monitor watches one engine in this process)",
-              file=sys.stderr, flush=True)
+        write_line("racer-tui api: replicas run headless (the monitor watches one engine in this process)",
+                   sys.stderr)
     replicas = args.replicas or 1
     loader = functools.partial(_factory(args, hooks), args.model_path, device=args.device, dtype=args.dtype,
                                progress=progress)
@@ -170,7 +175,18 @@ def _serve_replicas(args: argparse.Namespace, key: str | None, hooks: dict[str, 
 
 
 def _serve(args: argparse.Namespace, key: str | None, hooks: dict[str, Any]) -> int:
-    from racer_tui.api.service import ApiService, headless_log
+    from racer_tui.api.service import bind
+
+    # The address first: a port in use is refused at once, not after the model has loaded.
+    sock = bind(args.host, args.port)
+    try:
+        return _serve_on(sock, args, key, hooks)
+    finally:
+        sock.close()
+
+
+def _serve_on(sock: Any, args: argparse.Namespace, key: str | None, hooks: dict[str, Any]) -> int:
+    from racer_tui.api.service import ApiService, headless_log, write_line
 
     headless = args.headless or not sys.stdout.isatty()
     factory = _factory(args, hooks)
@@ -180,9 +196,9 @@ def _serve(args: argparse.Namespace, key: str | None, hooks: dict[str, Any]) -> 
     if headless:
         observe, refused = headless_log()
         service = ApiService(engine, settings, args.host, args.port, args.queue, [observe], refused, max_batch,
-                             args.max_rows)
-        print(f"racer-tui api: serving {engine.info.model} on {service.url} as model {service.routes.model!r} "
-              "(ctrl+c stops)", flush=True)
+                             args.max_rows, sock)
+        write_line(f"racer-tui api: serving {engine.info.model} on {service.url} as model "
+                   f"{service.routes.model!r} (ctrl+c stops)")
         try:
             service.run()
         except KeyboardInterrupt:  # uvicorn shut down cleanly, then handed Ctrl-C on
@@ -191,6 +207,6 @@ def _serve(args: argparse.Namespace, key: str | None, hooks: dict[str, Any]) -> 
     from racer_tui.api.monitor import ApiMonitor
 
     monitor = ApiMonitor(ApiService(engine, settings, args.host, args.port, args.queue, max_batch=max_batch,
-                                    max_rows=args.max_rows))
+                                    max_rows=args.max_rows, sock=sock))
     monitor.run()
     return int(monitor.return_code or 0)

@@ -33,6 +33,7 @@ from racer_core.bench.score import MathScore, references_of, score_answers
 from racer_core.bench.shard import ShardPlan, run_sharded
 from racer_core.bench.suites import Question
 from racer_core.budget.cpu_class import ISA_CHOICES, reexec_with_isa
+from racer_core.common.counts import counted
 from racer_core.common.errors import RacerError
 from racer_core.common.events import METHODS, Engine, GenerationConfig
 from racer_core.drafting.registry import check_available
@@ -244,7 +245,8 @@ def _run(args: argparse.Namespace, loader: EngineLoader) -> int:
             else "greedy: some outputs differ from ar's NOT at a near-tie (see the warning)"
         )
     if result.skipped_for_images:
-        notes.append(f"warning: {result.skipped_for_images} question(s) with images skipped (the model reads text only)")
+        notes.append(f"warning: {counted(result.skipped_for_images, 'question')} with images skipped (the model reads "
+                     "text only)")
     print("\n" + "; ".join(notes))
     scores = _scores(result, questions)
     for method, score in scores.items():
@@ -256,7 +258,7 @@ def _run(args: argparse.Namespace, loader: EngineLoader) -> int:
     print(f"answers: {args.answer_file or answer_dir}")
     if failed := result.failure_count():  # the run went on past them; the exit status still tells
         print_error(
-            f"{failed} question{'s' if failed != 1 else ''} failed (see the error field of the answer lines; "
+            f"{counted(failed, 'question')} failed (see the error field of the answer lines; "
             "--resume answers them again)"
         )
         return 1
@@ -274,14 +276,16 @@ def _model_name(model_path: str | None) -> str:
 
 
 def _workers_text(plan: ShardPlan) -> str:
-    kind = f"{plan.gpus_per_worker:g} GPU(s) each" if plan.gpus_per_worker else "CPU"
     where = f"Ray at {plan.address}" if plan.address else "a local Ray cluster"
-    return f"{plan.workers} {kind} worker(s) on {where}"
+    if not plan.gpus_per_worker:
+        return f"{counted(plan.workers, 'CPU worker')} on {where}"
+    gpus = f"{plan.gpus_per_worker:g} GPU{'' if plan.gpus_per_worker <= 1 else 's'}"
+    return f"{counted(plan.workers, 'worker')} of {gpus} each on {where}"
 
 
 def _announce(args: argparse.Namespace, name: str, count: int, where: str, err: Any) -> None:
     print(
-        f"{name}: {count} questions x {', '.join(args.methods)} on {where}; "
+        f"{name}: {counted(count, 'question')} x {', '.join(args.methods)} on {where}; "
         f"{'warm drafting state across questions' if args.warm else 'fresh drafting state per question'}; "
         + (f"{args.repeats} tries per question, the median kept; " if args.repeats > 1 else "")
         + "one untimed warm-up reply per method first",

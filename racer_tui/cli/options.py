@@ -28,7 +28,7 @@ from racer_core.common.config import (
     METHODS,
 )
 from racer_core.models.checkpoints import FORWARDS, HALF, LoadOptions
-from racer_tui.cli.params import TOP_P_HELP, param, str2bool, top_p
+from racer_tui.cli.params import TOP_P_HELP, param, str2bool
 
 _GIVEN = object()  # "the option's own default" in Option.add
 
@@ -146,7 +146,7 @@ LOADING = (TRUST_REMOTE_CODE, *QUANTIZE, FORWARD, DRAFT_MODEL)
 METHOD = generation("method", note=f": {', '.join(METHODS)}")
 MAX_NEW_TOKENS = generation("max_new_tokens", metavar="N")
 TEMPERATURE = generation("temperature", metavar="T", note=f", at most {MAX_TEMPERATURE:g}")
-TOP_P = Option(("--top-p",), "top_p", TOP_P_HELP, default=DEFAULTS.top_p, type=top_p, metavar="P")
+TOP_P = Option(("--top-p",), "top_p", TOP_P_HELP, default=DEFAULTS.top_p, type=param("top_p"), metavar="P")
 MAX_NUM_DRAFT = generation("max_num_draft", metavar="N|auto", note=f" (a number from 1 to {MAX_DRAFT})")
 NGRAM = generation("ngram", metavar="N")
 MAX_NODES = generation("max_nodes", metavar="N")

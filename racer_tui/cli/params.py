@@ -35,16 +35,6 @@ def param(name: str) -> Callable[[str], Any]:
     return rule(lambda text: GenerationConfig.parse_field(name, text), name)
 
 
-def top_p(text: str) -> float:
-    """--top-p as the original reads it: 0 (its default) means no nucleus filter, like 1."""
-    try:
-        if float(text) == 0.0:
-            return 1.0
-    except ValueError:
-        pass
-    return param("top_p")(text)
-
-
 def at_least(low: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
@@ -80,6 +70,6 @@ def str2bool(text: str) -> bool:
 
 
 TOP_P_HELP = (
-    "nucleus sampling mass in (0, 1]; 0, the original's default, means no nucleus filter, like 1 "
+    "nucleus sampling mass from 0 to 1; 0, the original's default, means no nucleus filter, like 1 "
     "(at temperature 0 decoding is greedy and top-p is unused)"
 )

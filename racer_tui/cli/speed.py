@@ -14,6 +14,7 @@ from typing import Any
 from racer_core.bench.report import plain_console, print_tables, speed_tables
 from racer_core.bench.results import load_results
 from racer_core.bench.speed_lines import ranking_lines, run_lines
+from racer_core.common.counts import counted
 from racer_core.common.errors import RacerError
 from racer_tui.cli.errors import print_error
 
@@ -57,13 +58,13 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser, **hooks: Any)
         return 1
     if result.unreadable:  # the original's speed script goes on past such lines too
         n = len(result.unreadable)
-        print(f"warning: skipped {n} unreadable answer line{'s' if n != 1 else ''} "
+        print(f"warning: skipped {counted(n, 'unreadable answer line')} "
               f"(the first: {result.unreadable[0]})", file=sys.stderr)
     head = f"model {result.model}" if result.model else "answers"
     if result.device:
         head += f" ({result.device}, {result.dtype})"
     console = plain_console()
-    console.print(f"{head}; {len(result.question_order)} questions\n", markup=False, highlight=False)
+    console.print(f"{head}; {counted(len(result.question_order), 'question')}\n", markup=False, highlight=False)
     print_tables(speed_tables(result), console)
     for label in result.methods:  # the original's per-run summary, then its ranking
         print(f"\n== {label} ==")

@@ -26,6 +26,7 @@ from racer_core.bench.results import BenchResult, load_results
 from racer_core.bench.runner import BenchProgress, check_repeats, run_benchmark
 from racer_core.bench.suites import Question, load_suite, suite_name
 from racer_core.common.config import DEFAULTS, HEAD_METHODS
+from racer_core.common.counts import counted
 from racer_core.common.errors import RacerError
 from racer_core.common.events import METHODS, Engine, GenerationConfig
 from racer_tui.commands import BENCH_COMMANDS
@@ -248,7 +249,7 @@ class BenchScreen(Screen):
         self.query_one("#bench-table", Static).update("")
         tries = f" · {repeats} tries each, the median kept" if repeats > 1 else ""
         self.query_one("#bench-info", Static).update(Text(
-            f"{name}: {len(questions)} questions × {', '.join(methods)} on {engine.info.model}{tries} "
+            f"{name}: {counted(len(questions), 'question')} × {', '.join(methods)} on {engine.info.model}{tries} "
             f"· answers in {self.host.show_path(answer_dir)}"
         ))
         self.show_board()
@@ -317,7 +318,7 @@ class BenchScreen(Screen):
         self.result = message.result
         self.show_result()
         if self.result is not None and (failed := self.result.failure_count()):  # the run went on past them
-            self.notify(f"{failed} question{'s' if failed != 1 else ''} failed: see the warning under the table",
+            self.notify(f"{counted(failed, 'question')} failed: see the warning under the table",
                         title="Benchmark", severity="warning", timeout=15)
 
     def show_result(self) -> None:
@@ -353,6 +354,6 @@ class BenchScreen(Screen):
         self.result = result
         self.board = BenchBoard.from_result(result)
         self.query_one("#bench-info", Static).update(Text(
-            f"results from {folder} · model {result.model or '?'} · {len(result.question_order)} questions"
+            f"results from {folder} · model {result.model or '?'} · {counted(len(result.question_order), 'question')}"
         ))
         self.show_result()

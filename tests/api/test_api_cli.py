@@ -85,14 +85,82 @@ def test_a_missing_extra_is_refused_in_one_line(monkeypatch, capsys) -> None:
                    "(missing: uvicorn)"]
 
 
-def test_a_taken_port_is_one_clear_error(capsys) -> None:
+def _loads(loaded: list) -> object:
+    """An engine factory that records each load (and reports its progress)."""
+    def factory(*args, **kwargs):  # noqa: ANN002, ANN003
+        loaded.append(args)
+        return factory_for(FakeEngine())(*args, **kwargs)
+
+    return factory
+
+
+def test_a_taken_port_is_one_clear_error_before_the_model_loads(capsys) -> None:
+    # issue 41: a port in use was reported only once the model had loaded
+    loaded: list = []
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        assert main(["api", "--headless", "--port", str(port)], engine_factory=factory_for(FakeEngine())) == 1
+        assert main(["api", "--headless", "--port", str(port)], engine_factory=_loads(loaded)) == 1
     err = capsys.readouterr().err
-    assert f"cannot listen on 127.0.0.1:{port}" in err and "Traceback" not in err
+    assert err == f"racer-tui: error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+    assert loaded == []
+
+
+def test_replicas_on_a_local_ray_refuse_a_taken_port_before_starting(monkeypatch, capsys) -> None:
+    pytest.importorskip("ray.serve")
+    from racer_tui.api import ray_replicas
+
+    started: list = []
+    monkeypatch.setattr(ray_replicas, "serve_until_interrupted", lambda *a, **k: started.append(a))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["api", "--replicas", "2", "--port", str(port)], engine_factory=_loads([])) == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err and started == []
+
+
+class _Recorded:
+    """A stream and a lock that record, in order, what the log lines did with them."""
+
+    def __init__(self, seen: list, name: str) -> None:
+        self.seen, self.name = seen, name
+
+    def write(self, text: str) -> None:
+        self.seen.append((self.name, text))
+
+    def flush(self) -> None:
+        pass
+
+    def __enter__(self) -> None:
+        self.seen.append("lock")
+
+    def __exit__(self, *exc: object) -> None:
+        self.seen.append("unlock")
+
+
+def test_every_log_line_is_written_whole_under_one_lock(monkeypatch) -> None:
+    # issue 41: a request line ran into another ("...tokenizerracer-tui api: 127.0.0.1:51754 POST ... 500"):
+    # print wrote the text and its newline apart, from the worker's thread and the server's at once
+    import racer_tui.api.service as service
+    from racer_tui.api.protocol import ApiError
+    from racer_tui.cli.api import progress
+
+    seen: list = []
+    monkeypatch.setattr(service, "LINE_LOCK", _Recorded(seen, "lock"))
+    monkeypatch.setattr(sys, "stderr", _Recorded(seen, "stderr"))
+    monkeypatch.setattr(sys, "stdout", _Recorded(seen, "stdout"))
+    progress("Loading the model...", 0.5)
+    observe, refused = service.headless_log()
+    refused("POST /v1/chat/completions", "127.0.0.1:51754", ApiError(500, "NotImplementedError: x"))
+    service.write_line("racer-tui api: serving")
+    assert seen == [
+        "lock", ("stderr", "racer-tui api: Loading the model...\n"), "unlock",
+        "lock", ("stdout", "racer-tui api: 127.0.0.1:51754 POST /v1/chat/completions 500 NotImplementedError: x\n"),
+        "unlock",
+        "lock", ("stdout", "racer-tui api: serving\n"), "unlock",
+    ]
 
 
 def test_the_address_takes_connections_before_the_server_runs() -> None:

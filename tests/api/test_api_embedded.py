@@ -51,3 +51,19 @@ def test_the_embedded_model_answers_as_the_chat_does(engine) -> None:
     assert stats["accepted_by_source"]["automaton"] > 0
     assert racer.usage.completion_tokens == chunks[-1].usage.completion_tokens == 1 + sum(stats["accept_lengths"])
     assert ar.usage.model_extra["racer"]["accepted_tokens"] == 0
+
+
+def test_an_assistant_prefill_is_continued_on_the_embedded_tokenizer(engine) -> None:
+    # The embedded model's tokenizer is the project's own (no transformers): the prefill went through it.
+    from racer_core.models.fast_tokenizer import FastTokenizer
+
+    assert isinstance(engine.tokenizer, FastTokenizer)
+    messages = [{"role": "user", "content": "Name three fruits."}, {"role": "assistant", "content": "Sure: apples,"}]
+    with running(engine) as service:
+        api = client(service)
+        whole = api.chat.completions.create(model="smollm2", messages=messages, max_tokens=12, temperature=0)
+        streamed = api.chat.completions.create(model="smollm2", messages=messages, max_tokens=12, temperature=0,
+                                               stream=True)
+        text = "".join(c.choices[0].delta.content or "" for c in streamed if c.choices)
+    reply = whole.choices[0].message.content
+    assert reply and reply == text and not reply.startswith("Sure")

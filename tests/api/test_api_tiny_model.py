@@ -8,6 +8,8 @@ import base64
 import io
 import json
 import threading
+import urllib.error
+import urllib.request
 
 import pytest
 from api_helpers import Answer, Recorder, client, http, running, weak_attention_engine
@@ -254,10 +256,57 @@ def test_the_openai_client_sees_a_bad_request_error(service) -> None:
 def test_a_body_over_the_limit_is_refused(engine) -> None:
     with running(engine, max_body=2048) as small:
         answer = _post(small, json.dumps({"messages": [{"role": "user", "content": "x" * 4000}]}))
-        assert answer.status == 400 and "larger than the server's limit of 2048 bytes" in answer.text
+        # 413 Content Too Large, in OpenAI's error shape (issue 41: it was a 400)
+        assert answer.status == 413 and answer.json()["error"]["code"] == "request_too_large"
+        assert answer.json()["error"]["message"] == ("the request body is larger than the server's limit of 2048 "
+                                                     "bytes (its --max-body)")
+        # sent in chunks, without a Content-Length: refused alike once it grows past the limit
+        body = json.dumps({"messages": [{"role": "user", "content": "x" * 4000}]}).encode()
+        request = urllib.request.Request(small.url.removesuffix("/v1") + "/v1/chat/completions",
+                                         data=iter([body[:1000], body[1000:]]), method="POST",
+                                         headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as chunked:
+            urllib.request.urlopen(request, timeout=60)
+        assert chunked.value.code == 413
         assert ask(small, max_tokens=3).choices[0].message.content is not None
 
 
 def test_a_prompt_longer_than_the_context_is_refused(service) -> None:
     with pytest.raises(openai.BadRequestError, match="this model takes at most 2047"):
         ask(service, "the cat " * 1200, max_tokens=None)
+
+
+def test_a_reply_cut_inside_its_last_character_has_no_replacement_character() -> None:
+    # issue 41: max_tokens cut the last character's bytes, and the reply ended in U+FFFD, whole and streamed
+    from engine_helpers import CUT_REPLY, cut_reply_engine
+
+    messages = [{"role": "user", "content": "Repeat exactly: 日本語 🙂 🚀"}]
+    with running(cut_reply_engine()) as service:
+        api = client(service)
+        whole = api.chat.completions.create(model="tiny", messages=messages, max_tokens=40)
+        streamed = api.chat.completions.create(model="tiny", messages=messages, max_tokens=40, stream=True)
+        chunks = "".join(c.choices[0].delta.content or "" for c in streamed if c.choices)
+        completion = api.completions.create(model="tiny", prompt="Repeat exactly:", max_tokens=40)
+    assert whole.choices[0].message.content == chunks == completion.choices[0].text == CUT_REPLY
+    assert whole.choices[0].finish_reason == "length"
+
+
+def test_an_assistant_prefill_is_continued_on_the_projects_own_tokenizer(tmp_path) -> None:
+    # issue 41: on FastTokenizer (the embedded model's) a prefill was a 500, whole and streamed
+    from racer_core.models.fast_tokenizer import load_fast_tokenizer
+    from racer_core.testing import tiny_model, tiny_tokenizer
+
+    tiny_tokenizer().save_pretrained(tmp_path)
+    model = tiny_model("llama")
+    messages = [{"role": "user", "content": PROMPT}, {"role": "assistant", "content": "Once upon a time"}]
+    replies = []
+    for tokenizer in (load_fast_tokenizer(tmp_path), tiny_tokenizer()):  # the project's, then transformers'
+        with running(RacerEngine(model, tokenizer, "tiny-llama")) as service:
+            api = client(service)
+            whole = api.chat.completions.create(model="tiny", messages=messages, max_tokens=12, temperature=0)
+            streamed = api.chat.completions.create(model="tiny", messages=messages, max_tokens=12, temperature=0,
+                                                   stream=True)
+            chunks = "".join(c.choices[0].delta.content or "" for c in streamed if c.choices)
+        assert whole.choices[0].message.content == chunks
+        replies.append((chunks, whole.usage.prompt_tokens))
+    assert replies[0] == replies[1] and replies[0][0]

@@ -75,6 +75,17 @@ def test_requests_map_to_the_engines_config_with_openais_defaults() -> None:
     assert sampling(req(), "ar", max_tokens=50).config.max_new_tokens == 50  # the server's --max-tokens
 
 
+def test_top_p_0_means_no_filter_as_on_the_command_line() -> None:
+    # issue 41: the API refused top_p 0, which OpenAI's range 0..1 has and the command line reads as 1
+    from racer_tui.cli import build_parser
+    from racer_tui.cli.chat import overrides
+
+    command_line = overrides(build_parser().parse_args(["--top-p", "0"]))["top_p"]
+    assert sampling(req(top_p=0), "racer").config.top_p == command_line == 1.0
+    assert sampling(req(top_p=0.5), "racer").config.top_p == 0.5
+    assert refusal(top_p=1.5).message == "top_p must be a number from 0 to 1 (0: no nucleus filter, like 1), not 1.5"
+
+
 def test_values_are_refused_by_the_config_rules_under_the_requests_names() -> None:
     assert refusal(temperature=7).param == "temperature"
     assert refusal(max_tokens=0).message.startswith("max_tokens must be a whole number")

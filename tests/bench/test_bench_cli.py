@@ -388,3 +388,23 @@ def test_a_stop_signal_ends_a_run_like_ctrl_c_and_resume_completes_it(signame, q
 def test_repeats_are_not_sharded(qfile, capsys):
     assert run(["bench", str(qfile), "--repeats", "2", "--num-workers", "2"]) == 1
     assert "--repeats interleaves the tries on one engine" in capsys.readouterr().err
+
+
+def test_one_question_is_counted_in_the_singular(qfile, tmp_path, capsys):
+    # issue 41: `racer-tui bench` said "1 questions"
+    out_dir = tmp_path / "a"
+    assert run(["--bench", str(qfile), "--methods", "ar", "--answer-dir", str(out_dir), "--question-end", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "mini: 1 question x ar on " in err and "1 questions" not in err
+    assert main(["speed", str(out_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "; 1 question\n" in out and "1 questions" not in out
+
+
+def test_the_workers_are_counted_in_words() -> None:
+    from racer_core.bench.shard import ShardPlan
+    from racer_tui.cli.bench import _workers_text
+
+    assert _workers_text(ShardPlan(1)) == "1 CPU worker on a local Ray cluster"
+    assert _workers_text(ShardPlan(2, 1.0, address="h:1")) == "2 workers of 1 GPU each on Ray at h:1"
+    assert _workers_text(ShardPlan(1, 0.5)) == "1 worker of 0.5 GPU each on a local Ray cluster"

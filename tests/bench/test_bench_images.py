@@ -77,7 +77,7 @@ def test_a_text_model_skips_image_questions_with_a_counted_warning(tmp_path: Pat
             "--answer-dir", str(tmp_path / "a")]
     assert cli.main(args, engine_loader=lambda **kw: engine) == 0
     out = capsys.readouterr().out
-    assert "warning: 1 question(s) with images skipped (the model reads text only)" in out
+    assert "warning: 1 question with images skipped (the model reads text only)" in out
     from racer_core.bench.answers import read_answers
 
     assert [r.question_id for r in read_answers(tmp_path / "a" / "ar.jsonl")] == [2]

@@ -26,7 +26,7 @@ BAD = [
     ("temperature", "hot"),
     ("temperature", True),
     ("temperature", 10**400),
-    ("top_p", 0.0),
+    ("top_p", -0.1),
     ("top_p", 1.5),
     ("top_p", math.nan),
     ("max_num_draft", 0),
@@ -72,6 +72,7 @@ def test_bad_values_are_refused_everywhere_in_one_sentence(name, value) -> None:
         ("temperature", "0.7", 0.7),
         ("temperature", "5", 5.0),
         ("top_p", "1", 1.0),
+        ("top_p", "0", 1.0),  # the original's default: no nucleus filter, like 1
         ("max_new_tokens", "1", 1),
         ("method", "Retrieval", "retrieval"),
         ("enable_thinking", "true", True),

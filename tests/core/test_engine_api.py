@@ -96,4 +96,20 @@ def test_pieces_add_up_to_the_reply_when_it_ends_mid_character() -> None:
     cut = next(i for i in range(1, len(ids)) if tokenizer.decode(ids[:i]).endswith("\ufffd"))
     pieces = [detok.push(t) for t in ids[:cut]]
     pieces.append(detok.flush())
-    assert "".join(pieces) == detok.text() and detok.text().endswith("\ufffd")
+    # the cut character's bytes are held back for good, not handed out as U+FFFD
+    assert "".join(pieces) == detok.text() == "h"
+
+
+def test_a_reply_cut_inside_its_last_character_ends_before_it() -> None:
+    # max_tokens cuts the 🚀 of "日本語 🙂 🚀": the stored reply, the streamed pieces and a completion
+    # end before it (issue 41), and the characters split across steps before it come whole.
+    from engine_helpers import CUT_REPLY, cut_reply_engine
+
+    engine = cut_reply_engine()
+    chat = engine.new_conversation()
+    events = list(chat.send("Repeat exactly: 日本語 🙂 🚀", GenerationConfig(method="racer", max_new_tokens=40)))
+    assert events[-1].finish_reason == "length"
+    assert "".join(e.text for e in events) == chat.messages[-1]["content"] == CUT_REPLY
+    assert all("\ufffd" not in p.text for e in events for p in e.pieces)
+    completed = engine.complete("Repeat exactly:", GenerationConfig(method="racer", max_new_tokens=40))
+    assert "".join(e.text for e in completed) == CUT_REPLY

@@ -186,6 +186,41 @@ def test_the_rich_template_renders_as_in_transformers(rich_pair, chat, generatio
     )
 
 
+def _continued(tokenizer, chat, field, **kwargs):
+    try:
+        return tokenizer.apply_chat_template(chat, tokenize=False, continue_final_message=field, **kwargs)
+    except (ValueError, TypeError) as error:  # a template may not take content blocks: both refuse alike
+        return type(error), str(error)
+
+
+@SETTINGS
+@given(chat=messages, switch=switches, field=st.sampled_from([True, "content", "reasoning_content", "thinking"]))
+def test_a_final_message_is_continued_as_in_transformers(pair, chat, switch, field) -> None:
+    # an assistant prefill: the rendering stops where the final message's text ends (no end of turn)
+    fast, auto = pair
+    assert _continued(fast, chat, field, **switch) == _continued(auto, chat, field, **switch)
+
+
+@SETTINGS
+@given(chat=messages, switch=switches, tools=st.one_of(st.none(), st.just([{"type": "function"}])))
+def test_the_rich_template_continues_a_final_message_as_in_transformers(rich_pair, chat, switch, tools) -> None:
+    fast, auto = rich_pair
+    assert _continued(fast, chat, True, tools=tools, **switch) == _continued(auto, chat, True, tools=tools, **switch)
+
+
+def test_continuing_a_final_message_cuts_off_its_end_of_turn(pair) -> None:
+    fast, auto = pair
+    chat = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Once upon a time"}]
+    text = fast.apply_chat_template(chat, tokenize=False, continue_final_message=True)
+    assert text.endswith("Once upon a time") and text == _continued(auto, chat, True)
+    blocks = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": [{"type": "text", "text": "Once"}]}]
+    assert _continued(fast, blocks, True) == _continued(auto, blocks, True)
+    with pytest.raises(ValueError, match="not compatible"):
+        fast.apply_chat_template(chat, tokenize=False, continue_final_message=True, add_generation_prompt=True)
+    ids = fast.apply_chat_template(chat, continue_final_message=True, return_dict=False)
+    assert ids == auto.apply_chat_template(chat, continue_final_message=True, return_dict=False)
+
+
 def test_template_errors_are_raised_like_transformers(rich_pair) -> None:
     import jinja2
 

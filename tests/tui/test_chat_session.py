@@ -217,3 +217,14 @@ def test_a_turn_that_fails_after_its_last_step_is_rolled_back_too(chat: Chat) ->
     assert chat.session.turn is None
     assert chat.session.roll_back().text == "second"
     assert chat.rows() == [("user", "first"), ("assistant", REPLY)] and chat.session.conv is None
+
+
+def test_a_reply_cut_inside_its_last_character_is_stored_without_a_replacement_character(tmp_path: Path) -> None:
+    # issue 41: the TUI stored "...🌍\ufffd" for a reply max_tokens cut inside its last character
+    from engine_helpers import CUT_REPLY, cut_reply_engine
+
+    chat = Chat(tmp_path, Settings(learn_from_chats=False))  # the scripted decoder has no cache to learn from
+    chat.engine = cut_reply_engine()
+    reply(chat, "Repeat exactly: 日本語 🙂 🚀")
+    assert chat.rows()[-1] == ("assistant", CUT_REPLY)
+    assert chat.conversation()[-1] == ("assistant", CUT_REPLY)
