@@ -463,10 +463,15 @@ class ChatScreen(ChatActions, Screen):
     # -- actions ---------------------------------------------------------
 
     def action_stop(self) -> None:
+        """Escape: the topmost thing first. The floating chat list over the
+        conversation closes; only with nothing over it does the reply stop
+        (else an edit is dropped)."""
+        if self._close_floating_sidebar():
+            return
         if self.generating:
             self._stop.set()
-        elif not self.cancel_edit():
-            self._close_floating_sidebar()
+        else:
+            self.cancel_edit()
 
     def action_focus_prompt(self) -> None:
         self.query_one(PromptInput).focus()
