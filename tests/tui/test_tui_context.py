@@ -88,3 +88,19 @@ async def test_at_80_columns_the_status_line_keeps_device_and_dtype_with_the_con
     await pilot.pause()
     text = status_text(chat).rstrip()
     assert text.endswith("cpu float32") and "MAT" in text and len(text) <= SMALL[0]
+
+
+async def test_removing_the_last_exchange_counts_the_context_again(start_app: StartApp) -> None:
+    """Issue 41 (7): after !!remove the counter kept the removed exchange's tokens."""
+    pilot = await start_app(FakeEngine())
+    chat = await ready_chat(pilot)
+    for text in ("first question", "second one"):
+        await pilot.press(*text, "enter")
+        await wait_for(pilot, lambda: not chat.generating and chat.stats.steps)
+    both = ContextUsage(fake_used("first question", REPLY, "second one", REPLY), 8192)
+    await wait_for(pilot, lambda: chat.context == both)
+    await pilot.press(*"!!remove", "enter")
+    kept = ContextUsage(fake_used("first question", REPLY), 8192)
+    await wait_for(pilot, lambda: len(chat.host.history.messages(chat.chat_id)) == 2)
+    await pilot.pause()
+    assert chat.context == kept and context_text(kept) in status_text(chat)
