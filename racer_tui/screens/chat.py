@@ -453,6 +453,7 @@ class ChatScreen(ChatActions, Screen):
         self._reply_turn = None
         for widget in list(self.conversation_view.children)[-2:]:
             widget.remove()
+        self.refresh_sidebar()  # a chat made by this first message is gone
         self.count_context()
         prompt = self.query_one(PromptInput)
         prompt.text = turn.typed

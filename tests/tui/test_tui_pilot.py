@@ -299,7 +299,9 @@ async def test_engine_error_rolls_the_turn_back(start_app: StartApp) -> None:
     await pilot.pause()
     assert chat.query_one(PromptInput).text == "hello"  # nothing typed is lost
     assert not chat.query(ReplyTurn)
-    assert app.history.messages(chat.chat_id) == []
+    # issue 41 (8): the chat its first message made is gone again, from the history and the list
+    assert chat.chat_id is None and app.history.list_chats() == []
+    assert not chat.query_one("#sidebar").option_count
     assert chat.conv is None  # rebuilt from the stored history next time
 
 
