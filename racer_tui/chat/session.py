@@ -169,16 +169,19 @@ class ChatSession:
                 images[start + len(messages) - 1] = tuple(intact_images(message.images))
         return messages, images
 
-    def context_usage(self, engine: Engine | None) -> ContextUsage | None:
+    def context_usage(self, engine: Engine | None, pending: str = "") -> ContextUsage | None:
         """The open chat's tokens of the model's maximum, as the model would read
-        it next; None without an engine, or when it cannot say."""
+        it next (with `pending`, a message not sent yet, as if it were); None
+        without an engine, or when it cannot say."""
         if engine is None:
             return None
+        extra = [{"role": "user", "content": pending}] if pending else []
         try:
             if self.conv is not None and self._conv_engine is engine:
-                return engine.context_usage(self.conv.messages, getattr(self.conv, "images", None))
+                return engine.context_usage([*self.conv.messages, *extra], getattr(self.conv, "images", None))
             history = [] if self.chat_id is None else self.history.messages(self.chat_id)
-            return engine.context_usage(*self.engine_messages(history))
+            messages, images = self.engine_messages(history)
+            return engine.context_usage([*messages, *extra], images)
         except RacerError:  # an unreadable chat (it says so in its place): nothing to count
             return None
 

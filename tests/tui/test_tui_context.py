@@ -104,3 +104,30 @@ async def test_removing_the_last_exchange_counts_the_context_again(start_app: St
     await wait_for(pilot, lambda: len(chat.host.history.messages(chat.chat_id)) == 2)
     await pilot.pause()
     assert chat.context == kept and context_text(kept) in status_text(chat)
+
+
+async def test_the_typed_message_shows_what_it_would_add_before_it_is_sent(start_app: StartApp) -> None:
+    """Issue 41 (8): a long paste's size shows in the counter before Enter (ctx USED+PENDING/MAX)."""
+    pilot = await start_app(FakeEngine())
+    chat = await ready_chat(pilot)
+    await pilot.press(*"hello there", "enter")
+    await wait_for(pilot, lambda: not chat.generating and chat.stats.steps)
+    used = fake_used("hello there", REPLY)
+    await wait_for(pilot, lambda: chat.context == ContextUsage(used, 8192))
+    paste = "word " * 1500
+    chat.query_one("#prompt").text = paste  # as a paste lands: one change
+    pending = fake_used("hello there", REPLY, paste.strip()) - used
+    await wait_for(pilot, lambda: chat.pending_tokens == pending)
+    await pilot.pause()
+    assert context_text(chat.context, pending) in status_text(chat)
+    assert context_text(chat.context, pending) == f"ctx {used}+{token_count(pending)}/8k"
+    await pilot.press("enter")  # sent: it is part of the chat now, nothing is pending
+    await wait_for(pilot, lambda: not chat.generating and chat.context.used > used)
+    await pilot.pause()
+    assert chat.pending_tokens == 0 and "+" not in context_text(chat.context, chat.pending_tokens)
+    assert f"{context_text(chat.context)} │" in status_text(chat)
+
+
+def test_the_pending_count_reads_as_more_of_the_same_context() -> None:
+    assert context_text(ContextUsage(619, 8192), 1234) == "ctx 619+1.2k/8k"
+    assert context_text(ContextUsage(619, 8192), 0) == "ctx 619/8k"
