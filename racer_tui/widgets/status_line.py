@@ -18,7 +18,9 @@ TREND_STEPS = 16  # the last steps shown in the status line's sparkline
 SEPARATOR = " │ "
 # Parts left out, in this order, when the line is wider than the terminal: the
 # speed, MAT, method, device and dtype stay. The model's name is cut to
-# MODEL_KEPT characters before the context goes, and further only after.
+# MODEL_KEPT characters before the context goes, and further only after;
+# while a typed message is counted (ctx USED+PENDING/MAX), whether it fits
+# outranks the name, which is cut as far as it takes first.
 DROP_ORDER = ("steps", "budget", "context")
 MODEL_KEPT = 12
 
@@ -66,12 +68,13 @@ def status_parts(stats: Stats | None, budget: int | str | None, method: str,
     return parts
 
 
-def fit_parts(parts: list[tuple[str, str]], width: int) -> str:
+def fit_parts(parts: list[tuple[str, str]], width: int, context_first: bool = False) -> str:
     """The parts joined, leaving out those of DROP_ORDER and shortening the
-    model's name until the line fits `width` (the device and dtype stay)."""
+    model's name until the line fits `width` (the device and dtype stay);
+    `context_first`: the name is cut to one character before the context goes."""
     parts = list(parts)
     for name in DROP_ORDER:
-        trial = _cut_model(parts, width, MODEL_KEPT) if name == "context" else parts
+        trial = _cut_model(parts, width, 1 if context_first else MODEL_KEPT) if name == "context" else parts
         if len(SEPARATOR.join(t for _, t in trial)) <= width:
             parts = trial
             break
@@ -112,5 +115,5 @@ class StatusLine(Static):
             line.append(SEPARATOR)
         width = self.app.size.width - 2  # the line spans the terminal, less its padding (also mid-resize)
         parts = status_parts(stats, budget, method, info, context, pending)
-        line.append(fit_parts(parts, max(20, width - len(line))))
+        line.append(fit_parts(parts, max(20, width - len(line)), context_first=pending > 0))
         self.update(line)

@@ -131,3 +131,15 @@ async def test_the_typed_message_shows_what_it_would_add_before_it_is_sent(start
 def test_the_pending_count_reads_as_more_of_the_same_context() -> None:
     assert context_text(ContextUsage(619, 8192), 1234) == "ctx 619+1.2k/8k"
     assert context_text(ContextUsage(619, 8192), 0) == "ctx 619/8k"
+
+
+def test_at_80_columns_a_typed_message_keeps_the_context_before_the_models_name() -> None:
+    """The embedded model's status at 80x24 had no room for the counter once a
+    message was typed: while one is, the name is cut further first."""
+    info = EngineInfo("SmolLM2-135M-Instruct (Q4_1, embedded)", "cpu", "gguf Q4_1+Q8_0")
+    width = SMALL[0] - 2 - len("no steps │ ")  # the line's width beside the folded chart's sparkline
+    typed = fit_parts(status_parts(None, "auto", "racer", info, ContextUsage(619, 8192), 10_030), width,
+                      context_first=True)
+    assert "ctx 619+9.8k/8k" in typed and typed.endswith("cpu gguf Q4_1+Q8_0") and len(typed) <= width
+    plain = fit_parts(status_parts(None, "auto", "racer", info, ContextUsage(619, 8192)), width)
+    assert "ctx" not in plain and "SmolLM2-135M-Instru…" in plain  # as before with nothing typed
