@@ -3,8 +3,8 @@
 The file is the original RACER chat's format, a list of {"role", "content"}
 messages (system first, if any), so either tool reads the other's files; the
 common object form {"messages": [...]} (an OpenAI-style request or export;
-its other keys are not read) loads too. A message's content may also be the original's list of parts, whose text parts
-are kept. A message with attached images is written as the original writes
+its other keys are not read) loads too. A message's content may also be the
+original's list of parts, whose text parts are kept. A message with attached images is written as the original writes
 one: a list of parts, {"type": "image", "image": "file://PATH"} for each image
 (before the text, where the model sees them) and {"type": "text", "text": ...};
 their content hashes go in an extra key, "racer_image_sha256". Replies carry
