@@ -1,9 +1,10 @@
 """A conversation as a JSON file: what `!!save` writes and `!!load` reads.
 
 The file is the original RACER chat's format, a list of {"role", "content"}
-messages (system first, if any), so either tool reads the other's files; a
-message's content may also be the original's list of parts, whose text parts
-are kept. A message with attached images is written as the original writes
+messages (system first, if any), so either tool reads the other's files; the
+common object form {"messages": [...]} (an OpenAI-style request or export;
+its other keys are not read) loads too. A message's content may also be the
+original's list of parts, whose text parts are kept. A message with attached images is written as the original writes
 one: a list of parts, {"type": "image", "image": "file://PATH"} for each image
 (before the text, where the model sees them) and {"type": "text", "text": ...};
 their content hashes go in an extra key, "racer_image_sha256". Replies carry
@@ -122,8 +123,11 @@ def _runs(value: object, content: str) -> list[tuple[Source, str]]:
 
 
 def from_json(data: object, name: str = "the file") -> ChatFile:
+    if isinstance(data, dict):
+        data = data.get("messages")
     if not isinstance(data, list):
-        raise InputError(f"{name} is not a conversation: expected a JSON list of messages")
+        raise InputError(f'{name} is not a conversation: expected a JSON list of messages, '
+                         'or an object with a "messages" list')
     system = ""
     messages: list[StoredMessage] = []
     for i, item in enumerate(data, 1):

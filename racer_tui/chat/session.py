@@ -68,6 +68,7 @@ class Turn:
     reply_row: int
     typed: str  # the prompt's text as typed (inline image tags included)
     attached: list[ChatImage]  # the attachment bar's images
+    made_chat: int | None = None  # the chat this turn's message made (a first message): gone if it fails
     stats: Stats = field(default_factory=Stats)
     runs: list[Run] = field(default_factory=list)
     next_save: float = 0.0  # the clock's time of the next save while streaming
@@ -168,16 +169,19 @@ class ChatSession:
                 images[start + len(messages) - 1] = tuple(intact_images(message.images))
         return messages, images
 
-    def context_usage(self, engine: Engine | None) -> ContextUsage | None:
+    def context_usage(self, engine: Engine | None, pending: str = "") -> ContextUsage | None:
         """The open chat's tokens of the model's maximum, as the model would read
-        it next; None without an engine, or when it cannot say."""
+        it next (with `pending`, a message not sent yet, as if it were); None
+        without an engine, or when it cannot say."""
         if engine is None:
             return None
+        extra = [{"role": "user", "content": pending}] if pending else []
         try:
             if self.conv is not None and self._conv_engine is engine:
-                return engine.context_usage(self.conv.messages, getattr(self.conv, "images", None))
+                return engine.context_usage([*self.conv.messages, *extra], getattr(self.conv, "images", None))
             history = [] if self.chat_id is None else self.history.messages(self.chat_id)
-            return engine.context_usage(*self.engine_messages(history))
+            messages, images = self.engine_messages(history)
+            return engine.context_usage([*messages, *extra], images)
         except RacerError:  # an unreadable chat (it says so in its place): nothing to count
             return None
 
@@ -213,24 +217,27 @@ class ChatSession:
         config = settings.generation
         if temperature is not None:
             config = config.replace(temperature=temperature)
+        made_chat = None
         if self.chat_id is None:
-            self.chat_id = self.history.create_chat(title_for(text), settings.system_prompt)
-            earlier: list[StoredMessage] = []
-        else:
-            earlier = self.history.messages(self.chat_id)
-        conv = self._conversation(engine, earlier)
-        message = StoredMessage("user", text, images=[stored(i) for i in images])
-        # The reply's row is written with the question, marked interrupted, and
-        # rewritten as it streams and when it ends: an app killed meanwhile
-        # leaves the chat saying so, with what had come.
-        reply = StoredMessage("assistant", "", stats={"method": config.method, "finish_reason": INTERRUPTED})
-        user_row, reply_row = self.history.add_messages(self.chat_id, [message, reply])
+            self.chat_id = made_chat = self.history.create_chat(title_for(text), settings.system_prompt)
+        try:
+            conv = self._conversation(engine, [] if made_chat is not None else self.history.messages(self.chat_id))
+            message = StoredMessage("user", text, images=[stored(i) for i in images])
+            # The reply's row is written with the question, marked interrupted, and
+            # rewritten as it streams and when it ends: an app killed meanwhile
+            # leaves the chat saying so, with what had come.
+            reply = StoredMessage("assistant", "", stats={"method": config.method, "finish_reason": INTERRUPTED})
+            user_row, reply_row = self.history.add_messages(self.chat_id, [message, reply])
+        except RacerError:
+            if made_chat is not None:
+                self._drop_made_chat(made_chat)
+            raise
         conv.learn = conv.learn and settings.learn_from_chats  # turned off: stops at once
         self.reply_id += 1
         self.turn = Turn(
             self.reply_id, text, images, config, conv, user_row, reply_row,
             typed=text if typed is None else typed, attached=list(images if attached is None else attached),
-            next_save=self._clock() + self.save_every,
+            made_chat=made_chat, next_save=self._clock() + self.save_every,
         )
         self._latest = self.turn
         return self.turn
@@ -271,14 +278,28 @@ class ChatSession:
         they agree; the turn (what was typed and attached) is returned for the prompt."""
         turn = self._latest
         assert turn is not None
-        try:
-            for row in (turn.reply_row, turn.user_row):
-                self.history.delete_message(row)
-        except HistoryError as exc:
-            self._history_error(exc)
+        if turn.made_chat is not None:  # its first message: no empty chat stays behind
+            self._drop_made_chat(turn.made_chat)
+        else:
+            try:
+                for row in (turn.reply_row, turn.user_row):
+                    self.history.delete_message(row)
+            except HistoryError as exc:
+                self._history_error(exc)
         self.conv = None
         self.turn = None
         return turn
+
+    def _drop_made_chat(self, chat_id: int) -> None:
+        """A first message failed: the chat it made leaves the history (its
+        rows with it), and the next message makes a new one."""
+        try:
+            self.history.delete_chat(chat_id)
+        except HistoryError as exc:
+            self._history_error(exc)
+        if self.chat_id == chat_id:
+            self.chat_id = None
+        self.conv = None
 
     def _save(self, turn: Turn, stats: dict) -> bool:
         """Write the reply so far to its row; False (and a report) when that failed."""

@@ -18,7 +18,7 @@ from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Input, Label, Select, SelectionList, Static
-from textual.worker import get_current_worker
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from racer_core.bench.answers import default_answer_dir
 from racer_core.bench.board import BenchBoard
@@ -56,6 +56,40 @@ class BenchDone(Message):
         self.error = error
 
 
+class RunClaim:
+    """Who ends a run whose worker was cancelled: its thread, by its BenchDone,
+    once it began; else the screen, and the thread (should it start late) does
+    nothing. Textual's cancel stops waiting for the thread, not the thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._begun: set[int] = set()
+        self._given_up: set[int] = set()
+
+    def begin(self, run_id: int) -> bool:
+        """In the worker thread, first: False when the run was given up already."""
+        with self._lock:
+            if run_id in self._given_up:
+                return False
+            self._begun.add(run_id)
+            return True
+
+    def give_up(self, run_id: int) -> bool:
+        """The worker was cancelled: True when its thread never began (the screen ends the run)."""
+        with self._lock:
+            if run_id in self._begun:
+                return False
+            self._given_up.add(run_id)
+            return True
+
+
+def stopped_text(board: BenchBoard) -> str:
+    """The status of a run stopped early: how far it came, and what starts again."""
+    done = min((board.finished(m) for m in board.methods), default=0)
+    kept = " (their answers are in the table)" if done else ""
+    return f"stopped after {done} of {board.question_count or '?'} questions{kept}; Start (ctrl+g) runs again"
+
+
 def select_questions(suite: str, begin: str, end: str) -> list[Question]:
     """The questions [begin, end) of a suite; raises RacerError with a readable line."""
     try:
@@ -89,6 +123,8 @@ class BenchScreen(Screen):
         self.running = False
         self.run_id = 0
         self._stop = threading.Event()
+        self._claim = RunClaim()
+        self._worker: Worker | None = None  # the run's, to tell its end from an older one's
         self.folding = Folding(Panel("controls", self.CONTROLS_WIDTH, floats=True))
         # The in-flight chart, redrawn at a pace while the engine is measured (redraw_pace.py)
         self.flight_redraws = RedrawPace(lambda: self.query_one(FlightChart).sync(), self.set_timer)
@@ -157,10 +193,12 @@ class BenchScreen(Screen):
             self.query_one("#suite", Select).focus()
         self._fit()
 
-    def _close_floating_controls(self) -> None:
-        if self.has_class("-controls-floating"):
-            self.folding.reset("controls")
-            self._fit()
+    def _close_floating_controls(self) -> bool:
+        if not self.has_class("-controls-floating"):
+            return False
+        self.folding.reset("controls")
+        self._fit()
+        return True
 
     @property
     def host(self) -> Host:
@@ -257,7 +295,7 @@ class BenchScreen(Screen):
         self._set_running(True)
         self._close_floating_controls()  # make way for the charts
         config = self.host.settings.generation.replace(max_new_tokens=max_new_tokens)
-        self.run_bench(engine, questions, methods, config, answer_dir, name, repeats, self.run_id)
+        self._worker = self.run_bench(engine, questions, methods, config, answer_dir, name, repeats, self.run_id)
 
     @work(thread=True, exclusive=True, group="bench")
     def run_bench(
@@ -271,6 +309,8 @@ class BenchScreen(Screen):
         repeats: int,
         run_id: int,
     ) -> None:
+        if not self._claim.begin(run_id):
+            return  # cancelled before it began: the screen has ended the run
         worker = get_current_worker()
         stop = self._stop
 
@@ -306,16 +346,30 @@ class BenchScreen(Screen):
         else:
             self.flight_redraws.request()
 
-    def on_bench_done(self, message: BenchDone) -> None:
-        if message.run_id != self.run_id:
-            return
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A cancelled run's thread may never begin, and then never says it
+        ended: the run ends here (a thread that began ends it by its BenchDone)."""
+        if (event.worker is self._worker and event.state == WorkerState.CANCELLED and self.running
+                and self._claim.give_up(self.run_id)):
+            self._end_run()
+            self.query_one("#bench-info", Static).update(Text(stopped_text(self.board)))
+
+    def _end_run(self) -> None:
         self._set_running(False)
         self.flight_redraws.cancel()
         self.host.release_engine()
+
+    def on_bench_done(self, message: BenchDone) -> None:
+        if message.run_id != self.run_id or not self.running:
+            return
+        self._end_run()
         if message.error is not None:
+            self.query_one("#bench-info", Static).update(Text(f"failed: {message.error}"))
             self.notify(message.error, title="Benchmark failed", severity="error", timeout=15)
             return
         self.result = message.result
+        if self.result is not None and not self.result.completed:
+            self.query_one("#bench-info", Static).update(Text(stopped_text(self.board)))
         self.show_result()
         if self.result is not None and (failed := self.result.failure_count()):  # the run went on past them
             self.notify(f"{counted(failed, 'question')} failed: see the warning under the table",
@@ -328,6 +382,9 @@ class BenchScreen(Screen):
         self.show_board()
 
     def action_stop(self) -> None:
+        """Escape: the floating setup first; with nothing over the charts, the run stops."""
+        if self._close_floating_controls():
+            return
         if self.running:
             self._stop.set()
             self.query_one("#bench-info", Static).update(Text("stopping after this step…"))

@@ -14,6 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Footer, Markdown, Static
 from textual.worker import get_current_worker
 
@@ -43,6 +44,7 @@ from racer_tui.widgets.status_line import StatusLine
 from racer_tui.widgets.step_chart import StepChart
 from racer_tui.widgets.turns import FINISH_NOTES, ReplyTurn, UserTurn
 
+PENDING_COUNT_DELAY_S = 0.3  # the typed message is counted once typing pauses this long (a count reads the whole chat)
 SAMPLED_TEMPERATURE = 0.8  # Shift+F12's: a different reply than greedy F12 gives again
 
 
@@ -113,6 +115,8 @@ class ChatScreen(ChatActions, Screen):
         self.stats = Stats()  # what the status line and chart show: the streaming reply's, or a stored one's
         self.budget: int | str | None = None
         self.context: ContextUsage | None = None  # the open chat's tokens of the model's maximum
+        self.pending_tokens = 0  # what the typed, unsent message would add to them
+        self._pending_timer: Timer | None = None  # the count of the typed message, once typing pauses
         self._stop = threading.Event()
         self._reply_turn: ReplyTurn | None = None  # the streaming reply's view
         self._reply_method = ""
@@ -210,13 +214,46 @@ class ChatScreen(ChatActions, Screen):
         budget = self.budget if self.budget is not None else self.host.settings.generation.max_num_draft
         method = self._reply_method or self.host.settings.generation.method
         trend = None if self.folding.shown("chart", self.size.width) else self.query_one(StepChart).lengths
-        self.query_one(StatusLine).show(self.stats, budget, method, self.host.engine_info, trend, self.context)
+        self.query_one(StatusLine).show(self.stats, budget, method, self.host.engine_info, trend, self.context,
+                                        self.pending_tokens)
 
     def count_context(self) -> None:
         """The open chat's context use, as the model would read it next (after
-        each reply, when a chat opens or the model changes): a long paste shows
-        before it fails. None while no model is loaded or it cannot say."""
+        each reply, when a chat opens or the model changes), and the typed
+        message's. None while no model is loaded or it cannot say."""
         self.context = self.session.context_usage(self.host.engine)
+        self._count_pending()
+
+    def on_text_area_changed(self, event: PromptInput.Changed) -> None:
+        """The prompt changed: its message is counted once typing pauses (at
+        once when it is empty: nothing to count)."""
+        if self._pending_timer is not None:
+            self._pending_timer.stop()
+            self._pending_timer = None
+        if not isinstance(event.text_area, PromptInput):
+            return
+        if event.text_area.text.strip():
+            self._pending_timer = self.set_timer(PENDING_COUNT_DELAY_S, self._count_pending)
+        elif self.pending_tokens:
+            self._count_pending()
+
+    def _count_pending(self) -> None:
+        """The tokens the typed message would add to the chat (a long paste
+        shows before it fails). Not counted while the engine is in use (its
+        tokenizer is the reply's; the reply's end counts again), for a `!!`
+        command, or while editing the last message (it replaces that one)."""
+        self._pending_timer = None
+        self.pending_tokens = 0
+        text = self.query_one(PromptInput).text.strip()
+        if text and not text.startswith("!!") and self._editing is None and self.context is not None \
+                and self.host.engine_user is None:
+            try:
+                words = split_inline_images(text)[0] if "<image>" in text else text
+            except InputError:
+                words = text  # sending says what is wrong with the tag
+            with_it = self.session.context_usage(self.host.engine, words)
+            if with_it is not None:
+                self.pending_tokens = max(0, with_it.used - self.context.used)
         self.show_status()
 
     # -- layout ----------------------------------------------------------
@@ -453,6 +490,7 @@ class ChatScreen(ChatActions, Screen):
         self._reply_turn = None
         for widget in list(self.conversation_view.children)[-2:]:
             widget.remove()
+        self.refresh_sidebar()  # a chat made by this first message is gone
         self.count_context()
         prompt = self.query_one(PromptInput)
         prompt.text = turn.typed
@@ -463,10 +501,15 @@ class ChatScreen(ChatActions, Screen):
     # -- actions ---------------------------------------------------------
 
     def action_stop(self) -> None:
+        """Escape: the topmost thing first. The floating chat list over the
+        conversation closes; only with nothing over it does the reply stop
+        (else an edit is dropped)."""
+        if self._close_floating_sidebar():
+            return
         if self.generating:
             self._stop.set()
-        elif not self.cancel_edit():
-            self._close_floating_sidebar()
+        elif self.cancel_edit():
+            self._count_pending()  # the prompt's text is a new message now
 
     def action_focus_prompt(self) -> None:
         self.query_one(PromptInput).focus()

@@ -16,10 +16,30 @@ from racer_tui.settings import Settings
 
 METHOD_HELP = {spec.name: spec.label for spec in registry.METHOD_SPECS}
 
+# Thinking has three states: unset (None) leaves it to the model's chat template.
+THINKING: list[tuple[str, bool | None]] = [("unset (chat template)", None), ("on", True), ("off", False)]
+
+
+def thinking_key(value: bool | None) -> str:
+    return "unset" if value is None else "on" if value else "off"
+
+
+def thinking_value(key: object) -> bool | None:
+    return {"on": True, "off": False}.get(str(key))
+
+
+def field_text(value: object) -> str:
+    """A field's value as the form shows it: an unset one (a random seed) is empty."""
+    return "" if value is None else str(value)
+
 # (field, label): each is read and checked by GenerationConfig.parse_field.
 FORM: list[tuple[str, str]] = [
     ("temperature", "Temperature (0: greedy)"),
     ("top_p", "Top-p"),
+    ("sample_top_k", "Top-k (0: all)"),  # settings.json's `top_k` is eagle3's tree width, not this
+    ("min_p", "Min-p (0: off)"),
+    ("repetition_penalty", "Repetition penalty"),
+    ("seed", "Seed (empty: random)"),
     ("max_new_tokens", "Max new tokens"),
     ("max_num_draft", "Draft budget (auto|N)"),
     ("ngram", "N-gram length"),
@@ -49,9 +69,10 @@ class SettingsScreen(ModalScreen[Settings | None]):
                 )
                 for name, label in FORM:
                     yield Label(label)
-                    yield Input(str(getattr(g, name)), id=name)
+                    yield Input(field_text(getattr(g, name)), id=name, placeholder="random" if name == "seed" else "")
                 yield Label("Thinking")
-                yield Switch(g.enable_thinking, id="enable_thinking")
+                yield Select([(Text(label), thinking_key(value)) for label, value in THINKING],
+                             value=thinking_key(g.enable_thinking), allow_blank=False, id="enable_thinking")
                 yield Label("Learn from chats")
                 yield Switch(self.settings.learn_from_chats, id="learn_from_chats")
             yield Static("", id="settings-errors")
@@ -83,7 +104,7 @@ class SettingsScreen(ModalScreen[Settings | None]):
         if problems:
             return None, problems
         values["method"] = self.query_one("#method", Select).value
-        values["enable_thinking"] = self.query_one("#enable_thinking", Switch).value
+        values["enable_thinking"] = thinking_value(self.query_one("#enable_thinking", Select).value)
         values["learn_from_chats"] = self.query_one("#learn_from_chats", Switch).value
         return self.settings.replace(**values), []
 

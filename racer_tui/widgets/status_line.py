@@ -18,7 +18,9 @@ TREND_STEPS = 16  # the last steps shown in the status line's sparkline
 SEPARATOR = " │ "
 # Parts left out, in this order, when the line is wider than the terminal: the
 # speed, MAT, method, device and dtype stay. The model's name is cut to
-# MODEL_KEPT characters before the context goes, and further only after.
+# MODEL_KEPT characters before the context goes, and further only after;
+# while a typed message is counted (ctx USED+PENDING/MAX), whether it fits
+# outranks the name, which is cut as far as it takes first.
 DROP_ORDER = ("steps", "budget", "context")
 MODEL_KEPT = 12
 
@@ -33,15 +35,19 @@ def token_count(n: int) -> str:
     return str(n)
 
 
-def context_text(usage: ContextUsage) -> str:
-    """The context part: the chat's tokens of the model's maximum ("ctx 1.2k/8k")."""
-    return f"ctx {token_count(usage.used)}/{token_count(usage.limit)}"
+def context_text(usage: ContextUsage, pending: int = 0) -> str:
+    """The context part: the chat's tokens of the model's maximum ("ctx 1.2k/8k"),
+    and those the typed, unsent message would add ("ctx 619+1.2k/8k")."""
+    more = f"+{token_count(pending)}" if pending else ""
+    return f"ctx {token_count(usage.used)}{more}/{token_count(usage.limit)}"
 
 
 def status_parts(stats: Stats | None, budget: int | str | None, method: str,
-                 info: EngineInfo | None, context: ContextUsage | None = None) -> list[tuple[str, str]]:
+                 info: EngineInfo | None, context: ContextUsage | None = None,
+                 pending: int = 0) -> list[tuple[str, str]]:
     """The status line's parts as (name, text), in the order shown; `context`
-    None when the engine cannot say (or no model is loaded)."""
+    None when the engine cannot say (or no model is loaded); `pending`: the
+    typed message's tokens."""
     parts: list[tuple[str, str]] = []
     if stats is not None and stats.steps:
         parts += [
@@ -52,7 +58,7 @@ def status_parts(stats: Stats | None, budget: int | str | None, method: str,
     else:
         parts += [("speed", "– tok/s"), ("mat", "MAT –"), ("steps", "0 steps")]
     if context is not None:
-        parts.append(("context", context_text(context)))
+        parts.append(("context", context_text(context, pending)))
     parts.append(("budget", f"budget {budget if budget is not None else '–'}"))
     parts.append(("method", method))
     if info is not None:
@@ -62,12 +68,13 @@ def status_parts(stats: Stats | None, budget: int | str | None, method: str,
     return parts
 
 
-def fit_parts(parts: list[tuple[str, str]], width: int) -> str:
+def fit_parts(parts: list[tuple[str, str]], width: int, context_first: bool = False) -> str:
     """The parts joined, leaving out those of DROP_ORDER and shortening the
-    model's name until the line fits `width` (the device and dtype stay)."""
+    model's name until the line fits `width` (the device and dtype stay);
+    `context_first`: the name is cut to one character before the context goes."""
     parts = list(parts)
     for name in DROP_ORDER:
-        trial = _cut_model(parts, width, MODEL_KEPT) if name == "context" else parts
+        trial = _cut_model(parts, width, 1 if context_first else MODEL_KEPT) if name == "context" else parts
         if len(SEPARATOR.join(t for _, t in trial)) <= width:
             parts = trial
             break
@@ -98,6 +105,7 @@ class StatusLine(Static):
         info: EngineInfo | None,
         trend: Sequence[int] | None = None,
         context: ContextUsage | None = None,
+        pending: int = 0,
     ) -> None:
         """`trend`: accepted tokens per step, drawn as a sparkline in front (the
         one-line chart when the acceptance panel is folded away)."""
@@ -106,6 +114,6 @@ class StatusLine(Static):
             line.append(sparkline(trend, TREND_STEPS) or "no steps", style=rgb(CHART_GREEN))
             line.append(SEPARATOR)
         width = self.app.size.width - 2  # the line spans the terminal, less its padding (also mid-resize)
-        parts = status_parts(stats, budget, method, info, context)
-        line.append(fit_parts(parts, max(20, width - len(line))))
+        parts = status_parts(stats, budget, method, info, context, pending)
+        line.append(fit_parts(parts, max(20, width - len(line)), context_first=pending > 0))
         self.update(line)

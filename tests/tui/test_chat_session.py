@@ -145,6 +145,30 @@ def test_a_failed_turn_is_rolled_back_and_the_next_one_sees_the_chat_as_stored(c
     assert chat.rows() == chat.conversation()
 
 
+def test_a_failed_first_turn_leaves_no_empty_chat(chat: Chat) -> None:
+    """Issue 41 (8): the chat made by a first message that failed stayed, with 0 messages."""
+    session = chat.session
+    chat.engine.fail_with = RuntimeError("the prompt is longer than the model's context")
+    turn = session.begin(chat.engine, "a long paste")
+    with pytest.raises(RuntimeError):
+        stream(turn)
+    session.roll_back()
+    assert session.chat_id is None and session.conv is None and chat.history.list_chats() == []
+    chat.engine.fail_with = None
+    reply(chat, "shorter")  # the next message makes the chat
+    assert [c.id for c in chat.history.list_chats()] == [session.chat_id] and len(chat.rows()) == 2
+
+
+def test_a_first_turn_the_history_refuses_leaves_no_empty_chat(chat: Chat, monkeypatch) -> None:
+    def refuse(*_args):
+        raise HistoryError("cannot save the message: disk full")
+
+    monkeypatch.setattr(chat.history, "add_messages", refuse)
+    with pytest.raises(HistoryError):
+        chat.session.begin(chat.engine, "hello")
+    assert chat.session.chat_id is None and chat.history.list_chats() == []
+
+
 def test_regenerate_takes_the_last_exchange_back_and_sends_its_message_again(chat: Chat) -> None:
     reply(chat, "first")
     reply(chat, "second")

@@ -88,3 +88,58 @@ async def test_at_80_columns_the_status_line_keeps_device_and_dtype_with_the_con
     await pilot.pause()
     text = status_text(chat).rstrip()
     assert text.endswith("cpu float32") and "MAT" in text and len(text) <= SMALL[0]
+
+
+async def test_removing_the_last_exchange_counts_the_context_again(start_app: StartApp) -> None:
+    """Issue 41 (7): after !!remove the counter kept the removed exchange's tokens."""
+    pilot = await start_app(FakeEngine())
+    chat = await ready_chat(pilot)
+    for text in ("first question", "second one"):
+        await pilot.press(*text, "enter")
+        await wait_for(pilot, lambda: not chat.generating and chat.stats.steps)
+    both = ContextUsage(fake_used("first question", REPLY, "second one", REPLY), 8192)
+    await wait_for(pilot, lambda: chat.context == both)
+    await pilot.press(*"!!remove", "enter")
+    kept = ContextUsage(fake_used("first question", REPLY), 8192)
+    await wait_for(pilot, lambda: len(chat.host.history.messages(chat.chat_id)) == 2)
+    await pilot.pause()
+    assert chat.context == kept and context_text(kept) in status_text(chat)
+
+
+async def test_the_typed_message_shows_what_it_would_add_before_it_is_sent(start_app: StartApp) -> None:
+    """Issue 41 (8): a long paste's size shows in the counter before Enter (ctx USED+PENDING/MAX)."""
+    pilot = await start_app(FakeEngine())
+    chat = await ready_chat(pilot)
+    await pilot.press(*"hello there", "enter")
+    await wait_for(pilot, lambda: not chat.generating and chat.stats.steps)
+    used = fake_used("hello there", REPLY)
+    await wait_for(pilot, lambda: chat.context == ContextUsage(used, 8192))
+    paste = "word " * 1500
+    chat.query_one("#prompt").text = paste  # as a paste lands: one change
+    pending = fake_used("hello there", REPLY, paste.strip()) - used
+    await wait_for(pilot, lambda: chat.pending_tokens == pending)
+    await pilot.pause()
+    assert context_text(chat.context, pending) in status_text(chat)
+    assert context_text(chat.context, pending) == f"ctx {used}+{token_count(pending)}/8k"
+    await pilot.press("enter")  # sent: it is part of the chat now, nothing is pending
+    await wait_for(pilot, lambda: not chat.generating and chat.context.used > used)
+    await pilot.pause()
+    assert chat.pending_tokens == 0 and "+" not in context_text(chat.context, chat.pending_tokens)
+    assert f"{context_text(chat.context)} │" in status_text(chat)
+
+
+def test_the_pending_count_reads_as_more_of_the_same_context() -> None:
+    assert context_text(ContextUsage(619, 8192), 1234) == "ctx 619+1.2k/8k"
+    assert context_text(ContextUsage(619, 8192), 0) == "ctx 619/8k"
+
+
+def test_at_80_columns_a_typed_message_keeps_the_context_before_the_models_name() -> None:
+    """The embedded model's status at 80x24 had no room for the counter once a
+    message was typed: while one is, the name is cut further first."""
+    info = EngineInfo("SmolLM2-135M-Instruct (Q4_1, embedded)", "cpu", "gguf Q4_1+Q8_0")
+    width = SMALL[0] - 2 - len("no steps │ ")  # the line's width beside the folded chart's sparkline
+    typed = fit_parts(status_parts(None, "auto", "racer", info, ContextUsage(619, 8192), 10_030), width,
+                      context_first=True)
+    assert "ctx 619+9.8k/8k" in typed and typed.endswith("cpu gguf Q4_1+Q8_0") and len(typed) <= width
+    plain = fit_parts(status_parts(None, "auto", "racer", info, ContextUsage(619, 8192)), width)
+    assert "ctx" not in plain and "SmolLM2-135M-Instru…" in plain  # as before with nothing typed

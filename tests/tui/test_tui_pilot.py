@@ -114,6 +114,23 @@ async def test_escape_stops_and_the_conversation_stays_consistent(start_app: Sta
     ]
 
 
+async def test_escape_closes_the_floating_chat_list_before_it_stops_the_reply(start_app: StartApp) -> None:
+    """Issue 41 (5): at 80x24 Escape over the floating chat list closed nothing and stopped the reply."""
+    engine = FakeEngine(gate_after=5)
+    pilot = await start_app(engine, size=SMALL)
+    chat = await ready_chat(pilot)
+    await send(pilot, "first")
+    await wait_for(pilot, engine.paused.is_set)
+    await pilot.press("ctrl+b")
+    assert chat.has_class("-sidebar-floating")
+    await pilot.press("escape")  # the overlay goes; the reply goes on
+    assert not chat.has_class("-sidebar-floating") and not chat.query_one("#sidebar").display
+    assert chat.generating and not chat._stop.is_set() and isinstance(pilot.app.focused, PromptInput)
+    await pilot.press("escape")  # nothing over it now: this one stops the reply
+    await wait_for(pilot, lambda: not chat.generating)
+    assert "stopped" in chat.query_one(ReplyTurn).border_subtitle
+
+
 async def test_switch_screens_and_help(start_app: StartApp) -> None:
     pilot = await start_app(FakeEngine())
     app = pilot.app
@@ -282,7 +299,9 @@ async def test_engine_error_rolls_the_turn_back(start_app: StartApp) -> None:
     await pilot.pause()
     assert chat.query_one(PromptInput).text == "hello"  # nothing typed is lost
     assert not chat.query(ReplyTurn)
-    assert app.history.messages(chat.chat_id) == []
+    # issue 41 (8): the chat its first message made is gone again, from the history and the list
+    assert chat.chat_id is None and app.history.list_chats() == []
+    assert not chat.query_one("#sidebar").option_count
     assert chat.conv is None  # rebuilt from the stored history next time
 
 

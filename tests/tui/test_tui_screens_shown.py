@@ -21,7 +21,7 @@ from racer_core.bench import runner
 from racer_tui.screens.bench import BenchScreen
 from racer_tui.screens.chat import ChatScreen
 from racer_tui.screens.help import BUILTIN_KEYS, HelpScreen
-from racer_tui.screens.settings import SettingsScreen
+from racer_tui.screens.settings import SettingsScreen, field_text
 from racer_tui.widgets.step_chart import StepChart
 from racer_tui.widgets.turns import ReplyTurn, UserTurn
 
@@ -80,9 +80,10 @@ async def test_the_settings_form_shows_the_current_settings(start_app: StartApp)
     assert form.query_one("#method", Select).value == "retrieval"
     inputs = {i.id: i.value for i in form.query(Input)}
     assert inputs["max_new_tokens"] == "77" and inputs["temperature"] == "0.5" and inputs["top_p"] == "0.9"
-    for name, value in inputs.items():  # every number field shows its setting
-        assert value == str(getattr(generation, name)), name
-    assert form.query_one("#enable_thinking", Switch).value is True
+    for name, value in inputs.items():  # every number field shows its setting (an unset seed: empty)
+        assert value == field_text(getattr(generation, name)), name
+    assert inputs["seed"] == "" and {"sample_top_k", "min_p", "repetition_penalty"} <= set(inputs)
+    assert form.query_one("#enable_thinking", Select).value == "on"
     assert form.query_one("#learn_from_chats", Switch).value is False
     text = screen_text(pilot.app)
     assert "77" in text and "retrieval" in text
