@@ -1,7 +1,8 @@
 """Test-wide isolation: user data, settings and caches go to a temporary
 directory, never the real home, and that directory is removed when the test
 process ends. RACER_TUI_CACHE_DIR may be set by the caller to reuse a
-dequantized embedded model between runs (that folder is left alone).
+dequantized embedded model between runs (that folder is left alone); the
+installed embedded model itself is read from its real folder.
 
 Property tests: in CI (CI=true, as .ci/run and CI services set it) hypothesis
 runs derandomized, the same examples every run and no example database, so a
@@ -21,6 +22,7 @@ from hypothesis import settings
 from scripted_curve import scripted_on, still_clock
 
 from racer_core.budget import cost_curve
+from racer_core.common.paths import models_dir
 from racer_core.drafting import racer as racer_drafter
 
 # Recent hypothesis loads a "ci" profile of its own wherever CI is set (even CI=false); this one
@@ -30,6 +32,10 @@ settings.load_profile("ci" if os.environ.get("CI", "").strip().lower() in ("1", 
 
 _root = tempfile.mkdtemp(prefix="racer-tests-")
 atexit.register(shutil.rmtree, _root, ignore_errors=True)  # also after a failed or interrupted run
+# The embedded model as `racer-tui install-model` put it (the README's test command runs it first),
+# read where it is before the data folder moves to the run's own; only the install tests write there,
+# and they point RACER_TUI_MODELS_DIR at a temporary folder.
+os.environ.setdefault("RACER_TUI_MODELS_DIR", str(models_dir()))
 os.environ["RACER_TUI_DATA_DIR"] = os.path.join(_root, "data")
 os.environ["RACER_TUI_CONFIG_DIR"] = os.path.join(_root, "config")
 os.environ.setdefault("RACER_TUI_CACHE_DIR", os.path.join(_root, "cache"))

@@ -29,6 +29,17 @@ def data_dir() -> Path:
     return _dir("RACER_TUI_DATA_DIR", platformdirs.user_data_dir(APP_NAME))
 
 
+def models_dir() -> Path:
+    """Where `racer-tui install-model` puts the embedded model's GGUF: the data
+    folder's `models/`, or RACER_TUI_MODELS_DIR (tests point it at the installed
+    model while their data folder is a temporary one). Not created here: a
+    lookup must not make folders."""
+    override = os.environ.get("RACER_TUI_MODELS_DIR")
+    if override:
+        return Path(override)
+    return Path(os.environ.get("RACER_TUI_DATA_DIR") or platformdirs.user_data_dir(APP_NAME)) / "models"
+
+
 def config_dir() -> Path:
     """Settings."""
     return _dir("RACER_TUI_CONFIG_DIR", platformdirs.user_config_dir(APP_NAME))

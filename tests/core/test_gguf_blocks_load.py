@@ -14,10 +14,13 @@ from engine_helpers import prompt_logits
 from safetensors import safe_open
 
 from racer_core.models import gguf_blocks_cache, gguf_cache, loader
-from racer_core.models.embedded import embedded_gguf
+from racer_core.models.embedded import embedded_gguf, embedded_installed
 from racer_core.models.formats.quant_weights import QuantWeight, describe, kernel_isa
 
-pytestmark = pytest.mark.skipif(kernel_isa() is None, reason="the 4-bit kernel does not run on this CPU")
+pytestmark = [
+    pytest.mark.skipif(not embedded_installed(), reason="embedded model not installed (racer-tui install-model)"),
+    pytest.mark.skipif(kernel_isa() is None, reason="the 4-bit kernel does not run on this CPU"),
+]
 
 
 def _logits(loaded: loader.LoadedModel) -> torch.Tensor:

