@@ -101,6 +101,7 @@ class ChatScreen(ChatActions, Screen):
         Binding("ctrl+f", "search_chats", "Search chats", show=False),
         Binding("ctrl+s", "save_chat", "Save the chat as JSON", show=False),
         Binding("f10", "attach_image", "Attach image", show=False),
+        Binding("f11", "copy_code", "Copy the last code block (a click copies any)", show=False),
     ]
 
     PALETTE = CHAT_COMMANDS + ACTION_COMMANDS

@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import re
 
+from markdown_it import MarkdownIt
+from textual import events
 from textual.widgets import Markdown
+from textual.widgets._markdown import MarkdownFence
 
 _FENCE = re.compile(r"^(?P<prefix>(?:[ \t]*(?:>|[-*+][ \t]|\d{1,9}[.)][ \t]))*[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _PARTIAL_FENCE = re.compile(r"^[ \t>]*(?P<fence>`+|~+)[ \t]*$")
@@ -57,8 +60,29 @@ def close_open_fences(text: str) -> str:
     return "\n".join([*lines, closer, ""])
 
 
+def code_blocks(text: str) -> list[str]:
+    """The code of each code block in the Markdown `text`, in order (as the
+    Markdown view shows it: without the fences and the last newline)."""
+    return [token.content.rstrip() for token in MarkdownIt("gfm-like").parse(text)
+            if token.type in ("fence", "code_block")]
+
+
+class CodeFence(MarkdownFence):
+    """A code block that a click copies (the chat's copy key copies the last one)."""
+
+    def on_mount(self) -> None:
+        self.tooltip = "Click to copy the code"
+
+    def on_click(self, event: events.Click) -> None:
+        event.stop()
+        self.app.copy_to_clipboard(self.code)
+        self.notify(f"Copied the code block ({len(self.code.splitlines())} lines).")
+
+
 class ReplyMarkdown(Markdown):
     """A reply's Markdown: `show` draws the newest source, one update at a time."""
+
+    BLOCKS = {**Markdown.BLOCKS, "fence": CodeFence, "code_block": CodeFence}
 
     # Code wraps at the block's width (the module doc says why not a sideways scroll).
     DEFAULT_CSS = """

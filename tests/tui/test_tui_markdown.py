@@ -9,7 +9,7 @@ from fake_engine import FakeEngine, ready_chat, wait_for
 from textual.widgets import Label
 from textual.widgets._markdown import MarkdownFence, MarkdownParagraph
 
-from racer_tui.widgets.reply_markdown import ReplyMarkdown, close_open_fences
+from racer_tui.widgets.reply_markdown import ReplyMarkdown, close_open_fences, code_blocks
 from racer_tui.widgets.turns import ReplyTurn
 
 LONG_LINE = "print('" + "a" * 150 + " END')"
@@ -99,3 +99,34 @@ async def test_toggling_markdown_twice_keeps_the_view(start_app: StartApp) -> No
     await pilot.pause()
     await pilot.pause()
     assert view.scroll_y == start
+
+
+def test_code_blocks_are_found_in_order() -> None:
+    text = "a\n\n```python\nx = 1\n```\n\n    indented\n\n- ```sh\n  ls -l\n  ```\n"
+    assert code_blocks(text) == ["x = 1", "indented", "ls -l"]
+    assert code_blocks("no code, only `inline`") == []
+
+
+async def test_f11_and_a_click_copy_a_code_block(start_app: StartApp) -> None:
+    engine = FakeEngine(reply="First:\n\n```sh\nls -l\n```\n\nThen:\n\n```python\nprint('two')\n```\n")
+    pilot = await start_app(engine)
+    app = pilot.app
+    chat = await ready_chat(pilot)
+    await pilot.press("f11")
+    await pilot.pause()
+    assert any("no code block" in n.message for n in app._notifications)
+    await pilot.press(*"go", "enter")
+    await wait_for(pilot, lambda: chat.stats.steps and not chat.generating)
+    await pilot.press("f11")  # with the prompt focused, as after sending
+    await pilot.pause()
+    assert app.clipboard == "print('two')"
+    chat.query_one("#prompt").text = "!!copy code"
+    app.copy_to_clipboard("")
+    await pilot.press("enter")
+    await pilot.pause()
+    assert app.clipboard == "print('two')" and not chat.query_one("#prompt").text
+    await pilot.press("ctrl+t")
+    markdown = await _markdown_settled(pilot, chat.query_one(ReplyTurn))
+    first = markdown.query(MarkdownFence).first()
+    await pilot.click(first)
+    assert app.clipboard == "ls -l"
