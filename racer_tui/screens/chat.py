@@ -362,6 +362,10 @@ class ChatScreen(ChatActions, Screen):
             self.host.release_engine()
             self.notify(str(exc), severity="error", timeout=10)
             return False
+        if turn.dropped:
+            self.notify(f"The chat is longer than the model's context: the oldest {turn.dropped} messages are left "
+                        "out of what it reads for this reply (they stay in the chat).", title="Context",
+                        severity="warning", timeout=10)
         self.stats = turn.stats
         self.budget = None
         self._reply_method = turn.config.method
