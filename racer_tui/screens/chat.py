@@ -376,6 +376,7 @@ class ChatScreen(ChatActions, Screen):
         view.mount(UserTurn(text, [stored(i) for i in turn.images]))
         view.mount(self._reply_turn)
         self._reply_turn.show_markdown(self.host.settings.markdown)
+        self._anchor = None  # the view follows the new reply
         self.redraws.cancel()
         self._unshown_bars.clear()
         self.query_one(StepChart).reset()
@@ -489,6 +490,7 @@ class ChatScreen(ChatActions, Screen):
 
     async def _clear_view(self) -> None:
         await self.conversation_view.remove_children()
+        self._anchor = None
         self._editing = None
         self.steps.clear()
         self._chart_reply = None

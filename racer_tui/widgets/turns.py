@@ -101,10 +101,6 @@ class ReplyTurn(Vertical):
         self.border_subtitle = note
         self.show_text()
 
-    @property
-    def markdown_on(self) -> bool:
-        return self._markdown_on
-
     def show_markdown(self, on: bool) -> None:
         """Markdown or coloured tokens, while streaming too: the reply keeps its
         layout when it ends."""
