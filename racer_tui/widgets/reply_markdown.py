@@ -25,7 +25,7 @@ import re
 from markdown_it import MarkdownIt
 from textual import events
 from textual.widgets import Markdown
-from textual.widgets._markdown import MarkdownFence
+from textual.widgets.markdown import MarkdownFence
 
 _FENCE = re.compile(r"^(?P<prefix>(?:[ \t]*(?:>|[-*+][ \t]|\d{1,9}[.)][ \t]))*[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _PARTIAL_FENCE = re.compile(r"^[ \t>]*(?P<fence>`+|~+)[ \t]*$")

@@ -7,7 +7,8 @@ import pytest
 from app_pilot import SMALL, StartApp
 from fake_engine import FakeEngine, ready_chat, wait_for
 from textual.widgets import Label
-from textual.widgets._markdown import MarkdownFence, MarkdownParagraph
+from textual.widgets._markdown import MarkdownParagraph  # not exported by textual.widgets.markdown
+from textual.widgets.markdown import MarkdownFence
 
 from racer_tui.widgets.reply_markdown import ReplyMarkdown, close_open_fences, code_blocks
 from racer_tui.widgets.turns import ReplyTurn
@@ -130,3 +131,21 @@ async def test_f11_and_a_click_copy_a_code_block(start_app: StartApp) -> None:
     first = markdown.query(MarkdownFence).first()
     await pilot.click(first)
     assert app.clipboard == "ls -l"
+
+
+async def test_a_view_at_its_end_stays_there_across_a_toggle(start_app: StartApp) -> None:
+    engine = FakeEngine(reply=CODE_REPLY)
+    pilot = await start_app(engine, size=SMALL)
+    chat = await ready_chat(pilot)
+    for sent, text in enumerate(("one", "two"), 1):
+        await pilot.press(*text, "enter")
+        await wait_for(pilot, lambda: len(engine.configs) == sent and not chat.generating)  # noqa: B023
+    view = chat.conversation_view
+    await wait_for(pilot, lambda: view.max_scroll_y > 0 and view.scroll_y == view.max_scroll_y)
+    await pilot.press("ctrl+t")
+    for turn in chat.query(ReplyTurn):
+        await _markdown_settled(pilot, turn)
+    await wait_for(pilot, lambda: view.scroll_y == view.max_scroll_y)
+    await pilot.press("ctrl+t")
+    await pilot.pause()
+    await wait_for(pilot, lambda: view.scroll_y == view.max_scroll_y)
