@@ -21,7 +21,7 @@ CHAT_COMMANDS: list[PaletteEntry] = [
     ("New chat", "Start an empty chat", "screen.new_chat"),
     ("Stop generation", "Stop the reply that is streaming", "screen.stop"),
     ("System prompt", "Set the system prompt", "screen.system_prompt"),
-    ("Toggle Markdown", "Show finished replies as Markdown or as coloured tokens", "screen.toggle_markdown"),
+    ("Toggle Markdown", "Show replies as Markdown or as coloured tokens (Ctrl+T)", "screen.toggle_markdown"),
     ("Toggle sidebar", "Show or hide the list of chats", "screen.toggle_sidebar"),
     ("Export chat", "Write the open chat as Markdown", "screen.export_chat"),
     ("Delete chat", "Delete the open chat", "screen.delete_chat"),

@@ -29,7 +29,7 @@ class Settings:
     device: str = "auto"
     dtype: str = "auto"
     system_prompt: str = ""
-    markdown: bool = False  # show finished replies as Markdown
+    markdown: bool = False  # show replies as Markdown (while they stream too)
     learn_from_chats: bool = True  # drafts start from earlier chats (racer_core/drafting/corpus.py)
     recent_models: tuple[str, ...] = ()  # model paths that loaded, the latest first (F5 offers them)
 

@@ -6,7 +6,9 @@ Runs the real app headless (Textual's run_test, 120x36) on the embedded
 model, its files in a temporary folder. Each round answers the same
 question three ways, one after another: the engine alone on the app's worker
 thread (no drawing), the app's chat with the shipped redraw pace, and the
-app's chat redrawn at every step (as before the pace: racer_tui/redraw_pace.py at 0 s).
+app's chat redrawn at every step (as before the pace: racer_tui/redraw_pace.py at 0 s);
+with --markdown a fourth: the paced chat with replies shown as Markdown (Ctrl+T),
+which parses and lays out the whole reply at each redraw.
 Each reply is a new chat, greedy, the default method, not learning from
 earlier chats (so every way drafts from the question alone). Printed per way: wall
 seconds from Enter to the reply's end, tokens/s, and the main thread's CPU
@@ -38,7 +40,8 @@ async def _until(condition, timeout: float = 600.0) -> None:
         await asyncio.sleep(0.05)
 
 
-async def measure(rounds: int, max_new_tokens: int, method: str) -> dict[str, list[tuple[float, int, float]]]:
+async def measure(rounds: int, max_new_tokens: int, method: str,
+                  markdown: bool = False) -> dict[str, list[tuple[float, int, float]]]:
     from racer_core.common.events import GenerationConfig
     from racer_tui.app import RacerApp
     from racer_tui.engine_loader import default_engine_factory
@@ -46,6 +49,11 @@ async def measure(rounds: int, max_new_tokens: int, method: str) -> dict[str, li
     from racer_tui.screens.chat import ChatScreen
 
     results: dict[str, list[tuple[float, int, float]]] = {"engine alone": [], "app, paced": [], "app, every step": []}
+    ways: list[tuple[str, tuple[float, float], bool]] = [
+        ("app, paced", (FASTEST_S, SLOWEST_S), False), ("app, every step", (0.0, 0.0), False)]
+    if markdown:
+        results["app, Markdown"] = []
+        ways.append(("app, Markdown", (FASTEST_S, SLOWEST_S), True))
     with tempfile.TemporaryDirectory() as folder:
         app = RacerApp(default_engine_factory, data_dir=Path(folder) / "data", config_dir=Path(folder) / "config")
         async with app.run_test(size=(120, 36)) as pilot:
@@ -53,7 +61,6 @@ async def measure(rounds: int, max_new_tokens: int, method: str) -> dict[str, li
             app.update_settings(max_new_tokens=max_new_tokens, method=method, temperature=0.0, learn_from_chats=False)
             await _until(lambda: app.engine is not None and isinstance(app.screen, ChatScreen))
             chat = app.screen
-            paced = (FASTEST_S, SLOWEST_S)
             config = GenerationConfig(method=method, max_new_tokens=max_new_tokens)
 
             def alone() -> int:
@@ -65,9 +72,10 @@ async def measure(rounds: int, max_new_tokens: int, method: str) -> dict[str, li
                 start, cpu = time.perf_counter(), time.thread_time()
                 tokens = await loop.run_in_executor(None, alone)
                 results["engine alone"].append((time.perf_counter() - start, tokens, time.thread_time() - cpu))
-                for way, pace in (("app, paced", paced), ("app, every step", (0.0, 0.0))):
+                for way, pace, as_markdown in ways:
                     chat.redraws.fastest, chat.redraws.slowest = pace
                     chat.redraws.every = pace[0]
+                    app.update_settings(markdown=as_markdown)
                     await chat.action_new_chat()
                     await pilot.pause()
                     await pilot.press(*QUESTION)
@@ -86,9 +94,10 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--method", default="racer")
     parser.add_argument("--isa", choices=ISA_CHOICES, default="native")
+    parser.add_argument("--markdown", action="store_true", help="also the paced chat with replies as Markdown")
     args = parser.parse_args()
     reexec_with_isa(args.isa)
-    results = asyncio.run(measure(args.rounds, args.max_new_tokens, args.method))
+    results = asyncio.run(measure(args.rounds, args.max_new_tokens, args.method, args.markdown))
     base = statistics.median(tokens / seconds for seconds, tokens, _ in results["engine alone"])
     print(f"\n{'way':<18}{'tok/s (median)':>16}{'vs alone':>10}{'main thread CPU s':>20}")
     for way, rows in results.items():

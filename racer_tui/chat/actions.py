@@ -24,6 +24,7 @@ from racer_tui.history import ChatMatch, HistoryError, StoredMessage, title_for
 from racer_tui.screens.chat_dialogs import LineScreen, SearchScreen
 from racer_tui.screens.confirm import ConfirmScreen
 from racer_tui.widgets.prompt_input import PromptInput
+from racer_tui.widgets.reply_markdown import code_blocks
 from racer_tui.widgets.turns import ReplyTurn, UserTurn
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ BANG_COMMANDS: list[tuple[str, str]] = [
     ("!!save! PATH", "Save the chat as JSON, replacing PATH"),
     ("!!load PATH", "Open a saved conversation as a new chat"),
     ("!!copy", "Copy the last reply"),
+    ("!!copy code", "Copy the last code block of the last reply (F11, or a click on a code block in Markdown)"),
     ("!!reset", "Start a new chat"),
     ("!!exit", "Quit"),
 ]
@@ -57,6 +59,8 @@ ACTION_COMMANDS: list[PaletteEntry] = [
     ("Edit the last message", "Edit the last message and resend it (Up in an empty prompt)", "screen.edit_last"),
     ("Remove the last exchange", "Delete the last message and its reply (!!remove)", "screen.remove_last"),
     ("Copy the last reply", "Put the last reply on the clipboard (!!copy)", "screen.copy_reply"),
+    ("Copy the last code block", "Put the last reply's last code block on the clipboard (F11, !!copy code)",
+     "screen.copy_code"),
     ("Rename chat", "Give the open chat a title (r in the chat list)", "screen.rename_chat"),
     ("Search chats", "Find chats by title or content (Ctrl+F)", "screen.search_chats"),
     ("Save chat as JSON", "Write the open chat in the original RACER chat's format (Ctrl+S, !!save)",
@@ -202,6 +206,16 @@ class ChatActions:
             return
         self.app.copy_to_clipboard(replies[-1].content)
         self.notify(f"Copied the last reply ({len(replies[-1].content)} characters).")
+
+    def action_copy_code(self) -> None:
+        """The last code block of the last finished reply that has one."""
+        replies = [t for t in self.conversation_view.query(ReplyTurn) if t.complete]
+        blocks = next((found for t in reversed(replies) if (found := code_blocks(t.content))), [])
+        if not blocks:
+            self.notify("There is no code block in the replies yet.", severity="warning")
+            return
+        self.app.copy_to_clipboard(blocks[-1])
+        self.notify(f"Copied the last code block ({len(blocks[-1].splitlines())} lines).")
 
     def _prompt(self) -> PromptInput:
         prompt = self.query_one(PromptInput)
@@ -350,6 +364,9 @@ class ChatActions:
                 self.notify("usage: !!load PATH (PATH.json is tried when PATH does not exist)", severity="warning")
                 return False
             return await self.load_chat(argument)
+        if command == "!!copy" and argument == "code":
+            self.action_copy_code()
+            return True
         if command == "!!regen" and argument:
             try:
                 temperature = GenerationConfig.parse_field("temperature", argument)

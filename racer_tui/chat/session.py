@@ -44,14 +44,45 @@ def append_run(runs: list[Run], source: Source, text: str) -> None:
         runs.append((source, text))
 
 
+def drop_messages(conv: Conversation, start: int, end: int) -> None:
+    """Remove the engine conversation's messages `start` to `end` (excluded)
+    in place, with their images; the later messages' images move up with them."""
+    del conv.messages[start:end]
+    images = getattr(conv, "images", None)  # a vision engine keys attached images by message index
+    if isinstance(images, dict):
+        moved = {i - (end - start) if i >= end else i: v for i, v in images.items() if not start <= i < end}
+        images.clear()
+        images.update(moved)
+
+
 def trim_conversation(conv: Conversation, keep: int) -> None:
     """Cut the engine's conversation to its first `keep` messages in place, so
     its cache of the shared prefix stays in use."""
-    del conv.messages[keep:]
-    images = getattr(conv, "images", None)  # a vision engine keys attached images by message index
-    if isinstance(images, dict):
-        for index in [i for i in images if i >= keep]:
-            del images[index]
+    drop_messages(conv, keep, len(conv.messages))
+
+
+def fit_context(engine: Engine, conv: Conversation, text: str, images: list[ChatImage], max_new: int) -> int:
+    """Drop the oldest exchanges (never the system prompt) from the engine's
+    conversation until it, with the message `text` and its `images`, leaves
+    room in the model's context for a reply of `max_new` tokens (at most a
+    quarter of the context: a long reply stops at the context's end anyway);
+    the number of messages dropped (0 when it fits or the engine cannot say;
+    a message too long alone is left to the engine to refuse)."""
+    first = 1 if conv.messages and conv.messages[0]["role"] == "system" else 0
+    dropped = 0
+    while len(conv.messages) > first:
+        pictures = dict(getattr(conv, "images", None) or {})
+        if images:
+            pictures[len(conv.messages)] = tuple(images)
+        usage = engine.context_usage([*conv.messages, {"role": "user", "content": text}], pictures or None)
+        if usage is None or usage.used + min(max_new, usage.limit // 4) <= usage.limit:
+            break
+        end = first + 1  # the oldest exchange: its user message and what answered it
+        while end < len(conv.messages) and conv.messages[end]["role"] != "user":
+            end += 1
+        drop_messages(conv, first, end)
+        dropped += end - first
+    return dropped
 
 
 @dataclass
@@ -72,6 +103,7 @@ class Turn:
     stats: Stats = field(default_factory=Stats)
     runs: list[Run] = field(default_factory=list)
     next_save: float = 0.0  # the clock's time of the next save while streaming
+    dropped: int = 0  # the oldest messages left out for this turn to fit the model's context (fit_context)
 
     @property
     def content(self) -> str:
@@ -222,6 +254,7 @@ class ChatSession:
             self.chat_id = made_chat = self.history.create_chat(title_for(text), settings.system_prompt)
         try:
             conv = self._conversation(engine, [] if made_chat is not None else self.history.messages(self.chat_id))
+            dropped = fit_context(engine, conv, text, images, config.max_new_tokens)
             message = StoredMessage("user", text, images=[stored(i) for i in images])
             # The reply's row is written with the question, marked interrupted, and
             # rewritten as it streams and when it ends: an app killed meanwhile
@@ -237,7 +270,7 @@ class ChatSession:
         self.turn = Turn(
             self.reply_id, text, images, config, conv, user_row, reply_row,
             typed=text if typed is None else typed, attached=list(images if attached is None else attached),
-            made_chat=made_chat, next_save=self._clock() + self.save_every,
+            made_chat=made_chat, next_save=self._clock() + self.save_every, dropped=dropped,
         )
         self._latest = self.turn
         return self.turn
@@ -330,7 +363,7 @@ class ChatSession:
             return None
         self.history.drop_last_messages(self.chat_id, len(messages) - last_user)
         kept = messages[:last_user]
-        if self.conv is not None:
+        if self.conv is not None:  # from its end: its oldest turns may be cut to the context (fit_context)
             system = sum(1 for m in self.conv.messages if m["role"] == "system")
-            trim_conversation(self.conv, system + len(kept))
+            trim_conversation(self.conv, max(system, len(self.conv.messages) - (len(messages) - last_user)))
         return TakenBack(messages[last_user], kept)

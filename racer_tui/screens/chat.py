@@ -40,6 +40,7 @@ from racer_tui.screens.system_prompt import SystemPromptScreen
 from racer_tui.widgets.chat_image import AttachmentBar
 from racer_tui.widgets.chat_list import ChatList
 from racer_tui.widgets.prompt_input import PromptInput
+from racer_tui.widgets.scroll_anchor import ScrollAnchor
 from racer_tui.widgets.status_line import StatusLine
 from racer_tui.widgets.step_chart import StepChart
 from racer_tui.widgets.turns import FINISH_NOTES, ReplyTurn, UserTurn
@@ -102,6 +103,7 @@ class ChatScreen(ChatActions, Screen):
         Binding("ctrl+f", "search_chats", "Search chats", show=False),
         Binding("ctrl+s", "save_chat", "Save the chat as JSON", show=False),
         Binding("f10", "attach_image", "Attach image", show=False),
+        Binding("f11", "copy_code", "Copy the last code block (a click copies any)", show=False),
     ]
 
     PALETTE = CHAT_COMMANDS + ACTION_COMMANDS
@@ -123,6 +125,7 @@ class ChatScreen(ChatActions, Screen):
         self.steps = StepLog()  # the open chat's draft trees, for the inspector
         self._chart_reply: int | None = None  # whose steps the chart shows (None: a stored reply)
         self._end_after_markdown = False  # scroll to the end once the last reply's Markdown is laid out
+        self._anchor: ScrollAnchor | None = None  # where the last Markdown toggle keeps the view
         self._editing: int | None = None  # the chat whose last message the prompt holds to resend
         self.attached: list[ChatImage] = []  # images the next message carries
         self._unshown_bars: list[tuple[int, tuple]] = []  # the streaming reply's steps not yet in the chart
@@ -396,6 +399,10 @@ class ChatScreen(ChatActions, Screen):
             self.host.release_engine()
             self.notify(str(exc), severity="error", timeout=10)
             return False
+        if turn.dropped:
+            self.notify(f"The chat is longer than the model's context: the oldest {turn.dropped} messages are left "
+                        "out of what it reads for this reply (they stay in the chat).", title="Context",
+                        severity="warning", timeout=10)
         self.stats = turn.stats
         self.budget = None
         self._reply_method = turn.config.method
@@ -405,6 +412,8 @@ class ChatScreen(ChatActions, Screen):
         self._reply_turn.reply_id = turn.reply_id
         view.mount(UserTurn(text, [stored(i) for i in turn.images]))
         view.mount(self._reply_turn)
+        self._reply_turn.show_markdown(self.host.settings.markdown)
+        self._anchor = None  # the view follows the new reply
         self.redraws.cancel()
         self._unshown_bars.clear()
         self.query_one(StepChart).reset()
@@ -524,6 +533,7 @@ class ChatScreen(ChatActions, Screen):
 
     async def _clear_view(self) -> None:
         await self.conversation_view.remove_children()
+        self._anchor = None
         self._editing = None
         self.steps.clear()
         self._chart_reply = None
@@ -569,9 +579,13 @@ class ChatScreen(ChatActions, Screen):
         the conversation then: the view follows to the end once the last
         reply's has (else it stays where the plain text ended, or at the top)."""
         replies = self.query(ReplyTurn)
-        if self._end_after_markdown and replies and message.markdown in replies.last().children:
+        if self._reply_turn is not None and message.markdown in self._reply_turn.children:
+            self.call_after_refresh(self._scroll_to_end)  # the streaming reply's, drawn as it grew
+        elif self._end_after_markdown and replies and message.markdown in replies.last().children:
             self._end_after_markdown = False
             self.call_after_refresh(self._scroll_to_end)
+        elif self._anchor is not None:
+            self.call_after_refresh(self._anchor.restore, self.conversation_view)
 
     def show_stored_stats(self, stats: dict, reply_id: int | None) -> None:
         """The chart and status line of a finished reply, from its stored
@@ -651,11 +665,17 @@ class ChatScreen(ChatActions, Screen):
         self.delete_chat(self.chat_id)
 
     def action_toggle_markdown(self) -> None:
+        """Replies as Markdown or as coloured tokens; the view keeps the turn at
+        its top where it was (the replies above change height)."""
         on = not self.host.settings.markdown
         self.host.update_settings(markdown=on)
+        view = self.conversation_view
+        self._anchor = ScrollAnchor.keep(view, list(view.query_children(".turn")), self._anchor)
+        self._end_after_markdown = False  # a reply that ended before stays where the anchor puts it
         for turn in self.query(ReplyTurn):
             turn.show_markdown(on)
-        self.notify("Finished replies as Markdown." if on else "Replies as coloured tokens.")
+        self.call_after_refresh(self._anchor.restore, view)  # again as each reply's Markdown is laid out
+        self.notify("Replies as Markdown." if on else "Replies as coloured tokens.")
 
     def action_system_prompt(self) -> None:
         if self._busy():

@@ -6,13 +6,14 @@ from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import Markdown, Static
+from textual.widgets import Static
 
 from racer_core.common.events import Source, TokenPiece
 from racer_tui.chat.session import INTERRUPTED, append_run
 from racer_tui.colors import SOURCE_STYLE
 from racer_tui.history import Run, StoredImage
 from racer_tui.widgets.chat_image import ImageView
+from racer_tui.widgets.reply_markdown import ReplyMarkdown, close_open_fences
 
 FINISH_NOTES = {
     "cancelled": "stopped",
@@ -42,7 +43,7 @@ class UserTurn(Vertical):
 
 
 class ReplyTurn(Vertical):
-    """Streams coloured tokens; once complete it can switch to Markdown."""
+    """Streams coloured tokens, or Markdown (the reply so far, its open code block closed)."""
 
     def __init__(self, runs: list[Run] | None = None, *, complete: bool = False, note: str = "") -> None:
         super().__init__(classes="turn reply-turn")
@@ -54,7 +55,7 @@ class ReplyTurn(Vertical):
         self._markdown_on = False
         self._body = Static(self._text, classes="reply-text")
         self._body.auto_links = False  # clickable tokens keep their colours, unlike links
-        self._markdown: Markdown | None = None
+        self._markdown: ReplyMarkdown | None = None
         for source, text in runs or []:
             self._append(source, text)
         if complete:
@@ -86,23 +87,30 @@ class ReplyTurn(Vertical):
             self.show_text()
 
     def show_text(self) -> None:
-        """Draw the tokens added so far."""
-        self._body.update(self._text)
+        """Draw the tokens added so far, as Markdown when it is on."""
+        if self._markdown_on and self._markdown is not None:
+            self._markdown.show(self._markdown_source())
+        else:
+            self._body.update(self._text)
+
+    def _markdown_source(self) -> str:
+        return self.content if self.complete else close_open_fences(self.content)
 
     def finish(self, note: str = "") -> None:
         self.complete = True
         self.border_subtitle = note
-        self._body.update(self._text)
+        self.show_text()
 
     def show_markdown(self, on: bool) -> None:
-        """Markdown only for finished replies: half a reply is rarely valid Markdown."""
-        on = on and self.complete
+        """Markdown or coloured tokens, while streaming too: the reply keeps its
+        layout when it ends."""
         if on == self._markdown_on:
             return
         self._markdown_on = on
         if on and self._markdown is None:
-            self._markdown = Markdown(self.content, classes="reply-markdown")
+            self._markdown = ReplyMarkdown(self._markdown_source(), classes="reply-markdown")
             self.mount(self._markdown)
         self._body.display = not on
         if self._markdown is not None:
             self._markdown.display = on
+        self.show_text()

@@ -11,7 +11,7 @@ import pytest
 from fake_engine import REPLY, FakeConversation, FakeEngine, tokenize
 
 from racer_core.common.events import StepEvent
-from racer_tui.chat.session import INTERRUPTED, ChatSession, Turn, trim_conversation
+from racer_tui.chat.session import INTERRUPTED, ChatSession, Turn, drop_messages, trim_conversation
 from racer_tui.history import HistoryError, HistoryStore
 from racer_tui.settings import Settings
 
@@ -212,6 +212,43 @@ def test_trimming_a_conversation_drops_the_images_of_the_messages_cut(chat: Chat
                             images={0: ("a",), 2: ("b",), 3: ("c",)})
     trim_conversation(conv, 2)
     assert [m["content"] for m in conv.messages] == ["0", "1"] and conv.images == {0: ("a",)}
+
+
+def test_dropping_messages_moves_the_later_images_up(chat: Chat) -> None:
+    conv = FakeConversation(chat.engine, messages=[{"role": "user", "content": str(i)} for i in range(5)],
+                            images={0: ("a",), 1: ("b",), 3: ("c",)})
+    drop_messages(conv, 1, 3)
+    assert [m["content"] for m in conv.messages] == ["0", "3", "4"] and conv.images == {0: ("a",), 1: ("c",)}
+
+
+def _words(text: str) -> int:
+    return len(tokenize(text))
+
+
+def test_a_chat_longer_than_the_context_leaves_out_its_oldest_exchanges(tmp_path: Path) -> None:
+    """Issue 41: the model reads the system prompt and the newest exchanges
+    that fit with room for the reply, instead of failing; the history keeps all."""
+    chat = Chat(tmp_path, Settings(system_prompt="Be brief."))
+    exchange = _words("q1") + 4 + _words(REPLY) + 4  # the fake engine's count (fake_engine.py)
+    system = _words("Be brief.") + 4
+    # room for the system prompt, one exchange and the next question (+3 for the reply's
+    # start), with a quarter of the context left for the reply; not for two exchanges
+    chat.engine.context_limit = limit = (system + exchange + 5 + 3) * 4 // 3 + 4
+    assert chat.settings.generation.max_new_tokens >= limit // 4
+    for text in ("q1", "q2"):
+        reply(chat, text)
+        assert chat.session._latest is not None and chat.session._latest.dropped == 0
+    reply(chat, "q3")
+    assert chat.session._latest is not None and chat.session._latest.dropped == 2
+    assert [m["content"] for m in chat.engine.prompts[-1][1]] == ["Be brief.", "q2", REPLY, "q3"]
+    assert [c for _, c in chat.rows()] == ["q1", REPLY, "q2", REPLY, "q3", REPLY]  # the history keeps all
+    # taking back the last exchange takes it from the end of what the model reads
+    assert chat.session.take_back_last() is not None
+    assert chat.conversation() == [("system", "Be brief."), ("user", "q2"), ("assistant", REPLY)]
+    # reopened, the chat is cut again as it is sent
+    chat.session.open(chat.session.chat_id)
+    reply(chat, "q3 again")
+    assert [m["content"] for m in chat.engine.prompts[-1][1]] == ["Be brief.", "q2", REPLY, "q3 again"]
 
 
 def test_another_chat_or_engine_gets_a_new_conversation(chat: Chat) -> None:
