@@ -27,6 +27,8 @@ from typing import Any
 
 import torch
 
+from racer_core.models.formats.half_rows import row_counts
+
 log = logging.getLogger(__name__)
 
 PROBE_TOLERANCE = 2e-3
@@ -58,8 +60,16 @@ class HalfWeight:
         self.shape, self.dtype, self.device = plain.shape, torch.float32, plain.device
 
     def __call__(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-        y = torch.ops.quantized.linear_dynamic_fp16(x.contiguous(), self.packed)
+        counts = row_counts()
+        if counts.padded:  # the AVX2 kernels: rows padded to counts that sum every row in one order
+            flat = counts.multiply(self._multiply, x.reshape(-1, x.shape[-1]).contiguous())
+            y = flat.reshape(*x.shape[:-1], flat.shape[-1])
+        else:
+            y = self._multiply(x.contiguous())
         return y if bias is None else y + bias
+
+    def _multiply(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.quantized.linear_dynamic_fp16(x, self.packed)
 
     def numel(self) -> int:
         return self.shape.numel()
