@@ -14,6 +14,8 @@ from racer_core.common.errors import ModelLoadError
 from racer_core.engine.engine import RacerEngine
 from racer_core.models.checkpoints import HALF, LoadOptions, check_half
 from racer_core.models.families import family_of
+from racer_core.models.formats import half_weights
+from racer_core.models.formats.half_rows import ALL_EVEN, RowCounts
 from racer_core.models.formats.half_weights import HalfWeight, half_works
 from racer_core.models.lean_forward import LeanForward, weights_from_model
 from racer_core.models.loader import LoadedModel, choose_forward
@@ -52,6 +54,16 @@ def test_a_row_gets_the_same_bits_alone_and_beside_any_number_of_others() -> Non
     alone = torch.cat([weight(x[:, i : i + 1]) for i in range(150)], dim=1)
     for rows in (*range(2, 40), 61, 62, 64, 65, 127, 150):
         assert torch.equal(weight(x[:, :rows]), alone[:, :rows]), rows
+
+
+def test_padded_rows_get_cost_curves_of_their_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a curve stored before the padding (a cheaper one-row step) must not be reused with it
+    model = tiny_model("llama", seed=5)
+    lean = LeanForward(weights_from_model(model, family_of(model.config)), half=True)
+    monkeypatch.setattr(half_weights, "row_counts", lambda: ALL_EVEN)
+    unpadded = lean.cost_identity()
+    monkeypatch.setattr(half_weights, "row_counts", lambda: RowCounts((0, 3, 3, 3), 3, exact=True))
+    assert lean.cost_identity() == [*unpadded, "fp16 rows padded"]
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen2", "qwen3"])
