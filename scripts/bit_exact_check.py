@@ -6,6 +6,7 @@ each commit must equal plain decoding's, bit for bit. Prints each difference.
     python scripts/bit_exact_check.py --dtype bfloat16
     python scripts/bit_exact_check.py --dtype float32 --sdpa   # today's SDPA attention, for contrast
     python scripts/bit_exact_check.py --dtype float32 --isa avx2
+    python scripts/bit_exact_check.py --fp16-weights   # float16 weights (fbgemm), float32 arithmetic
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--context", type=int, default=200, help="prompt tokens before the first tree")
     parser.add_argument("--sdpa", action="store_true", help="attention through SDPA instead of the exact kernel")
+    parser.add_argument("--fp16-weights", action="store_true", help="linears in float16 (half_weights.py)")
     parser.add_argument("--isa", choices=ISA_CHOICES, default="native",
                         help="avx2: check the AVX2 class (the libraries limited; the process starts again)")
     args = parser.parse_args()
@@ -35,16 +37,17 @@ def main() -> None:
     import torch
 
     from racer_core.engine.engine import RacerEngine
+    from racer_core.models.checkpoints import HALF
     from racer_core.models.loader import load
     from racer_core.testing.bit_exact import mismatches
 
-    loaded = load(args.model, device="cpu", dtype=args.dtype)
+    loaded = load(args.model, device="cpu", dtype=args.dtype, quantize=HALF if args.fp16_weights else None)
     engine = RacerEngine(loaded.model, loaded.tokenizer, loaded.name)
     if engine.lean is None:
         raise SystemExit(f"{loaded.name} has no lean forward")
     vocab = engine.runtime.vocab_size
     prompt = torch.randint(0, vocab, (args.context,), generator=torch.Generator().manual_seed(0)).tolist()
-    print(f"{loaded.name}, {args.dtype}, {torch.get_num_threads()} threads, packed weights: {engine.lean.packed}, "
+    print(f"{loaded.name}, {engine.info.dtype}, {torch.get_num_threads()} threads, packed weights: {engine.lean.packed}, "
           f"attention: {'SDPA' if args.sdpa else 'exact kernel'}")
     found = mismatches(engine.lean, prompt, steps=("chain", "siblings", "deep branch"), vocab=vocab)
     print("\n".join(found) if found else "every tree row and the cache equal plain decoding bit for bit")

@@ -18,6 +18,7 @@ machine (the process starts again with the libraries limited, cpu_class.py).
     python scripts/verify_cost.py --variants stock,lean,lean-compiled --dtype bfloat16
     python scripts/verify_cost.py --variants lean,lean-fp16w,lean-q4 --sizes 1,2,4,8,16,32 --threads 1 --clock cpu
     python scripts/verify_cost.py --variants lean-sdpa,lean --sizes 1,8,32 --context 2048 --threads 1 --clock cpu
+    python scripts/verify_cost.py --variants lean-fp16w-fbgemm,lean-fp16w,lean-fp16w-rows --sizes 1,2,3,4,7,8,16,32 --threads 1 --clock cpu
 """
 
 from __future__ import annotations
@@ -64,11 +65,12 @@ def variants(engine: Any, names: list[str]) -> dict[str, Forward]:
         elif name == "lean-flinear":
             assert engine.lean is not None, "this model has no lean forward"
             found[name] = LeanForward(weights_from_model(model, family_of(model.config)), pack=False)
-        elif name == "lean-fp16w":  # --fp16-weights: fbgemm's float16 weights, float32 arithmetic
+        elif name in ("lean-fp16w", *HALF_ROWS):  # --fp16-weights: fbgemm's float16 weights, float32 arithmetic
             if engine.info.dtype != "float32":
-                raise SystemExit(f"lean-fp16w multiplies float32 activations: run it with --dtype float32, "
+                raise SystemExit(f"{name} multiplies float32 activations: run it with --dtype float32, "
                                  f"not {engine.info.dtype}")
-            found[name] = LeanForward(weights_from_model(model, family_of(model.config)), half=True)
+            lean = LeanForward(weights_from_model(model, family_of(model.config)), half=True)
+            found[name] = with_half_rows(lean, HALF_ROWS[name]) if name in HALF_ROWS else lean
         elif name in ("lean-q4", "lean-q4f", "lean-q4-torch"):  # the embedded GGUF's own blocks (quant_weights.py)
             from racer_core.models.formats.quant_weights import activations_as
             from racer_core.models.loader import load
@@ -103,6 +105,29 @@ def with_sdpa(forward: Forward) -> Forward:
             return forward(*args)
         finally:
             del os.environ[DISABLE_ENV]
+
+    return call
+
+
+HALF_ROWS = {"lean-fp16w-fbgemm": "fbgemm", "lean-fp16w-rows": "rows"}
+"""fp16 weights as the engine ran them before 4 Dec 2026 (fbgemm's own split of the rows: on AVX2 not
+row-invariant), and each row alone through the one-row kernel (the other row-invariant choice)."""
+
+
+def with_half_rows(forward: Forward, how: str) -> Forward:
+    """`forward` with its fp16 linears' rows split `how` for the call instead of padded (half_rows.py)."""
+    from racer_core.models.formats import half_weights
+    from racer_core.models.formats.half_rows import ALL_EVEN, RowCounts
+
+    counts = ALL_EVEN if how == "fbgemm" else RowCounts((0, 1), 1, exact=True)  # rows: chunks of one
+
+    def call(*args: Any) -> Any:
+        padded = half_weights.row_counts
+        half_weights.row_counts = lambda: counts
+        try:
+            return forward(*args)
+        finally:
+            half_weights.row_counts = padded
 
     return call
 

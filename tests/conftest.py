@@ -6,7 +6,12 @@ installed embedded model itself is read from its real folder.
 
 Property tests: in CI (CI=true, as .ci/run and CI services set it) hypothesis
 runs derandomized, the same examples every run and no example database, so a
-failure there reproduces; locally its default profile explores anew each run."""
+failure there reproduces; locally its default profile explores anew each run.
+
+RACER_TEST_ISA=avx2 runs the suite with torch's libraries limited to the AVX2
+class (racer_core/budget/cpu_class.py, as `--isa avx2` does for measuring), so a
+machine with AVX-512 catches what fails on most users' CPUs. The limits are set
+here, before anything imports torch: its libraries read them once, when they load."""
 
 from __future__ import annotations
 
@@ -18,12 +23,23 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
-from scripted_curve import scripted_on, still_clock
 
-from racer_core.budget import cost_curve
-from racer_core.common.paths import models_dir
-from racer_core.drafting import racer as racer_drafter
+from racer_core.budget import cpu_class
+
+TEST_ISA_ENV = "RACER_TEST_ISA"
+_isa_error: str | None = None
+if os.environ.get(TEST_ISA_ENV):
+    try:
+        cpu_class.limit_here(os.environ[TEST_ISA_ENV])
+    except (ValueError, RuntimeError) as error:
+        _isa_error = f"{TEST_ISA_ENV}: {error}"  # said in one line by pytest_configure
+
+from hypothesis import settings  # noqa: E402
+from scripted_curve import scripted_on, still_clock  # noqa: E402
+
+from racer_core.budget import cost_curve  # noqa: E402
+from racer_core.common.paths import models_dir  # noqa: E402
+from racer_core.drafting import racer as racer_drafter  # noqa: E402
 
 # Recent hypothesis loads a "ci" profile of its own wherever CI is set (even CI=false); this one
 # holds on every version the project allows, and only where CI is true.
@@ -50,6 +66,13 @@ collect_ignore = ["test_automaton_paper_alignment.py"]
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "measures_cost_curve: runs the real cost-curve measurement (on a fake clock)")
+    if _isa_error:
+        raise pytest.UsageError(_isa_error)
+
+
+def pytest_report_header() -> str | None:
+    """Under RACER_TEST_ISA, the class torch actually runs with (it must say limited)."""
+    return f"CPU class {cpu_class.describe()}" if os.environ.get(TEST_ISA_ENV) else None
 
 
 @pytest.fixture(autouse=True)

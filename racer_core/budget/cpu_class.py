@@ -42,6 +42,18 @@ def reexec_with_isa(isa: str, argv: Sequence[str] | None = None) -> None:
     os.execve(sys.executable, [sys.executable, *args], env)
 
 
+def limit_here(isa: str) -> None:
+    """Set `isa`'s variables in this process, for the libraries not loaded yet
+    (the test suite's switch, tests/conftest.py); refused once torch is loaded,
+    since its libraries would keep the limits they read."""
+    if isa not in ISA_ENV:
+        raise ValueError(f"unknown CPU class {isa!r}: one of {', '.join(ISA_CHOICES)}")
+    if "torch" in sys.modules and not isa_active(isa):
+        raise RuntimeError(f"CPU class {isa}: torch is already loaded, so its libraries keep their own limits")
+    os.environ.update(ISA_ENV[isa])
+    os.environ[_MARK] = isa
+
+
 def limits() -> list[str]:
     """The library limits this process runs under, as `NAME=value` (none natively)."""
     return [f"{k}={os.environ[k]}" for k in ISA_ENV["avx2"] if k in os.environ]

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 from racer_core.models.families import family_of
 from racer_core.models.family import Family
+from racer_core.models.formats import half_weights
 from racer_core.models.formats.half_weights import HalfWeight, halve_weights, is_half
 from racer_core.models.formats.packed_linear import PackedWeight, is_packed, linear, pack_weights
 from racer_core.models.formats.quant_layer import FusedLayers
@@ -187,8 +188,12 @@ class LeanForward:
 
     def cost_identity(self) -> list[str]:
         """What sets this forward's costs apart, for the cost curve's cache key: packed
-        weights; a GGUF's blocks with their activation mode and layer body."""
+        weights; fp16 weights' calls padded to fbgemm's row-invariant counts (a curve
+        measured before 4 Dec 2026 did without); a GGUF's blocks with their activation
+        mode and layer body."""
         found = ["packed"] if self.packed else []
+        if self.half and half_weights.row_counts().padded:
+            found.append("fp16 rows padded")
         if self.quant:
             acts = {w.acts for layer in self.weights.layers for w in (layer.qkv, layer.down) if isinstance(w, QuantWeight)}
             found += [self.quant, *sorted(acts), "fused layers" if self.fused is not None else "torch layers"]

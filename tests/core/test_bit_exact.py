@@ -15,10 +15,12 @@ from engine_helpers import PROMPT, make_markov
 from racer_core.common.events import GenerationConfig, Source
 from racer_core.engine.engine import RacerEngine
 from racer_core.models import lean_forward as lean_module
+from racer_core.models.checkpoints import HALF
 from racer_core.models.families import FAMILIES
 from racer_core.models.formats import packed_linear
 from racer_core.models.formats.half_weights import half_works
 from racer_core.models.lean_forward import LeanForward, lean_forward_for
+from racer_core.models.loader import LoadedModel, choose_forward
 from racer_core.testing import tiny_model
 from racer_core.testing.bit_exact import mismatches
 from racer_core.verify import attention
@@ -89,11 +91,28 @@ def generate(engine: RacerEngine, **config) -> tuple[list[int], list[float], int
     return tokens, margins, accepted
 
 
+def greedy_engine(family: str, precision: str) -> RacerEngine:
+    """A lean engine on a tiny model whose greedy replies cycle, so drafts land."""
+    if precision == "fp16-weights":
+        if not half_works():
+            pytest.skip("no fbgemm fp16-weight linear here")
+        model = make_markov(tiny_model(family))
+        loaded = LoadedModel(model, None, None, f"tiny-{family}-fp16w", choose_forward(model, "auto", half=True))
+        engine = RacerEngine.from_loaded(loaded, eos_ids=frozenset())
+        assert engine.info.dtype == HALF
+    else:
+        model = make_markov(tiny_model(family, dtype=torch.bfloat16))
+        engine = RacerEngine(model, None, f"tiny-{family}-bf16", eos_ids=frozenset(), forward="lean")
+        assert engine.info.dtype == "bfloat16"
+    assert engine.info.forward == "lean"
+    return engine
+
+
+@pytest.mark.parametrize("precision", ("bfloat16", "fp16-weights"))
 @pytest.mark.parametrize("family", DENSE)
-def test_greedy_racer_equals_ar_bit_for_bit_in_bfloat16(family: str) -> None:
-    model = make_markov(tiny_model(family, dtype=torch.bfloat16))  # cycles: drafts land
-    engine = RacerEngine(model, None, f"tiny-{family}-bf16", eos_ids=frozenset(), forward="lean")
-    assert (engine.info.dtype, engine.info.forward) == ("bfloat16", "lean")
+def test_greedy_racer_equals_ar_bit_for_bit(family: str, precision: str) -> None:
+    # fp16 weights on AVX2 too: their rows are padded to fbgemm's row-invariant kernels (half_rows.py)
+    engine = greedy_engine(family, precision)
     plain, plain_margins, _ = generate(engine, method="ar")
     for budget in (4, 16):
         tokens, margins, accepted = generate(engine, method="racer", max_num_draft=budget)

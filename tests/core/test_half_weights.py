@@ -14,6 +14,8 @@ from racer_core.common.errors import ModelLoadError
 from racer_core.engine.engine import RacerEngine
 from racer_core.models.checkpoints import HALF, LoadOptions, check_half
 from racer_core.models.families import family_of
+from racer_core.models.formats import half_weights
+from racer_core.models.formats.half_rows import ALL_EVEN, RowCounts
 from racer_core.models.formats.half_weights import HalfWeight, half_works
 from racer_core.models.lean_forward import LeanForward, weights_from_model
 from racer_core.models.loader import LoadedModel, choose_forward
@@ -39,11 +41,29 @@ def test_a_half_weight_keeps_rows_apart_and_gives_its_float16_values_back() -> N
     x = torch.randn(1, 7, 24)
     x[0, 3] *= 100
     full = weight(x)
-    alone = torch.cat([weight(x[:, i : i + 1]) for i in range(7)], dim=1)
-    assert (alone - full).abs().max() <= 1e-5 * full.abs().max()  # bit-equal natively, last bits under AVX2
     assert torch.allclose(full, x @ w.half().float().t(), atol=1e-4, rtol=1e-4)
     bias = torch.randn(40)
     assert torch.allclose(weight(x, bias), full + bias)
+
+
+def test_a_row_gets_the_same_bits_alone_and_beside_any_number_of_others() -> None:
+    # fbgemm's AVX2 kernels for 1 and 2 rows sum in another order: calls are padded (half_rows.py)
+    gen = torch.Generator().manual_seed(9)
+    weight = HalfWeight(torch.randn(48, 576, generator=gen))
+    x = torch.randn(1, 150, 576, generator=gen)
+    alone = torch.cat([weight(x[:, i : i + 1]) for i in range(150)], dim=1)
+    for rows in (*range(2, 40), 61, 62, 64, 65, 127, 150):
+        assert torch.equal(weight(x[:, :rows]), alone[:, :rows]), rows
+
+
+def test_padded_rows_get_cost_curves_of_their_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a curve stored before the padding (a cheaper one-row step) must not be reused with it
+    model = tiny_model("llama", seed=5)
+    lean = LeanForward(weights_from_model(model, family_of(model.config)), half=True)
+    monkeypatch.setattr(half_weights, "row_counts", lambda: ALL_EVEN)
+    unpadded = lean.cost_identity()
+    monkeypatch.setattr(half_weights, "row_counts", lambda: RowCounts((0, 3, 3, 3), 3, exact=True))
+    assert lean.cost_identity() == [*unpadded, "fp16 rows padded"]
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen2", "qwen3"])

@@ -52,9 +52,16 @@ def test_bad_device_and_dtype() -> None:
 def test_auto_dtype_is_bf16_on_cuda_and_on_cpus_with_native_bf16(tmp_path, monkeypatch) -> None:
     import torch
 
+    from racer_core.budget.cpu_class import ISA_ENV
+
+    for name in ISA_ENV["avx2"]:  # the flags decide, unless the libraries are limited (RACER_TEST_ISA, --isa)
+        monkeypatch.delenv(name, raising=False)
     info = tmp_path / "cpuinfo"
     info.write_text("flags\t: fpu sse2 avx2 avx512f avx512_bf16 amx_tile\n")
     assert loader.cpu_has_native_bf16(info)
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert not loader.cpu_has_native_bf16(info)  # limited to the AVX2 class: bf16 is not native there
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
     info.write_text("flags\t: fpu sse2 avx2 avx512f avx512_vnni\n")
     assert not loader.cpu_has_native_bf16(info)
     assert not loader.cpu_has_native_bf16(tmp_path / "missing")  # not Linux: fp32

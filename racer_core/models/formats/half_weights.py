@@ -5,11 +5,11 @@ weight set the pace of plain decoding. fbgemm (torch's x86 quantized engine)
 keeps a weight in float16, packed once for its kernels, and multiplies it
 with float32 activations (`quantized::linear_dynamic_fp16`): half of fp32's
 bytes, and on the embedded model a whole step's linears about 3x faster than
-fp32 for one token (docs/performance.md). The activations are never rounded
-to a grid, so a tiny difference between a tree pass and a single-token pass
-(fbgemm's AVX2 kernels sum a row differently beside other rows; attention
-does everywhere) stays tiny, and greedy racer equals ar as in float32, a
-near-tie aside.
+fp32 for one token (docs/performance.md). A row gets the same bits alone as
+beside other rows: fbgemm's AVX-512 kernels sum every row in one order, and
+with its AVX2 kernels, whose 1- and 2-row kernels sum in another order than
+the rest, each call is padded to a row count that avoids them (half_rows.py).
+So greedy racer equals ar bit for bit on both CPU classes, as in float32.
 
 int8 was tried first and dropped: with each token's activations quantized
 on its own scale the int8 products are row-exact, but attention over a tree
@@ -26,6 +26,8 @@ from dataclasses import replace
 from typing import Any
 
 import torch
+
+from racer_core.models.formats.half_rows import row_counts
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +60,16 @@ class HalfWeight:
         self.shape, self.dtype, self.device = plain.shape, torch.float32, plain.device
 
     def __call__(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-        y = torch.ops.quantized.linear_dynamic_fp16(x.contiguous(), self.packed)
+        counts = row_counts()
+        if counts.padded:  # the AVX2 kernels: rows padded to counts that sum every row in one order
+            flat = counts.multiply(self._multiply, x.reshape(-1, x.shape[-1]).contiguous())
+            y = flat.reshape(*x.shape[:-1], flat.shape[-1])
+        else:
+            y = self._multiply(x.contiguous())
         return y if bias is None else y + bias
+
+    def _multiply(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.quantized.linear_dynamic_fp16(x, self.packed)
 
     def numel(self) -> int:
         return self.shape.numel()
