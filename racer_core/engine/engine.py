@@ -48,6 +48,7 @@ from racer_core.engine.multimodal import (
     load_image,
     split_inline_images,
 )
+from racer_core.engine.openmp_threads import most_threads
 from racer_core.models.checkpoints import HALF, LoadOptions
 from racer_core.models.loader import LoadedModel, choose_forward, load, load_draft_head
 from racer_core.models.reader import LeanModel
@@ -166,7 +167,7 @@ class RacerEngine:
     def cost_curve(self, progress: Progress | None = None, refresh: bool = False) -> CostCurve:
         if self._curve is None:
             key = ("v2", *self._identity(), self.info.device, self.info.dtype,
-                   str(torch.get_num_threads()), torch.__version__)
+                   str(most_threads()), torch.__version__)  # what a quiet machine's steps run on
             if self.lean is not None:  # the two forwards cost differently; a stock engine keeps its curves
                 key = (*key, "lean", *self.lean.cost_identity())
             key = (*key, *cpu_class.limits())  # a limited CPU class (cpu_class.py) costs differently
