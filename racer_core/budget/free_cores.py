@@ -107,3 +107,16 @@ def cpu_count() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+def quiet_now(read: Callable[[], CpuTimes | None] = read_cpu_times) -> Callable[[], bool]:
+    """A check whether the other processes left the machine quiet since its
+    last call (or since this one, for the first); True where /proc cannot say."""
+    last = [read()]
+
+    def check() -> bool:
+        latest = read()
+        before, last[0] = last[0], latest
+        return before is None or latest is None or quiet(others_use(before, latest))
+
+    return check
