@@ -5,7 +5,8 @@ and the next two starts measured again (the curve was marked busy). Now a chat
 starts at once on the stored curve, or on a safe one where none is stored
 (cost_curve.safe_curve: racer decodes as ar), and this thread measures once
 the machine is quiet (the other processes leave the cores free,
-budget/free_cores.py) and the engine idle (no reply running). A reply that
+budget/free_cores.py), or after a minute of waiting for that, and the
+engine is idle (no reply running). A reply that
 starts during the measurement interrupts it (the measurement checks between
 its forward passes); it is tried again at the next quiet moment. The
 measured curve then replaces the one in use (TreePolicy.use_curve: what the
@@ -23,6 +24,11 @@ from racer_core.budget.free_cores import quiet_now
 
 POLL_S = 2.0
 """How often the thread looks whether the machine and the engine are quiet."""
+PATIENCE_POLLS = 30
+"""After this many looks (a minute) without a quiet machine it measures while
+the engine is idle anyway: a laptop that is never quiet would otherwise stay
+on the safe curve (racer as ar) for good. Such a curve is marked busy and
+measured again at later starts (cost_curve.py)."""
 
 
 class Interrupted(Exception):
@@ -39,13 +45,17 @@ class CurveInBackground:
         self.measure, self.use, self.engine_idle = measure, use, engine_idle
         self.machine_quiet = machine_quiet if machine_quiet is not None else quiet_now()
         self.wait, self.poll_s = wait, poll_s
+        self.looks = 0  # attempts that found the machine busy
         self.done = threading.Event()
         self.error: BaseException | None = None  # a measurement that failed otherwise: given up, the curve stays
 
     def attempt(self) -> bool:
         """Measure now if the machine and the engine are quiet; True once
         finished (the curve in use, or given up after an error)."""
-        if not self.engine_idle() or not self.machine_quiet():
+        if not self.engine_idle():
+            return False
+        if not self.machine_quiet() and self.looks < PATIENCE_POLLS:
+            self.looks += 1
             return False
         try:
             curve = self.measure()

@@ -13,7 +13,7 @@ from engine_helpers import clocked_engine
 from racer_core.budget.cost_curve import CPU_GRID, CostCurve, curve_cache_path, load_or_measure, safe_curve, save_curve
 from racer_core.budget.tree_policy import TreePolicy
 from racer_core.drafting.automaton import Automaton
-from racer_core.engine.curve_in_background import CurveInBackground, Interrupted
+from racer_core.engine.curve_in_background import PATIENCE_POLLS, CurveInBackground, Interrupted
 
 GRID = (1, 2, 4)
 
@@ -87,6 +87,15 @@ def test_the_measurement_waits_for_a_quiet_machine_and_an_idle_engine() -> None:
     script.idle = True
     assert background.attempt() and background.done.is_set()
     assert script.used == [CostCurve([1, 2], [0.01, 0.02])]
+
+
+def test_a_machine_never_quiet_is_measured_after_a_while() -> None:
+    script = Script()
+    background = script.background()
+    script.quiet = False
+    for _ in range(PATIENCE_POLLS):
+        assert not background.attempt()
+    assert background.attempt() and script.measured == 1  # busy: marked so, and measured again at later starts
 
 
 def test_an_interrupted_measurement_is_tried_again() -> None:
