@@ -192,9 +192,8 @@ class RacerEngine:
             # looked up on the module: the tests script it (tests/conftest.py)
             curve = curves.load_or_measure(key, self._grid, measure, told, quick, refresh,
                                            later=self._measure_later if later else None)
-            with self._policy_lock:
-                if self._curve is None:  # (a background measurement may have come first)
-                    self._curve = curve
+            if self._curve is None:  # (a background measurement may have come first; _policy holds the policy lock)
+                self._curve = curve
         return self._curve
 
     def curve_seconds(self, record: StepRecord | None) -> float | None:

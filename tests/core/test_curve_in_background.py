@@ -140,3 +140,18 @@ def test_an_engine_starts_on_the_safe_curve_and_a_reply_interrupts_the_measureme
     assert not measured.provisional
     assert measured.seconds == pytest.approx([1e-3 * (10 + s) for s in CPU_GRID])
     assert policy.curve is measured  # the policy in use weighs the measured curve now
+
+
+def test_the_first_policy_loads_the_curve_without_waiting_on_itself() -> None:
+    # the API server's first reply asks for a policy before any curve: the curve
+    # is loaded under the policy lock, which the curve's loading must not take again
+    from engine_helpers import SMALL_VOCAB
+    from time_limit import time_limit
+
+    from racer_core.engine.engine import RacerEngine
+    from racer_core.testing import tiny_model
+
+    engine = RacerEngine(tiny_model("llama", 0, vocab_size=SMALL_VOCAB), None, "tiny-first-policy", eos_ids=frozenset())
+    with time_limit(30, "the first policy"):
+        policy = engine._policy("racer")
+    assert policy.curve is engine.cost_curve()
