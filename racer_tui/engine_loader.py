@@ -32,7 +32,8 @@ def default_engine_factory(
         progress("Importing torch...", 0.05)
     from racer_core.engine.engine import load_engine  # imports torch: worker thread only
 
-    return load_engine(model_path, device=device, dtype=dtype, progress=progress, **load)
+    # A chat never waits for the cost curve: one still to measure is measured in the background.
+    return load_engine(model_path, device=device, dtype=dtype, progress=progress, measure_later=True, **load)
 
 
 def describe(model_path: str | None) -> str:

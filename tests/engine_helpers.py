@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from racer_core.common.events import GenerationConfig, Source
+from racer_core.engine.decoder import SequenceDecoder
 from racer_core.engine.engine import RacerEngine
 from racer_core.testing import tiny_model
 
@@ -133,3 +134,29 @@ def cut_reply_engine() -> RacerEngine:
     assert engine.tokenizer.decode(ids[:cut]) == CUT_REPLY + "\ufffd"  # the 🚀's first bytes, decoded alone
     engine.decoder = lambda: ScriptedDecoder(ids[:cut])  # type: ignore[method-assign]
     return engine
+
+
+class FakeClock:
+    """A perf_counter that moves only when the scripted forward says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def clocked_engine(monkeypatch: Any, name: str) -> tuple[RacerEngine, FakeClock]:
+    """A tiny engine whose forward of T tokens takes 10 + T ms on a fake clock."""
+    from racer_core.engine import engine as engine_module
+
+    clock = FakeClock()
+    forward = SequenceDecoder._forward
+
+    def scripted(self, tokens, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        clock.now += 1e-3 * (10 + len(tokens))
+        return forward(self, tokens, *args, **kwargs)
+
+    monkeypatch.setattr(SequenceDecoder, "_forward", scripted)
+    monkeypatch.setattr(engine_module, "time", clock)
+    return RacerEngine(tiny_model("llama", 0, vocab_size=SMALL_VOCAB), None, name, eos_ids=frozenset()), clock

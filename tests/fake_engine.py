@@ -13,6 +13,9 @@ Test controls:
 - `step_hook`: called with the method before each step (inject a failure or
   a KeyboardInterrupt, or advance a clock);
 - `clock`: a FakeClock advanced by one step's time after each step;
+- `curve`: a cost curve (tests/scripted_curve.py) that prices each step's
+  rows in its event's curve_s, and `slowdown`: each step takes that many
+  times STEP_TIMES (a machine busy with other work);
 - `diverge`: methods whose token ids differ from the others' (equality checks);
 - `vary`: shorten the reply by a prompt-dependent amount (livelier charts);
 - `vision`: take images with a message (else refuse them in one line, as a
@@ -151,15 +154,17 @@ class FakeConversation:
             i += n
             engine.total_steps += 1
             emitted.extend(chunk)
+            times = tuple(t * engine.slowdown for t in STEP_TIMES)
             if engine.clock is not None:
-                engine.clock.advance(sum(STEP_TIMES))
+                engine.clock.advance(sum(times))
             last = step == len(sizes) - 1
             prefill = step == 0 and method not in ONE_EVENT
             record = None if prefill else fake_record(method, step + 1, pieces, root, budget)
             root = pieces[-1].token_id
+            priced = engine.curve is not None and record is not None
             yield StepEvent(
-                step + 1, pieces, budget if drafting and not prefill else 1, budget, *STEP_TIMES, last,
-                reason if last else None, record,
+                step + 1, pieces, budget if drafting and not prefill else 1, budget, *times, last,
+                reason if last else None, record, curve_s=engine.curve(record.fed) if priced else None,
             )
         if not sizes:
             yield StepEvent(1, (), 1, budget, *STEP_TIMES, True, reason)
@@ -175,6 +180,8 @@ class FakeEngine:
     fail_with: Exception | None = None
     step_hook: Callable[[str], None] | None = None
     clock: FakeClock | None = None
+    curve: Callable[[int], float] | None = None  # prices each step's rows (StepEvent.curve_s)
+    slowdown: float = 1.0  # steps take this many times STEP_TIMES
     diverge: frozenset[str] = frozenset()
     vision: bool = False
     images: list[list[tuple[str, str]]] = field(default_factory=list)  # (path, sha256) per message sent

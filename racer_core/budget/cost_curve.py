@@ -14,6 +14,13 @@ measurement is marked, measured again at the next starts (up to
 MAX_MEASUREMENTS times in all) and each size keeps its fastest time over the
 measurements, the cost without interference. A benchmark asks for a fresh
 measurement at every run and keeps the faster of it and the stored one per size.
+
+A chat never waits for a measurement (`load_or_measure` with `later`): it
+starts on the stored curve, even one measured while the machine was busy, or
+on `safe_curve` where none is stored yet, and the measurement is handed to
+`later`, which runs it once the machine and the engine are quiet
+(racer_core/engine/curve_in_background.py). On a busy machine the first
+three starts had measured for 18-23 s each.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ import json
 import os
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 
@@ -52,6 +59,8 @@ class CostCurve:
 
     sizes: list[int]
     seconds: list[float]
+    provisional: bool = field(default=False, compare=False)
+    """Not measured (`safe_curve`): its seconds are not this machine's."""
 
     def __call__(self, size: int) -> float:
         if size <= self.sizes[0]:
@@ -69,7 +78,14 @@ class CostCurve:
 
     def on_grid(self, grid: Sequence[int]) -> CostCurve:
         """This curve read at every size of `grid` (interpolated between its own sizes)."""
-        return CostCurve(list(grid), [self(s) for s in grid])
+        return CostCurve(list(grid), [self(s) for s in grid], self.provisional)
+
+
+def safe_curve(grid: Sequence[int]) -> CostCurve:
+    """The curve a chat starts on before any is measured: every token costs as
+    much as the first, so no tree can pay and racer verifies the root alone, as
+    plain decoding does, until the measured curve comes (never slower than ar)."""
+    return CostCurve(list(grid), [float(size) for size in grid], provisional=True)
 
 
 def curve_cache_path(key_parts: Sequence[str]) -> Path:
@@ -109,21 +125,37 @@ def load_or_measure(
     quick: Sequence[int] | None = None,
     refresh: bool = False,
     busy: Callable[[], bool] = machine_is_busy,
+    later: Callable[[Callable[[], CostCurve]], None] | None = None,
 ) -> CostCurve:
     """The cached curve for this (model, device, dtype), measuring it once
     (`on_measure` is told first, with the number of this measurement: 1 for
     the first, more for a re-measurement; for a progress message); with `quick` only
     those sizes are measured and the rest of `grid` is interpolated. A curve
     measured on a busy machine is measured again at the next starts, and
-    `refresh` measures again in any case; each size keeps its fastest time."""
-    path = curve_cache_path(key_parts)
-    stored = _stored(path, grid)
+    `refresh` measures again in any case; each size keeps its fastest time.
+
+    With `later` (and no `refresh`), a curve to measure is not measured now:
+    `later` gets the measurement (a call that measures, saves and returns the
+    curve) and the stored curve, or `safe_curve` where none is, is returned."""
+    stored = _stored(curve_cache_path(key_parts), grid)
     if stored is not None and not refresh:
         curve, was_busy, count = stored
         if not was_busy or count >= MAX_MEASUREMENTS:
             return curve
+    if later is not None and not refresh:
+        later(lambda: _measure_and_save(key_parts, grid, measure, quick, busy, refresh=False))
+        return stored[0] if stored is not None else safe_curve(grid)
     if on_measure is not None:
         on_measure(1 if stored is None else stored[2] + 1)
+    return _measure_and_save(key_parts, grid, measure, quick, busy, refresh)
+
+
+def _measure_and_save(key_parts: Sequence[str], grid: Sequence[int], measure: Callable[[Sequence[int]], list[float]],
+                      quick: Sequence[int] | None, busy: Callable[[], bool], refresh: bool) -> CostCurve:
+    """Measure, keep each size's fastest time of this and the stored curve, save."""
+    stored = _stored(curve_cache_path(key_parts), grid)  # read again: another process may have measured since
+    if stored is not None and not refresh and (not stored[1] or stored[2] >= MAX_MEASUREMENTS):
+        return stored[0]
     busy_now = busy()
     # Kept as measured: where a larger size is cheaper (fp32 on a CPU: 2 and 3
     # tokens cost more than 4), the tree policy pads up to it.

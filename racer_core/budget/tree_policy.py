@@ -115,6 +115,14 @@ class TreePolicy:
         self._kept_root = 0  # choices under load in a row that kept the root alone
         self._skipped = 0  # worth_drafting's answers during such runs (every PROBE_EVERY-th drafts)
 
+    def use_curve(self, curve: CostCurve) -> None:
+        """Weigh `curve` from now on (a background measurement's); the acceptance learned so far stays."""
+        with self._lock:
+            self.curve = curve
+            self.sizes = EfficientSizes.from_curve(curve, self.largest)
+            self.gate = DraftGate(curve)
+            self._based.clear()
+
     @property
     def _pending(self) -> list:
         pending = getattr(self._local, "pending", None)

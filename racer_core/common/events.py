@@ -76,6 +76,7 @@ class StepEvent:
     finish_reason: str | None = None  # "eos", "length", "cancelled", "error"
     record: StepRecord | None = None  # the verified draft tree (none for the prefill or the anchors)
     margins: tuple[float, ...] = ()  # per token, its top-2 logit gap in ulps (greedy; racer_core.verify.near_tie)
+    curve_s: float | None = None  # the cost curve's seconds for this step's rows (None: no measured curve, or the prefill)
 
     @property
     def token_ids(self) -> tuple[int, ...]:

@@ -30,13 +30,17 @@ class Stats:
     accept_lengths: list[int] = field(default_factory=list)  # per step, in order
     speeds: list[float] = field(default_factory=list)  # tokens/s of each finished reply
     stepped: bool = True  # False once an anchor's reply is summed in: no MAT then
+    against_curve: CurveSpeed = field(default_factory=lambda: CurveSpeed())  # the steps the cost curve priced (defined below)
 
     def add_step(self, event: Any) -> None:
         """One StepEvent of a reply in progress; its own timings are the time."""
         self.tokens += event.accept_length
-        self.seconds += event.draft_s + event.verify_s + event.update_s
+        seconds = event.draft_s + event.verify_s + event.update_s
+        self.seconds += seconds
         if is_verification_step(event):
             self._steps([event.accept_length])
+            if getattr(event, "curve_s", None) is not None:
+                self.against_curve.add(event.accept_length, seconds, event.curve_s)
 
     def add_reply(self, tokens: int, seconds: float, accept_lengths: list[int] | tuple[int, ...], method: str) -> None:
         """One finished reply (an answer record's totals)."""
@@ -64,6 +68,7 @@ class Stats:
             self.accept_lengths + other.accept_lengths,
             self.speeds + other.speeds,
             self.stepped and other.stepped,
+            self.against_curve.plus(other.against_curve),
         )
 
     @property
@@ -85,6 +90,45 @@ class Stats:
     def speedup_over(self, base: Stats) -> float | None:
         mine, theirs = self.tokens_per_s, base.tokens_per_s
         return mine / theirs if mine is not None and theirs is not None else None
+
+
+@dataclass
+class CurveSpeed:
+    """Steps' tokens/s as measured and as the cost curve expected them: far
+    below it, the machine is busy with other work (`busy_notice`)."""
+
+    steps: int = 0
+    tokens: int = 0
+    seconds: float = 0.0  # the steps' own timings
+    curve_s: float = 0.0  # what the cost curve said they cost
+
+    def add(self, tokens: int, seconds: float, curve_s: float) -> None:
+        self.steps += 1
+        self.tokens += tokens
+        self.seconds += seconds
+        self.curve_s += curve_s
+
+    def plus(self, other: CurveSpeed) -> CurveSpeed:
+        return CurveSpeed(self.steps + other.steps, self.tokens + other.tokens, self.seconds + other.seconds,
+                          self.curve_s + other.curve_s)
+
+
+BUSY_BELOW = 0.5
+"""The share of the curve's speed under which the chat says the machine is busy
+(drafting and the updates, which the curve leaves out, stay well above it on a quiet machine)."""
+BUSY_AFTER_STEPS = 8
+"""...once the reply has taken this many steps the curve priced (a first step may be slow for other reasons)."""
+
+
+def busy_notice(stats: Stats | None) -> str | None:
+    """One short line when the measured speed is far below the cost curve's, else None."""
+    c = stats.against_curve if stats is not None else CurveSpeed()
+    if c.steps < BUSY_AFTER_STEPS or c.seconds <= 0 or c.curve_s <= 0:
+        return None
+    measured, expected = c.tokens / c.seconds, c.tokens / c.curve_s
+    if measured >= BUSY_BELOW * expected:
+        return None
+    return f"the machine is busy: {measured:.1f} tok/s against {expected:.0f} expected"
 
 
 def is_verification_step(event: Any) -> bool:

@@ -44,7 +44,7 @@ from typing import Any
 
 import torch
 
-from racer_core.engine.openmp_threads import one_openmp_thread
+from racer_core.engine.openmp_threads import follow_free_cores, one_openmp_thread
 from racer_core.models.lean_forward import LeanForward, Part
 
 DEFAULT_MAX_ROWS = 256
@@ -95,6 +95,8 @@ class _Ticket:
 
 class BatchedForward:
     """A LeanForward's call signature, served in shared passes (see the module doc)."""
+
+    passes_elsewhere = True  # the callers' threads do not run the passes: the decoder leaves their threads alone
 
     def __init__(self, lean: LeanForward, max_rows: int = DEFAULT_MAX_ROWS, wait_s: float = DEFAULT_WAIT_S) -> None:
         if max_rows < 1:
@@ -227,6 +229,7 @@ class BatchedForward:
     def _run(self, taken: list[_Ticket]) -> None:
         start = time.perf_counter()
         try:
+            follow_free_cores(self.lean)
             with torch.inference_mode():
                 if taken[0].capture:
                     p = taken[0].part

@@ -27,6 +27,7 @@ from racer_core.drafting import registry
 from racer_core.drafting.protocol import Drafter, DrafterSetup
 from racer_core.drafting.tree import Tree
 from racer_core.engine.multimodal import ImageSpan, VisionPrompt
+from racer_core.engine.openmp_threads import follow_free_cores
 from racer_core.models.eagle3_head import Eagle3Head
 from racer_core.verify.near_tie import tie_margins
 from racer_core.verify.penalties import penalties_of
@@ -138,6 +139,8 @@ class SequenceDecoder:
                  capture: tuple[int, ...] = (), **extra: Any) -> torch.Tensor:
         """The logits; with `capture` (layer ids, eagle3's) the states entering
         those layers, concatenated, are left in `self.captured`."""
+        if not getattr(self.rt.lean, "passes_elsewhere", False):  # a batch's pass thread chooses its own
+            follow_free_cores(self.rt.lean)
         if self.rt.lean is not None and not extra and positions.ndim == 1:
             if not capture:
                 return self.rt.lean(tokens, positions, mask, self.cache)

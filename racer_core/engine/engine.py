@@ -9,12 +9,13 @@ one StepEvent per forward pass.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -36,8 +37,10 @@ from racer_core.common.events import (
     TokenLogprob,
     TokenPiece,
 )
+from racer_core.common.step_record import StepRecord
 from racer_core.drafting.corpus import Corpus, corpus_path
 from racer_core.engine.batching import DEFAULT_MAX_ROWS, BatchedForward
+from racer_core.engine.curve_in_background import CurveInBackground, Interrupted
 from racer_core.engine.decoder import ModelRuntime, SequenceDecoder
 from racer_core.engine.detokenize import IncrementalDecoder
 from racer_core.engine.multimodal import (
@@ -48,6 +51,7 @@ from racer_core.engine.multimodal import (
     load_image,
     split_inline_images,
 )
+from racer_core.engine.openmp_threads import most_threads
 from racer_core.models.checkpoints import HALF, LoadOptions
 from racer_core.models.loader import LoadedModel, choose_forward, load, load_draft_head
 from racer_core.models.reader import LeanModel
@@ -111,6 +115,10 @@ class RacerEngine:
         vocab = int(config.vocab_size)
         self._grid = GPU_GRID if device.type == "cuda" else CPU_GRID
         self._curve: CostCurve | None = None
+        self.background: CurveInBackground | None = None  # a measurement waiting for a quiet moment
+        self._replies = 0  # replies running now (a background measurement waits for none)
+        self._replies_lock = threading.Lock()
+        self._stop_measuring: Callable[[], bool] | None = None
         self._policies: dict[str, TreePolicy] = {}
         self._policy_lock = threading.Lock()  # concurrent requests (the batched API server) share the policies
         self.batcher: BatchedForward | None = None
@@ -163,10 +171,14 @@ class RacerEngine:
         self._policies.clear()
         return self.cost_curve(refresh=True)
 
-    def cost_curve(self, progress: Progress | None = None, refresh: bool = False) -> CostCurve:
+    def cost_curve(self, progress: Progress | None = None, refresh: bool = False, later: bool = False) -> CostCurve:
+        """The curve the tree policies weigh (measured once per model, device
+        and dtype, then read from the cache). `later`: if it is still to be
+        measured, start on the stored or the safe curve and measure in the
+        background once the machine and the engine are quiet (curve_in_background.py)."""
         if self._curve is None:
             key = ("v2", *self._identity(), self.info.device, self.info.dtype,
-                   str(torch.get_num_threads()), torch.__version__)
+                   str(most_threads()), torch.__version__)  # what a quiet machine's steps run on
             if self.lean is not None:  # the two forwards cost differently; a stock engine keeps its curves
                 key = (*key, "lean", *self.lean.cost_identity())
             key = (*key, *cpu_class.limits())  # a limited CPU class (cpu_class.py) costs differently
@@ -178,8 +190,55 @@ class RacerEngine:
             quick = CPU_QUICK if self.runtime.device.type == "cpu" else None
             measure = functools.partial(self.time_forward, rounds=QUICK_ROUNDS) if quick else self.time_forward
             # looked up on the module: the tests script it (tests/conftest.py)
-            self._curve = curves.load_or_measure(key, self._grid, measure, told, quick, refresh)
+            curve = curves.load_or_measure(key, self._grid, measure, told, quick, refresh,
+                                           later=self._measure_later if later else None)
+            if self._curve is None:  # (a background measurement may have come first; _policy holds the policy lock)
+                self._curve = curve
         return self._curve
+
+    def curve_seconds(self, record: StepRecord | None) -> float | None:
+        """What the cost curve says a step with `record`'s rows costs; None
+        without a record (the prefill, the anchors) or a measured curve."""
+        curve = self._curve
+        if record is None or curve is None or curve.provisional:
+            return None
+        return curve(record.fed)
+
+    def _measure_later(self, measure: Callable[[], CostCurve]) -> None:
+        """Run `measure` (load_or_measure's) in the background: see curve_in_background.py."""
+        def interruptible() -> CostCurve:
+            with self._measuring():
+                return measure()
+
+        self.background = CurveInBackground(interruptible, self._use_curve, lambda: self._replies == 0)
+        self.background.start()
+
+    @contextlib.contextmanager
+    def _measuring(self) -> Iterator[None]:
+        """While a background measurement runs, its forwards stop at a reply's start."""
+        self._stop_measuring = lambda: self._replies > 0
+        try:
+            yield
+        finally:
+            self._stop_measuring = None
+
+    def _use_curve(self, curve: CostCurve) -> None:
+        """From now on the policies weigh `curve` (keeping what they learned of the acceptance)."""
+        with self._policy_lock:
+            self._curve = curve
+            for policy in self._policies.values():
+                policy.use_curve(curve)
+
+    @contextlib.contextmanager
+    def replying(self) -> Iterator[None]:
+        """Count a running reply (a background measurement waits, or stops, for it)."""
+        with self._replies_lock:
+            self._replies += 1
+        try:
+            yield
+        finally:
+            with self._replies_lock:
+                self._replies -= 1
 
     def time_forward(self, sizes: Sequence[int], context: int = 256, rounds: int = 5) -> list[float]:
         """Seconds to verify each of `sizes` tree tokens after `context` cached ones.
@@ -200,6 +259,8 @@ class RacerEngine:
                     ids = torch.randint(0, rt.vocab_size, (size,), generator=gen).to(rt.device)
                     positions = torch.arange(context, context + size, device=rt.device)
                     mask = rt.masks.causal(context, size)
+                    if self._stop_measuring is not None and self._stop_measuring():
+                        raise Interrupted
                     start = time.perf_counter()
                     decoder._forward(ids, positions, mask)
                     if rt.device.type == "cuda":
@@ -420,6 +481,12 @@ def step_events(engine: RacerEngine, decoder: SequenceDecoder, prompt: list[int]
         steps = generate_with_transformers(engine, prompt, config, should_stop, pixels)
     else:
         steps = decoder.generate(prompt, config, should_stop, vision)
+    with engine.replying():
+        yield from _events(engine, steps, detok)
+
+
+def _events(engine: RacerEngine, steps: Iterator[Any], detok: IncrementalDecoder) -> Iterator[StepEvent]:
+    """The decoder's steps as StepEvents, their tokens cut into text by `detok`."""
     for count, step in enumerate(steps, 1):
         texts = [detok.push(t) for t in step.tokens]
         if step.finish_reason is not None and texts:
@@ -431,7 +498,7 @@ def step_events(engine: RacerEngine, decoder: SequenceDecoder, prompt: list[int]
             step=count, pieces=pieces, tree_size=step.tree_size, budget=step.budget,
             draft_s=step.draft_s, verify_s=step.verify_s, update_s=step.update_s,
             finished=step.finish_reason is not None, finish_reason=step.finish_reason,
-            record=step.record, margins=tuple(step.margins),
+            record=step.record, margins=tuple(step.margins), curve_s=engine.curve_seconds(step.record),
         )
 
 
@@ -456,15 +523,16 @@ def _token_logprobs(engine: RacerEngine, tokens: list[int],
 
 
 def load_engine(model_path: str | os.PathLike[str] | None = None, options: LoadOptions | None = None,
-                progress: Progress | None = None, **fields: Any) -> RacerEngine:
+                progress: Progress | None = None, measure_later: bool = False, **fields: Any) -> RacerEngine:
     """Load a model (the embedded default when `model_path` is None) with
     `options` (racer_core.models.checkpoints.LoadOptions; any of its fields by
     keyword overrides it: device, dtype, quantize, trust_remote_code, forward)
     and measure its cost curve (once per model, device and dtype, measured
     again at up to two later starts when the machine was busy, then read
-    from the cache)."""
+    from the cache); `measure_later`: a chat's, the engine is ready at once and a
+    curve still to measure is measured in the background (RacerEngine.cost_curve)."""
     engine = RacerEngine.from_loaded(load(model_path, options, progress, **fields))
-    engine.cost_curve(progress)
+    engine.cost_curve(progress, later=measure_later)
     if progress:
         progress("Ready", 1.0)
     return engine

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from racer_core.common.events import ContextUsage, EngineInfo
-from racer_core.common.stats import Stats
+from racer_core.common.stats import Stats, busy_notice
 from racer_tui.colors import CHART_GREEN
 from racer_tui.widgets.bars import rgb, sparkline
 
@@ -50,8 +50,9 @@ def status_parts(stats: Stats | None, budget: int | str | None, method: str,
     typed message's tokens."""
     parts: list[tuple[str, str]] = []
     if stats is not None and stats.steps:
+        # far below the cost curve's speed, the speed part says why (racer_core.common.stats.busy_notice)
         parts += [
-            ("speed", f"{stats.tokens_per_s or 0.0:.1f} tok/s"),
+            ("speed", busy_notice(stats) or f"{stats.tokens_per_s or 0.0:.1f} tok/s"),
             ("mat", f"MAT {stats.mat or 0.0:.2f}"),
             ("steps", f"{stats.steps} steps"),
         ]

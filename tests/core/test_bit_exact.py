@@ -8,6 +8,8 @@ verification")."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 from engine_helpers import PROMPT, make_markov
@@ -150,5 +152,55 @@ def test_rms_norm_gives_a_row_the_same_bits_alone_and_beside_others(dtype: torch
             alone = torch.cat([lean_module._rms(x[:, i : i + 1], weight, 1e-6) for i in range(33)], dim=1)
             for rows in (2, 7, 33):
                 assert torch.equal(lean_module._rms(x[:, :rows], weight, 1e-6), alone[:, :rows]), (count, rows)
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.skipif(torch.get_num_threads() < 2, reason="2 threads or more")
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_rows_keep_their_bits_when_the_thread_count_changes_between_forwards(monkeypatch, precision: str) -> None:
+    # On a busy machine the thread count follows the free cores between steps
+    # (racer_core/budget/free_cores.py): a row must not notice. fbgemm's fp16
+    # linear does notice (its sums split by thread): such a forward keeps its count.
+    from racer_core.engine.openmp_threads import thread_invariant
+
+    lean = lean_for("llama", precision)
+    if not thread_invariant(lean):
+        assert precision == "fp16-weights"
+        pytest.skip("fp16 weights keep their thread count")
+    threads = torch.get_num_threads()
+    counts = itertools.cycle((1, threads))
+    plain_call = LeanForward.__call__
+
+    def alternating(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        torch.set_num_threads(next(counts))
+        return plain_call(self, *args, **kwargs)
+
+    monkeypatch.setattr(LeanForward, "__call__", alternating)
+    try:
+        assert mismatches(lean, PROMPT) == []
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.skipif(torch.get_num_threads() < 2, reason="2 threads or more")
+def test_a_reply_is_the_same_when_the_free_cores_change_between_steps(monkeypatch) -> None:
+    from racer_core.engine import openmp_threads
+
+    engine = RacerEngine(make_markov(tiny_model("llama")), None, "tiny-llama", eos_ids=frozenset(), forward="lean")
+    threads = torch.get_num_threads()
+    plain = generate(engine, method="racer", max_num_draft=8)
+
+    class Alternating:  # a machine whose free cores change at every step
+        most = threads
+        counts = itertools.cycle((1, threads))
+
+        def choose(self) -> int:
+            return next(self.counts)
+
+    monkeypatch.setattr(openmp_threads, "_choice", Alternating())
+    try:
+        assert generate(engine, method="racer", max_num_draft=8) == plain
+        assert generate(engine, method="ar")[0] == plain[0]
     finally:
         torch.set_num_threads(threads)

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 from conftest import scripted_on
-from engine_helpers import SMALL_VOCAB
+from engine_helpers import SMALL_VOCAB, clocked_engine
 
 from racer_core.budget.cost_curve import (
     CPU_GRID,
@@ -21,7 +21,6 @@ from racer_core.budget.cost_curve import (
 )
 from racer_core.budget.tree_policy import EfficientSizes, TreePolicy
 from racer_core.drafting.automaton import Automaton
-from racer_core.engine.decoder import SequenceDecoder
 from racer_core.engine.engine import RacerEngine
 from racer_core.testing import tiny_model
 
@@ -192,35 +191,9 @@ def test_a_damaged_stored_curve_is_measured_again(tmp_path, monkeypatch) -> None
 # -- no test times anything (tests/conftest.py scripts every engine's curve) ----------------------------
 
 
-class _FakeClock:
-    """A perf_counter that moves only when the scripted forward says so."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def perf_counter(self) -> float:
-        return self.now
-
-
-def _clocked_engine(monkeypatch, name: str) -> tuple[RacerEngine, _FakeClock]:
-    """A tiny engine whose forward of T tokens takes 10 + T ms on a fake clock."""
-    from racer_core.engine import engine as engine_module
-
-    clock = _FakeClock()
-    forward = SequenceDecoder._forward
-
-    def scripted(self, tokens, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
-        clock.now += 1e-3 * (10 + len(tokens))
-        return forward(self, tokens, *args, **kwargs)
-
-    monkeypatch.setattr(SequenceDecoder, "_forward", scripted)
-    monkeypatch.setattr(engine_module, "time", clock)
-    return RacerEngine(tiny_model("llama", 0, vocab_size=SMALL_VOCAB), None, name, eos_ids=frozenset()), clock
-
-
 @pytest.mark.measures_cost_curve
 def test_the_cost_curve_is_measured_on_a_fake_clock(monkeypatch) -> None:
-    engine, clock = _clocked_engine(monkeypatch, "tiny-fake-clock")
+    engine, clock = clocked_engine(monkeypatch, "tiny-fake-clock")
     curve = engine.cost_curve()
     assert clock.now > 0
     assert curve.sizes == list(CPU_GRID)
