@@ -18,10 +18,10 @@ from textual.timer import Timer
 from textual.widgets import Footer, Markdown, Static
 from textual.worker import get_current_worker
 
+from racer_core.common import registry
 from racer_core.common.errors import InputError, RacerError
 from racer_core.common.events import ContextUsage, Conversation, Engine, GenerationConfig
 from racer_core.common.stats import Stats, is_verification_step
-from racer_core.drafting import registry
 from racer_core.engine.chat_image import ChatImage, split_inline_images
 from racer_tui.chat.actions import ACTION_COMMANDS, ChatActions
 from racer_tui.chat.attachments import read_attachment, stored
