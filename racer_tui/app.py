@@ -19,7 +19,6 @@ from textual.signal import Signal
 
 from racer_core.common.errors import RacerError
 from racer_core.common.events import Engine, EngineFactory, EngineInfo
-from racer_tui.chat.actions import BANG_COMMANDS
 from racer_tui.commands import racer_commands
 from racer_tui.engine_loader import default_engine_factory, describe, quiet_loading_bars
 from racer_tui.history_repair import open_history
@@ -27,6 +26,7 @@ from racer_tui.host import EngineUser
 from racer_tui.messages import EngineFailed, EngineReady, LoadProgress
 from racer_tui.screens.bench import BenchScreen
 from racer_tui.screens.chat import ChatScreen
+from racer_tui.screens.chat_actions import BANG_COMMANDS
 from racer_tui.screens.help import HelpScreen, Section
 from racer_tui.screens.loading import LoadingScreen
 from racer_tui.screens.model_error import ModelErrorScreen

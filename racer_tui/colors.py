@@ -10,10 +10,10 @@ them as they are.
 
 from __future__ import annotations
 
+from racer_core.common import registry
 from racer_core.common.events import Source
-from racer_core.drafting import registry
 
-# Every source's colour is declared with its method (racer_core/drafting/registry.py).
+# Every source's colour is declared with its method (racer_core/common/registry.py).
 SOURCE_STYLE: dict[Source, str] = {Source(spec.id): spec.colour for spec in registry.sources()}
 RETRIEVAL_GREEN = SOURCE_STYLE[Source.RETRIEVAL]  # accepted draft token from the automaton (xterm 34)
 LOGITS_GREEN = SOURCE_STYLE[Source.LOGITS]  # accepted draft token from the logits table (xterm 120)

@@ -78,3 +78,36 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         if node not in state and (cycle := visit(node)):
             return cycle
     return None
+
+
+def layer_of(module: str, layers: tuple[tuple[str, ...], ...]) -> tuple[int, str] | None:
+    """(layer index, part) of `module`: the part is the longest name of `layers`
+    that is the module or a package above it; None for a module no layer names."""
+    best: tuple[int, str] | None = None
+    for index, parts in enumerate(layers):
+        for part in parts:
+            if (module == part or module.startswith(part + ".")) and (best is None or len(part) > len(best[1])):
+                best = (index, part)
+    return best
+
+
+def layer_violations(graph: dict[str, set[str]], layers: tuple[tuple[str, ...], ...]) -> list[str]:
+    """Every import that breaks the layer order, as "importer -> imported".
+
+    `layers` lists the parts of a package from the lowest layer up. A module may
+    import its own part and the parts of lower layers, never a higher layer's
+    nor another part of its own layer. Modules that no layer names are
+    reported too, so a new package has to be placed."""
+    found = []
+    for name in sorted(graph):
+        here = layer_of(name, layers)
+        if here is None:
+            found.append(f"{name} is in no layer")
+            continue
+        for dep in sorted(graph[name]):
+            there = layer_of(dep, layers)
+            if there is None or there[1] == here[1]:
+                continue  # an unplaced module is reported as the importer; a part may import itself
+            if there[0] >= here[0]:
+                found.append(f"{name} -> {dep}")
+    return found

@@ -20,10 +20,10 @@ from typing import Any
 
 from racer_core.bench.answers import AnswerRecord, read_answers, scan_answers
 from racer_core.bench.suites import report_categories
+from racer_core.common import registry
 from racer_core.common.counts import counted
 from racer_core.common.errors import InputError
 from racer_core.common.stats import Row, Stats, Versus
-from racer_core.drafting import registry
 from racer_core.verify.near_tie import Verdict, classify_turns, worst
 
 

@@ -39,8 +39,8 @@ from racer_core.common.events import (
     ShouldStop,
     StepEvent,
 )
+from racer_core.common.registry import check_available
 from racer_core.common.stats import UNSTEPPED_METHODS, is_verification_step
-from racer_core.drafting.registry import check_available
 
 __all__ = [
     "BenchProgress",

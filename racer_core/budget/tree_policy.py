@@ -18,18 +18,30 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 import numpy as np
 
 from racer_core.budget.cost_curve import CostCurve
 from racer_core.budget.draft_gate import DraftGate
 from racer_core.common.step_record import BudgetOption
-from racer_core.drafting.automaton import DraftTree
 
 _CTX_EDGES = np.array([2, 3, 4, 6, 9])  # retrieval context -> 0 (none) .. 5
 _RANK_EDGES = np.array([0, 1, 2, 4])  # logits rank -1 (none), 0, 1, 2-3, 4+ -> 0 .. 4
 _DEPTH_EDGES = np.array([2, 3])  # depth 1, 2, 3+ -> 0 .. 2
 _SHAPE = (6, 5, 3)
+
+
+class DraftTree(Protocol):
+    """What the policy reads of a draft tree (racer_core/drafting/automaton/draft.py's
+    DraftTree is one): declared here so that budget/ sits below drafting/."""
+
+    position_ids: np.ndarray  # each node's depth
+    parents: np.ndarray  # -1 for the root
+    context: np.ndarray  # the retrieval context that added the node, 0 for none
+    rank: np.ndarray  # the logits-row rank that reached the node, -1 for none
+
+
 ROOT_STREAK = 8
 """Choices under load in a row that kept the root alone, after which drafting is skipped..."""
 PROBE_EVERY = 8

@@ -19,11 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from racer_core.common import registry
 from racer_core.common.errors import InputError
-from racer_core.drafting import registry
 
 METHODS = registry.names()
-"""Decoding methods (racer_core/drafting/registry.py): the drafters share one code path
+"""Decoding methods (racer_core/common/registry.py): the drafters share one code path
 (racer_core/engine/decoder.py); `hf` (transformers' generate) and `pld` (its prompt lookup) are anchors."""
 TRANSFORMERS_METHODS = registry.names(registry.ANCHOR)
 """The anchors that run transformers' own generate (and its modules, not the lean forward)."""

@@ -11,15 +11,16 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Protocol
 
+from racer_core.common import registry
+
 # The generation parameters live in config; re-exported for the front ends.
 from racer_core.common.config import METHODS, ConfigError, GenerationConfig  # noqa: F401
 from racer_core.common.step_record import StepRecord
-from racer_core.drafting import registry
 
 Source = IntEnum("Source", {spec.name: spec.id for spec in registry.sources()})  # type: ignore[misc]
 """Where a generated token came from: MODEL (the bonus token the model sampled,
 or plain decoding's) or one of the drafting sources the methods declare in
-racer_core/drafting/registry.py (RETRIEVAL the automaton, LOGITS the logits
+racer_core/common/registry.py (RETRIEVAL the automaton, LOGITS the logits
 table, HEAD a draft head, SUFFIX a suffix tree, RECYCLED recycled top-k, ...).
 Built from the registry, so a new method's source needs no edit here."""
 

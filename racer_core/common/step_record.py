@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from racer_core.drafting import registry
+from racer_core.common import registry
 
 _SOURCES = {spec.id: spec for spec in registry.sources()}
 

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from racer_core.common import registry
 from racer_core.common.config import GenerationConfig
-from racer_core.drafting import registry
 from racer_core.drafting.protocol import Drafter, DrafterSetup
 from racer_core.drafting.tree import Tree
 from racer_core.models.eagle3_head import Eagle3Head

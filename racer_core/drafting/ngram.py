@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from racer_core.drafting import registry
+from racer_core.common import registry
 from racer_core.drafting.protocol import Drafter
 from racer_core.drafting.tree import Tree
 

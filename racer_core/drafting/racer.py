@@ -18,8 +18,8 @@ import numpy as np
 import torch
 
 from racer_core.budget.tree_policy import TreePolicy
+from racer_core.common import registry
 from racer_core.common.config import GenerationConfig
-from racer_core.drafting import registry
 from racer_core.drafting.automaton import Automaton, DraftTree
 from racer_core.drafting.protocol import Drafter, DrafterSetup
 from racer_core.drafting.tree import Tree, cut

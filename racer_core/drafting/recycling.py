@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from racer_core.drafting import registry
+from racer_core.common import registry
 from racer_core.drafting.protocol import Drafter, DrafterSetup
 from racer_core.drafting.tree import Tree
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from arctic_inference.suffix_decoding import SuffixDecodingCache
 
-from racer_core.drafting import registry
+from racer_core.common import registry
 from racer_core.drafting.protocol import Drafter
 from racer_core.drafting.tree import Tree
 

@@ -17,7 +17,7 @@ class Tree:
     """A drafted tree, node 0 the root, a parent always before its children.
 
     `sources` says per node which Source (racer_core.common.events, declared by
-    the method in racer_core/drafting/registry.py) proposed it; the root's is 0.
+    the method in racer_core/common/registry.py) proposed it; the root's is 0.
     `context` and `rank` are racer's features (the automaton's retrieval
     context, the logits table's rank); other drafters leave them 0 and -1.
     """

@@ -1,7 +1,7 @@
 """The decoding loop on token ids: draft a tree, verify it in one forward
 pass, accept the longest agreeing path plus a bonus token, teach the drafter.
 
-Every method of kind drafter or plain in racer_core/drafting/registry.py runs
+Every method of kind drafter or plain in racer_core/common/registry.py runs
 here, through the same cache, mask and acceptance code: the decoder knows
 only the Drafter protocol (racer_core/drafting/protocol.py) and the Tree it
 returns (racer_core/drafting/tree.py); `ar`'s drafter never drafts. One
@@ -20,10 +20,10 @@ import numpy as np
 import torch
 
 from racer_core.budget.tree_policy import TreePolicy
+from racer_core.common import registry
 from racer_core.common.errors import InputError
 from racer_core.common.events import GenerationConfig, Source
 from racer_core.common.step_record import StepRecord
-from racer_core.drafting import registry
 from racer_core.drafting.protocol import Drafter, DrafterSetup
 from racer_core.drafting.tree import Tree
 from racer_core.engine.multimodal import ImageSpan, VisionPrompt

@@ -47,11 +47,11 @@ from racer_core.engine.multimodal import (
     ChatImage,
     VisionAdapter,
     VisionPrompt,
-    is_vision_config,
     load_image,
     split_inline_images,
 )
 from racer_core.engine.openmp_threads import most_threads
+from racer_core.models.checkpoint_files import is_vision_config
 from racer_core.models.checkpoints import HALF, LoadOptions
 from racer_core.models.loader import LoadedModel, choose_forward, load, load_draft_head
 from racer_core.models.reader import LeanModel

@@ -67,10 +67,6 @@ class VisionPrompt:
         return inputs
 
 
-def is_vision_config(config: Any) -> bool:
-    return getattr(config, "vision_config", None) is not None and hasattr(config, "text_config")
-
-
 class VisionAdapter:
     """What the engine needs to put images into one model's prompts."""
 

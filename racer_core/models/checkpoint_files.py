@@ -63,3 +63,8 @@ class CheckpointConfig:
 
     def get_text_config(self) -> CheckpointConfig:
         return self
+
+
+def is_vision_config(config: Any) -> bool:
+    """Whether a (transformers) config describes a vision-language model."""
+    return getattr(config, "vision_config", None) is not None and hasattr(config, "text_config")

@@ -65,7 +65,7 @@ def model_class(config: Any, name: str, trust_remote_code: bool) -> Any:
         MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
     )
 
-    from racer_core.engine.multimodal import is_vision_config
+    from racer_core.models.checkpoint_files import is_vision_config
     from racer_core.models.openpangu import MODEL_TYPE as PANGU
 
     model_type = config.model_type

@@ -29,6 +29,7 @@ from racer_core.models.formats.packed_linear import PackedWeight, is_packed, lin
 from racer_core.models.formats.quant_layer import FusedLayers
 from racer_core.models.formats.quant_weights import QuantWeight, describe
 from racer_core.verify.attention import attend
+from racer_core.verify.tree_attention import rope_of
 
 
 @dataclass
@@ -323,16 +324,6 @@ def config_supported(config: Any) -> bool:
     if getattr(config, "attention_bias", False) and not family.qkv_bias:
         return False  # biased o_proj in llama-style configs; not worth a special case here
     return True
-
-
-def rope_of(config: Any) -> tuple[dict[str, Any], str | None]:
-    """The config's rope parameters (transformers 5's rope_parameters or the
-    older rope_scaling) and its rope type; the type is None when the
-    parameters are not a dict (then transformers' rotary module is the authority)."""
-    params = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
-    if not isinstance(params, dict):
-        return {}, None
-    return params, params.get("rope_type", params.get("type", "default"))
 
 
 def lean_forward_for(model: Any, half: bool = False) -> LeanForward | None:

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from racer_core.common.errors import InputError, ModelLoadError
 from racer_core.common.events import Progress
-from racer_core.engine.multimodal import is_vision_config
 from racer_core.models import hub
+from racer_core.models.checkpoint_files import is_vision_config
 from racer_core.models.checkpoints import (
     FORWARDS,
     HALF,

@@ -37,9 +37,9 @@ from racer_core.models.lean_forward import (
     _Layer,
     config_supported,
     point_into,
-    rope_of,
     submodule,
 )
+from racer_core.verify.tree_attention import rope_of
 
 log = logging.getLogger(__name__)
 

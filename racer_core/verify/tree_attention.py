@@ -16,7 +16,16 @@ import numpy as np
 import torch
 
 from racer_core.common.errors import ModelLoadError
-from racer_core.models.lean_forward import rope_of
+
+
+def rope_of(config: Any) -> tuple[dict[str, Any], str | None]:
+    """The config's rope parameters (transformers 5's rope_parameters or the
+    older rope_scaling) and its rope type; the type is None when the
+    parameters are not a dict (then transformers' rotary module is the authority)."""
+    params = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
+    if not isinstance(params, dict):
+        return {}, None
+    return params, params.get("rope_type", params.get("type", "default"))
 
 
 def cache_argument_name(model: Any) -> str:

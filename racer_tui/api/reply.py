@@ -6,7 +6,7 @@ not one, as everywhere in racer-tui), `drafted_tokens` the draft-tree nodes
 they verified (the root excluded), `accepted_tokens` the drafted tokens the
 model agreed with, `mean_accepted_tokens` the tokens a step emitted, bonus
 included (MAT). Each emitted token also names its source, as its method
-declares it (racer_core/drafting/registry.py): racer's `automaton` and
+declares it (racer_core/common/registry.py): racer's `automaton` and
 `logits` (the logits table), eagle3's `head`, suffix's `suffix`, recycling's
 `recycled`, ..., or `bonus` (the model's own token).
 """
@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from racer_core.common import registry
 from racer_core.common.events import Source, StepEvent, TokenLogprob, TokenPiece
 from racer_core.common.stats import Stats, is_verification_step
-from racer_core.drafting import registry
 
 SOURCE_NAMES = {Source(spec.id): spec.key for spec in registry.sources()}
 

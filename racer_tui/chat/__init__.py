@@ -1,1 +1,1 @@
-"""The chat's parts that are not widgets: actions, saved files, attachments, the step log."""
+"""The chat's parts that are neither screens nor widgets, and no Textual: the session, saved files, attachments, the step log."""

@@ -36,7 +36,7 @@ from racer_core.budget.cpu_class import ISA_CHOICES, reexec_with_isa
 from racer_core.common.counts import counted
 from racer_core.common.errors import RacerError
 from racer_core.common.events import METHODS, Engine, GenerationConfig
-from racer_core.drafting.registry import check_available
+from racer_core.common.registry import check_available
 from racer_tui.cli.errors import DEBUG_ENV, print_error
 from racer_tui.cli.eval_flags import add_original_arguments, add_suite_arguments, check_suite, questions_of, shard_plan
 from racer_tui.cli.params import at_least, methods, rule

@@ -12,7 +12,7 @@ import functools
 from typing import Any
 
 import racer_tui.cli.options as o
-from racer_core.drafting.registry import missing_extra
+from racer_core.common.registry import missing_extra
 from racer_tui.cli.errors import print_error
 
 DESCRIPTION = "Chat with RACER speculative decoding and benchmark it, in the terminal or a browser."

@@ -18,12 +18,11 @@ from textual.timer import Timer
 from textual.widgets import Footer, Markdown, Static
 from textual.worker import get_current_worker
 
+from racer_core.common import registry
 from racer_core.common.errors import InputError, RacerError
 from racer_core.common.events import ContextUsage, Conversation, Engine, GenerationConfig
 from racer_core.common.stats import Stats, is_verification_step
-from racer_core.drafting import registry
 from racer_core.engine.chat_image import ChatImage, split_inline_images
-from racer_tui.chat.actions import ACTION_COMMANDS, ChatActions
 from racer_tui.chat.attachments import read_attachment, stored
 from racer_tui.chat.session import ChatSession
 from racer_tui.chat.step_log import StepLog
@@ -34,6 +33,7 @@ from racer_tui.layout import Folding, Panel
 from racer_tui.messages import ReplyEnded, ReplyFailed, ReplyStep
 from racer_tui.redraw_pace import RedrawPace
 from racer_tui.screens.attach_image import AttachImageScreen
+from racer_tui.screens.chat_actions import ACTION_COMMANDS, ChatActions
 from racer_tui.screens.confirm import ConfirmScreen
 from racer_tui.screens.inspector import InspectorScreen
 from racer_tui.screens.system_prompt import SystemPromptScreen

@@ -9,8 +9,8 @@ from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static, Switch
 
+from racer_core.common import registry
 from racer_core.common.config import METHODS, ConfigError, GenerationConfig
-from racer_core.drafting import registry
 from racer_tui.host import host_of
 from racer_tui.settings import Settings
 

@@ -1,4 +1,4 @@
-"""Every drafting method in the registry (racer_core/drafting/registry.py)
+"""Every drafting method in the registry (racer_core/common/registry.py)
 passes the same checks, with no test code of its own:
 
 - greedy equals plain greedy (ar) token for token in fp32, with drafts
@@ -28,9 +28,9 @@ import torch
 from engine_helpers import PROMPT, engine_for, run
 from test_sampling_joint import ALPHA, _ar_joint, _chi2_sf, _draw, _pooled, _statistic, tiny_engine, verified_case
 
+from racer_core.common import registry
 from racer_core.common.errors import InputError
 from racer_core.common.events import GenerationConfig, Source
-from racer_core.drafting import registry
 from racer_core.drafting.protocol import Drafter, DrafterSetup
 from racer_core.drafting.tree import Tree
 from racer_core.engine.engine import RacerEngine

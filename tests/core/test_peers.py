@@ -28,8 +28,8 @@ from test_sampling_joint import (
 
 from racer_core.common.errors import InputError
 from racer_core.common.events import GenerationConfig, Source
+from racer_core.common.registry import check_available, missing_extra
 from racer_core.drafting.recycling import TEMPLATE, AdjacencyMatrix, RecyclingDrafter, TreeTemplate
-from racer_core.drafting.registry import check_available, missing_extra
 from racer_core.verify.sampling import accept as _accept
 
 NEW_TOKENS = 96

@@ -1,5 +1,5 @@
 """A method's accepted drafts are shown as its own source, as the registry
-declares it (racer_core/drafting/registry.py), in the chat's colours and
+declares it (racer_core/common/registry.py), in the chat's colours and
 legend, the step inspector and the API: suffix's are a suffix tree's and
 recycling's recycled top-k, never racer's automaton or logits table (which
 is what they were shown as before)."""
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
+from racer_core.common import registry
 from racer_core.common.events import Source, StepEvent, TokenPiece
 from racer_core.common.step_record import StepRecord
-from racer_core.drafting import registry
 from racer_tui.api.reply import Tally, pieces_json
 from racer_tui.colors import LOGITS_GREEN, RETRIEVAL_GREEN, SOURCE_STYLE
 from racer_tui.screens.chat import legend
