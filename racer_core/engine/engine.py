@@ -13,12 +13,12 @@ import dataclasses
 import functools
 import os
 import threading
-import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
 
+from racer_core.bench.timing import fastest_of_rounds
 from racer_core.budget import cost_curve as curves
 from racer_core.budget import cpu_class
 from racer_core.budget.cost_curve import CPU_GRID, CPU_QUICK, GPU_GRID, MAX_MEASUREMENTS, QUICK_ROUNDS, CostCurve
@@ -192,22 +192,18 @@ class RacerEngine:
         rt = self.runtime
         gen = torch.Generator().manual_seed(0)
         prompt = torch.randint(0, rt.vocab_size, (context,), generator=gen).tolist()
-        best = [float("inf")] * len(sizes)
         with torch.inference_mode():
             decoder._prefill(prompt)
-            for round_index in range(rounds + 1):
-                for i, size in enumerate(sizes):
-                    ids = torch.randint(0, rt.vocab_size, (size,), generator=gen).to(rt.device)
-                    positions = torch.arange(context, context + size, device=rt.device)
-                    mask = rt.masks.causal(context, size)
-                    start = time.perf_counter()
-                    decoder._forward(ids, positions, mask)
-                    if rt.device.type == "cuda":
-                        torch.cuda.synchronize()
-                    if round_index:  # round 0 pays for first-call allocations
-                        best[i] = min(best[i], time.perf_counter() - start)
-                    decoder.cache.truncate(context)
-        return best
+
+            def forward(size: int) -> Callable[[], object]:
+                ids = torch.randint(0, rt.vocab_size, (size,), generator=gen).to(rt.device)
+                positions = torch.arange(context, context + size, device=rt.device)
+                mask = rt.masks.causal(context, size)
+                return lambda: decoder._forward(ids, positions, mask)
+
+            sync = torch.cuda.synchronize if rt.device.type == "cuda" else None
+            return fastest_of_rounds([forward(size) for size in sizes], rounds,
+                                     after=lambda: decoder.cache.truncate(context), sync=sync)
 
     def _policy(self, method: str) -> TreePolicy:
         """One policy per method, shared by conversations: what it learns about
