@@ -22,3 +22,9 @@ def test_record_cost_runs_on_the_tiny_model(capsys: pytest.CaptureFixture[str]) 
     _main("record_cost.py")(["--tiny", "--max-new-tokens", "8"])
     out = capsys.readouterr().out
     assert "tiny-llama" in out and "% of a step" in out
+
+
+def test_linear_cost_prints_its_table(capsys: pytest.CaptureFixture[str]) -> None:
+    _main("linear_cost.py")(["--sizes", "1", "--rounds", "1", "--dtype", "float32"])
+    out = capsys.readouterr().out
+    assert "decoder linears" in out and "lm_head share" in out
