@@ -16,27 +16,23 @@ for one row, but the kernel is a matrix-vector one and loses from a few rows on.
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 import torch.nn.functional as F
 
+from racer_core.bench.timing import fastest_of_rounds
+
 
 def best_of(rounds: int, fn) -> float:  # noqa: ANN001
-    best = float("inf")
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
+    return fastest_of_rounds([fn], rounds, warmup=False)[0]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"))
     parser.add_argument("--sizes", default="1,8,16,32")
     parser.add_argument("--rounds", type=int, default=7)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     dtype = getattr(torch, args.dtype)
     hidden, inner, kv, layers, vocab = 576, 1536, 192, 30, 49152
     gen = torch.Generator().manual_seed(0)
