@@ -103,6 +103,12 @@ def save_curve(key_parts: Sequence[str], curve: CostCurve, busy: bool = False, m
     tmp.replace(path)
 
 
+def _settled(stored: tuple[CostCurve, bool, int]) -> bool:
+    """Whether a stored curve is final: measured on a quiet machine, or measured MAX_MEASUREMENTS times."""
+    _, was_busy, count = stored
+    return not was_busy or count >= MAX_MEASUREMENTS
+
+
 def _stored(path: Path, grid: Sequence[int]) -> tuple[CostCurve, bool, int] | None:
     """(curve, measured on a busy machine, measurements so far), or None."""
     try:
@@ -138,10 +144,8 @@ def load_or_measure(
     `later` gets the measurement (a call that measures, saves and returns the
     curve) and the stored curve, or `safe_curve` where none is, is returned."""
     stored = _stored(curve_cache_path(key_parts), grid)
-    if stored is not None and not refresh:
-        curve, was_busy, count = stored
-        if not was_busy or count >= MAX_MEASUREMENTS:
-            return curve
+    if stored is not None and not refresh and _settled(stored):
+        return stored[0]
     if later is not None and not refresh:
         later(lambda: _measure_and_save(key_parts, grid, measure, quick, busy, refresh=False))
         return stored[0] if stored is not None else safe_curve(grid)
@@ -154,7 +158,7 @@ def _measure_and_save(key_parts: Sequence[str], grid: Sequence[int], measure: Ca
                       quick: Sequence[int] | None, busy: Callable[[], bool], refresh: bool) -> CostCurve:
     """Measure, keep each size's fastest time of this and the stored curve, save."""
     stored = _stored(curve_cache_path(key_parts), grid)  # read again: another process may have measured since
-    if stored is not None and not refresh and (not stored[1] or stored[2] >= MAX_MEASUREMENTS):
+    if stored is not None and not refresh and _settled(stored):
         return stored[0]
     busy_now = busy()
     # Kept as measured: where a larger size is cheaper (fp32 on a CPU: 2 and 3
