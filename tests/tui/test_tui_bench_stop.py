@@ -31,35 +31,33 @@ async def stopped_then_started_again(pilot, bench: BenchScreen, engine: FakeEngi
     assert "stopped" not in info(bench)
 
 
-@pytest.mark.parametrize("gate_after", [0, 2 * WARMUP_TOKENS], ids=["in the warm-up", "in the first question"])
-async def test_escape_before_or_in_the_first_step_says_stopped(start_app: StartApp, gate_after: int) -> None:
-    engine = FakeEngine(gate_after=gate_after)  # ar's and racer's warm-ups take 16 and fewer steps
+async def held_run(start_app: StartApp, gate_after: int = 0):
+    """The dashboard's run of the 42 questions, started and held by the engine at its gate."""
+    engine = FakeEngine(gate_after=gate_after)
     pilot = await start_app(engine, size=SMALL)
     bench = await open_dashboard(pilot)
     await pilot.press("ctrl+g")
     await wait_for(pilot, engine.paused.is_set)
+    return pilot, bench, engine
+
+
+@pytest.mark.parametrize("gate_after", [0, 2 * WARMUP_TOKENS], ids=["in the warm-up", "in the first question"])
+async def test_escape_before_or_in_the_first_step_says_stopped(start_app: StartApp, gate_after: int) -> None:
+    pilot, bench, engine = await held_run(start_app, gate_after)  # ar's and racer's warm-ups take 16 and fewer steps
     assert bench.running and "stopping" not in info(bench)
     await pilot.press("escape")  # "stopping after this step…" until the thread ends
     await stopped_then_started_again(pilot, bench, engine)
 
 
 async def test_a_cancelled_worker_ends_the_run_once_its_thread_has(start_app: StartApp) -> None:
-    engine = FakeEngine(gate_after=0)
-    pilot = await start_app(engine, size=SMALL)
-    bench = await open_dashboard(pilot)
-    await pilot.press("ctrl+g")
-    await wait_for(pilot, engine.paused.is_set)
+    pilot, bench, engine = await held_run(start_app)
     worker = next(w for w in bench.workers if w.group == "bench")
     worker.cancel()  # its thread is in a step: the engine stays claimed until the thread ends
     await stopped_then_started_again(pilot, bench, engine)
 
 
 async def test_escape_closes_the_floating_setup_before_it_stops_the_run(start_app: StartApp) -> None:
-    engine = FakeEngine(gate_after=0)
-    pilot = await start_app(engine, size=SMALL)
-    bench = await open_dashboard(pilot)
-    await pilot.press("ctrl+g")
-    await wait_for(pilot, engine.paused.is_set)
+    pilot, bench, engine = await held_run(start_app)
     await pilot.press("ctrl+b")
     assert bench.has_class("-controls-floating")
     await pilot.press("escape")
