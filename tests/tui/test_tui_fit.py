@@ -101,9 +101,10 @@ async def test_markdown_mode_follows_a_streaming_reply(start_app: StartApp) -> N
     assert chat.host.settings.markdown
     await pilot.press(*"go", "enter")
     await wait_for(pilot, lambda: engine.paused.is_set())
-    await pilot.pause(0.2)
     view = chat.conversation_view
-    assert view.max_scroll_y > 0 and view.scroll_y == view.max_scroll_y
+    # the last steps are drawn at the redraw pace and Markdown lays out after
+    # that, so wait for the view to reach the end rather than for a fixed time
+    await wait_for(pilot, lambda: view.max_scroll_y > 0 and view.scroll_y == view.max_scroll_y, timeout=5)
     engine.release()
     await wait_for(pilot, lambda: not chat.generating)
     await wait_for(pilot, lambda: view.max_scroll_y > 0 and view.scroll_y == view.max_scroll_y, timeout=5)
