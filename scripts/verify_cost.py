@@ -24,7 +24,6 @@ machine (the process starts again with the libraries limited, cpu_class.py).
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -140,8 +139,8 @@ def resident_mb() -> float:
     return float("nan")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--variants", default="lean-flinear,lean")
     parser.add_argument("--sizes", default="1,8,32,64")
     parser.add_argument("--context", type=int, default=256)
@@ -152,7 +151,7 @@ def main() -> None:
                         help="cpu: process CPU time, robust on a shared machine when --threads 1")
     parser.add_argument("--isa", choices=ISA_CHOICES, default="native",
                         help="avx2: measure the AVX2 class (the libraries limited; the process starts again)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     reexec_with_isa(args.isa)
     run(args)
 
@@ -160,6 +159,7 @@ def main() -> None:
 def run(args: argparse.Namespace) -> None:
     import torch
 
+    from racer_core.bench.timing import fastest_and_median, timed_rounds
     from racer_core.budget.cpu_class import describe
     from racer_core.engine.engine import RacerEngine
     from racer_core.models.loader import load
@@ -177,7 +177,6 @@ def run(args: argparse.Namespace) -> None:
     gen = torch.Generator().manual_seed(0)
     prompt = torch.randint(0, rt.vocab_size, (args.context,), generator=gen)
     clock = time.perf_counter if args.clock == "wall" else time.process_time
-    times: dict[tuple[str, int], list[float]] = {(v, s): [] for v in forwards for s in sizes}
     caches = {}
     with torch.inference_mode():
         for v, fwd in forwards.items():
@@ -187,37 +186,33 @@ def run(args: argparse.Namespace) -> None:
             fwd(prompt, torch.arange(args.context), rt.masks.causal(0, args.context), cache)
             print(f"{v}: prefill {args.context} in {time.perf_counter() - start:.2f}s")
             caches[v] = cache
-        ref: dict[int, torch.Tensor] = {}
-        for r in range(args.rounds + 1):
-            for s in sizes:
-                ids = torch.randint(0, rt.vocab_size, (s,), generator=gen)
-                positions = torch.arange(args.context, args.context + s)
-                mask = rt.masks.causal(args.context, s)
-                for v, fwd in forwards.items():
-                    start = clock()
-                    logits = fwd(ids, positions, mask, caches[v])
-                    elapsed = clock() - start
-                    if r:
-                        times[(v, s)].append(elapsed)
-                    else:
-                        print(f"{v} T={s}: first call {elapsed:.2f}s")
-                        if v == next(iter(forwards)):
-                            ref[s] = logits.float()
-                        else:
-                            diff = (logits.float() - ref[s]).abs().max().item()
-                            same = bool((logits.argmax(-1) == ref[s].argmax(-1)).all())
-                            print(f"   max |logit diff| vs {next(iter(forwards))}: {diff:.2e}; same argmax: {same}")
-                    caches[v].truncate(args.context)
+        inputs = {s: (torch.randint(0, rt.vocab_size, (s,), generator=gen), torch.arange(args.context, args.context + s),
+                      rt.masks.causal(args.context, s)) for s in sizes}
+        first = next(iter(forwards))
+        for s in sizes:  # the untimed first calls, each variant's logits against the first's
+            ref = None
+            for v, fwd in forwards.items():
+                start = clock()
+                logits = fwd(*inputs[s], caches[v]).float()
+                print(f"{v} T={s}: first call {clock() - start:.2f}s")
+                caches[v].truncate(args.context)
+                if ref is None:
+                    ref = logits
+                else:
+                    same = bool((logits.argmax(-1) == ref.argmax(-1)).all())
+                    print(f"   max |logit diff| vs {first}: {(logits - ref).abs().max().item():.2e}; same argmax: {same}")
+        keys = [(s, v) for s in sizes for v in forwards]
+        spans = timed_rounds([lambda s=s, v=v: forwards[v](*inputs[s], caches[v]) for s, v in keys], args.rounds,
+                             warmup=0, clock=clock, after=lambda i: caches[keys[i][1]].truncate(args.context))
+        times = dict(zip(keys, spans, strict=True))
     print(f"resident memory after the runs: {resident_mb():.0f} MB")
-    first = next(iter(forwards))
     print(f"\n{args.clock} ms, fastest / median of {args.rounds} interleaved rounds; ratio = {first} fastest / variant fastest")
     print("T     " + "  ".join(f"{v:>22}" for v in forwards))
     for s in sizes:
         cells = []
         for v in forwards:
-            t = times[(v, s)]
-            ratio = min(times[(first, s)]) / min(t)
-            cells.append(f"{1000 * min(t):6.1f} /{1000 * statistics.median(t):6.1f} x{ratio:4.2f}")
+            fastest, median = fastest_and_median(times[(s, v)])
+            cells.append(f"{1000 * fastest:6.1f} /{1000 * median:6.1f} x{min(times[(s, first)]) / fastest:4.2f}")
         print(f"{s:<5} " + "  ".join(f"{c:>22}" for c in cells))
 
 
