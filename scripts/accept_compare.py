@@ -49,14 +49,14 @@ def turns_of(path: Path) -> dict[tuple[str, int], dict]:
     return found
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("answer_dir", type=Path)
     parser.add_argument("a")
     parser.add_argument("b")
     parser.add_argument("--category", default=None, help="spans of this category only")
     parser.add_argument("--spans", type=int, default=5)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     a, b = (turns_of(args.answer_dir / f"{m}.jsonl") for m in (args.a, args.b))
     tokenizer = None
     try:

@@ -201,7 +201,7 @@ def counts(text: str) -> list[int]:
     return values
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--url", default=None, help="a running server's base URL (default: start them here)")
     p.add_argument("--api-key", default="none")
@@ -215,7 +215,7 @@ def main() -> int:
     p.add_argument("--servers", default="batched,sequential", help="without --url: batched, sequential or both")
     p.add_argument("--max-batch", type=int, default=None, help="the batched server's (default: the most clients)")
     p.add_argument("--json", type=Path, default=None, help="write every sample and the summaries here")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     from openai import OpenAI
 
     from racer_core.bench.suites import load_builtin

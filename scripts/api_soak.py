@@ -191,7 +191,7 @@ def process_rss(pid: int) -> Callable[[], float | None]:
     return read
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--url", default=None, help="a running server's base URL (default: start one here)")
     p.add_argument("--api-key", default="none")
@@ -204,7 +204,7 @@ def main() -> int:
     p.add_argument("--max-tokens", type=int, default=96)
     p.add_argument("--max-batch", type=int, default=8)
     p.add_argument("--json", default=None, help="write the report here")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.seconds is None and args.requests is None:
         args.seconds = 600.0
     server, failed, rss = None, [0], None

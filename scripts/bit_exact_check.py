@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from racer_core.budget.cpu_class import ISA_CHOICES, reexec_with_isa  # noqa: E402
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", default=None, help="model id or path (default: the embedded model)")
     parser.add_argument("--dtype", default="float32")
@@ -29,7 +29,7 @@ def main() -> None:
     parser.add_argument("--fp16-weights", action="store_true", help="linears in float16 (half_weights.py)")
     parser.add_argument("--isa", choices=ISA_CHOICES, default="native",
                         help="avx2: check the AVX2 class (the libraries limited; the process starts again)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     reexec_with_isa(args.isa)
     if args.sdpa:
         os.environ["RACER_EXACT_ATTENTION"] = "0"

@@ -71,13 +71,13 @@ def condition(engine, methods: list[str], tokens: int, repeats: int) -> tuple[di
     return speeds, others
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--methods", default="ar,racer")
     parser.add_argument("--tokens", type=int, default=30)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--busy", type=int, default=1, help="spinning processes beside the busy run (default 1)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     given = {k: os.environ.get(k, "unset") for k in
              ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "OMP_NUM_THREADS", "RACER_FOLLOW_FREE_CORES")}

@@ -208,7 +208,7 @@ def replay(args: argparse.Namespace) -> None:
     print(f"({time.perf_counter() - start:.1f} s)", file=sys.stderr)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     rec = sub.add_parser("record")
@@ -228,7 +228,7 @@ def main() -> None:
     rep.add_argument("--impl", default="compiled", choices=["compiled", "reference"], help="automaton implementation")
     rep.add_argument("--corpus", default="", help="traces to seed every question from (never the question itself)")
     rep.add_argument("--seed", default="table", choices=["table", "both"], help="seed the logits table, or the trie too")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     record(args) if args.command == "record" else replay(args)
 
 

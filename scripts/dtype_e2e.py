@@ -35,7 +35,7 @@ from racer_core.engine.engine import load_engine
 from racer_core.models.checkpoints import HALF
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--suite", default="builtin")
     parser.add_argument("--question-begin", type=int, default=0)
@@ -50,7 +50,7 @@ def main() -> None:
     parser.add_argument("--summary-json", type=Path, default=None)
     parser.add_argument("--answer-dir", type=Path, required=True)
     parser.add_argument("--report", action="store_true", help="only print the tables of the answers there")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     questions = load_suite(args.suite)[args.question_begin : args.question_end]
     methods = args.methods.split(",")
     setups = {}

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from racer_core.budget.cpu_class import ISA_CHOICES, reexec_with_isa  # noqa: E402
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--suite", default="builtin")
     parser.add_argument("--question-begin", type=int, default=14)
@@ -47,7 +47,7 @@ def main() -> None:
     parser.add_argument("--methods", default="ar,racer,suffix")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--isa", choices=ISA_CHOICES, default="native")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     reexec_with_isa(args.isa)
     try:
         from llama_cpp import Llama

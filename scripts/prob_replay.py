@@ -254,12 +254,12 @@ def run(traces: list[dict], variant: str, cost: dict[int, float]) -> tuple[float
     return tokens / steps, tokens * cost[grid[0]] / seconds, float(np.mean(fed))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("traces", nargs="+")
     parser.add_argument("--cost", required=True, help="cost curve as T:ms pairs, from T=1, e.g. 1:29,8:32,64:80")
     parser.add_argument("--variants", default="rank,prob,both,mass=0.9,best,oracle")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     cost = {int(k): float(v) for k, v in (kv.split(":") for kv in args.cost.split(","))}
     for path in args.traces:
         traces = json.load(open(path))["traces"]

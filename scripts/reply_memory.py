@@ -24,12 +24,12 @@ def status_mb(field: str) -> float:
     return float("nan")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--method", default="racer")
     parser.add_argument("--tokens", type=int, default=128)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     from racer_core.common.events import GenerationConfig
     from racer_core.engine.engine import load_engine
 

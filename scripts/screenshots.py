@@ -106,13 +106,13 @@ async def capture(out: Path, size: tuple[int, int], only: set[str] | None = None
     return saved
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "screenshots")
     p.add_argument("--size", default="120x36", help="terminal WIDTHxHEIGHT")
     p.add_argument("--only", help="take only these screenshots (names without .svg, comma-separated)")
     p.add_argument("--max-new-tokens", type=int, default=160, help="the length of the chat's reply")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     width, height = (int(v) for v in args.size.lower().split("x"))
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:

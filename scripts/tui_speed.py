@@ -88,14 +88,14 @@ async def measure(rounds: int, max_new_tokens: int, method: str,
     return results
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--method", default="racer")
     parser.add_argument("--isa", choices=ISA_CHOICES, default="native")
     parser.add_argument("--markdown", action="store_true", help="also the paced chat with replies as Markdown")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     reexec_with_isa(args.isa)
     results = asyncio.run(measure(args.rounds, args.max_new_tokens, args.method, args.markdown))
     base = statistics.median(tokens / seconds for seconds, tokens, _ in results["engine alone"])
