@@ -12,7 +12,7 @@ tokens per step (MAT), and whether each variant's output equals `ar`'s.
 
 `--compare late_halving` (the default) sets the second variant's automaton to
 the older breadth rule; `--compare pair_rows` turns its (previous token,
-token) rows off instead. The variant is built here, by handing the decoder an
+token) rows off instead. The variant is built here, by handing racer's drafter an
 automaton class with the option set; the engine itself always uses the default.
 MAT counts verification steps only (the prefill is not one).
 """
@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
-import racer_core.engine.decoder as decoder
+import racer_core.drafting.racer as racer_drafter
 from racer_core.bench.suites import Question, load_suite
 from racer_core.common.events import Engine, GenerationConfig
 from racer_core.common.stats import is_verification_step
@@ -52,13 +52,13 @@ class Tally:
 
 @contextmanager
 def logits_rule(late: bool) -> Iterator[None]:
-    """The decoder builds its automata with the --compare option inside the block when `late`."""
-    original = decoder.Automaton
-    decoder.Automaton = functools.partial(variant, Automaton, **alternative) if late else Automaton  # type: ignore[misc]
+    """Racer's drafter builds its automata with the --compare option inside the block when `late`."""
+    original = racer_drafter.Automaton
+    racer_drafter.Automaton = functools.partial(variant, Automaton, **alternative) if late else Automaton  # type: ignore[misc]
     try:
         yield
     finally:
-        decoder.Automaton = original  # type: ignore[misc]
+        racer_drafter.Automaton = original  # type: ignore[misc]
 
 
 def answer(engine: Engine, q: Question, config: GenerationConfig) -> tuple[list[tuple[int, ...]], float, list[int]]:
@@ -86,7 +86,7 @@ def run_variant(engine: Engine, q: Question, variant: str, config: GenerationCon
         return answer(engine, q, replace(config, method="racer"))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--suite", default="builtin")
     parser.add_argument("--question-begin", type=int, default=0)
@@ -97,7 +97,7 @@ def main() -> None:
     parser.add_argument("--dtype", default="auto", help="auto (bf16 on CPUs with native bf16), float32, ...")
     parser.add_argument("--compare", choices=sorted(ALTERNATIVES), default="late_halving",
                         help="what 'racer late' changes: the older breadth rule, or no pair rows")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     global alternative
     alternative = ALTERNATIVES[args.compare]
     shown["racer late"] = LABELS[args.compare]
