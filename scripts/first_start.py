@@ -28,6 +28,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from racer_core.common.paths import models_dir  # noqa: E402
+
 CHILD = r"""
 import json, sys, time
 from pathlib import Path
@@ -77,7 +81,10 @@ def start(child: Path, env: dict[str, str], dtype: str) -> dict[str, float]:
     lines = out.stdout.strip().splitlines()
     if out.returncode or not lines:
         sys.exit(f"the app did not start: {(lines or out.stderr.strip().splitlines() or ['?'])[-1]}")
-    return json.loads(lines[-1])
+    marks = json.loads(lines[-1])
+    if "failed" in marks:  # the app ran but its engine did not load (the child exits 0 either way)
+        sys.exit(f"the app did not start: {marks['failed']}")
+    return marks
 
 
 def show(label: str, marks: dict[str, float]) -> None:
@@ -85,19 +92,22 @@ def show(label: str, marks: dict[str, float]) -> None:
     print(f"{label}: ready {marks['ready']:.1f} s, CPU {marks['cpu']:.1f} s  ({steps})", flush=True)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models-from", type=Path, help="link this cache's models/ folder (no dequantize)")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--later", type=int, default=3, metavar="N", help="later starts to time (default 3)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()),
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}", flush=True)
     with tempfile.TemporaryDirectory(prefix="racer-first-start-") as tmp:
         root = Path(tmp)
         child = root / "timed_app.py"  # a file: Textual reads its classes' source
         child.write_text(CHILD)
-        env = {**os.environ, **{f"RACER_TUI_{d.upper()}_DIR": str(root / d) for d in ("cache", "data", "config")}}
+        # The installed embedded model stays where `racer-tui install-model` put it (the data folder's
+        # models/ by default): the temporary data folder would not hold it.
+        env = {"RACER_TUI_MODELS_DIR": str(models_dir()), **os.environ,
+               **{f"RACER_TUI_{d.upper()}_DIR": str(root / d) for d in ("cache", "data", "config")}}
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         if args.models_from is not None:
             (root / "cache").mkdir()
