@@ -113,7 +113,7 @@ def family_checks(device: str, max_new_tokens: int) -> bool:
     return ok
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--dtype", default="auto")
@@ -124,9 +124,10 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=14)
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--context", type=int, default=512, help="cached tokens for the cost curve")
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="the cost curve's token counts")
     parser.add_argument("--model", default=None, help="a checkpoint folder or hub id (default: the embedded model)")
     parser.add_argument("--draft-model", default=None, help="an EAGLE-3 head for --model: adds method eagle3")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.draft_model and args.random_model:
         parser.error("--draft-model needs the head's own target (--model), not a random model")
 
@@ -145,9 +146,10 @@ def main() -> None:
     info = engine.info
     print(f"model: {info.model}  device: {info.device}  dtype: {info.dtype}  forward: {info.forward}")
 
+    sizes = [int(s) for s in args.sizes.split(",")]
     print(f"\nverification cost t(T), {args.context} cached tokens, best of 5 interleaved rounds")
-    curve = engine.time_forward(SIZES, context=args.context)
-    for size, seconds in zip(SIZES, curve, strict=True):
+    curve = engine.time_forward(sizes, context=args.context)
+    for size, seconds in zip(sizes, curve, strict=True):
         print(f"  T={size:4d}  {seconds * 1000:8.2f} ms  {seconds / curve[0]:5.2f}x t(1)")
 
     if args.random_model:

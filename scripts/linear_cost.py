@@ -47,12 +47,13 @@ from racer_core.budget.cpu_class import ISA_CHOICES, reexec_with_isa  # noqa: E4
 DENSE = ("flinear", "onednn", "mkl", "compiled", "int8", "int8w", "fp32", "fp16")
 BLOCKS = ("q4", "q4q8", "q8q8")
 HIDDEN, INNER, KV, LAYERS, VOCAB = 576, 1536, 192, 30, 49152
-SHAPES = [(HIDDEN + 2 * KV, HIDDEN), (HIDDEN, HIDDEN), (2 * INNER, HIDDEN), (HIDDEN, INNER)] * LAYERS + [(VOCAB, HIDDEN)]
+LAYER_SHAPES = [(HIDDEN + 2 * KV, HIDDEN), (HIDDEN, HIDDEN), (2 * INNER, HIDDEN), (HIDDEN, INNER)]
 Multiply = Callable[[dict[int, Any], int], object]  # (inputs by width, T) -> the linears' outputs
 
 
-def gguf_blocks() -> list[Any]:
-    """The embedded GGUF's linears of one step as QuantWeights, in forward order (layer by layer, then the head)."""
+def gguf_blocks(layers: int) -> list[Any]:
+    """The embedded GGUF's linears of one step's first `layers` layers and the head as QuantWeights, in forward
+    order (layer by layer, then the head)."""
     from racer_core.models.checkpoint_files import CheckpointConfig
     from racer_core.models.embedded import embedded_gguf
     from racer_core.models.families import family_of
@@ -62,7 +63,7 @@ def gguf_blocks() -> list[Any]:
     family = family_of(CheckpointConfig({"model_type": "llama"}))
     blocks = read_blocks(embedded_gguf(), family, LAYERS, 9, 3).weights
     fused: list[QuantWeight] = []
-    for i in range(LAYERS):
+    for i in range(layers):
         name = f"model.layers.{i}."
         fused += [QuantWeight.stack([blocks[f"{name}self_attn.{p}_proj.weight"] for p in "qkv"]),
                   blocks[f"{name}self_attn.o_proj.weight"],
@@ -72,11 +73,11 @@ def gguf_blocks() -> list[Any]:
     return fused
 
 
-def random_weights() -> list[Any]:
+def random_weights(layers: int) -> list[Any]:
     import torch
 
     gen = torch.Generator().manual_seed(0)
-    return [torch.randn(*s, generator=gen) * s[1] ** -0.5 for s in SHAPES]
+    return [torch.randn(*s, generator=gen) * s[1] ** -0.5 for s in [*LAYER_SHAPES * layers, (VOCAB, HIDDEN)]]
 
 
 def multiplier(kind: str, plain: list[Any], blocks: list[Any], dtype: Any, sizes: list[int]) -> Multiply:
@@ -183,6 +184,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="weights and activations of flinear, onednn, mkl, compiled; activations of int8w")
     parser.add_argument("--weights", default="auto", choices=("auto", "random", "embedded"),
                         help="the dense formats' weights (auto: embedded when a block format is asked for)")
+    parser.add_argument("--layers", type=int, default=LAYERS, help="decoder layers (the model's 30; fewer for a quick try)")
     parser.add_argument("--split-head", action="store_true", help="the decoder linears and the lm_head apart")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: process CPU time, robust on a shared machine for -1t formats")
@@ -205,8 +207,10 @@ def main(argv: list[str] | None = None) -> None:
     from racer_core.models.formats.quant_weights import kernel_isa
 
     dtype = getattr(torch, args.dtype)
-    blocks = gguf_blocks() if source == "embedded" else []
-    plain = [w.plain() for w in blocks] if blocks else random_weights()
+    if not 1 <= args.layers <= LAYERS:
+        parser.error(f"--layers takes 1 to {LAYERS}")
+    blocks = gguf_blocks(args.layers) if source == "embedded" else []
+    plain = [w.plain() for w in blocks] if blocks else random_weights(args.layers)
     parts = {"layers": slice(0, -1), "head": slice(-1, None)} if args.split_head else {"all": slice(None)}
     made = {(kind, part): multiplier(kind, plain[cut], blocks[cut], dtype, sizes)
             for kind in sorted(kinds) for part, cut in parts.items()}
@@ -218,7 +222,7 @@ def main(argv: list[str] | None = None) -> None:
     calls = [lambda t=t, f=f, p=p: made[f.removesuffix("-1t"), p](inputs[t, acts_dtype(f.removesuffix("-1t"), dtype)], t)
              for t, f, p in keys]
     print(f"CPU class {describe()}, kernel ISA {kernel_isa()}, torch threads {threads}; {source} weights, "
-          f"--dtype {args.dtype}")
+          f"{args.layers} layers, --dtype {args.dtype}")
     with torch.inference_mode():
         spans = timed_rounds(calls, args.rounds, clock=time.perf_counter if args.clock == "wall" else time.process_time,
                              before=lambda i: torch.set_num_threads(1 if keys[i][1].endswith("-1t") else threads),

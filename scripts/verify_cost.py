@@ -43,7 +43,8 @@ def variants(engine: Any, names: list[str]) -> dict[str, Forward]:
     from racer_core.models.lean_forward import LeanForward, weights_from_model
 
     rt = engine.runtime
-    model = engine.model if any(n != "lean" for n in names) else None  # the transformers model, only if needed
+    # the transformers model, only for the variants built from it (reading it takes seconds)
+    model = engine.model if set(names) - {"lean", "lean-sdpa", "lean-q4", "lean-q4f", "lean-q4-torch"} else None
 
     def stock(ids, positions, mask, cache):
         out = model(input_ids=ids[None], position_ids=positions[None], attention_mask=mask, use_cache=True,
