@@ -1,30 +1,284 @@
-"""Scripts in scripts/ run end to end at their smallest settings, so a broken script fails CI.
+"""Every script in scripts/ runs at its smallest settings, so a broken script fails CI.
 
-Each script runs in-process through its main(argv) on the tiny random-weight model; the test
-checks only that it finishes and prints its result line, never how fast.
+Each runs in-process through its main(argv), on the tiny random-weight model or the
+embedded one (installed in CI, loaded in well under a second) with a few tokens; a
+test checks only that the script finishes and prints its result line, never how fast.
+What CI lacks has a stand-in here, said at its test: llama.cpp (a fake `llama_cpp`
+module), a GPU (gpu_check runs on the CPU), the app's own start in a fresh process
+(first_start's child is answered by a fake subprocess.run). sanitize.sh is run by
+.ci/run itself.
 """
 
 from __future__ import annotations
 
-import runpy
+import contextlib
+import importlib
+import json
+import subprocess
+import sys
+import types
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
 
-SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = ROOT / "scripts"
+SHORT = ["--question-begin", "14", "--question-end", "15", "--max-new-tokens", "4"]  # one built-in question
+COVERED = {  # every script, and the test that runs it (a new script without one fails the last test)
+    "accept_compare.py", "api_load.py", "api_soak.py", "bit_exact_check.py", "busy_machine.py",
+    "context_count_cost.py", "draft_replay.py", "dtype_e2e.py", "first_start.py", "gpu_check.py",
+    "linear_cost.py", "llama_cpp_anchor.py", "llama_cpp_step_cost.py", "logits_rule_speed.py",
+    "prob_replay.py", "reply_memory.py", "sanitize.sh", "screenshots.py", "step_overhead.py",
+    "tui_speed.py", "verify_cost.py",
+}
 
 
-def _main(name: str):
-    return runpy.run_path(str(SCRIPTS / name), run_name="smoke")["main"]
+def _main(name: str) -> Callable[..., Any]:
+    return importlib.import_module(f"scripts.{name.removesuffix('.py')}").main
 
 
-def test_record_cost_runs_on_the_tiny_model(capsys: pytest.CaptureFixture[str]) -> None:
-    _main("record_cost.py")(["--tiny", "--max-new-tokens", "8"])
+def run(name: str, *argv: str) -> None:
+    """The script's main(argv); a SystemExit is a failure unless its code is 0 (a script that exits on success)."""
+    try:
+        code = _main(name)(list(argv))
+    except SystemExit as exc:
+        code = exc.code
+    assert not code, f"{name} {' '.join(argv)} exited {code}"
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A folder holding the tiny random-weight model and its tokenizer, for scripts' --model."""
+    from racer_core.testing import tiny_model, tiny_tokenizer
+
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    tiny_model("llama").save_pretrained(folder)
+    tiny_tokenizer().save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.fixture(autouse=True)
+def keep_torch_threads() -> Iterator[None]:
+    """Scripts set torch's thread count for their run; the test process keeps its own."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_every_script_has_a_smoke_test() -> None:
+    assert {p.name for p in SCRIPTS.iterdir() if p.suffix in (".py", ".sh")} - {"__init__.py"} == COVERED
+
+
+def test_every_python_script_answers_help(capsys: pytest.CaptureFixture[str]) -> None:
+    for name in sorted(n for n in COVERED if n.endswith(".py")):
+        with pytest.raises(SystemExit) as exc:
+            _main(name)(["--help"])
+        assert exc.value.code == 0, name
+        assert "usage:" in capsys.readouterr().out, name
+
+
+def test_linear_cost_dense_formats_on_random_weights(capsys: pytest.CaptureFixture[str]) -> None:
+    # compiled (torch.compile) is left to --help: inductor's first compile takes minutes on 2 cores.
+    run("linear_cost.py", "--formats", "flinear,fp32-1t", "--layers", "1", "--sizes", "1,2", "--rounds", "1",
+        "--split-head")
     out = capsys.readouterr().out
-    assert "tiny-llama" in out and "% of a step" in out
+    assert "random weights, 1 layers" in out and "lm_head share" in out and "against flinear" in out
 
 
-def test_linear_cost_prints_its_table(capsys: pytest.CaptureFixture[str]) -> None:
-    _main("linear_cost.py")(["--sizes", "1", "--rounds", "1", "--dtype", "float32"])
+def test_linear_cost_every_other_format_on_the_embedded_weights(capsys: pytest.CaptureFixture[str]) -> None:
+    run("linear_cost.py", "--formats", "q4q8,q4,q8q8,fp16,onednn,mkl,int8,int8w", "--layers", "1", "--sizes", "1",
+        "--rounds", "1", "--clock", "cpu")
     out = capsys.readouterr().out
-    assert "decoder linears" in out and "lm_head share" in out
+    assert "embedded weights" in out and "against q4q8" in out
+
+
+def test_linear_cost_refuses_an_unknown_format(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        _main("linear_cost.py")(["--formats", "fp64"])
+    assert "unknown format fp64" in capsys.readouterr().err
+
+
+def test_step_overhead_all_three_measures(capsys: pytest.CaptureFixture[str]) -> None:
+    run("step_overhead.py", "share", "--tiny", *SHORT)
+    run("step_overhead.py", "bookkeeping", "--layers", "2", "--steps", "3", "--rounds", "1")
+    run("step_overhead.py", "recording", "--tiny", "--max-new-tokens", "8")
+    out = capsys.readouterr().out
+    assert "outside the forward passes" in out and "us per sequence and step" in out and "% of a step" in out
+
+
+def test_verify_cost(capsys: pytest.CaptureFixture[str]) -> None:
+    run("verify_cost.py", "--variants", "lean,lean-sdpa", "--dtype", "auto", "--sizes", "1", "--rounds", "1",
+        "--context", "4")
+    assert "fastest / median of 1 interleaved rounds" in capsys.readouterr().out
+
+
+def test_context_count_cost(capsys: pytest.CaptureFixture[str]) -> None:
+    run("context_count_cost.py", "--repeats", "1")
+    assert "typed  10000 words" in capsys.readouterr().out
+
+
+def test_logits_rule_speed(tiny_checkpoint: str, capsys: pytest.CaptureFixture[str]) -> None:
+    run("logits_rule_speed.py", *SHORT, "--compare", "pair_rows", "--model", tiny_checkpoint)
+    assert "racer no-pair" in capsys.readouterr().out
+
+
+def test_reply_memory_and_bit_exact_check(tiny_checkpoint: str, capsys: pytest.CaptureFixture[str]) -> None:
+    run("reply_memory.py", "--tokens", "4")
+    run("bit_exact_check.py", "--model", tiny_checkpoint, "--context", "8")
+    out = capsys.readouterr().out
+    assert "after a 4-token racer reply" in out and "bit for bit" in out
+
+
+def test_draft_replay_record_and_replay_then_prob_replay(tiny_checkpoint: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    # record reads its top-k from transformers' model, which the embedded GGUF is dequantized into first (slow):
+    # the tiny checkpoint instead.
+    traces = tmp_path / "traces.json"
+    run("draft_replay.py", "record", "--begin", "14", "--end", "15", "--max-new-tokens", "8", "--out", str(traces),
+        "--model", tiny_checkpoint)
+    run("draft_replay.py", "replay", str(traces), "--budgets", "4,0")
+    run("prob_replay.py", str(traces), "--cost", "1:30,8:33,64:80", "--variants", "rank,oracle")
+    out = capsys.readouterr().out
+    assert "oracle" in out
+
+
+def test_dtype_e2e(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run("dtype_e2e.py", *SHORT, "--setups", "auto:auto", "--answer-dir", str(tmp_path))
+    assert "tokens/s against auto-auto" in capsys.readouterr().out
+
+
+def test_busy_machine(capsys: pytest.CaptureFixture[str]) -> None:
+    run("busy_machine.py", "--methods", "ar", "--tokens", "2", "--repeats", "1", "--busy", "1")
+    assert "busy/quiet" in capsys.readouterr().out
+
+
+def test_accept_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def answers(method: str, accepts: list[int]) -> None:
+        record = {"question_id": 1, "category": "writing",
+                  "choices": [{"token_ids": [[5, 6, 7, 8, 9]], "accept_lengths": [accepts], "decoding_steps": [len(accepts)]}]}
+        (tmp_path / f"{method}.jsonl").write_text(json.dumps(record) + "\n")
+
+    answers("racer", [3, 1])  # tokens 6, 7 drafted
+    answers("ar", [1, 1, 1, 1])
+    run("accept_compare.py", str(tmp_path), "racer", "ar")
+    assert "writing" in capsys.readouterr().out
+
+
+def test_gpu_check_on_the_cpu(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # No GPU in CI: the script runs on the CPU (its own smoke mode), and its random model of SmolLM2's shape
+    # (135M parameters, seconds to make) is a tiny one with SmolLM2's vocabulary, which its prompts draw from.
+    from racer_core.engine.engine import RacerEngine
+    from racer_core.testing import tiny_model
+
+    def random_engine(device: str, dtype: str, forward: str = "auto") -> RacerEngine:
+        return RacerEngine(tiny_model("llama", 0, vocab_size=49152), None, "tiny", eos_ids=frozenset(), forward=forward)
+
+    monkeypatch.setattr(importlib.import_module("scripts.gpu_check"), "random_engine", random_engine)
+    run("gpu_check.py", "--device", "cpu", "--random-model", "--dtype", "float32", "--sizes", "1,2",
+        "--context", "4", "--max-new-tokens", "4")
+    assert "time outside forward passes" in capsys.readouterr().out
+
+
+@contextlib.contextmanager
+def api_server() -> Iterator[str]:
+    """`racer-tui api`'s service on the tiny model, on a free loopback port; its base URL."""
+    pytest.importorskip("openai")
+    from engine_helpers import make_markov
+
+    from racer_core.budget.cost_curve import CostCurve
+    from racer_core.engine.engine import RacerEngine
+    from racer_core.testing import tiny_model, tiny_tokenizer
+    from racer_tui.api.server import ServerSettings
+    from racer_tui.api.service import ApiService
+
+    engine = RacerEngine(make_markov(tiny_model("qwen3", 0)), tiny_tokenizer(), "tiny-qwen3")
+    engine._curve = CostCurve([1, 64], [1.0, 1.5])  # scripted
+    service = ApiService(engine, ServerSettings(), "127.0.0.1", 0, 8, None, None)
+    service.start()
+    try:
+        yield service.url
+    finally:
+        service.stop()
+
+
+def test_api_load_and_api_soak_against_a_tiny_server(capsys: pytest.CaptureFixture[str]) -> None:
+    # Their own servers (`racer-tui api` in a process of its own) are left out: --url takes this one.
+    with api_server() as url:
+        run("api_load.py", "--url", url, "--clients", "1", "--requests", "1", "--max-tokens", "4")
+        run("api_soak.py", "--url", url, "--requests", "4", "--clients", "2", "--max-tokens", "4")
+    out = capsys.readouterr().out
+    assert "racer/ar given" in out and '"passed": true' in out
+
+
+class FakeLlama:
+    """llama_cpp.Llama as the llama.cpp scripts use it, answering without a model."""
+
+    def __init__(self, model_path: str, **options: object) -> None:
+        self.n_tokens = 0
+
+    def eval(self, ids: list[int]) -> None:
+        self.n_tokens += len(ids)
+
+    def generate(self, prompt: list[int], **options: object) -> Iterator[int]:
+        while True:
+            yield 42
+
+
+def test_llama_cpp_scripts_with_a_stand_in(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # llama-cpp-python is no dependency (built from source for a CPU class): a fake module stands in for it.
+    monkeypatch.setitem(sys.modules, "llama_cpp", types.SimpleNamespace(Llama=FakeLlama))
+    threads = str(torch.get_num_threads())
+    run("llama_cpp_step_cost.py", "--sizes", "1,2", "--context", "4", "--rounds", "1", "--threads", threads)
+    run("llama_cpp_anchor.py", *SHORT, "--setups", "q4", "--methods", "ar", "--threads", threads)
+    out = capsys.readouterr().out
+    assert "fastest / median ms" in out and "vs llama.cpp" in out
+
+
+def test_llama_cpp_scripts_say_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # import fails
+    for name in ("llama_cpp_step_cost.py", "llama_cpp_anchor.py"):
+        with pytest.raises(SystemExit, match="llama-cpp-python is not installed"):
+            _main(name)([])
+
+
+def test_first_start_with_a_stand_in_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    # A real start is a fresh Python with Textual and torch (7-20 s on 2 cores): the child is answered here,
+    # with the environment it was given checked: the installed model's folder, not the temporary data folder.
+    monkeypatch.delenv("RACER_TUI_MODELS_DIR", raising=False)
+    monkeypatch.setenv("RACER_TUI_DATA_DIR", str(tmp_path / "data"))
+    envs: list[dict[str, str]] = []
+
+    def child(argv: list[str], env: dict[str, str], **options: object) -> subprocess.CompletedProcess[str]:
+        envs.append(env)
+        marks = {"ui imports": 1.0, "ready": 2.0, "cpu": 1.5}
+        return subprocess.CompletedProcess(argv, 0, json.dumps(marks) + "\n", "")
+
+    monkeypatch.setattr(subprocess, "run", child)
+    run("first_start.py", "--later", "1")
+    assert "later starts, ready: min 2.0 s" in capsys.readouterr().out
+    assert [e["RACER_TUI_MODELS_DIR"] for e in envs] == [str(tmp_path / "data" / "models")] * 2
+    assert all(e["RACER_TUI_DATA_DIR"] != str(tmp_path / "data") for e in envs)
+
+
+def test_first_start_says_when_the_app_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(subprocess, "run", lambda argv, **options: subprocess.CompletedProcess(
+        argv, 0, json.dumps({"ui imports": 1.0, "failed": "no model installed"}), ""))
+    with pytest.raises(SystemExit, match="the app did not start: no model installed"):
+        _main("first_start.py")(["--later", "0"])
+
+
+def test_tui_speed_and_screenshots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run("tui_speed.py", "--rounds", "1", "--max-new-tokens", "4")
+    run("screenshots.py", "--out", str(tmp_path), "--only", "01-loading", "--max-new-tokens", "4")
+    out = capsys.readouterr().out
+    assert "vs alone" in out and "1 screenshots written" in out
+
+
+def test_sanitize_sh_is_run_by_ci() -> None:
+    # It builds the automaton with sanitizers (minutes): .ci/run runs it after the tests; here its syntax.
+    assert "bash scripts/sanitize.sh" in (ROOT / ".ci" / "run").read_text()
+    subprocess.run(["bash", "-n", str(SCRIPTS / "sanitize.sh")], check=True)
