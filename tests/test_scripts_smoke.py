@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import os
 import subprocess
 import sys
 import types
@@ -61,11 +62,14 @@ def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(autouse=True)
-def keep_torch_threads() -> Iterator[None]:
-    """Scripts set torch's thread count for their run; the test process keeps its own."""
-    threads = torch.get_num_threads()
+def keep_process_state() -> Iterator[None]:
+    """Scripts set torch's thread count and environment variables (screenshots.py its data folders) for
+    their run, as the process they own; the test process keeps its own."""
+    threads, environ = torch.get_num_threads(), dict(os.environ)
     yield
     torch.set_num_threads(threads)
+    os.environ.clear()
+    os.environ.update(environ)
 
 
 def test_every_script_has_a_smoke_test() -> None:
