@@ -1,0 +1,153 @@
+"""scripts/tree_oracle.py: the per-step oracle tree, the calibration and the overhead study (issue 44)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+
+from racer_core.budget.cost_curve import CostCurve
+from racer_core.budget.tree_policy import EfficientSizes
+from scripts import tree_oracle
+
+# root 5; 1 (7) and 2 (8) under it; 3 (9) and 4 (10) under 1; 5 (11) under 3; 6 (12) under 5
+TOKENS = [5, 7, 8, 9, 10, 11, 12]
+PARENTS = [-1, 0, 0, 1, 1, 3, 5]
+DEPTHS = [0, 1, 1, 2, 2, 3, 4]
+
+
+def _sizes(points: dict[int, float]) -> EfficientSizes:
+    grid = sorted(points)
+    return EfficientSizes.from_curve(CostCurve(grid, [points[s] for s in grid]), tree_oracle.LARGEST)
+
+
+def test_the_true_path_follows_the_text_from_the_root() -> None:
+    assert tree_oracle.true_path(PARENTS, TOKENS, [7, 9, 11, 13]) == [0, 1, 3, 5]
+    assert tree_oracle.true_path(PARENTS, TOKENS, [8, 9]) == [0, 2]
+    assert tree_oracle.true_path(PARENTS, TOKENS, [4]) == [0]
+    assert tree_oracle.true_path(PARENTS, TOKENS, [7, 9]) == [0, 1, 3]  # the reply ends there
+
+
+def test_a_subtree_accepts_the_true_paths_prefix_it_holds() -> None:
+    path = [0, 1, 3, 5]
+    assert tree_oracle.accepted_in(path, [0]) == 0
+    assert tree_oracle.accepted_in(path, [0, 2]) == 0
+    assert tree_oracle.accepted_in(path, [0, 1, 2, 4]) == 1
+    assert tree_oracle.accepted_in(path, [0, 1, 3]) == 2
+    assert tree_oracle.accepted_in(path, [0, 1, 3, 5, 6]) == 3
+
+
+def test_the_oracle_cuts_the_path_where_the_curve_turns_steep() -> None:
+    # Flat up to 4 rows, then steep: 4 tokens for 10 ms beat 6 for 25 ms (padded to 8: 40 ms).
+    sizes = _sizes({1: 0.010, 2: 0.010, 4: 0.010, 8: 0.040, 64: 0.320})
+    assert tree_oracle.oracle(5, sizes) == (3, pytest.approx(0.010))
+    assert tree_oracle.oracle(0, sizes) == (0, pytest.approx(0.010))
+    # A second row at 1.9x a first still pays (2 tokens for 19 ms), and the drafting time is paid on top.
+    sizes = _sizes({1: 0.010, 2: 0.019, 64: 0.700})
+    assert tree_oracle.oracle(1, sizes) == (1, pytest.approx(0.019))
+    assert tree_oracle.oracle(1, sizes, drafting_s=0.002) == (1, pytest.approx(0.021))
+    sizes = _sizes({1: 0.010, 2: 0.021, 64: 0.700})
+    assert tree_oracle.oracle(1, sizes)[0] == 0
+
+
+def _subtrees(parents: list[int]) -> list[list[int]]:
+    """Every node set that holds the root and each member's parent."""
+    found = []
+    for bits in itertools.product([0, 1], repeat=len(parents) - 1):
+        nodes = [0] + [i + 1 for i, b in enumerate(bits) if b]
+        if all(parents[n] in nodes for n in nodes[1:]):
+            found.append(nodes)
+    return found
+
+
+@pytest.mark.parametrize("text", [[7, 9, 11, 12], [7, 9, 11], [7, 10], [8], [1]])
+@pytest.mark.parametrize("points", [
+    {1: 0.010, 2: 0.010, 4: 0.010, 8: 0.040, 64: 0.320},
+    {1: 0.010, 2: 0.014, 3: 0.013, 4: 0.015, 64: 0.200},
+    {1: 0.010, 2: 0.030, 64: 0.700},
+])
+def test_the_oracle_is_the_best_of_every_subtree(text: list[int], points: dict[int, float]) -> None:
+    sizes = _sizes(points)
+    path = tree_oracle.true_path(PARENTS, TOKENS, text)
+    best = max((tree_oracle.accepted_in(path, nodes) + 1) / (tree_oracle.cost(sizes, len(nodes)) + 0.001)
+               for nodes in _subtrees(PARENTS))
+    k, seconds = tree_oracle.oracle(len(path) - 1, sizes, 0.001)
+    assert (k + 1) / seconds == pytest.approx(best)
+
+
+def test_edge_chances_come_back_from_the_path_chances() -> None:
+    edge = tree_oracle.edge_estimates([-1, 0, 1, 0], [1.0, 0.5, 0.25, 0.2])
+    assert edge.tolist() == pytest.approx([1.0, 0.5, 0.5, 0.2])
+
+
+def test_a_node_is_tested_when_its_parent_was_accepted_within_the_known_text() -> None:
+    tested = tree_oracle.tested_nodes(PARENTS, DEPTHS, [0, 1, 3, 5], known=3)
+    assert tested.tolist() == [False, True, True, True, True, True, False]  # 6 is at depth 4
+
+
+def _doc() -> dict:
+    """One question: racer's two steps on a hand-made tree, ar's three."""
+    tree = {"tokens": TOKENS, "parents": PARENTS, "depths": DEPTHS, "context": [0, 3, 0, 3, 0, 3, 3],
+            "rank": [-1, -1, 0, 1, -1, -1, -1]}
+    probs = [1.0, 0.5, 0.4, 0.25, 0.1, 0.2, 0.1]
+    phases = {"draft": 0.002, "choose": 0.001, "record": 0.0, "learn": 0.0005, "verified": 0.001}
+    timing = {"draft_s": 0.003, "verify_s": 0.010, "update_s": 0.002}
+    racer = [  # the gate kept the root alone (the tree held 7, 9, 11); then 9 and 11 accepted, 13 the bonus
+        {"tree": tree, "probs": probs, "chosen": [0], "intended": [0, 1], "fed": 1, "gate": True,
+         "emitted": [7], "phases": phases, **timing},
+        {"tree": {**tree, "tokens": [7, 9, 8, 11, 10, 13, 12]}, "probs": probs, "chosen": [0, 1, 3], "intended": [0, 1, 3],
+         "fed": 4, "gate": False, "emitted": [9, 11, 13], "phases": phases, **timing},
+    ]
+    ar = [{"draft_s": 0.0005, "verify_s": 0.010, "update_s": 0.0005, "size": 1}] * 4
+    reply = [5, 7, 9, 11, 13]
+    return {"model": "hand-made", "dtype": "float32", "max_new_tokens": 4, "load": [0.1, 0.2],
+            "curve": {"sizes": [1, 2, 4, 8, 64], "seconds": [0.010, 0.010, 0.010, 0.040, 0.320]},
+            "questions": [{"question_id": 1, "category": "x",
+                           "methods": {"ar": {"tokens": reply, "steps": ar}, "racer": {"tokens": reply, "steps": racer}}}]}
+
+
+def test_speeds_score_the_actual_the_intended_and_the_oracles_choice() -> None:
+    doc = _doc()
+    sizes = EfficientSizes.from_curve(CostCurve(**doc["curve"]), tree_oracle.LARGEST)
+    rates = tree_oracle.speed_tables(doc, sizes, ["racer"], python_s=0.0, extra={"racer": 0.0})
+    assert rates["ar"].rate("all") == pytest.approx(100.0)  # one token per 10 ms
+    # actual: 1 token (root alone) + 3 tokens (4 rows), 20 ms
+    assert rates["racer"].rate("all") == pytest.approx(4 / 0.020)
+    # the policy's own first choice (root and 7) would have made 2 tokens at 2 rows
+    assert rates["racer intended"].rate("all") == pytest.approx(5 / 0.020)
+    # the oracle: step 1's tree held 7, 9, 11 (4 tokens, 4 rows); step 2's 9, 11, 13, but the reply ends
+    # at 13: 9 and 11 and the bonus (3 tokens, 3 rows padded to 4)
+    assert rates["racer ceiling"].rate("all") == pytest.approx(7 / 0.020)
+    assert rates["racer roots to oracle"].rate("all") == pytest.approx(7 / 0.020)
+
+
+def test_calibration_labels_the_tested_nodes_with_the_policys_edge_chance() -> None:
+    nodes = tree_oracle.calibration(_doc())
+    first = [n for n in nodes[:5]]  # step 1: parent on the path 0 -> 1 -> 3 -> 5 (known 4 tokens)
+    assert [(n["edge"], n["hit"]) for n in first] == pytest.approx(
+        [(0.5, True), (0.4, False), (0.5, True), (0.2, False), (0.8, True)])
+
+
+def test_overheads_split_a_step_into_its_phases_beyond_ar() -> None:
+    per = tree_oracle.overheads(_doc(), "racer", ar_python=0.001)
+    assert per["retrieve"][0] == pytest.approx(0.001)
+    assert per["choose"][0] == pytest.approx(0.001)
+    assert per["table"][0] == pytest.approx(0.0005)
+    assert per["decoder"][0] == pytest.approx(0.005 - 0.003 - 0.001)
+    assert per["beyond ar"][0] == pytest.approx(0.004)
+
+
+def test_record_refuses_the_held_out_questions() -> None:
+    with pytest.raises(SystemExit, match="held out"):
+        tree_oracle.main(["record", "--out", "/nonexistent", "--question-end", "42"])
+
+
+def test_the_script_records_and_reports_on_the_tiny_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tree_oracle.main(["record", "--tiny", "--out", str(tmp_path), "--question-end", "1", "--max-new-tokens", "8"])
+    doc = json.loads((tmp_path / "steps.json").read_text())
+    assert set(doc["questions"][0]["methods"]) == {"ar", "racer", "suffix"}
+    tree_oracle.main(["report", str(tmp_path / "steps.json")])
+    out = capsys.readouterr().out
+    assert "racer ceiling" in out and "suffix ceiling" in out and "beyond ar" in out
