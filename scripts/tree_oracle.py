@@ -234,6 +234,9 @@ def record(args: argparse.Namespace) -> None:
     load = [os.getloadavg()[0]]
     _warm_up(engine, methods, base, None)  # as the benchmark: the curve measured again, one short reply per method
     curve = engine.cost_curve()
+    if args.curve:  # the policies weigh a given curve instead (keeping what the warm-up taught them)
+        curve = parse_curve(args.curve).on_grid(curve.sizes)
+        engine._use_curve(curve)
     questions = []
     with tapped() as tap:
         for q in load_suite(args.suite)[args.question_begin : args.question_end]:
@@ -256,6 +259,7 @@ def record(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     doc = {"model": engine.info.model, "dtype": engine.info.dtype, "curve": curve.to_json(), "load": load,
+           "curve_given": bool(args.curve),
            "max_new_tokens": args.max_new_tokens, "questions": questions}
     (out / "steps.json").write_text(json.dumps(doc))
     print(f"{engine.info.model}: {len(questions)} questions recorded to {out / 'steps.json'}; "
@@ -295,12 +299,6 @@ def scored_steps(doc: dict, method: str) -> list[Scored]:
                                 int(step.get("fed") or len(step["chosen"])), step))
             at += len(step["emitted"])
     return found
-
-
-def mean_python(doc: dict, method: str) -> float:
-    """A step's mean seconds outside the forward pass (drafting, acceptance, updates)."""
-    values = [s["draft_s"] + s["update_s"] for q in doc["questions"] for s in q["methods"].get(method, {"steps": []})["steps"]]
-    return float(np.mean(values)) if values else 0.0
 
 
 class Rates:
@@ -393,7 +391,9 @@ PRED_BINS = np.array([0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8])
 
 
 def calibration(doc: dict, method: str = "racer") -> list[dict]:
-    """Every tested node of the policy's trees: its features, predicted edge and path chance, outcome."""
+    """Every node of the policy's trees within the known text: its features, the
+    policy's edge and path chance, whether its parent was accepted (`tested`,
+    what the edge chance is about), whether it was."""
     nodes = []
     for s in scored_steps(doc, method):
         if "probs" not in s.step:
@@ -402,13 +402,16 @@ def calibration(doc: dict, method: str = "racer") -> list[dict]:
         edge = edge_estimates(t["parents"], s.step["probs"])
         tested = tested_nodes(t["parents"], t["depths"], s.path, s.known)
         on = set(s.path)
-        for i in np.nonzero(tested)[0]:
-            nodes.append({"ctx": t["context"][i], "rank": t["rank"][i], "depth": t["depths"][i], "edge": edge[i],
-                          "path": s.step["probs"][i], "hit": int(i) in on})
+        for i in range(1, len(t["tokens"])):
+            if t["depths"][i] <= s.known:
+                nodes.append({"ctx": t["context"][i], "rank": t["rank"][i], "depth": t["depths"][i], "edge": edge[i],
+                              "path": s.step["probs"][i], "tested": bool(tested[i]), "hit": i in on})
     return nodes
 
 
 def print_calibration(nodes: list[dict]) -> None:
+    labelled = nodes
+    nodes = [n for n in nodes if n["tested"]]
     if not nodes:
         print("\n(no tested nodes with the policy's estimates)")
         return
@@ -444,65 +447,79 @@ def print_calibration(nodes: list[dict]) -> None:
           {"name": "rank", "fmt": lambda r: "none (retrieval only)" if r < 0 else str(r)})
     table("The exact depth, by source", kind * 100 + np.minimum(depth, 12),
           {"name": "source, depth", "fmt": lambda k: f"{names[k // 100]}, {k % 100}{'+' if k % 100 == 12 else ''}"})
-    path = np.array([n["path"] for n in nodes])
+    path = np.array([n["path"] for n in labelled])
+    hit = np.array([n["hit"] for n in labelled], dtype=float)
     pb = np.searchsorted(PRED_BINS, path, side="right")
-    print("\nPath chance (P(node accepted), what the choice sums), tested nodes\n\n"
+    print("\nPath chance (P(node accepted), what the choice sums), every node within the known text\n\n"
           "| predicted | nodes | predicted mean | accepted |\n|---|---|---|---|")
     for b in sorted(set(pb.tolist())):
         m = pb == b
         print(f"| {edges[b]:.2f}-{edges[b + 1]:.2f} | {m.sum()} | {path[m].mean():.3f} | {hit[m].mean():.3f} |")
 
 
-PHASES = ("retrieve", "choose", "record", "learn", "table", "decoder")
+PHASES = ("retrieve", "choose", "record", "learn", "table")
 
 
-def overheads(doc: dict, method: str, ar_python: float) -> dict[str, list[float]]:
-    """Per step, the seconds of each phase a drafted step spends beyond an ar step:
-    retrieve (drafting but the choice), choose (the policy's choice and cut),
-    record and learn (the policy's), table (the table's and the automaton's
-    learning), decoder (the decoder's own beyond ar's: mask, acceptance, commit)."""
+def overheads(doc: dict, method: str) -> dict[str, list[float]]:
+    """Per step, seconds: retrieve (drafting but the choice), choose (the
+    policy's choice and cut), record and learn (the policy's), table (the
+    table's and the automaton's learning), drafter (their sum), decoder (the
+    decoder's own Python around them: mask, acceptance, commit, step record),
+    python (all of the step outside the forward pass)."""
     per: dict[str, list[float]] = defaultdict(list)
     for q in doc["questions"]:
         for s in q["methods"].get(method, {"steps": []})["steps"]:
-            p = s["phases"]
-            per["retrieve"].append(p["draft"] - p.get("choose", 0.0))
-            per["choose"].append(p.get("choose", 0.0))
-            per["record"].append(p.get("record", 0.0))
-            per["learn"].append(p.get("learn", 0.0))
-            per["table"].append(p["verified"] - p.get("record", 0.0) - p.get("learn", 0.0))
-            per["decoder"].append(s["draft_s"] + s["update_s"] - p["draft"] - p["verified"] - ar_python)
-            per["beyond ar"].append(s["draft_s"] + s["update_s"] - ar_python)
+            p = s.get("phases", {"draft": 0.0, "verified": 0.0})
+            parts = {"retrieve": p["draft"] - p.get("choose", 0.0), "choose": p.get("choose", 0.0),
+                     "record": p.get("record", 0.0), "learn": p.get("learn", 0.0),
+                     "table": p["verified"] - p.get("record", 0.0) - p.get("learn", 0.0)}
+            for k, v in parts.items():
+                per[k].append(v)
+            per["drafter"].append(sum(parts.values()))
+            per["decoder"].append(s["draft_s"] + s["update_s"] - p["draft"] - p["verified"])
+            per["python"].append(s["draft_s"] + s["update_s"])
     return per
 
 
-def print_overheads(doc: dict, methods: list[str], t1: float, ar_python: float, ar_verify: float) -> None:
-    print(f"\nPer step beyond an ar step (ar's own Python {1e3 * ar_python:.2f} ms a step); "
-          f"t(1) {1e3 * t1:.2f} ms by the curve, ar's forward {1e3 * ar_verify:.2f} ms measured (mean)\n")
-    print("| method | " + " | ".join(PHASES) + " | beyond ar (mean) | median | x t(1) |\n" + "|---" * (len(PHASES) + 4) + "|")
+def python_s(doc: dict, method: str, stat=np.median) -> float:
+    """A step's seconds outside the forward pass (drafting, acceptance, updates): `stat` over the steps."""
+    values = overheads(doc, method)["python"]
+    return float(stat(values)) if values else 0.0
+
+
+def print_overheads(doc: dict, methods: list[str], t1: float) -> None:
+    ar_verify = [s["verify_s"] for q in doc["questions"] for s in q["methods"].get("ar", {"steps": []})["steps"]]
+    print(f"\nPython per step (ms): t(1) {1e3 * t1:.2f} ms by the curve; ar's forward measured "
+          f"{1e3 * float(np.mean(ar_verify or [0])):.2f} ms mean, {1e3 * float(np.median(ar_verify or [0])):.2f} median\n")
+    forward = float(np.median(ar_verify or [t1]))
+    print("| method | " + " | ".join(PHASES) + " | drafter | decoder | ar's step | beyond ar | x t(1) | x ar's forward |\n"
+          + "|---" * (len(PHASES) + 7) + "|")
     for m in methods:
-        per = overheads(doc, m, ar_python)
-        if not per:
-            continue
-        mean = {k: float(np.mean(v)) for k, v in per.items()}
-        print(f"| {m} | " + " | ".join(f"{1e3 * mean[k]:.3f}" for k in PHASES)
-              + f" | {1e3 * mean['beyond ar']:.3f} | {1e3 * float(np.median(per['beyond ar'])):.3f} | "
-              f"{mean['beyond ar'] / t1:.3f} |")
-    print("\n(ms a step; each step's phases timed in-process during the recorded replies)")
+        per = overheads(doc, m)
+        for name, stat in (("mean", np.mean), ("median", np.median)):
+            value = {k: float(stat(v)) for k, v in per.items()}
+            beyond = value["python"] - python_s(doc, "ar", stat)
+            print(f"| {m} ({name}) | " + " | ".join(f"{1e3 * value[k]:.3f}" for k in (*PHASES, "drafter", "decoder"))
+                  + f" | {1e3 * python_s(doc, 'ar', stat):.3f} | {1e3 * beyond:.3f} | {beyond / t1:.3f} | "
+                  f"{beyond / forward:.3f} |")
+    print("\n(each step's phases timed in-process during the recorded replies; drafter: the five before it, "
+          "each step's sum; decoder: the rest of the step outside the forward; beyond ar: the whole step's "
+          "Python against ar's, mean against mean and median against median; x ar's forward: against the "
+          "median one-row forward of the same run, under the same load)")
 
 
 def report(args: argparse.Namespace) -> None:
     doc = json.loads(Path(args.steps).read_text())
-    curve = CostCurve(doc["curve"]["sizes"], doc["curve"]["seconds"])
+    curve = parse_curve(args.curve) if args.curve else CostCurve(doc["curve"]["sizes"], doc["curve"]["seconds"])
     sizes = EfficientSizes.from_curve(curve, LARGEST)
     methods = [m for m in ("racer", "suffix") if any(m in q["methods"] for q in doc["questions"])]
     categories = list(dict.fromkeys(q["category"] for q in doc["questions"]))
-    ar_steps = [s for q in doc["questions"] for s in q["methods"].get("ar", {"steps": []})["steps"]]
-    ar_python = mean_python(doc, "ar")
-    ar_verify = float(np.mean([s["verify_s"] for s in ar_steps])) if ar_steps else cost(sizes, 1)
-    extra = {m: max(0.0, mean_python(doc, m) - ar_python) for m in methods}
+    ar_python = python_s(doc, "ar")  # medians: a step's Python without the preemptions a busy machine adds
+    extra = {m: max(0.0, python_s(doc, m) - ar_python) for m in methods}
     print(f"{doc['model']} ({doc['dtype']}), {len(doc['questions'])} questions, {doc['max_new_tokens']} new tokens; "
           f"1-minute load {min(doc['load']):.2f}-{max(doc['load']):.2f} while recording")
-    print("cost curve (ms): " + ", ".join(f"{s}:{1e3 * t:.2f}" for s, t in zip(curve.sizes, curve.seconds, strict=True)))
+    given = "given to record" if doc.get("curve_given") else "measured by the engine"
+    print(f"cost curve (ms; {'given to report' if args.curve else given}): " + ", ".join(f"{s}:{1e3 * t:.2f}" for s, t in zip(curve.sizes, curve.seconds, strict=True)))
     differ = [q["question_id"] for q in doc["questions"] if len({tuple(r["tokens"]) for r in q["methods"].values()}) > 1]
     if differ:
         print(f"answers that differ between methods (their steps still score against their own text): {differ}")
@@ -510,7 +527,8 @@ def report(args: argparse.Namespace) -> None:
         raise SystemExit(f"{args.steps}: no racer or suffix steps recorded")
     with_python = speed_tables(doc, sizes, methods, ar_python, extra)
     print_speed("tok/s by the cost curve, each step also paying ar's own Python and the method's drafting "
-                "beyond ar (measured means: " + ", ".join(f"{m} {1e3 * extra[m]:.2f} ms" for m in methods) + ")",
+                "beyond ar (medians: ar's own "
+                f"{1e3 * ar_python:.2f} ms, beyond it " + ", ".join(f"{m} {1e3 * extra[m]:.2f} ms" for m in methods) + ")",
                 with_python, methods, categories)
     print_whatifs(with_python, methods)
     curve_only = speed_tables(doc, sizes, methods, 0.0, {m: 0.0 for m in methods})
@@ -519,7 +537,18 @@ def report(args: argparse.Namespace) -> None:
     print_steps(doc, methods)
     if "racer" in methods:
         print_calibration(calibration(doc))
-    print_overheads(doc, methods, cost(sizes, 1), ar_python, ar_verify)
+    print_overheads(doc, methods, cost(sizes, 1))
+
+
+def parse_curve(text: str) -> CostCurve:
+    """A cost curve from "rows:ms" pairs, e.g. 1:10.4,2:11,4:14.3."""
+    try:
+        points = sorted((int(k), float(v) / 1000) for k, v in (kv.split(":") for kv in text.split(",")))
+    except ValueError:
+        raise SystemExit(f"--curve {text!r}: give rows:ms pairs, e.g. 1:10.4,2:11,4:14.3") from None
+    if len(points) < 2 or points[0][0] != 1 or any(t <= 0 for _, t in points):
+        raise SystemExit(f"--curve {text!r}: give at least two sizes, from 1 row, each a positive time")
+    return CostCurve([k for k, _ in points], [t for _, t in points])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -533,8 +562,11 @@ def main(argv: list[str] | None = None) -> None:
     rec.add_argument("--max-new-tokens", type=int, default=128)
     rec.add_argument("--methods", default="ar,racer,suffix", help="ar first: the others are compared with it")
     rec.add_argument("--tiny", action="store_true", help="the tiny random-weight model (a smoke test)")
+    rec.add_argument("--curve", default="", help="rows:ms pairs the policies weigh instead of the measured curve")
     rep = sub.add_parser("report", help="the tables from a recording (no model)")
     rep.add_argument("steps", help="a steps.json written by record")
+    rep.add_argument("--curve", default="", help="rows:ms pairs to score on instead of the recorded curve "
+                     "(the choices stay the ones made on the recorded curve)")
     args = parser.parse_args(argv)
     record(args) if args.command == "record" else report(args)
 
