@@ -36,11 +36,12 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
 from racer_core.budget.cost_curve import CostCurve
-from racer_core.budget.tree_policy import _CTX_EDGES, _DEPTH_EDGES, _RANK_EDGES, EfficientSizes
+from racer_core.budget.tree_policy import _CTX_EDGES, _DEPTH_EDGES, _RANK_EDGES, EfficientSizes, TreePolicy
 
 HELD_OUT = 14
 """Built-in questions past this index are the ones results are checked on."""
@@ -317,18 +318,59 @@ class Rates:
         return self.tokens[key] / self.seconds[key] if self.seconds[key] else 0.0
 
 
+class GivenChances(TreePolicy):
+    """The tree policy's choice rule on chances given per step (`chances`), not its own estimates."""
+
+    chances: np.ndarray = np.ones(1)
+
+    def path_probabilities(self, tree: object) -> np.ndarray:
+        return self.chances
+
+
+def calibration_map(nodes: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """(the policy's mean path chance, the acceptance seen) per bin of path chance,
+    the acceptance made non-decreasing: read with np.interp, a calibration of the policy's chances."""
+    path = np.array([n["path"] for n in nodes])
+    hit = np.array([n["hit"] for n in nodes], dtype=float)
+    bins = np.searchsorted(PRED_BINS, path, side="right")
+    xs, ys = [], []
+    for b in sorted(set(bins.tolist())):
+        xs.append(path[bins == b].mean())
+        ys.append(hit[bins == b].mean())
+    return np.array(xs), np.maximum.accumulate(np.array(ys))
+
+
+def calibrated_choice(policy: GivenChances, step: dict, mapping: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """The nodes the policy's rule keeps once its path chances are read through `mapping`."""
+    chances = np.interp(np.asarray(step["probs"]), *mapping)
+    chances[0] = 1.0
+    policy.chances = chances
+    return policy.choose(SimpleNamespace(context=np.asarray(step["tree"]["context"]))).chosen
+
+
 def speed_tables(doc: dict, sizes: EfficientSizes, methods: list[str], python_s: float,
-                 extra: dict[str, float]) -> dict[str, Rates]:
+                 extra: dict[str, float], curve: CostCurve | None = None) -> dict[str, Rates]:
     """Per method its actual choices, the policy's own before the gate ("intended"),
     and the oracle's, each step at t(rows) + `python_s` (ar's own Python) + the
-    method's `extra` drafting seconds; ar alone at t(1) + `python_s` per token."""
+    method's `extra` drafting seconds; ar alone at t(1) + `python_s` per token.
+    With `curve`, racer's also the policy's rule on its path chances calibrated
+    on this very run ("calibrated", in-sample: a bound, not a policy)."""
     out: dict[str, Rates] = {"ar": Rates()}
+    calibrated = Rates()
+    if curve is not None and "racer" in methods:
+        policy = GivenChances(curve, largest=LARGEST)
+        mapping = calibration_map(calibration(doc))
     for method in methods:
         actual, intended, ceiling, roots = Rates(), Rates(), Rates(), Rates()
         for s in scored_steps(doc, method):
             over = python_s + extra[method]
-            out["ar"].add(s.category, s.emitted, s.emitted * (cost(sizes, 1) + python_s)) if method == methods[0] else None
+            if method == methods[0]:
+                out["ar"].add(s.category, s.emitted, s.emitted * (cost(sizes, 1) + python_s))
             actual.add(s.category, s.emitted, cost(sizes, s.rows) + over)
+            if curve is not None and method == "racer":
+                mine = calibrated_choice(policy, s.step, mapping) if "probs" in s.step else [0]
+                calibrated.add(s.category, min(accepted_in(s.path, mine) + 1, s.known),
+                               cost(sizes, sizes.padded(len(mine))) + over)
             mine = s.step.get("intended", s.step["chosen"])
             got = min(accepted_in(s.path, mine) + 1, s.known)
             intended.add(s.category, got, cost(sizes, sizes.padded(len(mine))) + over)
@@ -340,6 +382,8 @@ def speed_tables(doc: dict, sizes: EfficientSizes, methods: list[str], python_s:
                 roots.add(s.category, s.emitted, cost(sizes, s.rows) + over)
         out.update({method: actual, f"{method} intended": intended, f"{method} ceiling": ceiling,
                     f"{method} roots to oracle": roots})
+    if curve is not None and "racer" in methods:
+        out["racer calibrated"] = calibrated
     return out
 
 
@@ -361,30 +405,40 @@ def print_speed(title: str, rates: dict[str, Rates], methods: list[str], categor
 def print_whatifs(rates: dict[str, Rates], methods: list[str]) -> None:
     """Whole-run tok/s of each choice rule (x ar)."""
     ar = rates["ar"].rate("all")
-    print("\n| method | actual | the policy's own choice (no gate) | root-alone steps given the oracle's choice | ceiling |")
-    print("|---|---|---|---|---|")
+    print("\n| method | actual | the policy's own choice (no gate) | its rule on calibrated chances | "
+          "root-alone steps given the oracle's choice | ceiling |")
+    print("|---|---|---|---|---|---|")
     for m in methods:
-        cells = [rates[k].rate("all") for k in (m, f"{m} intended", f"{m} roots to oracle", f"{m} ceiling")]
-        print(f"| {m} | " + " | ".join(f"{v:.1f} ({v / ar:.2f}x)" for v in cells) + " |")
+        keys = (m, f"{m} intended", f"{m} calibrated", f"{m} roots to oracle", f"{m} ceiling")
+        print(f"| {m} | " + " | ".join(f"{rates[k].rate('all'):.1f} ({rates[k].rate('all') / ar:.2f}x)"
+                                       if k in rates else "-" for k in keys) + " |")
+
+
+DEPTH_BINS = ((0, 0), (1, 1), (2, 2), (3, 4), (5, 8), (9, 12), (13, LARGEST))
 
 
 def print_steps(doc: dict, methods: list[str]) -> None:
-    """Root-alone steps and how deep the true path ran in each drafted tree."""
-    print("\n| method | steps | root alone | of which the tree held >= 1 accepted draft | gate-paused | "
-          "MAT | true path in the tree: mean | >= 5 | >= 9 | >= 13 | ended at a leaf |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    """Root-alone steps, and how many drafts the whole tree's true path held against how many were accepted."""
+    print("\n| method | steps | root alone | of which the tree held >= 1 accepted draft | gate-paused | MAT | "
+          "true path ended at a leaf |\n|---|---|---|---|---|---|---|")
+    depths = {}
     for m in methods:
         steps = scored_steps(doc, m)
-        depth = np.array([len(s.path) - 1 for s in steps])
+        depth = np.array([min(len(s.path), s.known) - 1 for s in steps])
+        took = np.array([s.emitted - 1 for s in steps])
+        depths[m] = (depth, took)
         alone = np.array([len(s.step["chosen"]) == 1 for s in steps])
-        gated = np.array([bool(s.step.get("gate")) for s in steps])
+        gated = sum(bool(s.step.get("gate")) for s in steps)
         leaf = sum(1 for s in steps if len(s.path) > 1 and s.path[-1] not in s.tree["parents"])
-        n = len(steps)
-        print(f"| {m} | {n} | {alone.sum()} ({alone.mean():.0%}) | {(alone & (depth > 0)).sum()} | {gated.sum()} | "
-              f"{sum(s.emitted for s in steps) / n:.2f} | {depth.mean():.2f} | {(depth >= 5).sum()} | "
-              f"{(depth >= 9).sum()} | {(depth >= 13).sum()} | {leaf} |")
-    print("\n(The true path: the longest path of the whole drafted tree that the text follows, "
-          "what an oracle could have accepted; racer's tree is the 64-node tree before the policy's cut.)")
+        print(f"| {m} | {len(steps)} | {alone.sum()} ({alone.mean():.0%}) | {(alone & (depth > 0)).sum()} | {gated} | "
+              f"{(took + 1).mean():.2f} | {leaf} |")
+    print("\nSteps by drafts: on the whole tree's true path (what the oracle could take) / accepted\n")
+    print("| method | " + " | ".join(f"{lo}" if lo == hi else (f"{lo}+" if hi == LARGEST else f"{lo}-{hi}")
+                                    for lo, hi in DEPTH_BINS) + " | longest |\n" + "|---" * (len(DEPTH_BINS) + 2) + "|")
+    for m, (depth, took) in depths.items():
+        print(f"| {m} | " + " | ".join(f"{((depth >= lo) & (depth <= hi)).sum()} / {((took >= lo) & (took <= hi)).sum()}"
+                                       for lo, hi in DEPTH_BINS) + f" | {depth.max()} / {took.max()} |")
+    print("\n(racer's tree is the whole drafted tree, up to 64 nodes, before the policy's cut)")
 
 
 PRED_BINS = np.array([0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8])
@@ -525,13 +579,13 @@ def report(args: argparse.Namespace) -> None:
         print(f"answers that differ between methods (their steps still score against their own text): {differ}")
     if not methods:
         raise SystemExit(f"{args.steps}: no racer or suffix steps recorded")
-    with_python = speed_tables(doc, sizes, methods, ar_python, extra)
+    with_python = speed_tables(doc, sizes, methods, ar_python, extra, curve)
     print_speed("tok/s by the cost curve, each step also paying ar's own Python and the method's drafting "
                 "beyond ar (medians: ar's own "
                 f"{1e3 * ar_python:.2f} ms, beyond it " + ", ".join(f"{m} {1e3 * extra[m]:.2f} ms" for m in methods) + ")",
                 with_python, methods, categories)
     print_whatifs(with_python, methods)
-    curve_only = speed_tables(doc, sizes, methods, 0.0, {m: 0.0 for m in methods})
+    curve_only = speed_tables(doc, sizes, methods, 0.0, {m: 0.0 for m in methods}, curve)
     print_speed("tok/s by the cost curve alone (no Python counted)", curve_only, methods, categories)
     print_whatifs(curve_only, methods)
     print_steps(doc, methods)

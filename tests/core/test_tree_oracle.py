@@ -6,6 +6,7 @@ import itertools
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from racer_core.budget.cost_curve import CostCurve
@@ -157,3 +158,21 @@ def test_the_script_records_and_reports_on_the_tiny_model(tmp_path: Path, capsys
     tree_oracle.main(["report", str(tmp_path / "steps.json")])
     out = capsys.readouterr().out
     assert "racer ceiling" in out and "suffix ceiling" in out and "beyond ar" in out
+
+
+def test_the_calibration_map_reads_the_acceptance_seen_per_bin_never_decreasing() -> None:
+    nodes = [{"path": p, "hit": h} for p, h in [(0.02, False), (0.03, True), (0.55, True), (0.57, True),
+                                                (0.85, False), (0.87, True)]]
+    xs, ys = tree_oracle.calibration_map(nodes)
+    assert xs.tolist() == pytest.approx([0.025, 0.56, 0.86])
+    assert ys.tolist() == pytest.approx([0.5, 1.0, 1.0])  # the last bin saw 0.5: raised to the one before
+
+
+def test_the_policys_rule_on_calibrated_chances_keeps_a_node_worth_its_row() -> None:
+    curve = CostCurve([1, 2, 64], [0.010, 0.015, 0.500])  # a second row costs half a first
+    policy = tree_oracle.GivenChances(curve, largest=tree_oracle.LARGEST)
+    step = {"probs": [1.0, 0.05, 0.01], "tree": {"context": [0, 0, 0]}}
+    as_estimated = (np.array([0.0, 1.0]), np.array([0.0, 1.0]))
+    assert tree_oracle.calibrated_choice(policy, step, as_estimated).tolist() == [0]  # 1.05 tokens in 15 ms < 1 in 10
+    raised = (np.array([0.0, 0.05, 1.0]), np.array([0.0, 0.9, 1.0]))  # nodes estimated at 0.05 were accepted 90%
+    assert tree_oracle.calibrated_choice(policy, step, raised).tolist() == [0, 1]
