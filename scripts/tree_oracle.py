@@ -34,7 +34,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -592,6 +592,27 @@ def report(args: argparse.Namespace) -> None:
     if "racer" in methods:
         print_calibration(calibration(doc))
     print_overheads(doc, methods, cost(sizes, 1))
+    if args.rounds and "racer" in methods:
+        choice = choice_without_interference(doc, curve, args.rounds)
+        print(f"\nThe policy's choice and cut alone, replayed on the recorded trees, fastest of {args.rounds} "
+              f"interleaved rounds per tree: {1e3 * choice:.3f} ms a step (load now {os.getloadavg()[0]:.2f})")
+
+
+def choice_without_interference(doc: dict, curve: CostCurve, rounds: int) -> float:
+    """Mean seconds of TreePolicy.choose and cut per racer step, each recorded whole
+    tree timed in `rounds` interleaved rounds and its fastest kept (bench/timing.py)."""
+    from racer_core.bench.timing import fastest_of_rounds
+    from racer_core.drafting.tree import Tree, cut
+
+    policy = TreePolicy(curve, largest=LARGEST)
+    trees = []
+    for s in scored_steps(doc, "racer"):
+        t = s.tree
+        tree = Tree.of(t["tokens"], t["parents"], 1)
+        trees.append(replace(tree, context=np.asarray(t["context"], dtype=np.int64),
+                             rank=np.asarray(t["rank"], dtype=np.int64)))
+    times = fastest_of_rounds([lambda tree=tree: cut(tree, policy) for tree in trees], rounds, clock=clock)
+    return float(np.mean(times))
 
 
 def parse_curve(text: str) -> CostCurve:
@@ -619,6 +640,8 @@ def main(argv: list[str] | None = None) -> None:
     rec.add_argument("--curve", default="", help="rows:ms pairs the policies weigh instead of the measured curve")
     rep = sub.add_parser("report", help="the tables from a recording (no model)")
     rep.add_argument("steps", help="a steps.json written by record")
+    rep.add_argument("--rounds", type=int, default=0, help="also time the policy's choice alone on the recorded "
+                     "trees, fastest of this many interleaved rounds (0: not)")
     rep.add_argument("--curve", default="", help="rows:ms pairs to score on instead of the recorded curve "
                      "(the choices stay the ones made on the recorded curve)")
     args = parser.parse_args(argv)

@@ -155,9 +155,9 @@ def test_the_script_records_and_reports_on_the_tiny_model(tmp_path: Path, capsys
     tree_oracle.main(["record", "--tiny", "--out", str(tmp_path), "--question-end", "1", "--max-new-tokens", "8"])
     doc = json.loads((tmp_path / "steps.json").read_text())
     assert set(doc["questions"][0]["methods"]) == {"ar", "racer", "suffix"}
-    tree_oracle.main(["report", str(tmp_path / "steps.json")])
+    tree_oracle.main(["report", str(tmp_path / "steps.json"), "--rounds", "1"])
     out = capsys.readouterr().out
-    assert "racer ceiling" in out and "suffix ceiling" in out and "beyond ar" in out
+    assert "racer ceiling" in out and "suffix ceiling" in out and "beyond ar" in out and "interleaved rounds" in out
 
 
 def test_the_calibration_map_reads_the_acceptance_seen_per_bin_never_decreasing() -> None:
