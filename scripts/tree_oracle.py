@@ -89,6 +89,25 @@ def oracle(accepted: int, sizes: EfficientSizes, drafting_s: float = 0.0) -> tup
     return best_k, best_s
 
 
+def run_oracle(accepted: Sequence[int], sizes: EfficientSizes, drafting_s: float = 0.0) -> list[int]:
+    """Drafts to verify per step, the true path's first k_i, maximising the whole
+    run's sum(k_i + 1) / sum(t(k_i + 1 padded) + drafting_s): the ceiling of a
+    run's tokens per second, which the per-step best (`oracle`) is not (a step
+    may take a few rows below its own best rate when that rate is still above
+    the run's). Dinkelbach's iteration: each step maximises (k + 1) - rate * seconds
+    at the run's rate so far; the rate rises until no step changes."""
+    costs = [np.array([cost(sizes, k + 1) + drafting_s for k in range(min(a, LARGEST - 1) + 1)]) for a in accepted]
+    rate, ks = 0.0, [0] * len(costs)
+    for _ in range(100):
+        ks = [int(np.argmax(np.arange(1, len(c) + 1) - rate * c)) for c in costs]
+        tokens = sum(k + 1 for k in ks)
+        seconds = sum(float(c[k]) for c, k in zip(costs, ks, strict=True))
+        if seconds == 0 or tokens / seconds <= rate * (1 + 1e-12):
+            break
+        rate = tokens / seconds
+    return ks
+
+
 def cost(sizes: EfficientSizes, nodes: int) -> float:
     """The curve's seconds for `nodes` rows, padded up to the cheapest size that holds them."""
     i = int(np.searchsorted(sizes.sizes, nodes))
@@ -361,8 +380,12 @@ def speed_tables(doc: dict, sizes: EfficientSizes, methods: list[str], python_s:
         policy = GivenChances(curve, largest=LARGEST)
         mapping = calibration_map(calibration(doc))
     for method in methods:
-        actual, intended, ceiling, roots = Rates(), Rates(), Rates(), Rates()
-        for s in scored_steps(doc, method):
+        actual, intended, ceiling, roots, whole = Rates(), Rates(), Rates(), Rates(), Rates()
+        steps = scored_steps(doc, method)
+        over = python_s + extra[method]
+        for s, k in zip(steps, run_oracle([min(len(s.path), s.known) - 1 for s in steps], sizes, over), strict=True):
+            whole.add(s.category, k + 1, cost(sizes, k + 1) + over)
+        for s in steps:
             over = python_s + extra[method]
             if method == methods[0]:
                 out["ar"].add(s.category, s.emitted, s.emitted * (cost(sizes, 1) + python_s))
@@ -380,7 +403,8 @@ def speed_tables(doc: dict, sizes: EfficientSizes, methods: list[str], python_s:
                 roots.add(s.category, k + 1, seconds)
             else:
                 roots.add(s.category, s.emitted, cost(sizes, s.rows) + over)
-        out.update({method: actual, f"{method} intended": intended, f"{method} ceiling": ceiling,
+        out.update({method: actual, f"{method} intended": intended, f"{method} step ceiling": ceiling,
+                    f"{method} ceiling": whole,
                     f"{method} roots to oracle": roots})
     if curve is not None and "racer" in methods:
         out["racer calibrated"] = calibrated
@@ -406,10 +430,10 @@ def print_whatifs(rates: dict[str, Rates], methods: list[str]) -> None:
     """Whole-run tok/s of each choice rule (x ar)."""
     ar = rates["ar"].rate("all")
     print("\n| method | actual | the policy's own choice (no gate) | its rule on calibrated chances | "
-          "root-alone steps given the oracle's choice | ceiling |")
-    print("|---|---|---|---|---|---|")
+          "root-alone steps given the per-step oracle's choice | per-step ceiling | ceiling (whole run) |")
+    print("|---|---|---|---|---|---|---|")
     for m in methods:
-        keys = (m, f"{m} intended", f"{m} calibrated", f"{m} roots to oracle", f"{m} ceiling")
+        keys = (m, f"{m} intended", f"{m} calibrated", f"{m} roots to oracle", f"{m} step ceiling", f"{m} ceiling")
         print(f"| {m} | " + " | ".join(f"{rates[k].rate('all'):.1f} ({rates[k].rate('all') / ar:.2f}x)"
                                        if k in rates else "-" for k in keys) + " |")
 
@@ -439,6 +463,29 @@ def print_steps(doc: dict, methods: list[str]) -> None:
         print(f"| {m} | " + " | ".join(f"{((depth >= lo) & (depth <= hi)).sum()} / {((took >= lo) & (took <= hi)).sum()}"
                                        for lo, hi in DEPTH_BINS) + f" | {depth.max()} / {took.max()} |")
     print("\n(racer's tree is the whole drafted tree, up to 64 nodes, before the policy's cut)")
+
+
+def print_by_depth(doc: dict, methods: list[str], sizes: EfficientSizes) -> None:
+    """Per bin of drafts on the true path: what each method fed and accepted, against the whole-run oracle."""
+    print("\nBy drafts on the whole tree's true path: steps; mean rows fed / drafts accepted, each method "
+          "against the oracle on the curve alone\n")
+    print("| true path | " + " | ".join(f"{m} steps | {m} fed / accepted | oracle fed / accepted" for m in methods)
+          + " |\n" + "|---" * (1 + 3 * len(methods)) + "|")
+    scored = {m: scored_steps(doc, m) for m in methods}
+    ks = {id(s): k for m in methods
+          for s, k in zip(scored[m], run_oracle([min(len(s.path), s.known) - 1 for s in scored[m]], sizes), strict=True)}
+    for lo, hi in DEPTH_BINS:
+        cells = []
+        for m in methods:
+            steps = [s for s in scored[m] if lo <= min(len(s.path), s.known) - 1 <= hi]
+            if not steps:
+                cells += ["0", "-", "-"]
+                continue
+            best = [ks[id(s)] for s in steps]
+            cells += [str(len(steps)), f"{np.mean([s.rows for s in steps]):.1f} / {np.mean([s.emitted - 1 for s in steps]):.2f}",
+                      f"{np.mean([sizes.padded(k + 1) for k in best]):.1f} / {np.mean(best):.2f}"]
+        label = f"{lo}" if lo == hi else (f"{lo}+" if hi == LARGEST else f"{lo}-{hi}")
+        print(f"| {label} | " + " | ".join(cells) + " |")
 
 
 PRED_BINS = np.array([0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8])
@@ -589,6 +636,7 @@ def report(args: argparse.Namespace) -> None:
     print_speed("tok/s by the cost curve alone (no Python counted)", curve_only, methods, categories)
     print_whatifs(curve_only, methods)
     print_steps(doc, methods)
+    print_by_depth(doc, methods, sizes)
     if "racer" in methods:
         print_calibration(calibration(doc))
     print_overheads(doc, methods, cost(sizes, 1))

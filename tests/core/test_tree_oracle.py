@@ -176,3 +176,19 @@ def test_the_policys_rule_on_calibrated_chances_keeps_a_node_worth_its_row() -> 
     assert tree_oracle.calibrated_choice(policy, step, as_estimated).tolist() == [0]  # 1.05 tokens in 15 ms < 1 in 10
     raised = (np.array([0.0, 0.05, 1.0]), np.array([0.0, 0.9, 1.0]))  # nodes estimated at 0.05 were accepted 90%
     assert tree_oracle.calibrated_choice(policy, step, raised).tolist() == [0, 1]
+
+
+@pytest.mark.parametrize("accepted", [[0, 1, 7], [5, 5, 0, 2], [12, 0, 0, 0], [3]])
+def test_the_whole_run_oracle_is_the_best_of_every_choice_of_depths(accepted: list[int]) -> None:
+    sizes = _sizes({1: 0.010, 2: 0.011, 4: 0.0143, 8: 0.0239, 16: 0.0485, 32: 0.0766})
+    rate = lambda ks: sum(k + 1 for k in ks) / sum(tree_oracle.cost(sizes, k + 1) + 0.001 for k in ks)  # noqa: E731
+    best = max(rate(ks) for ks in itertools.product(*(range(a + 1) for a in accepted)))
+    assert rate(tree_oracle.run_oracle(accepted, sizes, 0.001)) == pytest.approx(best)
+
+
+def test_the_whole_run_oracle_takes_rows_a_step_alone_would_not() -> None:
+    # 8 rows make 8 tokens in 23.9 ms, 12 rows 12 in 36.2 ms: a hair slower for that step alone,
+    # but far above a run that also has a step with nothing to accept (1 token in 10 ms).
+    sizes = _sizes({1: 0.010, 8: 0.0239, 12: 0.0362, 16: 0.0485})
+    assert tree_oracle.oracle(11, sizes)[0] == 7
+    assert tree_oracle.run_oracle([11, 0], sizes) == [11, 0]
