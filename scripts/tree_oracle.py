@@ -359,10 +359,43 @@ def calibration_map(nodes: list[dict]) -> tuple[np.ndarray, np.ndarray]:
     return np.array(xs), np.maximum.accumulate(np.array(ys))
 
 
-def calibrated_choice(policy: GivenChances, step: dict, mapping: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    """The nodes the policy's rule keeps once its path chances are read through `mapping`."""
+def calibrated_chances(step: dict, mapping: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """The step's path chances as the policy estimated them, read through `mapping`."""
     chances = np.interp(np.asarray(step["probs"]), *mapping)
     chances[0] = 1.0
+    return chances
+
+
+def fine_key(ctx: int, rank: int, depth: int) -> tuple[int, int, int]:
+    """A finer kind of node than the policy's buckets: the exact context, rank and depth (capped)."""
+    return min(int(ctx), 12), min(int(rank), 8) if rank >= 0 else -1, min(int(depth), 12)
+
+
+def fine_rates(nodes: list[dict]) -> dict[tuple[int, int, int], tuple[int, int]]:
+    """(accepted, tested) per fine kind of node, over the tested nodes of the run."""
+    rates: dict[tuple[int, int, int], list[int]] = defaultdict(lambda: [0, 0])
+    for n in nodes:
+        if n["tested"]:
+            r = rates[fine_key(n["ctx"], n["rank"], n["depth"])]
+            r[0] += n["hit"]
+            r[1] += 1
+    return {k: (a, b) for k, (a, b) in rates.items()}
+
+
+def fine_chances(step: dict, rates: dict[tuple[int, int, int], tuple[int, int]], least: int = 10) -> np.ndarray:
+    """Path chances from the edge chance seen per fine kind (the policy's own
+    estimate for a kind seen fewer than `least` times)."""
+    t = step["tree"]
+    own = edge_estimates(t["parents"], step["probs"])
+    path = np.ones(len(t["tokens"]))
+    for i in range(1, len(path)):
+        hits, tested = rates.get(fine_key(t["context"][i], t["rank"][i], t["depths"][i]), (0, 0))
+        path[i] = path[t["parents"][i]] * (hits / tested if tested >= least else own[i])
+    return path
+
+
+def rule_choice(policy: GivenChances, step: dict, chances: np.ndarray) -> np.ndarray:
+    """The nodes the policy's rule keeps on these path chances."""
     policy.chances = chances
     return policy.choose(SimpleNamespace(context=np.asarray(step["tree"]["context"]))).chosen
 
@@ -373,12 +406,14 @@ def speed_tables(doc: dict, sizes: EfficientSizes, methods: list[str], python_s:
     and the oracle's, each step at t(rows) + `python_s` (ar's own Python) + the
     method's `extra` drafting seconds; ar alone at t(1) + `python_s` per token.
     With `curve`, racer's also the policy's rule on its path chances calibrated
-    on this very run ("calibrated", in-sample: a bound, not a policy)."""
+    on this very run ("calibrated"), and on the edge chances seen per fine kind
+    of node ("fine"), both in-sample: bounds, not policies."""
     out: dict[str, Rates] = {"ar": Rates()}
-    calibrated = Rates()
+    calibrated, fine = Rates(), Rates()
     if curve is not None and "racer" in methods:
         policy = GivenChances(curve, largest=LARGEST)
-        mapping = calibration_map(calibration(doc))
+        nodes = calibration(doc)
+        mapping, rates = calibration_map(nodes), fine_rates(nodes)
     for method in methods:
         actual, intended, ceiling, roots, whole = Rates(), Rates(), Rates(), Rates(), Rates()
         steps = scored_steps(doc, method)
@@ -391,9 +426,11 @@ def speed_tables(doc: dict, sizes: EfficientSizes, methods: list[str], python_s:
                 out["ar"].add(s.category, s.emitted, s.emitted * (cost(sizes, 1) + python_s))
             actual.add(s.category, s.emitted, cost(sizes, s.rows) + over)
             if curve is not None and method == "racer":
-                mine = calibrated_choice(policy, s.step, mapping) if "probs" in s.step else [0]
-                calibrated.add(s.category, min(accepted_in(s.path, mine) + 1, s.known),
-                               cost(sizes, sizes.padded(len(mine))) + over)
+                for rates_of, chances in ((calibrated, calibrated_chances), (fine, fine_chances)):
+                    mine = rule_choice(policy, s.step, chances(s.step, mapping if rates_of is calibrated else rates)) \
+                        if "probs" in s.step else [0]
+                    rates_of.add(s.category, min(accepted_in(s.path, mine) + 1, s.known),
+                                 cost(sizes, sizes.padded(len(mine))) + over)
             mine = s.step.get("intended", s.step["chosen"])
             got = min(accepted_in(s.path, mine) + 1, s.known)
             intended.add(s.category, got, cost(sizes, sizes.padded(len(mine))) + over)
@@ -407,7 +444,7 @@ def speed_tables(doc: dict, sizes: EfficientSizes, methods: list[str], python_s:
                     f"{method} ceiling": whole,
                     f"{method} roots to oracle": roots})
     if curve is not None and "racer" in methods:
-        out["racer calibrated"] = calibrated
+        out["racer calibrated"], out["racer fine"] = calibrated, fine
     return out
 
 
@@ -429,11 +466,13 @@ def print_speed(title: str, rates: dict[str, Rates], methods: list[str], categor
 def print_whatifs(rates: dict[str, Rates], methods: list[str]) -> None:
     """Whole-run tok/s of each choice rule (x ar)."""
     ar = rates["ar"].rate("all")
-    print("\n| method | actual | the policy's own choice (no gate) | its rule on calibrated chances | "
-          "root-alone steps given the per-step oracle's choice | per-step ceiling | ceiling (whole run) |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n| method | actual | the policy's own choice (no gate) | its rule, path chances calibrated | "
+          "its rule, edge chances per exact context, rank, depth | root-alone steps given the per-step oracle's "
+          "choice | per-step ceiling | ceiling (whole run) |")
+    print("|---|---|---|---|---|---|---|---|")
     for m in methods:
-        keys = (m, f"{m} intended", f"{m} calibrated", f"{m} roots to oracle", f"{m} step ceiling", f"{m} ceiling")
+        keys = (m, f"{m} intended", f"{m} calibrated", f"{m} fine", f"{m} roots to oracle", f"{m} step ceiling",
+                f"{m} ceiling")
         print(f"| {m} | " + " | ".join(f"{rates[k].rate('all'):.1f} ({rates[k].rate('all') / ar:.2f}x)"
                                        if k in rates else "-" for k in keys) + " |")
 

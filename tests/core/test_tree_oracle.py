@@ -172,10 +172,19 @@ def test_the_policys_rule_on_calibrated_chances_keeps_a_node_worth_its_row() -> 
     curve = CostCurve([1, 2, 64], [0.010, 0.015, 0.500])  # a second row costs half a first
     policy = tree_oracle.GivenChances(curve, largest=tree_oracle.LARGEST)
     step = {"probs": [1.0, 0.05, 0.01], "tree": {"context": [0, 0, 0]}}
-    as_estimated = (np.array([0.0, 1.0]), np.array([0.0, 1.0]))
-    assert tree_oracle.calibrated_choice(policy, step, as_estimated).tolist() == [0]  # 1.05 tokens in 15 ms < 1 in 10
-    raised = (np.array([0.0, 0.05, 1.0]), np.array([0.0, 0.9, 1.0]))  # nodes estimated at 0.05 were accepted 90%
-    assert tree_oracle.calibrated_choice(policy, step, raised).tolist() == [0, 1]
+    as_estimated = tree_oracle.calibrated_chances(step, (np.array([0.0, 1.0]), np.array([0.0, 1.0])))
+    assert tree_oracle.rule_choice(policy, step, as_estimated).tolist() == [0]  # 1.05 tokens in 15 ms < 1 in 10
+    raised = tree_oracle.calibrated_chances(step, (np.array([0.0, 0.05, 1.0]), np.array([0.0, 0.9, 1.0])))
+    assert raised.tolist() == pytest.approx([1.0, 0.9, 0.01 / 0.05 * 0.9])  # nodes estimated at 0.05 were accepted 90%
+    assert tree_oracle.rule_choice(policy, step, raised).tolist() == [0, 1]
+
+
+def test_fine_chances_read_each_kind_of_nodes_acceptance_where_it_was_seen_often_enough() -> None:
+    step = {"probs": [1.0, 0.5, 0.25, 0.1], "tree": {"tokens": [1, 2, 3, 4], "parents": [-1, 0, 1, 0],
+                                                      "depths": [0, 1, 2, 1], "context": [0, 4, 4, 0],
+                                                      "rank": [-1, -1, -1, 0]}}
+    rates = {(4, -1, 1): (9, 10), (4, -1, 2): (8, 10), (0, 0, 1): (1, 5)}  # the last too rarely seen: own estimate
+    assert tree_oracle.fine_chances(step, rates).tolist() == pytest.approx([1.0, 0.9, 0.72, 0.1])
 
 
 @pytest.mark.parametrize("accepted", [[0, 1, 7], [5, 5, 0, 2], [12, 0, 0, 0], [3]])
