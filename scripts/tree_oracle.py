@@ -17,6 +17,9 @@ drafts, so every subset of a drafted tree can be scored against the text:
    tokens per second, (accepted + 1) / (t(rows) + the step's drafting time),
    t the measured cost curve padded to the cheaper sizes as the engine pads.
    It is the accepted path cut at its best depth: any other node only costs.
+   Beside the per-step best, the whole run's: the depths that maximise the
+   run's tokens over its seconds (the ceiling of a run's rate), and the
+   policy's own rule on better chances learned from the run (in-sample bounds).
 2. Calibration: the policy's edge chance per node against the acceptance seen.
 3. Overhead: each drafted step's time beyond an ar step, by phase, against a
    one-row step's t(1).
@@ -154,7 +157,6 @@ class Tap:
 @contextlib.contextmanager
 def tapped() -> Iterator[Tap]:
     """Patches RacerDrafter, SuffixDrafter and TreePolicy (restored after) to record every step."""
-    from racer_core.budget.tree_policy import TreePolicy
     from racer_core.drafting import racer as racer_module
     from racer_core.drafting.suffix import SuffixDrafter
 
@@ -239,7 +241,7 @@ def record(args: argparse.Namespace) -> None:
     from racer_core.bench.suites import load_suite
     from racer_core.common.events import GenerationConfig
 
-    if args.suite == "builtin" and (args.question_end is None or args.question_end > HELD_OUT):
+    if args.suite == "builtin" and args.question_end > HELD_OUT:
         raise SystemExit(f"built-in questions past {HELD_OUT} are held out: give --question-end {HELD_OUT} or less")
     if args.tiny:
         from racer_core.testing import tiny_engine
@@ -250,6 +252,8 @@ def record(args: argparse.Namespace) -> None:
 
         engine = load_engine()
     methods = args.methods.split(",")
+    if not set(methods) <= {"ar", "racer", "suffix"}:
+        raise SystemExit(f"--methods {args.methods!r}: give some of ar, racer, suffix")
     base = GenerationConfig(method="ar", max_new_tokens=args.max_new_tokens)
     load = [os.getloadavg()[0]]
     _warm_up(engine, methods, base, None)  # as the benchmark: the curve measured again, one short reply per method
@@ -279,8 +283,7 @@ def record(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     doc = {"model": engine.info.model, "dtype": engine.info.dtype, "curve": curve.to_json(), "load": load,
-           "curve_given": bool(args.curve),
-           "max_new_tokens": args.max_new_tokens, "questions": questions}
+           "curve_given": bool(args.curve), "max_new_tokens": args.max_new_tokens, "questions": questions}
     (out / "steps.json").write_text(json.dumps(doc))
     print(f"{engine.info.model}: {len(questions)} questions recorded to {out / 'steps.json'}; "
           f"1-minute load {min(load):.2f}-{max(load):.2f}")
@@ -649,7 +652,11 @@ def print_overheads(doc: dict, methods: list[str], t1: float) -> None:
 
 
 def report(args: argparse.Namespace) -> None:
-    doc = json.loads(Path(args.steps).read_text())
+    try:
+        doc = json.loads(Path(args.steps).read_text())
+        doc["curve"], doc["questions"]  # noqa: B018 (what every table reads)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise SystemExit(f"{args.steps}: not a recording of tree_oracle.py record ({error})") from None
     curve = parse_curve(args.curve) if args.curve else CostCurve(doc["curve"]["sizes"], doc["curve"]["seconds"])
     sizes = EfficientSizes.from_curve(curve, LARGEST)
     methods = [m for m in ("racer", "suffix") if any(m in q["methods"] for q in doc["questions"])]

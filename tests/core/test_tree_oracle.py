@@ -201,3 +201,12 @@ def test_the_whole_run_oracle_takes_rows_a_step_alone_would_not() -> None:
     sizes = _sizes({1: 0.010, 8: 0.0239, 12: 0.0362, 16: 0.0485})
     assert tree_oracle.oracle(11, sizes)[0] == 7
     assert tree_oracle.run_oracle([11, 0], sizes) == [11, 0]
+
+
+def test_bad_input_gets_one_line(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="not a recording"):
+        tree_oracle.main(["report", str(tmp_path / "missing.json")])
+    with pytest.raises(SystemExit, match="rows:ms pairs"):
+        tree_oracle.parse_curve("1:10,2")
+    with pytest.raises(SystemExit, match="from 1 row"):
+        tree_oracle.parse_curve("2:10,4:12")
