@@ -154,7 +154,12 @@ def test_record_refuses_the_held_out_questions() -> None:
 def test_the_script_records_and_reports_on_the_tiny_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     tree_oracle.main(["record", "--tiny", "--out", str(tmp_path), "--question-end", "1", "--max-new-tokens", "8"])
     doc = json.loads((tmp_path / "steps.json").read_text())
-    assert set(doc["questions"][0]["methods"]) == {"ar", "racer", "suffix"}
+    runs = doc["questions"][0]["methods"]
+    assert set(runs) == {"ar", "racer", "suffix"}
+    for method in ("racer", "suffix"):  # the recorded choice is the tree each step verified, its tokens the reply's
+        steps = runs[method]["steps"]
+        assert [len(s["chosen"]) for s in steps] == [s["size"] for s in steps]
+        assert [t for s in steps for t in s["emitted"]] == runs[method]["tokens"][1:]
     tree_oracle.main(["report", str(tmp_path / "steps.json"), "--rounds", "1"])
     out = capsys.readouterr().out
     assert "racer ceiling" in out and "suffix ceiling" in out and "beyond ar" in out and "interleaved rounds" in out
