@@ -672,6 +672,10 @@ def report(args: argparse.Namespace) -> None:
         print(f"answers that differ between methods (their steps still score against their own text): {differ}")
     if not methods:
         raise SystemExit(f"{args.steps}: no racer or suffix steps recorded")
+    for m in methods:  # the scoring checked against the engine: each step's own choice accepts what it emitted
+        steps = scored_steps(doc, m)
+        same = sum(min(accepted_in(s.path, s.step["chosen"]) + 1, s.known) == s.emitted for s in steps)
+        print(f"{m}: the scoring gives the engine's acceptance on {same} of {len(steps)} steps")
     with_python = speed_tables(doc, sizes, methods, ar_python, extra, curve)
     print_speed("tok/s by the cost curve, each step also paying ar's own Python and the method's drafting "
                 "beyond ar (medians: ar's own "

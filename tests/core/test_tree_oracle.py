@@ -162,6 +162,8 @@ def test_the_script_records_and_reports_on_the_tiny_model(tmp_path: Path, capsys
         assert [t for s in steps for t in s["emitted"]] == runs[method]["tokens"][1:]
     tree_oracle.main(["report", str(tmp_path / "steps.json"), "--rounds", "1"])
     out = capsys.readouterr().out
+    steps = len(runs["racer"]["steps"])
+    assert f"racer: the scoring gives the engine's acceptance on {steps} of {steps} steps" in out
     assert "racer ceiling" in out and "suffix ceiling" in out and "beyond ar" in out and "interleaved rounds" in out
 
 
