@@ -2,6 +2,10 @@
 
     python scripts/tree_oracle.py record --out /tmp/oracle        # the model: answers and every step's tree
     python scripts/tree_oracle.py report /tmp/oracle/steps.json   # no model: the tables, in seconds
+    python scripts/tree_oracle.py record --out /tmp/quiet --curve 1:10.4,2:11,4:14.3,8:23.9   # the policies weigh this curve
+    python scripts/tree_oracle.py report /tmp/oracle/steps.json --rounds 5   # and the choice timed alone
+
+docs/performance.md ("where racer's speed is, step by step") has the tables and what they say.
 
 `record` answers built-in questions 1-14 (first turns, greedy, 128 new
 tokens, the defaults; 15-42 are held out, and refused) with ar, racer and
