@@ -231,3 +231,14 @@ def test_command_line_parsing_lives_in_racer_tui() -> None:
             parsing.append((path.name, main_guard))
     assert ("bench.py", True) in parsing  # the automaton's microbenchmark: the walk sees real modules
     assert [name for name, entry_point in parsing if not entry_point] == []
+
+
+def test_python_dash_m_racer_tui_is_the_command() -> None:
+    """`python -m racer_tui` runs the same command line as `racer-tui` (it used to say
+    "No module named racer_tui.__main__")."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "racer_tui", "--help"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: racer-tui")
