@@ -88,7 +88,8 @@ def test_every_python_script_answers_help(capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_linear_cost_dense_formats_on_random_weights(capsys: pytest.CaptureFixture[str]) -> None:
-    # compiled (torch.compile) is left to --help: inductor's first compile takes minutes on 2 cores.
+    # compiled (torch.compile) is left to --help: it adds seconds of inductor and sets inductor's freezing
+    # for the whole test process.
     run("linear_cost.py", "--formats", "flinear,fp32-1t", "--layers", "1", "--sizes", "1,2", "--rounds", "1",
         "--split-head")
     out = capsys.readouterr().out
