@@ -11,8 +11,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-UNSTEPPED_METHODS = frozenset({"hf", "pld"})
-"""Anchors whose engine events carry many steps at once: MAT means nothing there."""
+from racer_core.common import registry
+
+UNSTEPPED_METHODS = frozenset(s.name for s in registry.METHOD_SPECS if not s.stepped)
+"""Methods whose engine events carry many steps at once (the anchors): MAT means nothing there."""
 
 
 @dataclass
