@@ -1,7 +1,7 @@
 """One scripted engine with no model, for the app tests and the bench tests.
 
-It implements the Engine and Conversation protocols of racer_core.common.events and
-nothing more. Replies are fixed text cut into word tokens, so every method
+It implements the Engine and Conversation protocols of racer_core.common.events
+(every member: tests/core/test_engine_protocols.py checks) and nothing more. Replies are fixed text cut into word tokens, so every method
 yields the same tokens (as greedy decoding must) unless told to diverge;
 methods differ only in how many tokens each step carries. Every step reports
 the same timings, so tokens/s is the same on every run.
@@ -19,7 +19,9 @@ Test controls:
 - `diverge`: methods whose token ids differ from the others' (equality checks);
 - `vary`: shorten the reply by a prompt-dependent amount (livelier charts);
 - `vision`: take images with a message (else refuse them in one line, as a
-  text-only model does); `images` records what each message carried.
+  text-only model does); `images` records what each message carried;
+- `info.draft_head`: a draft head loaded (eagle3 is refused without one, as
+  every request the method cannot serve: racer_core/common/capabilities.py).
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ from __future__ import annotations
 import re
 import threading
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from fake_records import PROMPT_END, fake_record, fake_token_text
 
+from racer_core.common.capabilities import check_for
 from racer_core.common.errors import InputError, ModelLoadError
 from racer_core.common.events import (
     ContextUsage,
@@ -56,6 +60,8 @@ RACER_PATTERN = (3, 1, 4, 2, 1, 5, 2, 1)  # tokens per step for drafting methods
 DRAFTING = frozenset({"racer", "retrieval", "logits"})
 ONE_EVENT = frozenset({"hf", "pld"})  # the anchors report a whole reply in one event
 DIVERGED_IDS = 1_000_000  # token id offset for methods told to diverge
+TEXT_IDS = 50_000  # prompt words' ids: 50000 + a hash of the word below 50000
+TEMPLATE_IDS = (1, 2, 3, 4)  # a message's chat-template tokens (the reply's start takes the first 3)
 
 
 def tokenize(text: str) -> list[str]:
@@ -112,12 +118,12 @@ class FakeConversation:
     messages: list[dict[str, str]] = field(default_factory=list)
     images: dict[int, tuple] = field(default_factory=dict)  # message index -> its images, as the real one
 
-    def send(
-        self, user_text: str, config: GenerationConfig, should_stop: ShouldStop | None = None, images=()
-    ) -> Iterator[StepEvent]:
+    def send(self, user_text: str, config: GenerationConfig, should_stop: ShouldStop | None = None,
+             images: Sequence[Any] = (), prefill: str = "") -> Iterator[StepEvent]:
         engine = self.engine
-        if images and not engine.vision:
-            raise InputError(f"{engine.info.model} reads text only: it cannot take an image")
+        check_for(engine, config, images=bool(images))
+        if prefill and engine.vision:
+            raise InputError("an assistant prefill is supported for text-only models only")
         self.messages.append({"role": "user", "content": user_text})
         engine.images.append([(i.path, i.sha256) for i in images])
         if images:
@@ -127,48 +133,12 @@ class FakeConversation:
         engine.learned.append(self.learn)
         if engine.fail_with is not None:
             raise engine.fail_with
-        method = config.method
-        words = tokenize(engine.reply_for(user_text))
-        reason = "eos" if len(words) < config.max_new_tokens else "length"
-        words = words[: config.max_new_tokens]
-        drafting = method in DRAFTING
-        budget = 16 if config.max_num_draft == "auto" else int(config.max_num_draft)
-        id_base = 1000 + (DIVERGED_IDS if method in engine.diverge else 0)
-        emitted: list[str] = []
-        i = 0
-        root = PROMPT_END  # each step's tree grows below the last step's bonus token
-        sizes = _chunk_sizes(method, len(words))
-        for step, n in enumerate(sizes):
-            engine.hold_at_gate(should_stop)
-            if should_stop is not None and should_stop():
-                self.messages.append({"role": "assistant", "content": "".join(emitted)})
-                yield StepEvent(step + 1, (), 0, budget, 0.0, 0.0, 0.0, True, "cancelled")
-                return
-            chunk = words[i : i + n]
-            pieces = tuple(
-                TokenPiece(id_base + i + k, text, _source(method, step, k, k == len(chunk) - 1))
-                for k, text in enumerate(chunk)
-            )
-            if engine.step_hook is not None:
-                engine.step_hook(method)
-            i += n
-            engine.total_steps += 1
-            emitted.extend(chunk)
-            times = tuple(t * engine.slowdown for t in STEP_TIMES)
-            if engine.clock is not None:
-                engine.clock.advance(sum(times))
-            last = step == len(sizes) - 1
-            prefill = step == 0 and method not in ONE_EVENT
-            record = None if prefill else fake_record(method, step + 1, pieces, root, budget)
-            root = pieces[-1].token_id
-            priced = engine.curve is not None and record is not None
-            yield StepEvent(
-                step + 1, pieces, budget if drafting and not prefill else 1, budget, *times, last,
-                reason if last else None, record, curve_s=engine.curve(record.fed) if priced else None,
-            )
-        if not sizes:
-            yield StepEvent(1, (), 1, budget, *STEP_TIMES, True, reason)
-        self.messages.append({"role": "assistant", "content": "".join(emitted)})
+        emitted = yield from engine.reply_steps(user_text, config, should_stop)
+        self.messages.append({"role": "assistant", "content": prefill + emitted})
+
+    def prompt_ids(self, enable_thinking: bool | None = False, prefill: str = "") -> list[int]:
+        """Each message's words after 4 template tokens, then 3 for the reply's start and the prefill's words."""
+        return self.engine.chat_ids(self.messages, prefill)
 
 
 @dataclass
@@ -190,6 +160,8 @@ class FakeEngine:
     configs: list[GenerationConfig] = field(default_factory=list)
     learned: list[bool] = field(default_factory=list)  # per send: did the chat learn (racer_core/drafting/corpus.py)
     forgotten: int = 0  # forget_chats calls
+    refreshes: int = 0  # refresh_cost_curve calls
+    completions: list[tuple[str, GenerationConfig]] = field(default_factory=list)  # (text, config) per complete
     notice: str | None = None  # what a learning conversation reports when opened (a damaged corpus)
     context_limit: int | None = 8192  # the model's maximum tokens; None: it cannot say
     paused: threading.Event = field(default_factory=threading.Event)
@@ -232,16 +204,88 @@ class FakeEngine:
         self.conversations.append(conv)
         return conv
 
+    @property
+    def reads_images(self) -> bool:
+        return self.vision
+
+    def text_ids(self, text: str) -> list[int]:
+        """A token id per word (as the replies are cut), from its text."""
+        return [TEXT_IDS + zlib.crc32(word.encode()) % TEXT_IDS for word in tokenize(text)]
+
+    def chat_ids(self, messages: Sequence[dict[str, str]], prefill: str = "") -> list[int]:
+        """`messages` as this model reads them: 4 template tokens and the words of each, 3 for the reply's start."""
+        ids = [tid for m in messages for tid in (*TEMPLATE_IDS, *self.text_ids(m["content"]))]
+        return [*ids, *TEMPLATE_IDS[:3], *self.text_ids(prefill)]
+
+    def complete(self, text: str, config: GenerationConfig, should_stop: ShouldStop | None = None) -> Iterator[StepEvent]:
+        if not text:
+            raise InputError("the prompt is empty")
+        check_for(self, config)
+        self.completions.append((text, config))
+        return self.reply_steps(text, config, should_stop)
+
+    def reply_steps(self, prompt: str, config: GenerationConfig,
+                    should_stop: ShouldStop | None) -> Generator[StepEvent, None, str]:
+        """The scripted reply to `prompt`, one event per step; returns its text."""
+        method = config.method
+        words = tokenize(self.reply_for(prompt))
+        reason = "eos" if len(words) < config.max_new_tokens else "length"
+        words = words[: config.max_new_tokens]
+        drafting = method in DRAFTING
+        budget = 16 if config.max_num_draft == "auto" else int(config.max_num_draft)
+        id_base = 1000 + (DIVERGED_IDS if method in self.diverge else 0)
+        emitted: list[str] = []
+        i = 0
+        root = PROMPT_END  # each step's tree grows below the last step's bonus token
+        sizes = _chunk_sizes(method, len(words))
+        for step, n in enumerate(sizes):
+            self.hold_at_gate(should_stop)
+            if should_stop is not None and should_stop():
+                yield StepEvent(step + 1, (), 0, budget, 0.0, 0.0, 0.0, True, "cancelled")
+                return "".join(emitted)
+            chunk = words[i : i + n]
+            pieces = tuple(
+                TokenPiece(id_base + i + k, text, _source(method, step, k, k == len(chunk) - 1))
+                for k, text in enumerate(chunk)
+            )
+            if self.step_hook is not None:
+                self.step_hook(method)
+            i += n
+            self.total_steps += 1
+            emitted.extend(chunk)
+            times = tuple(t * self.slowdown for t in STEP_TIMES)
+            if self.clock is not None:
+                self.clock.advance(sum(times))
+            last = step == len(sizes) - 1
+            prefill = step == 0 and method not in ONE_EVENT
+            record = None if prefill else fake_record(method, step + 1, pieces, root, budget)
+            root = pieces[-1].token_id
+            priced = self.curve is not None and record is not None
+            yield StepEvent(
+                step + 1, pieces, budget if drafting and not prefill else 1, budget, *times, last,
+                reason if last else None, record, curve_s=self.curve(record.fed) if priced else None,
+            )
+        if not sizes:
+            yield StepEvent(1, (), 1, budget, *STEP_TIMES, True, reason)
+        return "".join(emitted)
 
     def forget_chats(self) -> None:
         self.forgotten += 1
 
-    def context_usage(self, messages, images=None) -> ContextUsage | None:
-        """Each message's words plus 4 template tokens, and 3 for the reply's start (none for no chat)."""
+    def context_usage(self, messages: Sequence[dict[str, str]],
+                      images: Mapping[int, Sequence[Any]] | None = None) -> ContextUsage | None:
+        """The chat's tokens as chat_ids counts them (none for no chat)."""
         if self.context_limit is None:
             return None
-        used = sum(len(tokenize(m["content"])) + 4 for m in messages) + 3 if messages else 0
-        return ContextUsage(used, self.context_limit)
+        return ContextUsage(len(self.chat_ids(messages)) if messages else 0, self.context_limit)
+
+    def refresh_cost_curve(self) -> None:
+        """The scripted curve is not measured: the call is only counted."""
+        self.refreshes += 1
+
+    def batched(self, max_rows: int = 256) -> None:
+        """No batching: the scripted engine serves one request at a time."""
+        return None
 
 
 def factory_for(engine: FakeEngine):

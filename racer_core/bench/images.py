@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from racer_core.common.errors import InputError
 
 if TYPE_CHECKING:  # the headless command lines check question files without importing torch
+    from racer_core.common.events import Engine
     from racer_core.engine.multimodal import ChatImage
 
 TurnImages = tuple[tuple[str, ...], ...]
@@ -39,9 +40,9 @@ def parse_turn_images(value: Any, turns: int, base: Path, where: str) -> TurnIma
     return tuple(out) if any(out) else ()
 
 
-def takes_images(engine: Any) -> bool:
+def takes_images(engine: Engine) -> bool:
     """Whether the engine's model reads images (a VL model with its processor)."""
-    return getattr(engine, "vision", None) is not None
+    return engine.reads_images
 
 
 def without_image_questions(questions: Sequence[Any], reads_images: bool) -> tuple[list[Any], int]:

@@ -28,6 +28,7 @@ from racer_core.bench.answers import AnswerRecord, AnswerWriter, Choice, answer_
 from racer_core.bench.images import images_of_turn, takes_images, without_image_questions
 from racer_core.bench.results import BenchResult, load_results
 from racer_core.bench.suites import Question
+from racer_core.common.capabilities import check_methods_for
 from racer_core.common.config import DRAFTING_METHODS
 from racer_core.common.errors import InputError, RacerError
 from racer_core.common.events import (
@@ -39,7 +40,6 @@ from racer_core.common.events import (
     ShouldStop,
     StepEvent,
 )
-from racer_core.common.registry import check_available
 from racer_core.common.stats import UNSTEPPED_METHODS, is_verification_step
 
 __all__ = [
@@ -156,7 +156,6 @@ def check_run(
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
         raise InputError(f"unknown method(s): {', '.join(unknown) or '(none)'}")
-    check_available(methods)  # a peer whose library is missing: refused before anything starts
     if num_choices < 1:
         raise InputError(f"num_choices must be at least 1, not {num_choices}")
     paths = answer_files(methods, answer_dir, answer_file)
@@ -256,6 +255,7 @@ def run_benchmark(
     returns True; the question in flight is then dropped.
     """
     methods, paths = check_run(methods, num_choices, answer_dir, answer_file, resume)
+    check_methods_for(engine, config, methods)  # a missing library or head, penalties an anchor cannot apply
     repeats = check_repeats(repeats)
     questions, skipped = without_image_questions(questions, takes_images(engine))
     start = start_run(
@@ -495,9 +495,8 @@ def _warm_up(
 
     The engine's cost curve is measured again first (where it can be), so a
     curve stored from a busy moment does not shape this run's trees."""
-    refresh = getattr(engine, "refresh_cost_curve", None)
-    if refresh is not None and any(m in DRAFTING_METHODS for m in methods):
-        refresh()
+    if any(m in DRAFTING_METHODS for m in methods):
+        engine.refresh_cost_curve()
     for m in methods:
         cfg = replace(config, method=m, max_new_tokens=min(WARMUP_TOKENS, config.max_new_tokens))
         conv = engine.new_conversation(system_prompt=system_prompt)

@@ -27,8 +27,6 @@ METHODS = registry.names()
 (racer_core/engine/decoder.py); `hf` (transformers' generate) and `pld` (its prompt lookup) are anchors."""
 TRANSFORMERS_METHODS = registry.names(registry.ANCHOR)
 """The anchors that run transformers' own generate (and its modules, not the lean forward)."""
-HEAD_METHODS = tuple(s.name for s in registry.METHOD_SPECS if s.needs_head)
-"""The methods that draft with a trained draft head (EAGLE-3's dynamic tree; --draft-model)."""
 DRAFTING_METHODS = tuple(s.name for s in registry.METHOD_SPECS if s.cost_sized)
 """The methods whose tree size follows the cost curve (racer and its one-source variants)."""
 

@@ -7,6 +7,7 @@ module without importing torch.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Protocol
@@ -127,30 +128,62 @@ ShouldStop = Callable[[], bool]
 Progress = Callable[[str, float | None], None]  # (message, fraction done or None)
 
 
+class Batcher(Protocol):
+    """Concurrent conversations' forward passes served together (racer_core/engine/batching.py)."""
+
+    passes: int  # shared passes so far
+    rows: int  # their rows, all passes together
+    last_rows: int  # rows in the last pass
+
+    def seat(self, engaged: bool = False) -> AbstractContextManager[Any]:
+        """Seat the calling thread for one request's generation (the block)."""
+        ...
+
+
 class Conversation(Protocol):
     """A chat whose automaton and logits table persist across turns."""
 
     messages: list[dict[str, str]]
+    images: dict[int, tuple[Any, ...]]  # message index -> its attached images (a text-only model's stays empty)
     learn: bool  # add this chat to the model's chat corpus after each reply (only if opened with learn=True)
     notice: str | None  # one line for the user from opening the chat (a damaged corpus moved aside)
 
     def send(self, user_text: str, config: GenerationConfig, should_stop: ShouldStop | None = None,
-             images: Sequence[Any] = ()) -> Iterator[StepEvent]:
+             images: Sequence[Any] = (), prefill: str = "") -> Iterator[StepEvent]:
         """Append the user turn (with its images: racer_core.engine.chat_image.ChatImage;
         a text-only model refuses them with an InputError), stream the reply one event per step.
 
+        `prefill` starts the reply with that text: the model continues it and the
+        events carry the continuation only (a model that reads images refuses it).
         The last event has finished=True. `should_stop` is checked before every
         step; when it returns True the reply ends with finish_reason
         "cancelled" and the conversation keeps what was generated so far.
+        A request the method or model cannot serve is refused before any
+        step (racer_core.common.capabilities.check_for).
         """
+        ...
+
+    def prompt_ids(self, enable_thinking: bool | None = False, prefill: str = "") -> list[int]:
+        """The chat (its messages and images) as the model reads it, up to the
+        reply; with `prefill`, ending in that start of the reply."""
         ...
 
 
 class Engine(Protocol):
     info: EngineInfo
+    context_limit: int | None  # the most tokens the model takes; None when its config does not say
+
+    @property
+    def reads_images(self) -> bool:
+        """Whether the model takes images with a message (a vision-language model)."""
+        ...
 
     def token_text(self, token_id: int) -> str:
         """One token's text on its own (the step inspector labels nodes with it)."""
+        ...
+
+    def text_ids(self, text: str) -> list[int]:
+        """`text` as token ids, as a completion reads it."""
         ...
 
     def new_conversation(
@@ -162,6 +195,10 @@ class Engine(Protocol):
         (racer_core/drafting/corpus.py)."""
         ...
 
+    def complete(self, text: str, config: GenerationConfig, should_stop: ShouldStop | None = None) -> Iterator[StepEvent]:
+        """Continue `text` as it is (no chat template), one StepEvent per forward pass."""
+        ...
+
     def forget_chats(self) -> None:
         """Clear what chats taught this model's drafts (its chat corpus)."""
         ...
@@ -171,6 +208,16 @@ class Engine(Protocol):
         """The tokens of the chat `messages` (with `images`: message index -> its
         images, a vision model's) of the model's maximum; None when the engine
         cannot say (its model declares no maximum)."""
+        ...
+
+    def refresh_cost_curve(self) -> object:
+        """Measure the cost curve again, so a curve stored from a busy moment
+        does not shape a benchmark's trees (an engine without one does nothing)."""
+        ...
+
+    def batched(self, max_rows: int = ...) -> Batcher | None:
+        """Serve concurrent conversations' forward passes together from now on;
+        None where the engine cannot (then requests are served one at a time)."""
         ...
 
 

@@ -16,11 +16,8 @@ To add a method, see docs/drafters.md.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-
-from racer_core.common.errors import InputError
 
 DRAFTER = "drafter"  # drafts trees that the shared decoder verifies (racer_core/engine/decoder.py)
 PLAIN = "plain"  # the decoder's drafter that never drafts (ar)
@@ -58,6 +55,10 @@ class MethodSpec:
     needs_head: bool = False  # it drafts with a draft head (--draft-model)
     shares: str | None = None  # another method whose drafter (and state) it uses, with its own settings
     cost_sized: bool = False  # its trees are sized by the tree policy on the cost curve (budget auto)
+    # What it can do; checked in one place, racer_core/common/capabilities.py (docs/design.md 2.1).
+    penalties: bool = True  # applies frequency, presence and repetition penalties
+    logprobs: bool = True  # reports each token's log-probability
+    stepped: bool = True  # one event per forward pass (an anchor reports its whole reply in one)
 
     @property
     def drafts(self) -> bool:
@@ -97,6 +98,8 @@ PROMPT_LOOKUP = SourceSpec(6, "NGRAM", "ngram", "prompt lookup", "#87afff")  # x
 
 _RACER = "racer_core.drafting.racer:RacerDrafter"
 PEERS_EXTRA = "peers"
+# transformers' generate, as the anchors run it: no penalties, no logits reported, one event per reply
+_GENERATE: dict[str, Any] = {"penalties": False, "logprobs": False, "stepped": False}
 
 METHOD_SPECS: tuple[MethodSpec, ...] = (
     MethodSpec("ar", "ar (plain decoding)", (160, 160, 160), "plain decoding: one token per pass",
@@ -107,9 +110,10 @@ METHOD_SPECS: tuple[MethodSpec, ...] = (
                drafter=_RACER, sources=(AUTOMATON,), shares="racer", cost_sized=True),
     MethodSpec("logits", "logits (logits tree)", (210, 153, 34), "racer with the logits table alone",
                drafter=_RACER, sources=(LOGITS,), shares="racer", cost_sized=True),
-    MethodSpec("hf", "hf (transformers)", (188, 140, 255), "anchor: transformers' generate", kind=ANCHOR),
+    MethodSpec("hf", "hf (transformers)", (188, 140, 255), "anchor: transformers' generate", kind=ANCHOR,
+               **_GENERATE),
     MethodSpec("pld", "pld (prompt lookup)", (255, 123, 114), "anchor: transformers' prompt lookup",
-               kind=ANCHOR),
+               kind=ANCHOR, **_GENERATE),
     MethodSpec("eagle3", "eagle3 (draft head, --draft-model)", (121, 192, 255),
                "EAGLE-3's dynamic tree from a trained draft head", drafter="racer_core.drafting.eagle3:Eagle3Drafter",
                sources=(HEAD,), needs_head=True),
@@ -150,10 +154,3 @@ def missing_extra(name: str) -> str | None:
     spec = REGISTRY.get(name)
     return None if spec is None else spec.missing()
 
-
-def check_available(methods: Sequence[str]) -> None:
-    """Refuse, in one line, the first method whose library is not installed."""
-    for name in methods:
-        problem = missing_extra(name)
-        if problem is not None:
-            raise InputError(problem)

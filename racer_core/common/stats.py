@@ -9,10 +9,15 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-UNSTEPPED_METHODS = frozenset({"hf", "pld"})
-"""Anchors whose engine events carry many steps at once: MAT means nothing there."""
+from racer_core.common import registry
+
+if TYPE_CHECKING:
+    from racer_core.common.events import StepEvent
+
+UNSTEPPED_METHODS = frozenset(s.name for s in registry.METHOD_SPECS if not s.stepped)
+"""Methods whose engine events carry many steps at once (the anchors): MAT means nothing there."""
 
 
 @dataclass
@@ -32,14 +37,14 @@ class Stats:
     stepped: bool = True  # False once an anchor's reply is summed in: no MAT then
     against_curve: CurveSpeed = field(default_factory=lambda: CurveSpeed())  # the steps the cost curve priced (defined below)
 
-    def add_step(self, event: Any) -> None:
+    def add_step(self, event: StepEvent) -> None:
         """One StepEvent of a reply in progress; its own timings are the time."""
         self.tokens += event.accept_length
         seconds = event.draft_s + event.verify_s + event.update_s
         self.seconds += seconds
         if is_verification_step(event):
             self._steps([event.accept_length])
-            if getattr(event, "curve_s", None) is not None:
+            if event.curve_s is not None:
                 self.against_curve.add(event.accept_length, seconds, event.curve_s)
 
     def add_reply(self, tokens: int, seconds: float, accept_lengths: list[int] | tuple[int, ...], method: str) -> None:

@@ -76,9 +76,11 @@ class RacerDrafter(Drafter):
 
     def configure(self, config: GenerationConfig) -> None:
         self._ensure_automaton(config)
+        # the sources the method declares (racer both, retrieval and logits one each);
         # ngram 0 or max_breadth 0 turns that source off, as the original's flags do
-        self.use_trie = config.method in ("racer", "retrieval") and config.ngram > 0
-        self.use_table = config.method in ("racer", "logits") and config.max_breadth > 0
+        spec = registry.REGISTRY[config.method]
+        self.use_trie = registry.AUTOMATON in spec.sources and config.ngram > 0
+        self.use_table = registry.LOGITS in spec.sources and config.max_breadth > 0
         auto = config.max_num_draft == "auto" and self.setup.policy_for is not None
         self.policy = self.setup.policy_for(config.method) if auto else None  # type: ignore[misc]
         self.generated = []

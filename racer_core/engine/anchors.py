@@ -17,10 +17,8 @@ import torch
 from transformers.generation.stopping_criteria import StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
-from racer_core.common.errors import InputError
 from racer_core.common.events import GenerationConfig, Source
 from racer_core.engine.decoder import Step
-from racer_core.verify.penalties import penalties_of
 
 PLD_TOKENS = 10  # the pld anchor: prompt lookup with 10 draft tokens (README, Methods)
 _DONE = object()
@@ -57,9 +55,9 @@ def generate_with_transformers(
 ) -> Iterator[Step]:
     """One Step per chunk `generate` streams (one token for `hf`, an accepted
     run for `pld`); the drafts' origin is not reported, so all count as MODEL.
-    `pixels`: a VL prompt's image inputs, handed to `generate` as they are."""
-    if penalties_of(config).active:
-        raise InputError(f"{config.method} does not apply frequency, presence or repetition penalties")
+    `pixels`: a VL prompt's image inputs, handed to `generate` as they are.
+    The anchors declare no penalties and no log-probabilities: a request for
+    them is refused before this runs (racer_core/common/capabilities.py)."""
     rt = engine.runtime
     streamer = _QueueStreamer()
     stop = _StopWhen(should_stop or (lambda: False))

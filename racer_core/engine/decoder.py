@@ -21,6 +21,7 @@ import torch
 
 from racer_core.budget.tree_policy import TreePolicy
 from racer_core.common import registry
+from racer_core.common.capabilities import check_method
 from racer_core.common.errors import InputError
 from racer_core.common.events import GenerationConfig, Source
 from racer_core.common.step_record import StepRecord
@@ -139,7 +140,7 @@ class SequenceDecoder:
                  capture: tuple[int, ...] = (), **extra: Any) -> torch.Tensor:
         """The logits; with `capture` (layer ids, eagle3's) the states entering
         those layers, concatenated, are left in `self.captured`."""
-        if not getattr(self.rt.lean, "passes_elsewhere", False):  # a batch's pass thread chooses its own
+        if self.rt.lean is None or not self.rt.lean.passes_elsewhere:  # a batch's pass thread chooses its own
             follow_free_cores(self.rt.lean)
         if self.rt.lean is not None and not extra and positions.ndim == 1:
             if not capture:
@@ -281,10 +282,7 @@ class SequenceDecoder:
         spec = registry.method(config.method)
         if spec is None or spec.kind == registry.ANCHOR:
             raise InputError(f"unknown decoding method {config.method!r}")
-        if spec.needs_head and self.rt.head is None:
-            raise InputError(f"{config.method} needs a draft head: give one with --draft-model PATH "
-                             "(a folder or hub id of an EAGLE-3 head for this model)")
-        registry.check_available([config.method])
+        check_method(config.method, config, head=self.rt.head is not None)  # its library, head, penalties
         if not prompt:
             raise InputError("the prompt is empty")
         if len(prompt) >= self.rt.max_length:

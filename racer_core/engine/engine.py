@@ -24,6 +24,7 @@ from racer_core.budget import cost_curve as curves
 from racer_core.budget import cpu_class
 from racer_core.budget.cost_curve import CPU_GRID, CPU_QUICK, GPU_GRID, MAX_MEASUREMENTS, QUICK_ROUNDS, CostCurve
 from racer_core.budget.tree_policy import TreePolicy
+from racer_core.common.capabilities import check_for
 from racer_core.common.config import TRANSFORMERS_METHODS
 from racer_core.common.errors import InputError
 from racer_core.common.events import (
@@ -148,6 +149,11 @@ class RacerEngine:
             head=loaded.head,
             rope_switch=rope_switch_of(model.config),
         )
+
+    @property
+    def reads_images(self) -> bool:
+        """The Engine protocol's: a vision-language model loaded with its processor."""
+        return self.vision is not None
 
     @property
     def model(self) -> Any:
@@ -341,6 +347,7 @@ class RacerEngine:
             raise InputError("the prompt is empty")
         if self.tokenizer is None:
             raise InputError(f"{self.info.model} has no tokenizer: it cannot read text")
+        check_for(self, config)
         prompt = self.text_ids(text)
         return step_events(self, self.decoder(), prompt, config, IncrementalDecoder(self.tokenizer), should_stop)
 
@@ -405,8 +412,7 @@ class ChatConversation:
         images = [*images, *(load_image(path) for path in inline)]
         if not user_text.strip():
             raise InputError("the message is empty")
-        if images and self.engine.vision is None:
-            raise InputError(f"{self.engine.info.model} reads text only: it cannot take an image")
+        check_for(self.engine, config, images=bool(images))
         if prefill and self.engine.vision is not None:
             raise InputError("an assistant prefill is supported for text-only models only")
         self.messages.append({"role": "user", "content": user_text})

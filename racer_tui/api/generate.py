@@ -1,11 +1,10 @@
 """What a job does on the engine thread: open a conversation per choice, send
 the prompt, and hand each step's tokens to the request.
 
-Only the engine's public interface is used (racer_core.common.events.Engine: a new
-conversation, its messages, `send`), so the scripted engine of the tests
-serves too. Two things only a real RacerEngine has are used where present:
-the prompt's length (`prompt_ids`, for usage and the context check) and plain
-completions (`complete`).
+Only the engine's declared interface is used (racer_core.common.events.Engine
+and Conversation: a new conversation, its messages and images, `send`,
+`prompt_ids` for usage and the context check, `complete` for plain
+completions), so the scripted engine of the tests serves too.
 
 Items posted to the request, in order: Started, then per choice its Deltas and
 a ChoiceEnd; an exception instead when the request fails (before Started it
@@ -14,13 +13,12 @@ becomes the HTTP answer). The worker adds FINISHED.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
 from racer_core.common.config import SEED_LIMIT, GenerationConfig
-from racer_core.common.events import Engine, StepEvent, TokenPiece
+from racer_core.common.events import Conversation, Engine, StepEvent, TokenPiece
 from racer_tui.api.chat_input import ChatPrompt
 from racer_tui.api.protocol import Sampling, bad_request
 from racer_tui.api.reply import StopText, Tally
@@ -45,11 +43,6 @@ class ChoiceEnd:
     index: int
     finish_reason: str  # OpenAI's: "stop" or "length"
     tally: Tally
-
-
-def context_length(engine: Engine) -> int | None:
-    """The model's context in tokens, where the engine says (RacerEngine's runtime)."""
-    return getattr(getattr(engine, "runtime", None), "max_length", None)
 
 
 def check_room(prompt_tokens: int, sampling: Sampling, context: int | None) -> None:
@@ -78,12 +71,8 @@ def chat_work(engine: Engine, prompt: ChatPrompt, sampling: Sampling, step: Step
         for i in range(sampling.n):
             conv = engine.new_conversation()
             if i == 0:
-                if prompt.prefill and "prefill" not in inspect.signature(conv.send).parameters:
-                    raise bad_request(f"{engine.info.model} cannot continue an assistant prefill", "messages")
-                length = _chat_prompt_length(conv, prompt, sampling.config)
-                if length is not None:
-                    check_room(length, sampling, context_length(engine))
-                    job.prompt_tokens = length
+                job.prompt_tokens = _chat_prompt_length(conv, prompt, sampling.config)
+                check_room(job.prompt_tokens, sampling, engine.context_limit)
                 job.post(Started(job.prompt_tokens))
             conv.messages = list(prompt.history)
             _set_images(conv, prompt.history_images)
@@ -92,8 +81,7 @@ def chat_work(engine: Engine, prompt: ChatPrompt, sampling: Sampling, step: Step
             def should_stop(stops: StopText = stops) -> bool:
                 return job.should_stop() or stops.hit
 
-            prefill = {"prefill": prompt.prefill} if prompt.prefill else {}  # an engine without it is told at i == 0
-            events = conv.send(prompt.text, choice(sampling.config, i), should_stop, prompt.attached, **prefill)
+            events = conv.send(prompt.text, choice(sampling.config, i), should_stop, prompt.attached, prompt.prefill)
             if not _stream_choice(job, i, events, stops, step):
                 return
 
@@ -101,13 +89,9 @@ def chat_work(engine: Engine, prompt: ChatPrompt, sampling: Sampling, step: Step
 
 
 def completion_work(engine: Engine, text: str, sampling: Sampling, step: Step) -> Callable[[Job], None]:
-    complete = getattr(engine, "complete", None)
-    if complete is None:
-        raise bad_request(f"{engine.info.model} serves chat completions only")
-
     def work(job: Job) -> None:
-        job.prompt_tokens = len(engine.text_ids(text))  # type: ignore[attr-defined]
-        check_room(job.prompt_tokens, sampling, context_length(engine))
+        job.prompt_tokens = len(engine.text_ids(text))
+        check_room(job.prompt_tokens, sampling, engine.context_limit)
         job.post(Started(job.prompt_tokens))
         for i in range(sampling.n):
             stops = StopText(sampling.stops)
@@ -115,7 +99,7 @@ def completion_work(engine: Engine, text: str, sampling: Sampling, step: Step) -
             def should_stop(stops: StopText = stops) -> bool:
                 return job.should_stop() or stops.hit
 
-            if not _stream_choice(job, i, complete(text, choice(sampling.config, i), should_stop), stops, step):
+            if not _stream_choice(job, i, engine.complete(text, choice(sampling.config, i), should_stop), stops, step):
                 return
 
     return work
@@ -144,19 +128,16 @@ def _stream_choice(job: Job, index: int, events: Iterator[StepEvent], stops: Sto
     return True
 
 
-def _chat_prompt_length(conv: Any, prompt: ChatPrompt, config: GenerationConfig) -> int | None:
-    """The prompt's tokens as `conv` renders them (None: this engine does not say)."""
-    ids_of = getattr(conv, "prompt_ids", None)
-    if ids_of is None:
-        return None
+def _chat_prompt_length(conv: Conversation, prompt: ChatPrompt, config: GenerationConfig) -> int:
+    """The prompt's tokens as `conv` renders them (a model that reads images refuses a prefill here)."""
     conv.messages = [*prompt.history, {"role": "user", "content": prompt.text}]
     _set_images(conv, {**prompt.history_images, len(prompt.history): prompt.attached} if prompt.attached
                 else prompt.history_images)
-    length = len(ids_of(config.enable_thinking, prompt.prefill) if prompt.prefill else ids_of(config.enable_thinking))
+    length = len(conv.prompt_ids(config.enable_thinking, prompt.prefill))
     conv.images = {}
     return length
 
 
-def _set_images(conv: Any, images: dict[int, tuple[Any, ...]]) -> None:
+def _set_images(conv: Conversation, images: dict[int, tuple[Any, ...]]) -> None:
     if images:
         conv.images = dict(images)

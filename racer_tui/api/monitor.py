@@ -182,7 +182,7 @@ class ApiMonitor(App[int]):
 
     def _show_queue(self) -> None:
         busy = f"{len(self.active)} running" if len(self.active) > 1 else ("busy" if self.running else "idle")
-        batcher = getattr(self.service, "batcher", None)
+        batcher = self.service.batcher if self.service is not None else None
         if batcher is not None and batcher.passes:
             busy += f" ({batcher.last_rows} rows in the last pass, {batcher.rows / batcher.passes:.1f} on average)"
         line = f"queue: {self.queued} waiting  │  {busy}  │  refused: {self.refusals}"

@@ -23,7 +23,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from racer_core.common.config import FIELDS, TRANSFORMERS_METHODS, ConfigError, GenerationConfig
+from racer_core.common.capabilities import CapabilityError
+from racer_core.common.config import FIELDS, ConfigError, GenerationConfig
 from racer_core.common.errors import InputError
 from racer_tui.api import neutral_fields
 
@@ -257,12 +258,6 @@ def sampling(request: _Sampling, default_method: str, max_tokens: int | None = N
     fields["frequency_penalty"] = request.frequency_penalty or 0.0
     fields["presence_penalty"] = request.presence_penalty or 0.0
     fields["repetition_penalty"] = 1.0 if request.repetition_penalty is None else request.repetition_penalty
-    penalized = fields["frequency_penalty"] or fields["presence_penalty"] or fields["repetition_penalty"] != 1.0
-    if penalized and fields["method"] in TRANSFORMERS_METHODS:
-        raise bad_request(f"penalties are not supported with method {fields['method']}", "frequency_penalty")
-    if fields["logprobs"] is not None and fields["method"] in TRANSFORMERS_METHODS:
-        raise bad_request(f"logprobs is not supported with method {fields['method']} (transformers' generate "
-                          "here reports no logits)", "logprobs")
     try:
         for name, value in fields.items():  # each by its own rule, named as the request names it
             FIELDS[name].check(_param_name(name), value)
@@ -299,5 +294,7 @@ def _param_name(field: str) -> str:
 
 
 def input_error(exc: InputError) -> ApiError:
-    """An engine's refusal of this request (a text-only model given an image, a prompt too long)."""
-    return bad_request(str(exc))
+    """A refusal of this request (a method that gives no log-probabilities, a text-only
+    model given an image, a prompt too long), naming the request's field where known."""
+    param = _param_name(exc.param) if isinstance(exc, CapabilityError) else None
+    return bad_request(str(exc), param)

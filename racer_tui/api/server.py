@@ -27,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from racer_core.common.capabilities import check_for
 from racer_core.common.errors import InputError
 from racer_core.common.events import Engine
 from racer_tui.api.chat_input import chat_prompt
@@ -37,6 +38,7 @@ from racer_tui.api.protocol import (
     CompletionRequest,
     Sampling,
     bad_request,
+    input_error,
     parse,
     read_json,
     sampling,
@@ -72,7 +74,7 @@ def as_api_error(exc: BaseException) -> ApiError:
         return ApiError(429, f"the server is busy: {exc}", kind="rate_limit_error", code="queue_full",
                         headers={"Retry-After": str(exc.retry_after)})
     if isinstance(exc, InputError):
-        return bad_request(str(exc))
+        return input_error(exc)
     return ApiError(500, f"the server failed on this request ({type(exc).__name__}: {exc})", kind="server_error")
 
 
@@ -169,8 +171,7 @@ class ApiServer:
         req = parse(ChatRequest, read_json(await self._body(request)))
         plan = sampling(req, self.settings.default_method, self.settings.max_tokens)
         prompt = await run_in_threadpool(chat_prompt, req.messages)  # decodes images
-        if prompt.has_images and not getattr(self.engine, "vision", None):
-            raise bad_request(f"{self.model} reads text only: it cannot take an image", "messages")
+        check_for(self.engine, plan.config, images=prompt.has_images)
         return await self._answer(request, "chat", plan, chat_work(self.engine, prompt, plan, self.worker.step))
 
     async def completions(self, request: Request) -> Response:
@@ -181,6 +182,7 @@ class ApiServer:
             raise bad_request("send one prompt per request", "prompt")
         if not prompts[0]:
             raise bad_request("the prompt is empty", "prompt")
+        check_for(self.engine, plan.config)
         work = completion_work(self.engine, prompts[0], plan, self.worker.step)
         return await self._answer(request, "completion", plan, work)
 

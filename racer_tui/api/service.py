@@ -54,8 +54,7 @@ def engine_routes(engine: Engine, settings: ServerSettings, queue: int = DEFAULT
     """The batcher (None: one request at a time), the engine worker and the routes over `engine`."""
     # An engine with a lean forward batches its requests' passes; others
     # (the stock forward, the tests' scripted engine) serve one at a time.
-    batched = getattr(engine, "batched", None) if max_batch > 1 else None
-    batcher = batched(max_rows) if batched is not None else None
+    batcher = engine.batched(max_rows) if max_batch > 1 else None
     # The engine runs on worker threads from here: the OpenMP workers of the
     # thread that loaded it would only slow theirs (racer_core/engine/openmp_threads.py).
     from racer_core.engine.openmp_threads import release_openmp_workers  # torch is loaded by now

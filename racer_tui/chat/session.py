@@ -48,11 +48,10 @@ def drop_messages(conv: Conversation, start: int, end: int) -> None:
     """Remove the engine conversation's messages `start` to `end` (excluded)
     in place, with their images; the later messages' images move up with them."""
     del conv.messages[start:end]
-    images = getattr(conv, "images", None)  # a vision engine keys attached images by message index
-    if isinstance(images, dict):
-        moved = {i - (end - start) if i >= end else i: v for i, v in images.items() if not start <= i < end}
-        images.clear()
-        images.update(moved)
+    images = conv.images  # keyed by message index
+    moved = {i - (end - start) if i >= end else i: v for i, v in images.items() if not start <= i < end}
+    images.clear()
+    images.update(moved)
 
 
 def trim_conversation(conv: Conversation, keep: int) -> None:
@@ -71,7 +70,7 @@ def fit_context(engine: Engine, conv: Conversation, text: str, images: list[Chat
     first = 1 if conv.messages and conv.messages[0]["role"] == "system" else 0
     dropped = 0
     while len(conv.messages) > first:
-        pictures = dict(getattr(conv, "images", None) or {})
+        pictures = dict(conv.images)
         if images:
             pictures[len(conv.messages)] = tuple(images)
         usage = engine.context_usage([*conv.messages, {"role": "user", "content": text}], pictures or None)
@@ -210,7 +209,7 @@ class ChatSession:
         extra = [{"role": "user", "content": pending}] if pending else []
         try:
             if self.conv is not None and self._conv_engine is engine:
-                return engine.context_usage([*self.conv.messages, *extra], getattr(self.conv, "images", None))
+                return engine.context_usage([*self.conv.messages, *extra], self.conv.images)
             history = [] if self.chat_id is None else self.history.messages(self.chat_id)
             messages, images = self.engine_messages(history)
             return engine.context_usage([*messages, *extra], images)
@@ -225,11 +224,9 @@ class ChatSession:
                 self._notice(conv.notice)
             # Earlier turns of a reopened chat: the engine templates them into the prompt,
             # with the images whose files are still the ones sent.
-            images = getattr(conv, "images", None)
             messages, earlier_images = self.engine_messages(history, with_system=False, start=len(conv.messages))
             conv.messages.extend(messages)
-            if isinstance(images, dict):
-                images.update(earlier_images)
+            conv.images.update(earlier_images)
             self.conv, self._conv_engine = conv, engine
         return self.conv
 

@@ -36,7 +36,6 @@ from racer_core.budget.cpu_class import ISA_CHOICES, reexec_with_isa
 from racer_core.common.counts import counted
 from racer_core.common.errors import RacerError
 from racer_core.common.events import METHODS, Engine, GenerationConfig
-from racer_core.common.registry import check_available
 from racer_tui.cli.errors import DEBUG_ENV, print_error
 from racer_tui.cli.eval_flags import add_original_arguments, add_suite_arguments, check_suite, questions_of, shard_plan
 from racer_tui.cli.params import at_least, methods, rule
@@ -160,14 +159,14 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser, *, engine_loa
         args.methods = ["racer"] if args.answer_file is not None else list(DEFAULT_METHODS)
     if args.question_end is not None and args.question_end <= (args.question_begin or 0):
         parser.error("--question-end must be greater than --question-begin")
-    refusal = o.method_refusal(args.methods, args)
-    if refusal is not None:
-        print_error(refusal)
-        return 2
     # Each value was checked alone; the whole config is built (and checked) before any model loads.
     args.config = GenerationConfig(
         method=args.methods[0], **{n: getattr(args, n) for n in TUNED}
     )
+    refusal = o.method_refusal(args.methods, args, args.config)
+    if refusal is not None:  # a missing library or draft head, penalties an anchor does not apply
+        print_error(refusal)
+        return 2
     try:
         with _stop_on_signals():
             return _run(args, engine_loader or _default_loader)
@@ -192,7 +191,6 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser, *, engine_loa
 def _run(args: argparse.Namespace, loader: EngineLoader) -> int:
     # validate the questions and the worker plan before the slow model load: bad input fails at once
     questions, name = questions_of(args)
-    check_available(args.methods)  # before the slow load, like the questions
     plan = shard_plan(args)
     config = args.config
     system_prompt = args.system_prompt or None

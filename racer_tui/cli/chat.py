@@ -12,7 +12,6 @@ import functools
 from typing import Any
 
 import racer_tui.cli.options as o
-from racer_core.common.registry import missing_extra
 from racer_tui.cli.errors import print_error
 
 DESCRIPTION = "Chat with RACER speculative decoding and benchmark it, in the terminal or a browser."
@@ -44,17 +43,13 @@ def app_args(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser, **hooks: Any) -> int:
-    problem = missing_extra(args.method) if args.method else None
-    if problem is not None:  # a peer whose library is not installed: refused before the app starts
-        print_error(problem)
+    refusal = o.method_refusal([args.method] if args.method else [], args)
+    if refusal is not None:  # a peer whose library is missing, no draft head: refused before the app starts
+        print_error(refusal)
         return 2
     from racer_tui.app import RacerApp
     from racer_tui.engine_loader import default_engine_factory
 
-    refusal = o.method_refusal([args.method or ""], args)
-    if refusal is not None:
-        print_error(refusal)
-        return 2
     load = o.load_arguments(args)
     factory = functools.partial(default_engine_factory, **load) if load else default_engine_factory
     app = RacerApp(

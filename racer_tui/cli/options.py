@@ -18,14 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from racer_core.bench.suites import BENCH_NAMES, DEFAULT_DATA_ROOT
+from racer_core.common.capabilities import CapabilityError, check_method
 from racer_core.common.config import (
     DEFAULTS,
     FIELDS,
-    HEAD_METHODS,
     MAX_BREADTH,
     MAX_DRAFT,
     MAX_TEMPERATURE,
     METHODS,
+    GenerationConfig,
 )
 from racer_core.models.checkpoints import FORWARDS, HALF, LoadOptions
 from racer_tui.cli.params import TOP_P_HELP, param, str2bool
@@ -187,12 +188,16 @@ def add_loading(parser: Any) -> None:
     DRAFT_MODEL.add(parser)
 
 
-def method_refusal(methods: Iterable[str], args: argparse.Namespace) -> str | None:
-    """Why a chosen method cannot run with the load options given (no draft head), or None."""
-    wanting = [m for m in methods if m in HEAD_METHODS]
-    if wanting and not getattr(args, "draft_model", None):
-        return (f"{wanting[0]} needs a draft head: give one with --draft-model PATH "
-                "(a folder or hub id of an EAGLE-3 head for this model)")
+def method_refusal(methods: Iterable[str], args: argparse.Namespace,
+                   config: GenerationConfig | None = None) -> str | None:
+    """Why a chosen method cannot run here with the load options given (its
+    library missing, no draft head) or with `config` (penalties it does not
+    apply, ...), or None: racer_core/common/capabilities.py, before any load."""
+    try:
+        for method in methods:
+            check_method(method, config, head=bool(args.draft_model))
+    except CapabilityError as refused:
+        return str(refused)
     return None
 
 

@@ -25,7 +25,8 @@ from racer_core.bench.board import BenchBoard
 from racer_core.bench.results import BenchResult, load_results
 from racer_core.bench.runner import BenchProgress, check_repeats, run_benchmark
 from racer_core.bench.suites import Question, load_suite, suite_name
-from racer_core.common.config import DEFAULTS, HEAD_METHODS
+from racer_core.common.capabilities import check_methods_for
+from racer_core.common.config import DEFAULTS
 from racer_core.common.counts import counted
 from racer_core.common.errors import RacerError
 from racer_core.common.events import METHODS, Engine, GenerationConfig
@@ -267,13 +268,13 @@ class BenchScreen(Screen):
             methods = self._methods()
             if not methods:
                 raise RacerError("choose at least one method")
-            if any(m in HEAD_METHODS for m in methods) and not engine.info.draft_head:
-                raise RacerError("eagle3 needs a draft head: start racer-tui with --draft-model PATH")
             questions = select_questions(
                 suite, self.query_one("#q-begin", Input).value, self.query_one("#q-end", Input).value
             )
             max_new_tokens = self._max_new_tokens()
             repeats = self._repeats()
+            config = self.host.settings.generation.replace(max_new_tokens=max_new_tokens)
+            check_methods_for(engine, config, methods)
         except RacerError as exc:
             self.notify(str(exc), title="Cannot start", severity="error", timeout=10)
             return
@@ -294,7 +295,6 @@ class BenchScreen(Screen):
         self._stop.clear()
         self._set_running(True)
         self._close_floating_controls()  # make way for the charts
-        config = self.host.settings.generation.replace(max_new_tokens=max_new_tokens)
         self._worker = self.run_bench(engine, questions, methods, config, answer_dir, name, repeats, self.run_id)
 
     @work(thread=True, exclusive=True, group="bench")

@@ -3,7 +3,9 @@ stopped (and their engine thread ended) when the block ends."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import io
 import json
 import urllib.error
 import urllib.request
@@ -33,6 +35,15 @@ def running(engine: Any, observers: list | None = None, refused: Any = None, que
         yield service
     finally:
         service.stop()
+
+
+def red_png_url() -> str:
+    """A 4x4 red PNG as a data: URL (an image part's)."""
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (4, 4), "red").save(out, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(out.getvalue()).decode()
 
 
 def client(where: ApiService | str, api_key: str = "unused") -> OpenAI:

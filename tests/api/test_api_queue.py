@@ -13,7 +13,7 @@ import time
 
 import pytest
 from api_helpers import Recorder, client, http, running
-from fake_engine import FakeEngine
+from fake_engine import FakeEngine, tokenize
 
 from racer_core.common.errors import InputError
 
@@ -132,10 +132,14 @@ def test_failures_answer_in_openais_shape_and_the_server_goes_on() -> None:
         assert wrong_verb.status == 405 and "error" in wrong_verb.json()
 
 
-def test_a_chat_only_engine_refuses_text_completions() -> None:
-    with running(FakeEngine()) as service:
-        with pytest.raises(openai.BadRequestError, match="chat completions only"):
-            client(service).completions.create(model="fake", prompt="hi")
+def test_text_completions_go_through_the_engines_complete() -> None:
+    # every engine completes text (the Engine protocol's `complete`): the scripted one too
+    engine = FakeEngine()
+    with running(engine) as service:
+        reply = client(service).completions.create(model="fake", prompt="hi there", max_tokens=5)
+    assert reply.choices[0].text == "".join(tokenize(engine.reply)[:5])
+    assert reply.usage.prompt_tokens == len(engine.text_ids("hi there")) == 2
+    assert [(text, config.max_new_tokens) for text, config in engine.completions] == [("hi there", 5)]
 
 
 def test_the_server_modules_never_import_torch() -> None:

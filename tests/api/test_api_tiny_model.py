@@ -4,15 +4,13 @@ is refused in OpenAI's shape and the server goes on serving."""
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 import threading
 import urllib.error
 import urllib.request
 
 import pytest
-from api_helpers import Answer, Recorder, client, http, running, weak_attention_engine
+from api_helpers import Answer, Recorder, client, http, red_png_url, running, weak_attention_engine
 
 torch = pytest.importorskip("torch")
 
@@ -193,14 +191,6 @@ def _post(service, body: bytes | str) -> Answer:
     return http(service, "/v1/chat/completions", body)
 
 
-def _png() -> str:
-    from PIL import Image
-
-    out = io.BytesIO()
-    Image.new("RGB", (4, 4), "red").save(out, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(out.getvalue()).decode()
-
-
 USER = [{"role": "user", "content": "hi"}]
 BAD = [
     ("malformed JSON", '{"messages": [', "not valid JSON"),
@@ -217,10 +207,10 @@ BAD = [
     ("unknown role", {"messages": [{"role": "robot", "content": "hi"}]}, "role"),
     ("image for a text-only model",
      {"messages": [{"role": "user", "content": [{"type": "text", "text": "what is it?"},
-                                                 {"type": "image_url", "image_url": {"url": _png()}}]}]},
+                                                 {"type": "image_url", "image_url": {"url": red_png_url()}}]}]},
      "reads text only"),
     ("an image earlier in the chat, for a text-only model",
-     {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": _png()}}]},
+     {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": red_png_url()}}]},
                    {"role": "assistant", "content": "A red square."}, {"role": "user", "content": "Sure?"}]},
      "reads text only"),
     ("an image address", {"messages": [{"role": "user", "content": [

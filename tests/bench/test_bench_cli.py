@@ -15,7 +15,7 @@ from racer_core.bench.answers import AnswerRecord, AnswerWriter, read_answers
 from racer_core.bench.report import ProgressDisplay
 from racer_core.bench.runner import BenchProgress
 from racer_core.common.errors import ModelLoadError
-from racer_core.common.events import Source, StepEvent, TokenPiece
+from racer_core.common.events import EngineInfo, Source, StepEvent, TokenPiece
 from racer_tui.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,7 +107,7 @@ def test_the_model_path_flag_is_the_chats_and_the_originals(flag, qfile, tmp_pat
 @pytest.mark.parametrize("flag", ["--draft-model", "--eagle-model-path"])
 def test_eagle3_takes_its_head_and_tree_flags_with_the_originals_names(flag, qfile, tmp_path):
     loaded: list[dict] = []
-    engine = FakeEngine()
+    engine = FakeEngine(info=EngineInfo("fake-model", "cpu", "float32", draft_head="h"))  # loaded with its head
     words = ["bench", str(qfile), "--methods", "ar,eagle3", flag, "/heads/h", "--total-token", "30", "--depth", "4",
              "--top-k", "6", "--question-end", "1", "--answer-dir", str(tmp_path / "a")]
     assert run(words, engine, loaded) == 0

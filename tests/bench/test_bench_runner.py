@@ -214,10 +214,10 @@ def test_unknown_method_and_engine_without_final_event():
         run_benchmark(FakeEngine(), QUESTIONS, ["nope"], GREEDY)
 
     class Unfinished(FakeEngine):
-        def new_conversation(self, system_prompt=None, warm_from=None):
-            conv = super().new_conversation(system_prompt, warm_from)
+        def new_conversation(self, system_prompt=None, warm_from=None, learn=False):
+            conv = super().new_conversation(system_prompt, warm_from, learn)
 
-            def send(user_text, config, should_stop=None):
+            def send(user_text, config, should_stop=None, images=(), prefill=""):
                 yield StepEvent(1, (), 1, 1, 0.0, 0.0, 0.0, finished=False)
 
             conv.send = send
@@ -243,13 +243,13 @@ def test_repeats_interleave_tries_and_keep_the_median_one(monkeypatch):
     engine = FakeEngine(step_hook=step)
     real_send = engine.new_conversation
 
-    def new_conversation(system_prompt=None, warm_from=None):
-        conv = real_send(system_prompt, warm_from)
+    def new_conversation(system_prompt=None, warm_from=None, learn=False):
+        conv = real_send(system_prompt, warm_from, learn)
         send = conv.send
 
-        def timed_send(text, config, should_stop=None):
+        def timed_send(text, config, should_stop=None, images=(), prefill=""):
             per_call[config.method] = next(cost[config.method])  # seconds per step of this try
-            yield from send(text, config, should_stop)
+            yield from send(text, config, should_stop, images, prefill)
 
         conv.send = timed_send
         return conv

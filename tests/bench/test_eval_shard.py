@@ -51,7 +51,7 @@ def _dying_engine(marker: str, every_time: bool):
         conv = real(*args, **kwargs)
         send = conv.send
 
-        def dying_send(text, config, should_stop=None):
+        def dying_send(text, config, should_stop=None, images=(), prefill=""):
             if text == QUESTIONS[POISON - 1].turns[0]:
                 try:
                     os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
@@ -60,7 +60,7 @@ def _dying_engine(marker: str, every_time: bool):
                     first = False
                 if first or every_time:
                     os._exit(1)
-            return send(text, config, should_stop)
+            return send(text, config, should_stop, images, prefill)
 
         conv.send = dying_send
         return conv

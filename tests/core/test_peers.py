@@ -26,9 +26,10 @@ from test_sampling_joint import (
     verified_case,
 )
 
+from racer_core.common.capabilities import check_method
 from racer_core.common.errors import InputError
 from racer_core.common.events import GenerationConfig, Source
-from racer_core.common.registry import check_available, missing_extra
+from racer_core.common.registry import missing_extra
 from racer_core.drafting.recycling import TEMPLATE, AdjacencyMatrix, RecyclingDrafter, TreeTemplate
 from racer_core.verify.sampling import accept as _accept
 
@@ -180,7 +181,7 @@ def test_suffix_without_the_extra_is_refused_in_one_line(no_arctic: None) -> Non
     assert problem is not None and "[peers]" in problem and "\n" not in problem
     assert missing_extra("recycling") is None and missing_extra("racer") is None
     with pytest.raises(InputError, match=r"\[peers\]"):
-        check_available(["ar", "suffix"])
+        check_method("suffix")
     engine = engine_for("llama")
     with pytest.raises(InputError, match=r"\[peers\]"):
         list(engine.decoder().generate(PROMPT, GenerationConfig(method="suffix", max_new_tokens=4)))
@@ -196,7 +197,7 @@ def test_bench_and_chat_refuse_suffix_before_loading(no_arctic: None, capsys: py
 
     code = main(["bench", "builtin", "--methods", "ar,suffix", "--question-end", "1"], engine_loader=loader)
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 1 and len(err) == 1 and "[peers]" in err[0]
+    assert code == 2 and len(err) == 1 and "[peers]" in err[0]
     assert main(["--method", "suffix"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "[peers]" in err[0]
