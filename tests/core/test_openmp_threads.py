@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from racer_core.engine.openmp_threads import _libgomp, release_openmp_workers
+from racer_core.engine.openmp_threads import _libgomp, most_threads, release_openmp_workers
 
 TASKS = Path("/proc/self/task")
 pytestmark = pytest.mark.skipif(_libgomp() is None or not TASKS.is_dir() or torch.get_num_threads() < 2,
@@ -33,7 +33,20 @@ def in_a_thread(work) -> object:  # noqa: ANN001
     return out[0]
 
 
+def _no_loop_threads() -> None:
+    """Earlier tests' engine loops end after IDLE_EXIT_S, and their passes may
+    have followed a busy machine down to one thread: the thread counts below
+    are this test's own, at the count torch started with."""
+    done = threading.Event()
+    for _ in range(2000):
+        if not any(t.name == "racer-loop" for t in threading.enumerate()):
+            break
+        done.wait(0.01)
+    torch.set_num_threads(most_threads())
+
+
 def test_release_ends_the_calling_threads_pool() -> None:
+    _no_loop_threads()
     def work() -> tuple[int, int]:
         started = threads()
         parallel_work()  # this thread's pool: its workers stay, asleep, after the work
