@@ -30,10 +30,12 @@ thread runs model code, so OpenMP keeps one pool of workers, the loop's
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import queue
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
@@ -52,6 +54,13 @@ READ_WAIT_S = 0.05
 """How long a pass waits at most for the readers of the last one (see `_read_ones`)."""
 
 Steps = Generator[Forward | Step, Any, None]
+_LOOPS: weakref.WeakSet[EngineLoop] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for loop in list(_LOOPS):
+        loop.close()
 
 
 @dataclass(eq=False)  # seats are told apart by identity (two may hold the same figures)
@@ -115,7 +124,9 @@ class EngineLoop:
         self._cond = threading.Condition()
         self._held = 0
         self._thread: threading.Thread | None = None
+        self._closing = False
         self._local = threading.local()  # the submitting thread's seat (figures only)
+        _LOOPS.add(self)
 
     # -- the callers' side ------------------------------------------------------------
 
@@ -126,6 +137,7 @@ class EngineLoop:
         reader drove it itself; a reader that stops reading ends it there."""
         sequence = _Sequence(steps, getattr(self._local, "seat", None))
         with self._cond:
+            self._closing = False
             self._waiting.append(sequence)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._serve, name="racer-loop", daemon=True)
@@ -172,6 +184,16 @@ class EngineLoop:
             with self._cond:
                 self._held -= 1
                 self._cond.notify_all()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """End the thread once no sequence is left (at the interpreter's exit:
+        a daemon thread stopped inside torch's C++ there aborts the process)."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
 
     @property
     def waiting(self) -> int:
@@ -241,7 +263,7 @@ class EngineLoop:
                     self._active.append(self._waiting.popleft())
                 if self._active:
                     return True
-                if not self._cond.wait(IDLE_EXIT_S) and not self._waiting:
+                if self._closing or (not self._cond.wait(IDLE_EXIT_S) and not self._waiting):
                     self._thread = None
                     return False
 
@@ -300,11 +322,11 @@ class EngineLoop:
         requests = [s.request for s in taken]
         lean = requests[0].decoder.rt.lean  # type: ignore[union-attr]
         try:
-            follow_free_cores(lean)
-            if len(requests) == 1:
+            if len(requests) == 1:  # a pass of its own (it follows the free cores itself)
                 results = [requests[0].run()]  # type: ignore[union-attr]
             else:
                 assert lean is not None
+                follow_free_cores(lean)
                 results = lean.batch([r.part() for r in requests])  # type: ignore[union-attr]
         except BaseException as exc:  # noqa: BLE001 - every sequence of the pass gets the error
             for sequence in taken:
