@@ -6,20 +6,25 @@ it yields a Forward whenever it needs a pass and is sent that pass's logits,
 and yields a Step after each and is sent the load its next step is weighed
 against. Each iteration of the loop
 
-    1. admits waiting sequences (at most `max_sequences` active),
-    2. advances every sequence that has its logits (or has just come) until
-       it asks for its next pass: it completes its step, its Step goes to its
-       reader's queue, and it prepares its next tree with the load passed in
-       (the others' rows: those already asking for this pass, and the last
-       pass's rows of the rest),
-    3. runs one pass: the oldest requests first, as many as stay within
+    1. admits the waiting sequences (how many run at once is the caller's
+       to bound: the API's worker starts at most --max-batch requests),
+    2. advances every sequence that has its logits (or has just come): it
+       completes its step and its Step goes to its reader's queue (a prefill
+       chunk's logits lead to the next chunk's request instead),
+    3. once a sequence's reader has read that Step (as when the reader drove
+       the generator itself: its should_stop sees what it read), sends it the
+       load: it checks should_stop and prepares its next tree against the
+       others' rows (those already asking for this pass, and the last pass's
+       rows of the rest), then asks for its pass. A pass waits for the readers
+       at most `read_wait_s` while others could go on,
+    4. runs one pass: the oldest requests first, as many as stay within
        `max_rows` rows (the first always goes, however large), through one
        LeanForward.batch; a request the batch does not take (a stock or
        vision forward, eagle3's captured states) runs as a pass of its own.
        A request left out is the oldest at the next pass: none waits more than
        one pass for room. A prefill chunk is one request, so a long prompt
        shares passes with the others' steps,
-    4. hands each taken sequence its logits (step 2 of the next iteration
+    5. hands each taken sequence its logits (step 2 of the next iteration
        completes it).
 
 The callers' threads (a chat's, a request's) only read their queue: no other
@@ -105,12 +110,10 @@ class _Sequence:
 class EngineLoop:
     """The one thread that runs every sequence's passes (see the module doc)."""
 
-    def __init__(self, max_rows: int = DEFAULT_MAX_ROWS, max_sequences: int | None = None,
-                 read_wait_s: float = READ_WAIT_S) -> None:
+    def __init__(self, max_rows: int = DEFAULT_MAX_ROWS, read_wait_s: float = READ_WAIT_S) -> None:
         if max_rows < 1:
             raise ValueError("max_rows must be at least 1")
         self.max_rows = max_rows
-        self.max_sequences = max_sequences
         self.read_wait_s = read_wait_s
         self.passes = 0
         self.rows = 0  # over all passes
@@ -253,7 +256,7 @@ class EngineLoop:
                     self._cond.wait()
 
     def _can_admit(self) -> bool:
-        return not self._held and (self.max_sequences is None or len(self._active) < self.max_sequences)
+        return not self._held
 
     def _admit(self) -> bool:
         """Take in waiting sequences; False (the thread ends) after IDLE_EXIT_S with none."""
