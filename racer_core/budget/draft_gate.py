@@ -18,7 +18,7 @@ once for a step whose root the automaton matched with a long context (the text
 turned repetitive, where trees win most). No clock is read: the score is the
 curve's, so tests script both the curve and the acceptance.
 
-Under continuous batching (racer_core/engine/batching.py) a tree shares its
+Under continuous batching (racer_core/engine/loop.py) a tree shares its
 pass with `others` sequences' `base` rows: it gained others + its own tokens
 in t(base + fed), where plain decoding of the same pass makes others + 1 in
 t(base + 1). Each tree is scored against plain decoding at its own load, so

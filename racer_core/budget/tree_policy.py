@@ -16,7 +16,6 @@ the choices would pay again or the automaton matches a long context.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -103,10 +102,6 @@ class TreePolicy:
     _trials: np.ndarray = field(init=False)
     sizes: EfficientSizes = field(init=False)
     gate: DraftGate = field(init=False)
-    load: Callable[[], tuple[int, int]] | None = None
-    """Under continuous batching (racer_core/engine/batching.py): the other
-    sequences in this thread's pass and their rows; a tree is then weighed by
-    what it adds to the whole pass (`batch_value`)."""
     drafting_s: float = 0.0
     """Seconds a drafted step spends in Python beyond a plain one (the
     retrieval, the choice, their learning), as the drafter measures it
@@ -119,10 +114,10 @@ class TreePolicy:
         self._trials = np.full(prior.shape, self.prior_weight)
         self.sizes = EfficientSizes.from_curve(self.curve, self.largest)
         self.gate = DraftGate(self.curve)
-        # Concurrent replies (the batched server) share one policy: the
-        # statistics under a lock, each thread's (so each reply's) trees to label apart.
+        # The engine loop's replies share one policy; a background measurement
+        # swaps its curve from another thread (use_curve): the statistics under a lock.
         self._lock = threading.Lock()
-        self._local = threading.local()
+        self._recorded: list = []  # record's and learn's list when the caller keeps none
         self._based: dict[int, EfficientSizes] = {}
         self._kept_root = 0  # choices under load in a row that kept the root alone
         self._skipped = 0  # worth_drafting's answers during such runs (every PROBE_EVERY-th drafts)
@@ -134,17 +129,6 @@ class TreePolicy:
             self.sizes = EfficientSizes.from_curve(curve, self.largest)
             self.gate = DraftGate(curve)
             self._based.clear()
-
-    @property
-    def _pending(self) -> list:
-        pending = getattr(self._local, "pending", None)
-        if pending is None:
-            pending = self._local.pending = []
-        return pending
-
-    @_pending.setter
-    def _pending(self, value: list) -> None:
-        self._local.pending = value
 
     def sizes_on(self, base: int) -> EfficientSizes:
         """The efficient sizes of a tree added to `base` rows of other sequences in the same pass."""
@@ -159,8 +143,9 @@ class TreePolicy:
             sizes = self._based[base] = EfficientSizes.from_curve(shifted, self.largest)
         return sizes
 
-    def worth_drafting(self) -> bool:
-        """Whether any tree could pay at this thread's load, judged before
+    def worth_drafting(self, load: tuple[int, int] = (0, 0)) -> bool:
+        """Whether any tree could pay at `load` (the other sequences in the
+        step's pass and their rows, racer_core/engine/loop.py), judged before
         drafting one: under continuous batching a row added to a full pass
         costs a good share of what the pass makes per sequence, and drafting a
         tree only for `choose` to keep the root (the retrieval, the choice and
@@ -172,7 +157,7 @@ class TreePolicy:
         ROOT_STREAK choices under load all kept the root alone, only every
         PROBE_EVERY-th step drafts (a probe: a tree it keeps ends the streak).
         Alone (no others) always True: the tree is drafted and weighed as before."""
-        others, base = self.load() if self.load is not None else (0, 0)
+        others, base = load
         if others == 0:
             return True
         with self._lock:
@@ -223,14 +208,15 @@ class TreePolicy:
             path[at] *= path[parents[at]]
         return path
 
-    def select(self, tree: DraftTree) -> tuple[np.ndarray, int, float]:
+    def select(self, tree: DraftTree, load: tuple[int, int] = (0, 0)) -> tuple[np.ndarray, int, float]:
         """(node indices to verify, breadth-first, root first; padded input
         size; expected accepted drafts)."""
-        choice = self.choose(tree)
+        choice = self.choose(tree, load)
         return choice.chosen, choice.fed, choice.expected
 
-    def choose(self, tree: DraftTree) -> Selection:
-        """The selection with what led to it (the step inspector shows it)."""
+    def choose(self, tree: DraftTree, load: tuple[int, int] = (0, 0)) -> Selection:
+        """The selection with what led to it (the step inspector shows it), at
+        `load`: the other sequences in the step's pass and their rows."""
         probs = self.path_probabilities(tree)
         order = np.argsort(-probs[1:], kind="stable") + 1  # parents outrank children
         gains = np.concatenate([[0.0], np.cumsum(probs[order])])  # expected drafts with n nodes
@@ -239,7 +225,7 @@ class TreePolicy:
         # its drafts outweigh what its rows add to everyone's pass. Alone
         # (others 0) this is the plain (1 + drafts) / t(size). Under load a
         # tree also keeps the pass waiting for its learning (drafting_s).
-        others, base = self.load() if self.load is not None else (0, 0)
+        others, base = load
         sizes = self.sizes_on(base)
         best_n, best_value = 0, (1.0 + others) / float(sizes.seconds[0])
         options = [BudgetOption(1, int(sizes.sizes[0]), 1.0, float(sizes.seconds[0]))]
@@ -270,9 +256,12 @@ class TreePolicy:
         return Selection(np.zeros(1, dtype=chosen.dtype), 1, 0.0, probs, tuple(options), 0, why, (chosen, selection.fed),
                          (others, base))
 
-    def record(self, tree: DraftTree, position: int, selection: Selection | None = None) -> None:
+    def record(self, tree: DraftTree, position: int, selection: Selection | None = None,
+               pending: list | None = None) -> None:
         """Keep this step's full tree (before selection) to learn from later,
-        and with `selection` the policy's choice, for the draft gate's score.
+        and with `selection` the policy's choice, for the draft gate's score;
+        in `pending`, the reply's own list (replies sharing the policy label
+        their trees apart), or the policy's.
 
         Greedy output does not depend on the drafts, so once the text after
         `position` (the root's index in the sequence) is known, every node
@@ -281,12 +270,14 @@ class TreePolicy:
         """
         choice = None if selection is None else (*(selection.intended or (selection.chosen, selection.fed)),
                                                  *selection.load)
-        self._pending.append((position, tree.tokens, tree.parents, tree.position_ids, self._buckets(tree), choice))
+        recorded = self._recorded if pending is None else pending
+        recorded.append((position, tree.tokens, tree.parents, tree.position_ids, self._buckets(tree), choice))
 
-    def learn(self, sequence: list[int], final: bool = False) -> None:
-        """Label the recorded trees whose continuation `sequence` now holds."""
+    def learn(self, sequence: list[int], final: bool = False, pending: list | None = None) -> None:
+        """Label the trees recorded in `pending` (record's) whose continuation `sequence` now holds."""
+        recorded = self._recorded if pending is None else pending
         keep = []
-        for item in self._pending:
+        for item in recorded:
             position, tokens, parents, depths, buckets, choice = item
             known = len(sequence) - 1 - position  # tokens known after the root
             if known < int(depths.max()) and not final:
@@ -314,4 +305,4 @@ class TreePolicy:
                     chosen, fed, others, base = choice
                     # the root (1) + the drafts it would accept, beside the pass's others
                     self.gate.observe(fed, int(on_path[chosen].sum()), others, base)
-        self._pending = keep
+        recorded[:] = keep

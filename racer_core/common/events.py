@@ -129,7 +129,7 @@ Progress = Callable[[str, float | None], None]  # (message, fraction done or Non
 
 
 class Batcher(Protocol):
-    """Concurrent conversations' forward passes served together (racer_core/engine/batching.py)."""
+    """Concurrent conversations' forward passes served together (the engine loop, racer_core/engine/loop.py)."""
 
     passes: int  # shared passes so far
     rows: int  # their rows, all passes together

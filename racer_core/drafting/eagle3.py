@@ -191,7 +191,7 @@ class Eagle3Drafter(Drafter):
         self.state.aux.append(captured)
         self.tokens.extend(cached[base:])
 
-    def draft(self, root: int, prev: int, limit: int | None) -> Tree:
+    def draft(self, root: int, prev: int, limit: int | None, load: tuple[int, int] = (0, 0)) -> Tree:
         """EAGLE-3's dynamic tree (its own size, total_token: a budget does not apply)."""
         config = self.config
         return self.state.draft(self.tokens, root, config.total_token, config.depth, config.top_k)

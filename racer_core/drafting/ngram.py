@@ -60,7 +60,7 @@ class NgramDrafter(Drafter):
     def start(self, prompt: list[int], first: int) -> None:
         self.context = np.asarray([*prompt, first], dtype=np.int64)
 
-    def draft(self, root: int, prev: int, limit: int | None) -> Tree:
+    def draft(self, root: int, prev: int, limit: int | None, load: tuple[int, int] = (0, 0)) -> Tree:
         s = self.settings
         k = s.num_speculative_tokens if limit is None else min(s.num_speculative_tokens, limit - 1)
         chain = propose(self.context, s.prompt_lookup_min, s.prompt_lookup_max, k) if k > 0 else []

@@ -8,7 +8,7 @@ calls, for each reply:
     truncate(length) -> int      the cache was cut (or is checked) at `length`
     prefilled(...) per chunk     the prompt's new positions and their logits
     start(prompt, first)         the prompt's text, and the reply's first token
-    draft(root, prev, limit)     each step: the tree under `root`
+    draft(root, prev, limit, load)  each step: the tree under `root`
     verified(...)                each step: what the model said about that tree
     finish()                     the reply ended (finished, stopped or failed)
 
@@ -74,9 +74,11 @@ class Drafter:
     def start(self, prompt: list[int], first: int) -> None:
         """The reply's prompt (image placeholders left out) and first token."""
 
-    def draft(self, root: int, prev: int, limit: int | None) -> Tree:
+    def draft(self, root: int, prev: int, limit: int | None, load: tuple[int, int] = (0, 0)) -> Tree:
         """The tree under `root` (`prev` the token before it): at most `limit`
-        nodes with the root, or the drafter's own size when None."""
+        nodes with the root, or the drafter's own size when None. `load`: the
+        other sequences sharing this step's pass and their rows ((0, 0) alone);
+        a drafter that sizes its tree by cost (racer's policy) weighs it against them."""
         return Tree.root_only(root)
 
     def verified(self, tree: Tree, logits: Any, path: list[int], emitted: list[int], captured: Any) -> np.ndarray | None:

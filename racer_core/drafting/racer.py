@@ -47,6 +47,7 @@ class RacerDrafter(Drafter):
         self.policy: TreePolicy | None = None  # None: a fixed budget
         self.generated: list[int] = []  # this reply's tokens, for the policy's labels
         self._full: Tree | None = None  # this step's whole tree, before the policy's cut
+        self._recorded: list = []  # this reply's trees the policy is still to learn from (TreePolicy.record)
         self._prev = -1  # the token before this step's root
         self._drafting_s = 0.0  # this step's retrieval and choice, in seconds (TreePolicy.note_drafting)
 
@@ -109,16 +110,16 @@ class RacerDrafter(Drafter):
             self.automaton.feed(prompt[_common_prefix(self.seen, prompt) :])
             self.seen = list(prompt)
 
-    def draft(self, root: int, prev: int, limit: int | None) -> Tree:
+    def draft(self, root: int, prev: int, limit: int | None, load: tuple[int, int] = (0, 0)) -> Tree:
         assert self.automaton is not None, "configure() first"
         self._full, self._prev = None, prev
         if self.policy is None:
             return _tree(self.automaton.retrieve(root, limit or 1, prev_token=prev), "fixed")
-        if not self.policy.worth_drafting():  # a full batch where no tree could pay: plain decoding, undrafted
+        if not self.policy.worth_drafting(load):  # a full batch where no tree could pay: plain decoding, undrafted
             return Tree.root_only(root)
         start = drafting_clock()
         self._full = _tree(self.automaton.retrieve(root, self.policy.largest, prev_token=prev), "auto")
-        tree = cut(self._full, self.policy)
+        tree = cut(self._full, self.policy, load)
         self._drafting_s = drafting_clock() - start
         return tree
 
@@ -131,7 +132,7 @@ class RacerDrafter(Drafter):
         start = drafting_clock()
         drafted = self.policy is not None and self._full is not None and tree.selection is not None
         if drafted:
-            self.policy.record(self._full, len(self.generated) - 1, tree.selection)
+            self.policy.record(self._full, len(self.generated) - 1, tree.selection, self._recorded)
         recorded = drafting_clock() - start
         self._full = None
         top = None
@@ -147,14 +148,14 @@ class RacerDrafter(Drafter):
         self.generated.extend(emitted)
         if self.policy is not None:
             learning = drafting_clock()
-            self.policy.learn(self.generated)
+            self.policy.learn(self.generated, pending=self._recorded)
             if drafted:  # drafting, recording and learning: what a plain step does not spend
                 self.policy.note_drafting(self._drafting_s + recorded + drafting_clock() - learning)
         return top
 
     def finish(self) -> None:
         if self.policy is not None:
-            self.policy.learn(self.generated, final=True)
+            self.policy.learn(self.generated, final=True, pending=self._recorded)
 
 
 def _tree(tree: DraftTree, rule: str) -> Tree:

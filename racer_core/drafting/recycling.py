@@ -114,7 +114,7 @@ class RecyclingDrafter(Drafter):
     def warm_copy(self, setup: DrafterSetup) -> RecyclingDrafter:
         return self
 
-    def draft(self, root: int, prev: int = -1, limit: int | None = None) -> Tree:
+    def draft(self, root: int, prev: int = -1, limit: int | None = None, load: tuple[int, int] = (0, 0)) -> Tree:
         """The static tree (all of it: the paper verifies the whole template), or
         its breadth-first first `limit` nodes under a fixed budget."""
         size = self.template.size if limit is None else max(1, min(limit, self.template.size))

@@ -67,7 +67,7 @@ class SuffixDrafter(Drafter):
         self.cache.add_active_response(self._active, list(tokens))
         self._context = (self._context + list(tokens))[-self.settings.max_tree_depth :]
 
-    def draft(self, root: int, prev: int = -1, limit: int | None = None) -> Tree:
+    def draft(self, root: int, prev: int = -1, limit: int | None = None, load: tuple[int, int] = (0, 0)) -> Tree:
         assert self._active is not None, "start() first"
         # The root is the last emitted token: the context already ends with it.
         most = self.settings.max_spec_tokens if limit is None else min(self.settings.max_spec_tokens, limit - 1)

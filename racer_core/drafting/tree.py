@@ -88,10 +88,11 @@ class Tree:
         return cls.of([root], [-1], 0, "plain")
 
 
-def cut(tree: Tree, policy: TreePolicy) -> Tree:
-    """The nodes of `tree` the tree policy verifies (docs/design.md 1.8), with
-    what led to the choice; its size may be padded up to a cheaper one."""
-    selection = policy.choose(tree)
+def cut(tree: Tree, policy: TreePolicy, load: tuple[int, int] = (0, 0)) -> Tree:
+    """The nodes of `tree` the tree policy verifies (docs/design.md 1.8) at
+    `load` (the pass's other sequences and their rows), with what led to the
+    choice; its size may be padded up to a cheaper one."""
+    selection = policy.choose(tree, load)
     chosen = selection.chosen
     remap = np.full(tree.size, -1, dtype=np.int64)
     remap[chosen] = np.arange(len(chosen))

@@ -12,7 +12,7 @@ keeps what its drafters learned across turns.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,12 +30,15 @@ from racer_core.drafting.tree import Tree
 from racer_core.engine.multimodal import ImageSpan, VisionPrompt
 from racer_core.engine.openmp_threads import follow_free_cores
 from racer_core.models.eagle3_head import Eagle3Head
+from racer_core.models.lean_forward import Part
 from racer_core.verify.near_tie import tie_margins
 from racer_core.verify.penalties import penalties_of
 from racer_core.verify.sampling import TokenSampler, accept, token_logprobs
 from racer_core.verify.tree_attention import TreeMaskBuilder
 
 PREFILL_CHUNK = 256
+ALONE = (0, 0)
+"""The load of a step decoded alone: no other sequences, no other rows in its pass."""
 
 
 @dataclass
@@ -136,12 +139,17 @@ class SequenceDecoder:
         self.images = [span for span in images if span.end <= common]
         return prompt[common:]
 
+    def _ask(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
+             capture: tuple[int, ...] = (), **extra: Any) -> Generator[Forward, torch.Tensor, torch.Tensor]:
+        """Ask whoever drives this sequence (`run_alone`, or the engine loop,
+        racer_core/engine/loop.py) for the logits of one forward pass."""
+        return (yield Forward(self, tokens, positions, mask, capture, extra))
+
     def _forward(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
                  capture: tuple[int, ...] = (), **extra: Any) -> torch.Tensor:
-        """The logits; with `capture` (layer ids, eagle3's) the states entering
-        those layers, concatenated, are left in `self.captured`."""
-        if self.rt.lean is None or not self.rt.lean.passes_elsewhere:  # a batch's pass thread chooses its own
-            follow_free_cores(self.rt.lean)
+        """The logits of a pass of its own, run now on the calling thread; with
+        `capture` (layer ids, eagle3's) the states entering those layers,
+        concatenated, are left in `self.captured`."""
         if self.rt.lean is not None and not extra and positions.ndim == 1:
             if not capture:
                 return self.rt.lean(tokens, positions, mask, self.cache)
@@ -164,6 +172,11 @@ class SequenceDecoder:
 
     def _prefill(self, tokens: list[int], drafter: Drafter | None = None, vision: VisionPrompt | None = None
                  ) -> torch.Tensor:
+        """`_feed` with its passes run now on the calling thread."""
+        return run_now(self._feed(tokens, drafter, vision))
+
+    def _feed(self, tokens: list[int], drafter: Drafter | None = None, vision: VisionPrompt | None = None
+              ) -> Generator[Forward, torch.Tensor, torch.Tensor]:
         """Feed new prompt tokens in chunks, telling `drafter`; return the last position's logits.
 
         A chunk never splits an image: its pixels go in with the chunk that
@@ -182,7 +195,8 @@ class SequenceDecoder:
                 positions = torch.arange(base, base + len(chunk), device=self.rt.device) + self.offset
             if vision is not None:
                 extra = {k: v.to(self.rt.device) for k, v in vision.pixel_inputs(base, base + len(chunk)).items()}
-            logits = self._forward(ids, positions, self.rt.masks.causal(base, len(chunk)), capture=capture, **extra)
+            logits = yield from self._ask(ids, positions, self.rt.masks.causal(base, len(chunk)), capture=capture,
+                                          **extra)
             self.cached.extend(chunk)
             learned = drafter.prefilled(self.cached, base, logits, self.captured) if drafter is not None else None
             if self.rows is not None:
@@ -199,46 +213,60 @@ class SequenceDecoder:
         self, prompt: list[int], config: GenerationConfig, should_stop: Callable[[], bool] | None = None,
         vision: VisionPrompt | None = None,
     ) -> Iterator[Step]:
-        """Continue the sequence with `prompt` and decode a reply, one Step per forward pass.
+        """Continue the sequence with `prompt` and decode a reply, one Step per
+        forward pass, the passes run on the calling thread (alone; the engine
+        loop drives `steps` instead). `vision` carries the images of a
+        multimodal prompt (`prompt` is its ids)."""
+        return run_alone(self.steps(prompt, config, should_stop, vision))
 
-        `vision` carries the images of a multimodal prompt (`prompt` is its ids)."""
+    def steps(
+        self, prompt: list[int], config: GenerationConfig, should_stop: Callable[[], bool] | None = None,
+        vision: VisionPrompt | None = None,
+    ) -> Generator[Forward | Step, Any, None]:
+        """`generate` as a coroutine: it yields a Forward whenever it needs a
+        pass (and is sent that pass's logits) and a Step after each (and is sent
+        the next step's load: (other sequences, their rows) in the pass it will
+        share; None is ALONE)."""
         self._check_prompt(prompt, config)
+        # No inference_mode here: a generator suspended inside one would leave it
+        # entered for whoever runs next on the thread; the drivers hold it.
         reply = self._new_reply(prompt, config)
-        with torch.inference_mode():
-            first = self._begin(prompt, reply, vision)
-            yield first
-            if first.finish_reason:
-                return
-            root = first.tokens[0]
-            try:
-                while True:
-                    if should_stop is not None and should_stop():
-                        yield Step([], [], 0, 0, 0.0, 0.0, 0.0, "cancelled")
-                        return
-                    step, root = self._step(root, reply)
-                    yield step
-                    if step.finish_reason:
-                        return
-            finally:
-                reply.drafter.finish()
+        first = yield from self._begin(prompt, reply, vision)
+        load = yield first
+        if first.finish_reason:
+            return
+        root = first.tokens[0]
+        try:
+            while True:
+                if should_stop is not None and should_stop():
+                    yield Step([], [], 0, 0, 0.0, 0.0, 0.0, "cancelled")
+                    return
+                step, root = yield from self._step(root, reply, load or ALONE)
+                load = yield step
+                if step.finish_reason:
+                    return
+        finally:
+            reply.drafter.finish()
 
-    def _step(self, root: int, reply: _Reply) -> tuple[Step, int]:
+    def _step(self, root: int, reply: _Reply, load: tuple[int, int] = ALONE
+              ) -> Generator[Forward, torch.Tensor, tuple[Step, int]]:
         """One forward pass: draft a tree under `root`, verify it, accept the
         longest path the model agrees with plus a bonus token, update the cache
         and the drafter. Returns the Step and the next root (the bonus).
 
-        The three phases are separate so that a batched server can run many
+        The three phases are separate so that the engine loop runs many
         conversations' `prepare`d trees through one pass (LeanForward.batch)."""
-        pending = self.prepare(root, reply)
-        logits = self._forward(pending.ids, pending.positions, pending.mask, capture=pending.capture)
+        pending = self.prepare(root, reply, load)
+        logits = yield from self._ask(pending.ids, pending.positions, pending.mask, capture=pending.capture)
         return self.complete(pending, logits)
 
-    def prepare(self, root: int, reply: _Reply) -> Pending:
-        """Draft this step's tree under `root` and lay out what the pass feeds."""
+    def prepare(self, root: int, reply: _Reply, load: tuple[int, int] = ALONE) -> Pending:
+        """Draft this step's tree under `root` and lay out what the pass feeds;
+        `load`: the other sequences in that pass and their rows (the tree policy weighs the tree against them)."""
         t0 = time.perf_counter()
         base = len(self.cached)
         prev = self.cached[-1] if self.cached else -1  # the token before the root
-        tree = reply.drafter.draft(root, prev, reply.budget)
+        tree = reply.drafter.draft(root, prev, reply.budget, load)
         if _straddles(self.rt.rope_switch, base + self.offset, tree.depths):
             # One pass ropes all its nodes on one side of the switch; plain
             # decoding ropes each on its own: the few steps before it verify the root alone.
@@ -309,12 +337,13 @@ class SequenceDecoder:
             logprobs=config.logprobs,
         )
 
-    def _begin(self, prompt: list[int], reply: _Reply, vision: VisionPrompt | None) -> Step:
+    def _begin(self, prompt: list[int], reply: _Reply, vision: VisionPrompt | None
+               ) -> Generator[Forward, torch.Tensor, Step]:
         """Prefill what the cache lacks and sample the reply's first token."""
         start = time.perf_counter()
         fresh = self._sync_prompt(prompt, vision.spans if vision else [])
         self.offset = vision.offset if vision else 0
-        logits = self._prefill(fresh, reply.drafter, vision)
+        logits = yield from self._feed(fresh, reply.drafter, vision)
         root = reply.sampler.sample(reply.sampler.penalized(logits, ()))
         reply.generated.append(root)
         reply.drafter.start([t for t in prompt if t not in self.rt.placeholder_ids], root)
@@ -353,6 +382,66 @@ class _Reply:
             reason = reason or "length"
         self.generated.extend(tokens)
         return tokens, sources, reason
+
+
+@dataclass(eq=False)
+class Forward:
+    """A sequence's request for one forward pass: its rows, their positions and
+    mask (over its own cache). The engine loop runs the batchable ones of a
+    pass together (LeanForward.batch), any other as a pass of its own."""
+
+    decoder: SequenceDecoder
+    ids: torch.Tensor
+    positions: torch.Tensor
+    mask: torch.Tensor
+    capture: tuple[int, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)  # a vision prompt's pixel inputs
+
+    @property
+    def rows(self) -> int:
+        return int(self.ids.shape[0])
+
+    @property
+    def batchable(self) -> bool:
+        """Whether the lean forward's batch takes it: text positions, no pixels, no captured states."""
+        return (self.decoder.rt.lean is not None and not self.extra and not self.capture
+                and self.positions.ndim == 1)
+
+    def part(self) -> Part:
+        return Part(self.ids, self.positions, self.mask, self.decoder.cache)
+
+    def run(self) -> torch.Tensor:
+        """This request as a pass of its own, on the calling thread."""
+        follow_free_cores(self.decoder.rt.lean)
+        return self.decoder._forward(self.ids, self.positions, self.mask, self.capture, **self.extra)
+
+
+def run_alone(steps: Generator[Forward | Step, Any, None]) -> Iterator[Step]:
+    """Drive a sequence's `steps` on the calling thread: each Forward is run
+    here as a pass of its own, each Step handed on (its next step alone)."""
+    try:
+        while True:
+            with torch.inference_mode():
+                try:
+                    item = next(steps)
+                    while isinstance(item, Forward):
+                        item = steps.send(item.run())
+                except StopIteration:
+                    return
+            yield item
+    finally:
+        steps.close()  # a reader that stops early still ends the reply (the drafter's finish)
+
+
+def run_now(feeding: Generator[Forward, torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """The return value of a Forward-asking generator (a prompt's `_feed`), its passes run here."""
+    with torch.inference_mode():
+        try:
+            item = next(feeding)
+            while True:
+                item = feeding.send(item.run())
+        except StopIteration as done:
+            return done.value
 
 
 @dataclass

@@ -10,7 +10,6 @@ one StepEvent per forward pass.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import os
 import threading
@@ -40,10 +39,10 @@ from racer_core.common.events import (
 )
 from racer_core.common.step_record import StepRecord
 from racer_core.drafting.corpus import Corpus, corpus_path
-from racer_core.engine.batching import DEFAULT_MAX_ROWS, BatchedForward
 from racer_core.engine.curve_in_background import CurveInBackground, Interrupted
 from racer_core.engine.decoder import ModelRuntime, SequenceDecoder
 from racer_core.engine.detokenize import IncrementalDecoder
+from racer_core.engine.loop import DEFAULT_MAX_ROWS, EngineLoop
 from racer_core.engine.multimodal import (
     ChatImage,
     VisionAdapter,
@@ -51,7 +50,7 @@ from racer_core.engine.multimodal import (
     load_image,
     split_inline_images,
 )
-from racer_core.engine.openmp_threads import most_threads
+from racer_core.engine.openmp_threads import follow_free_cores, most_threads
 from racer_core.models.checkpoint_files import is_vision_config
 from racer_core.models.checkpoints import HALF, LoadOptions
 from racer_core.models.loader import LoadedModel, choose_forward, load, load_draft_head
@@ -121,8 +120,8 @@ class RacerEngine:
         self._replies_lock = threading.Lock()
         self._stop_measuring: Callable[[], bool] | None = None
         self._policies: dict[str, TreePolicy] = {}
-        self._policy_lock = threading.Lock()  # concurrent requests (the batched API server) share the policies
-        self.batcher: BatchedForward | None = None
+        self._policy_lock = threading.Lock()  # a background measurement swaps the curve (_use_curve)
+        self.loop = EngineLoop()  # runs every reply's passes (loop.py)
         self.lean = loaded.lean
         # fp16 weights (half_weights.py) multiply in fp32: the name says which model runs.
         shown = HALF if self.lean is not None and self.lean.half else str(dtype).removeprefix("torch.")
@@ -267,6 +266,7 @@ class RacerEngine:
                     mask = rt.masks.causal(context, size)
                     if self._stop_measuring is not None and self._stop_measuring():
                         raise Interrupted
+                    follow_free_cores(rt.lean)
                     start = time.perf_counter()
                     decoder._forward(ids, positions, mask)
                     if rt.device.type == "cuda":
@@ -281,26 +281,18 @@ class RacerEngine:
         this model's acceptance carries over from chat to chat."""
         with self._policy_lock:
             if method not in self._policies:
-                policy = TreePolicy(self.cost_curve(), largest=self._grid[-1])
-                if self.batcher is not None:
-                    policy.load = self.batcher.load
-                self._policies[method] = policy
+                self._policies[method] = TreePolicy(self.cost_curve(), largest=self._grid[-1])
             return self._policies[method]
 
-    def batched(self, max_rows: int = DEFAULT_MAX_ROWS) -> BatchedForward | None:
-        """Serve concurrent conversations' forward passes together from now on
-        (racer_core/engine/batching.py; the API server's continuous batching),
-        the tree policies weighing the batch's cost; None where the model has
-        no lean forward (the stock forward is not batched)."""
+    def batched(self, max_rows: int = DEFAULT_MAX_ROWS) -> EngineLoop | None:
+        """The engine loop (loop.py), its passes at most `max_rows` rows, for
+        serving concurrent conversations (the API server's continuous
+        batching); None where the model has no lean forward (the stock forward
+        is not batched: such a server serves one request at a time)."""
         if self.lean is None:
             return None
-        if self.batcher is None:
-            self.batcher = BatchedForward(self.lean, max_rows)
-            self.runtime = dataclasses.replace(self.runtime, lean=self.batcher)
-            with self._policy_lock:
-                for policy in self._policies.values():
-                    policy.load = self.batcher.load
-        return self.batcher
+        self.loop.max_rows = max_rows
+        return self.loop
 
     # -- conversations ---------------------------------------------------------
 
@@ -480,14 +472,14 @@ def step_events(engine: RacerEngine, decoder: SequenceDecoder, prompt: list[int]
                 vision: VisionPrompt | None = None) -> Iterator[StepEvent]:
     """Decode after `prompt` (token ids) with `decoder`, one StepEvent per
     forward pass, the text cut by `detok`: a chat turn's loop and a completion's."""
-    if config.method in TRANSFORMERS_METHODS:
-        from racer_core.engine.anchors import generate_with_transformers  # transformers is imported only here
+    with engine.replying():  # before the first pass: a background measurement stops for it
+        if config.method in TRANSFORMERS_METHODS:
+            from racer_core.engine.anchors import generate_with_transformers  # transformers is imported only here
 
-        pixels = vision.generate_inputs() if vision is not None else {}
-        steps = generate_with_transformers(engine, prompt, config, should_stop, pixels)
-    else:
-        steps = decoder.generate(prompt, config, should_stop, vision)
-    with engine.replying():
+            pixels = vision.generate_inputs() if vision is not None else {}
+            steps = generate_with_transformers(engine, prompt, config, should_stop, pixels)
+        else:  # the engine loop's thread runs the passes; this one reads their Steps
+            steps = engine.loop.submit(decoder.steps(prompt, config, should_stop, vision))
         yield from _events(engine, steps, detok)
 
 

@@ -1,37 +1,26 @@
-"""The OpenMP threads a thread's steps run on: one for a request thread of
-the batched server, as many as the free cores allow for the thread that runs
-the forward passes (`follow_free_cores`).
+"""The OpenMP threads the engine loop's passes run on (racer_core/engine/loop.py):
+as many as the free cores allow (`follow_free_cores`).
 
-GNU OpenMP keeps a pool of worker threads for every thread that starts
-parallel work, and once it manages more threads than the machine has CPUs it
-stops letting idle workers spin (100 spins, against about 3 ms otherwise):
-every parallel region then wakes its workers from sleep. The batched API
-server runs each request on a thread of its own; torch's small ops there
-(a top-k over a step's logits) each made a pool, and the pass thread's
-layers (racer_core/engine/batching.py) then spent about a quarter of their
-time in the kernel's wake-ups. A request thread inside `one_openmp_thread`
-makes no pool: its regions run on itself alone, and the pass thread keeps
-the workers. The thread that loaded the model (the server's main thread)
-made a pool too; `release_openmp_workers` ends it once the passes move to
-the pass thread. Measured on 2 cores, an 8-row step of the embedded model:
-31 ms on the thread that loaded it, 42-48 ms on another thread beside that
-pool, 33-37 ms once it was released.
+All model code runs on the loop's one thread, so OpenMP keeps one pool of
+workers. GNU OpenMP keeps a pool for every thread that starts parallel work,
+and once it manages more threads than the machine has CPUs it stops letting
+idle workers spin (100 spins, against about 3 ms otherwise): every parallel
+region then wakes its workers from sleep. The thread that loaded the model
+(the server's main thread) made a pool too; `release_openmp_workers` ends it
+once the passes move to the loop. Measured on 2 cores, an 8-row step of the
+embedded model: 31 ms on the thread that loaded it, 42-48 ms on another
+thread beside that pool, 33-37 ms once it was released.
 
-In `one_openmp_thread` the count is OpenMP's per-thread setting
-(omp_set_num_threads in the calling thread), not torch.set_num_threads, which
-would also change the count every later thread starts with. The passes'
-thread count follows the free cores through torch.set_num_threads: torch's
-own pools (MKL's, its thread pool) shrink with it.
+The passes' thread count follows the free cores through torch.set_num_threads:
+torch's own pools (MKL's, its thread pool) shrink with it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import functools
 import os
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -48,25 +37,7 @@ def _libgomp() -> Any:
         lib = ctypes.CDLL("libgomp.so.1", mode=os.RTLD_NOLOAD)  # loaded already, or not used at all
     except (OSError, AttributeError):  # not loaded; no RTLD_NOLOAD on this platform
         return None
-    lib.omp_set_num_threads.argtypes = [ctypes.c_int]
     return lib
-
-
-@contextlib.contextmanager
-def one_openmp_thread() -> Iterator[bool]:
-    """Within the block, the calling thread's OpenMP regions run on itself
-    alone (the count before comes back after); yields False where torch does
-    not use GNU OpenMP (then nothing changes)."""
-    lib = _libgomp()
-    if lib is None:
-        yield False
-        return
-    before = torch.get_num_threads()  # torch's first-use setup of this thread's count comes first, else it undoes ours
-    lib.omp_set_num_threads(1)
-    try:
-        yield True
-    finally:
-        lib.omp_set_num_threads(before)
 
 
 def release_openmp_workers() -> bool:

@@ -161,8 +161,6 @@ class LeanForward:
     fbgemm (half_weights.py); `weights` is then the prepared set (hold it instead of
     the plain one, so the plain copy can go)."""
 
-    passes_elsewhere = False  # the caller's thread runs the pass (a BatchedForward's pass thread runs its own)
-
     def __init__(self, weights: LeanWeights, pack: bool = True, half: bool = False) -> None:
         if half:
             self.weights = halve_weights(weights)

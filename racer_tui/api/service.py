@@ -25,7 +25,7 @@ from racer_tui.host_names import LOOPBACK_NAMES, url_name
 
 DEFAULT_QUEUE = 16
 DEFAULT_MAX_BATCH = 8
-"""Requests decoded at once, their forward passes shared (racer_core/engine/batching.py)."""
+"""Requests decoded at once, their forward passes shared (racer_core/engine/loop.py)."""
 DEFAULT_MAX_ROWS = 256
 """Rows per shared pass: a prefill chunk, or many requests' trees."""
 LISTEN_BACKLOG = 2048  # uvicorn's default
@@ -51,12 +51,12 @@ def bind(host: str, port: int) -> socket.socket:
 def engine_routes(engine: Engine, settings: ServerSettings, queue: int = DEFAULT_QUEUE,
                   observers: list[Observer] | None = None, refused: Refused | None = None,
                   max_batch: int = DEFAULT_MAX_BATCH, max_rows: int = DEFAULT_MAX_ROWS) -> tuple[Any, EngineWorker, ApiServer]:
-    """The batcher (None: one request at a time), the engine worker and the routes over `engine`."""
+    """The engine loop (None: one request at a time), the engine worker and the routes over `engine`."""
     # An engine with a lean forward batches its requests' passes; others
     # (the stock forward, the tests' scripted engine) serve one at a time.
     batcher = engine.batched(max_rows) if max_batch > 1 else None
-    # The engine runs on worker threads from here: the OpenMP workers of the
-    # thread that loaded it would only slow theirs (racer_core/engine/openmp_threads.py).
+    # The engine runs on its loop's thread from here: the OpenMP workers of the
+    # thread that loaded it would only slow the loop's (racer_core/engine/openmp_threads.py).
     from racer_core.engine.openmp_threads import release_openmp_workers  # torch is loaded by now
 
     release_openmp_workers()

@@ -1,15 +1,17 @@
-"""The engine's threads and one queue: requests start in the order they came.
+"""The engine's request threads and one queue: requests start in the order they came.
 
-A request becomes a Job. Up to `max_batch` jobs run at once, each on its own
-engine thread; with a batching engine (racer_core/engine/batching.py) their
-forward passes are shared, each thread seated in the batch for its job
-(`seat`). With `max_batch` 1 (or an engine that cannot batch) jobs run one at
-a time, as a sequential server. Each job's results go back to the request's
-event loop through its item queue, and every engine step is told to the
-observers (the live monitor, the headless log). The queue is bounded: a full
-one refuses new jobs with a retry hint. Cancelling a job (its client went
-away) stops its generation before its next step, or skips it if it has not
-started.
+A request becomes a Job. Up to `max_batch` jobs run at once, each on a
+request thread of its own that renders its prompt, reads its reply's steps
+and posts them; no request thread runs model code: with a batching engine
+all the jobs' sequences are decoded by the engine loop's one thread
+(racer_core/engine/loop.py), their passes shared, each job's figures in its
+Seat (`seat`). With `max_batch` 1 (or an engine that cannot batch) jobs run
+one at a time, as a sequential server. Each job's results go back to the
+request's event loop through its item queue, and every engine step is told
+to the observers (the live monitor, the headless log). The queue is bounded:
+a full one refuses new jobs with a retry hint. Cancelling a job (its client
+went away) stops its generation before its next step, or skips it if it has
+not started.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ class Job:
     endpoint: str  # "chat" or "completion"
     method: str
     client: str
-    work: Callable[[Job], None]  # runs on the engine thread, posts items
+    work: Callable[[Job], None]  # runs on a request thread, posts items
     loop: asyncio.AbstractEventLoop
     items: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
     cancelled: threading.Event = field(default_factory=threading.Event)
@@ -90,14 +92,14 @@ class QueueFull(Exception):
 
 
 Observer = Callable[[str, Job, StepEvent | None], None]
-"""Told (from an engine thread or a request's) of "queued", "started", "step" and "finished"."""
+"""Told (from a request thread or the server's) of "queued", "started", "step" and "finished"."""
 
 Seats = Callable[[], AbstractContextManager[Any]]
-"""A batching engine's `seat`: the calling thread's place in the shared passes, for a job."""
+"""A batching engine loop's `seat`: the figures of the passes of a job's sequences."""
 
 
 class EngineWorker:
-    """The engine's threads and their bounded, in-order queue."""
+    """The request threads and their bounded, in-order queue."""
 
     def __init__(self, capacity: int, observers: list[Observer] | None = None, max_batch: int = 1,
                  seats: Seats | None = None) -> None:
@@ -111,7 +113,7 @@ class EngineWorker:
         self._cond = threading.Condition()
         self._durations: deque[float] = deque(maxlen=20)  # recent jobs' seconds: the retry hint
         self._stopping = False
-        self._threads = [threading.Thread(target=self._serve, name=f"racer-engine-{i}", daemon=True)
+        self._threads = [threading.Thread(target=self._serve, name=f"racer-request-{i}", daemon=True)
                          for i in range(self.max_batch)]
 
     @property
@@ -127,7 +129,7 @@ class EngineWorker:
 
     @property
     def alive(self) -> bool:
-        """Whether any engine thread still runs."""
+        """Whether any request thread still runs."""
         return any(thread.is_alive() for thread in self._threads)
 
     def start(self) -> None:
@@ -193,7 +195,7 @@ class EngineWorker:
                 job.post(exc)
         job.finished_at = time.monotonic()
         self._durations.append(job.seconds)
-        with self._cond:  # several engine threads finish jobs
+        with self._cond:  # several request threads finish jobs
             self.served += 1
         self._tell("finished", job)  # before the request's last item: its client then finds it told
         job.post(FINISHED)

@@ -1,4 +1,4 @@
-"""Tree sizes under load (racer_core/budget/tree_policy.py with a load hook):
+"""Tree sizes under load (racer_core/budget/tree_policy.py, the load passed in by the engine loop):
 a request's tree is weighed by what its rows add to the whole shared pass, so
 trees shrink toward the root as the batch grows, and alone nothing changes.
 Scripted cost curves and acceptance only; no clock is read."""
@@ -24,12 +24,37 @@ def _tree():
     return a.retrieve(3, 64)
 
 
-def _policy(p: float, load: tuple[int, int] | None) -> TreePolicy:
+class _At:
+    """A policy asked at one load (the engine loop passes each step's); `load` may be changed."""
+
+    def __init__(self, policy: TreePolicy, load: tuple[int, int]) -> None:
+        object.__setattr__(self, "policy", policy)
+        object.__setattr__(self, "load", load)
+
+    def choose(self, tree):  # noqa: ANN001, ANN201
+        return self.policy.choose(tree, self.load)
+
+    def worth_drafting(self) -> bool:
+        return self.policy.worth_drafting(self.load)
+
+    def __getattr__(self, name: str):  # noqa: ANN204
+        return getattr(self.policy, name)
+
+    def __setattr__(self, name: str, value) -> None:  # noqa: ANN001
+        if name == "load":
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.policy, name, value)
+
+
+def _policy(p: float, load: tuple[int, int] | None) -> _At:
+    """A policy whose every kind of node is accepted with chance p, asked at
+    `load` (None: the argument left out, as a chat alone leaves it)."""
     policy = TreePolicy(CURVE)
-    policy._hits[:] = p * policy._trials  # every kind of node accepted with chance p
-    if load is not None:
-        policy.load = lambda: load
-    return policy
+    policy._hits[:] = p * policy._trials
+    if load is None:
+        return policy  # type: ignore[return-value]
+    return _At(policy, load)
 
 
 def test_alone_the_choice_is_todays() -> None:
@@ -66,25 +91,6 @@ def test_a_chosen_tree_never_expects_fewer_tokens_per_second_than_plain_batched_
             assert drafted >= plain * 0.9999
 
 
-def test_a_batched_engine_hands_its_policies_the_load() -> None:
-    from engine_helpers import SMALL_VOCAB
-
-    from racer_core.engine.engine import RacerEngine
-    from racer_core.testing import tiny_model
-
-    engine = RacerEngine(tiny_model("llama", 0, vocab_size=SMALL_VOCAB), None, "tiny", eos_ids=frozenset())
-    engine._curve = CURVE
-    before = engine._policy("racer")
-    assert before.load is None
-    batcher = engine.batched()
-    assert batcher is not None and engine.runtime.lean is batcher
-    assert before.load == batcher.load and engine._policy("retrieval").load == batcher.load
-    with batcher.seat() as seat:
-        seat.others, seat.other_rows = 3, 17
-        assert before.load() == (3, 17)
-    assert before.load() == (0, 0)  # an unseated thread decodes as alone
-
-
 def test_alone_a_tree_is_always_worth_drafting() -> None:
     for p in (0.0, 0.05, 0.9):
         assert _policy(p, None).worth_drafting() and _policy(p, (0, 0)).worth_drafting()
@@ -110,7 +116,7 @@ def test_the_drafting_itself_counts_under_load_and_not_alone() -> None:
     assert policy.worth_drafting()
     policy.drafting_s = 2.0  # the pass would wait longer for the drafting than the rows cost
     assert not policy.worth_drafting()
-    policy.load = lambda: (0, 0)
+    policy.load = (0, 0)
     assert policy.worth_drafting()  # alone the tree is drafted and weighed as before
 
 
@@ -120,7 +126,7 @@ def test_under_load_a_tree_must_pay_for_the_passs_wait_on_its_drafting_too() -> 
     assert len(policy.choose(tree).chosen) > 1
     policy.drafting_s = 2.0
     assert policy.choose(tree).chosen.tolist() == [0]
-    policy.load = lambda: (0, 0)
+    policy.load = (0, 0)
     assert len(policy.choose(tree).chosen) > 1  # alone the choice is today's
 
 
@@ -138,7 +144,7 @@ def test_under_load_a_run_of_kept_roots_leaves_only_probe_steps_drafting() -> No
     policy.drafting_s = 0.0
     assert len(policy.choose(tree).chosen) > 1  # a probe that keeps a tree ends the run
     assert all(policy.worth_drafting() for _ in range(2 * PROBE_EVERY))
-    policy.load = lambda: (0, 0)
+    policy.load = (0, 0)
     policy.drafting_s = 2.0
     for _ in range(2 * ROOT_STREAK):
         policy.choose(tree)
@@ -159,18 +165,15 @@ def test_racer_under_a_hopeless_load_verifies_the_root_without_retrieving() -> N
     from racer_core.drafting.protocol import DrafterSetup
     from racer_core.drafting.racer import RacerDrafter
 
-    loaded = {"now": (0, 0)}
     policy = _policy(0.05, None)
-    policy.load = lambda: loaded["now"]
     racer = RacerDrafter(DrafterSetup(100, policy_for=lambda method: policy))
     racer.configure(GenerationConfig(method="racer"))
     racer.start([1, 2, 3, 4, 5, 6, 7, 8] * 4 + [1, 2], 3)
     assert racer.draft(3, 2, None).size > 1  # alone: drafted and weighed as before
     racer._full = None
-    loaded["now"] = (15, 200)
     retrieved = []
     racer.automaton = _Spy(racer.automaton, retrieved)
-    plain = racer.draft(3, 2, None)
+    plain = racer.draft(3, 2, None, (15, 200))
     assert plain.size == 1 and retrieved == []
     racer.verified(plain, torch.zeros(1, 100), [0], [4], None)  # learns as after any root-only step
     assert racer.generated[-1] == 4

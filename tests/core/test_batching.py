@@ -1,9 +1,11 @@
-"""Continuous batching (racer_core/engine/batching.py): several sequences'
-forward passes shared, each sequence getting exactly what it gets alone.
+"""Continuous batching in the engine loop (racer_core/engine/loop.py): several
+sequences' forward passes shared on the loop's one thread, each sequence
+getting exactly what it gets alone.
 
-Sequences are seated `engaged` before any of them starts, so each pass waits
-for every seated sequence (or its leaving): the passes are shared whatever
-the threads' timing, and every assertion holds for any interleaving."""
+The first sequences are submitted while the loop is `held`, so they start
+together, and each pass waits for every reader of the last one (`read_wait_s`
+is far beyond any test): the passes are shared whatever the threads' timing,
+and every assertion holds for any interleaving."""
 
 from __future__ import annotations
 
@@ -15,14 +17,13 @@ import torch
 from engine_helpers import PROMPT, SMALL_VOCAB, make_markov
 
 from racer_core.budget.cost_curve import CostCurve
+from racer_core.budget.tree_policy import TreePolicy
 from racer_core.common.events import GenerationConfig, Source
-from racer_core.engine.batching import BatchedForward
 from racer_core.engine.engine import RacerEngine
-from racer_core.models.lean_forward import Part
 from racer_core.testing import tiny_model
 from racer_core.testing.bit_exact import batch_mismatches
 
-WAIT_S = 60.0  # the passes wait for every seated sequence: never for a clock in these tests
+READ_WAIT_S = 60.0  # a pass waits for every reader: never for a clock in these tests
 CURVE = CostCurve([1, 64], [1.0, 1.5])  # scripted: drafting pays
 
 
@@ -32,9 +33,9 @@ def _engine(batched: bool, max_rows: int = 256) -> RacerEngine:
                          eos_ids=frozenset())
     engine._curve = CURVE
     if batched:
-        batcher = engine.batched(max_rows)
-        assert batcher is not None
-        batcher.wait_s = WAIT_S
+        loop = engine.batched(max_rows)
+        assert loop is engine.loop
+        loop.read_wait_s = READ_WAIT_S
     return engine
 
 
@@ -47,48 +48,53 @@ def _prompt(i: int) -> list[int]:
     return [*PROMPT, *[(7 * i + k) % SMALL_VOCAB for k in range(i % 4)]]
 
 
-def _generate(engine: RacerEngine, prompt: list[int], config: GenerationConfig,
-              stop_after: int | None = None) -> tuple[list[int], int]:
-    """(tokens, accepted drafts); with `stop_after` the request is cancelled after that many steps."""
-    steps = 0
-
-    def should_stop() -> bool:
-        return stop_after is not None and steps >= stop_after
-
+def _read(steps: Any, stop_after: int | None, counted: list[int]) -> tuple[list[int], int]:
     tokens, drafted = [], 0
-    for step in engine.decoder().generate(prompt, config, should_stop):
-        steps += 1
+    for step in steps:
+        counted[0] += 1
         tokens.extend(step.tokens)
         drafted += sum(s != Source.MODEL for s in step.sources)
     return tokens, drafted
 
 
+def _generate(engine: RacerEngine, prompt: list[int], config: GenerationConfig,
+              stop_after: int | None = None, on_loop: bool = False) -> tuple[list[int], int]:
+    """(tokens, accepted drafts), decoded on the calling thread (or on the
+    engine's loop); with `stop_after` the request is cancelled after that many steps."""
+    counted = [0]
+
+    def should_stop() -> bool:
+        return stop_after is not None and counted[0] >= stop_after
+
+    decoder = engine.decoder()
+    if on_loop:
+        return _read(engine.loop.submit(decoder.steps(prompt, config, should_stop)), stop_after, counted)
+    return _read(decoder.generate(prompt, config, should_stop), stop_after, counted)
+
+
 def _concurrently(engine: RacerEngine, requests: list[tuple[list[int], GenerationConfig]], first: int,
                   stop_after: dict[int, int] | None = None) -> list[tuple[list[int], int]]:
-    """Serve `requests`: `first` of them seated together at once, each later one
-    seated as soon as an earlier one has left (joining while others run)."""
-    batcher = engine.batcher
-    assert batcher is not None
+    """Serve `requests` on the loop from reader threads: `first` of them
+    starting together, each later one as soon as an earlier one has ended
+    (joining while others run)."""
     results: list[Any] = [None] * len(requests)
     errors: list[BaseException] = []
-    seated = threading.Barrier(first)
     left = threading.Semaphore(0)
 
     def serve(i: int) -> None:
         try:
-            with batcher.seat(engaged=True):
-                if i < first:
-                    seated.wait(30)  # nobody submits before all the first ones are seated
-                prompt, config = requests[i]
-                results[i] = _generate(engine, prompt, config, (stop_after or {}).get(i))
+            prompt, config = requests[i]
+            results[i] = _generate(engine, prompt, config, (stop_after or {}).get(i), on_loop=True)
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
         finally:
             left.release()
 
     threads = [threading.Thread(target=serve, args=(i,)) for i in range(first)]
-    for t in threads:
-        t.start()
+    with engine.loop.held():
+        for t in threads:
+            t.start()
+        _wait(lambda: engine.loop.waiting == first)
     for i in range(first, len(requests)):
         assert left.acquire(timeout=120)
         threads.append(threading.Thread(target=serve, args=(i,)))
@@ -97,6 +103,15 @@ def _concurrently(engine: RacerEngine, requests: list[tuple[list[int], Generatio
         t.join(120)
     assert not errors, errors
     return results
+
+
+def _wait(condition: Any) -> None:
+    done = threading.Event()
+    for _ in range(12000):
+        if condition():
+            return
+        done.wait(0.005)
+    raise AssertionError("timed out")
 
 
 def test_a_batched_pass_gives_each_part_what_it_gets_alone() -> None:
@@ -120,8 +135,7 @@ def test_concurrent_greedy_requests_equal_each_request_alone(alone: RacerEngine,
     for (prompt, config), (tokens, _) in zip(requests, got, strict=True):
         expected, _ = _generate(alone, prompt, config)
         assert tokens == expected and len(tokens) == config.max_new_tokens
-    batcher = engine.batcher
-    assert batcher.most_parts >= 3  # the first three shared their passes
+    assert engine.loop.most_parts >= 3  # the first three shared their passes
     if method == "racer":
         assert sum(d for _, d in got) > 10  # with drafts accepted
     else:
@@ -137,7 +151,7 @@ def test_sampling_stays_exact_per_request_with_its_own_seed(alone: RacerEngine) 
     got = _concurrently(engine, requests, first=4)
     for (prompt, config), (tokens, _) in zip(requests, got, strict=True):
         assert tokens == _generate(alone, prompt, config)[0]
-    assert engine.batcher.most_parts == 4
+    assert engine.loop.most_parts == 4
 
 
 def test_a_cancelled_request_leaves_at_its_next_step_and_the_others_finish_exactly(alone: RacerEngine) -> None:
@@ -146,9 +160,8 @@ def test_a_cancelled_request_leaves_at_its_next_step_and_the_others_finish_exact
                 for i in range(3)]
     got = _concurrently(engine, requests, first=3, stop_after={1: 3})
     tokens, _ = got[1]
-    assert len(tokens) < 40  # stopped: three steps' tokens only
-    expected = _generate(alone, *requests[1])[0]
-    assert tokens == expected[: len(tokens)]
+    expected = _generate(alone, *requests[1], stop_after=3)[0]  # the loop asks should_stop as the reader would
+    assert len(tokens) < 40 and tokens == expected
     for i in (0, 2):
         assert got[i][0] == _generate(alone, *requests[i])[0]
 
@@ -162,8 +175,66 @@ def test_a_pass_keeps_within_its_rows_unless_one_part_alone_exceeds_them(alone: 
     got = _concurrently(engine, requests, first=3)
     for (prompt, config), (tokens, _) in zip(requests, got, strict=True):
         assert tokens == _generate(alone, prompt, config)[0]
-    batcher = engine.batcher
-    assert batcher.most_rows <= 24 and batcher.most_parts >= 2
+    assert engine.loop.most_rows <= 24 and engine.loop.most_parts >= 2
+
+
+def test_each_tree_is_weighed_against_the_others_rows_passed_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The load reaches the tree policy as an argument: alone (0, 0); three
+    sequences together, the two others and some of their rows."""
+    seen: list[tuple[int, int]] = []
+    choose = TreePolicy.choose
+
+    def spy(self: TreePolicy, tree: Any, load: tuple[int, int] = (0, 0)) -> Any:
+        seen.append(load)
+        return choose(self, tree, load)
+
+    monkeypatch.setattr(TreePolicy, "choose", spy)
+    engine = _engine(batched=True)
+    config = GenerationConfig(method="racer", max_new_tokens=12, temperature=0.0)
+    _generate(engine, _prompt(0), config, on_loop=True)
+    assert seen and set(seen) == {(0, 0)}
+    seen.clear()
+    _concurrently(engine, [(_prompt(i), config) for i in range(3)], first=3)
+    assert any(others == 2 and rows >= 2 for others, rows in seen)
+
+
+def test_no_thread_but_the_loop_runs_the_model(alone: RacerEngine) -> None:
+    """A chat's reply: its passes run on the engine loop's thread, its reader only reads."""
+    engine = _engine(batched=False)
+    lean = engine.lean
+    assert lean is not None
+    threads: set[str] = set()
+    call, batch = lean.__call__, lean.batch
+
+    class Spy:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(lean, name)
+
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            threads.add(threading.current_thread().name)
+            return call(*args, **kwargs)
+
+        def batch(self, parts: Any) -> Any:
+            threads.add(threading.current_thread().name)
+            return batch(parts)
+
+    import dataclasses
+
+    engine.runtime = dataclasses.replace(engine.runtime, lean=Spy())
+    config = GenerationConfig(method="racer", max_new_tokens=10, temperature=0.0)
+    tokens, _ = _generate(engine, _prompt(1), config, on_loop=True)
+    assert tokens == _generate(alone, _prompt(1), config)[0]
+    assert threads == {"racer-loop"}
+
+
+def test_a_reader_that_stops_reading_ends_its_sequence_and_the_loop_goes_on(alone: RacerEngine) -> None:
+    engine = _engine(batched=True)
+    config = GenerationConfig(method="racer", max_new_tokens=40, temperature=0.0)
+    steps = engine.loop.submit(engine.decoder().steps(_prompt(0), config))
+    next(steps)
+    steps.close()  # the reader leaves after one step
+    _wait(lambda: not engine.loop._active)
+    assert _generate(engine, _prompt(2), config, on_loop=True)[0] == _generate(alone, _prompt(2), config)[0]
 
 
 def test_an_engine_without_a_lean_forward_does_not_batch() -> None:
@@ -172,15 +243,17 @@ def test_an_engine_without_a_lean_forward_does_not_batch() -> None:
     assert engine.batched() is None
 
 
-def test_a_failing_pass_fails_its_callers_only() -> None:
-    class Broken:
-        def batch(self, parts: list[Part]) -> list[torch.Tensor]:
-            raise RuntimeError("boom")
+def test_a_failing_pass_fails_its_sequences_only(alone: RacerEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = _engine(batched=True)
+    config = GenerationConfig(method="ar", max_new_tokens=8, temperature=0.0)
 
-    batcher = BatchedForward(Broken())  # type: ignore[arg-type]
-    one = torch.zeros(1, dtype=torch.long)
-    with pytest.raises(RuntimeError, match="boom"):
-        batcher(one, one, torch.zeros(1, 1, 1, 1), None)
-    batcher.stop()
-    with pytest.raises(RuntimeError, match="stopped"):
-        batcher(one, one, torch.zeros(1, 1, 1, 1), None)
+    def broken(parts: Any) -> Any:
+        raise RuntimeError("boom")
+
+    assert engine.lean is not None
+    monkeypatch.setattr(engine.lean, "batch", broken)  # a pass of two or more sequences fails
+    requests = [(_prompt(i), config) for i in range(2)]
+    with pytest.raises(AssertionError, match="boom"):
+        _concurrently(engine, requests, first=2)
+    monkeypatch.undo()
+    assert _generate(engine, _prompt(3), config, on_loop=True)[0] == _generate(alone, _prompt(3), config)[0]

@@ -125,6 +125,20 @@ def test_policy_learns_from_hindsight_labels() -> None:
     assert np.all(after[on_path] >= before[on_path]) and after[on_path].max() > 0.8
 
 
+def test_replies_sharing_a_policy_on_one_thread_label_their_own_trees() -> None:
+    """The engine loop runs every reply on one thread: each keeps its recorded
+    trees in its own list, and one reply's learning leaves the other's alone."""
+    policy = TreePolicy(CostCurve([1, 64], [1.0, 2.0]))
+    a, root = _tree_with_history(3)
+    tree = a.retrieve(root, 64)
+    mine: list = []
+    theirs: list = []
+    policy.record(tree, 0, pending=mine)
+    policy.record(tree, 5, pending=theirs)  # a tree of the other reply, 5 tokens further in its own text
+    policy.learn([root, 4, 5, 6, 7, 8], final=True, pending=mine)
+    assert mine == [] and len(theirs) == 1  # not labelled with my text
+
+
 
 def test_a_curve_measured_on_a_busy_machine_is_measured_again_and_keeps_the_fastest(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("RACER_TUI_CACHE_DIR", str(tmp_path))

@@ -199,7 +199,7 @@ def _shifted(cls: type[Drafter]) -> type[Drafter]:
     (each node proposes its parent's token): a drafter off by one."""
 
     class Shifted(cls):  # type: ignore[valid-type, misc]
-        def draft(self, root: int, prev: int, limit: int | None):  # noqa: ANN202
+        def draft(self, root: int, prev: int, limit: int | None, load: tuple[int, int] = (0, 0)):  # noqa: ANN202
             tree = super().draft(root, prev, limit)
             tokens = tree.tokens.copy()
             tokens[1:] = tree.tokens[np.maximum(tree.parents[1:], 0)]

@@ -69,7 +69,7 @@ def test_padded_trees_are_lossless(monkeypatch) -> None:
 
     from racer_core.budget.tree_policy import Selection, TreePolicy
 
-    def small_subtree_padded_to_eight(self, tree):
+    def small_subtree_padded_to_eight(self, tree, load=(0, 0)):
         chosen = np.arange(min(tree.size, 3))  # breadth-first prefix: closed under parents
         return Selection(chosen, 8, 0.0, np.ones(tree.size), (), -1)
 

@@ -56,10 +56,9 @@ def test_a_tree_that_pays_alone_pauses_where_a_full_batch_makes_its_rows_dear() 
 
 def test_the_policy_scores_its_trees_at_the_load_they_were_chosen_for() -> None:
     policy = TreePolicy(STEEP)
-    policy.load = lambda: (7, 7)
     a, root = _tree_with_history()
     tree = a.retrieve(root, 64)
-    selection = policy.choose(tree)
+    selection = policy.choose(tree, (7, 7))
     assert selection.load == (7, 7)  # stamped when chosen
     seen = []
     policy.gate.observe = lambda fed, gained, others=0, base=0: seen.append((fed, gained, others, base))  # type: ignore[method-assign]
