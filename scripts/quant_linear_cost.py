@@ -32,7 +32,7 @@ def step_weights(formats: list[str]) -> dict[str, list[Any]]:
     """Each format's linears of one step, in forward order (layer by layer, then the head)."""
     import torch
 
-    from racer_core.models.checkpoint_files import CheckpointConfig
+    from racer_core.models.checkpoint.files import CheckpointConfig
     from racer_core.models.embedded import embedded_gguf
     from racer_core.models.families import family_of
     from racer_core.models.formats.half_weights import HalfWeight

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from racer_core.models.checkpoints import FORWARDS
+from racer_core.models.load_options import FORWARDS
 
 
 def main() -> None:

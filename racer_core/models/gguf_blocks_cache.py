@@ -18,8 +18,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from racer_core.common.errors import first_line
 from racer_core.common.events import Progress
-from racer_core.models.checkpoints import first_line
 from racer_core.models.gguf_cache import cache_folder, gguf_read_once, set_aside_if_damaged, write_folder
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ def write_blocks_checkpoint(gguf: Path, target: Path) -> bool:
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     from transformers import modeling_gguf_pytorch_utils as gguf_utils
 
-    from racer_core.models.checkpoint_files import CheckpointConfig
+    from racer_core.models.checkpoint.files import CheckpointConfig
     from racer_core.models.families import family_of
     from racer_core.models.gguf_blocks import family_fits, read_blocks
 

@@ -22,11 +22,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from racer_core.common.errors import ModelLoadError
+from racer_core.common.errors import ModelLoadError, first_line
 from racer_core.common.events import Progress
 from racer_core.common.paths import cache_dir, move_aside
-from racer_core.models.checkpoint_files import CONFIG, WEIGHTS_INDEX, indexed_weight_files, read_json
-from racer_core.models.checkpoints import first_line
+from racer_core.models.checkpoint.files import CONFIG, WEIGHTS_INDEX, indexed_weight_files, read_json
 
 KEY_VERSION = "2"  # bump when what the folder holds changes
 HEAD = 1 << 20  # the header (architecture, tokenizer, tensor table) is hashed whole up to here

@@ -15,24 +15,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from racer_core.common.errors import InputError, ModelLoadError
+from racer_core.common.errors import InputError, ModelLoadError, first_line
 from racer_core.common.events import Progress
 from racer_core.models import hub
-from racer_core.models.checkpoint_files import is_vision_config
-from racer_core.models.checkpoints import (
-    FORWARDS,
-    HALF,
-    LoadOptions,
-    check_tree_support,
-    first_line,
-    is_remote_code,
-    model_class,
-    placement,
-    read_config,
-)
+from racer_core.models.checkpoint.files import is_vision_config
 from racer_core.models.embedded import EMBEDDED_NAME, embedded_gguf
 from racer_core.models.gguf_blocks_cache import ensure_blocks_checkpoint, is_blocks_folder
 from racer_core.models.gguf_cache import ensure_dequantized
+from racer_core.models.load_options import FORWARDS, HALF, LoadOptions, placement
+from racer_core.models.transformers_load import check_tree_support, is_remote_code, model_class, read_config
 from racer_core.models.vl_processor import load_processor
 
 if TYPE_CHECKING:
@@ -224,7 +215,7 @@ def gguf_blocks_wanted(source: ModelSource, options: LoadOptions, device: str) -
 def read_gguf_blocks(source: ModelSource, folder: Path) -> dict[str, Any] | None:
     """The GGUF's linears the kernel reads, by checkpoint name (None when its
     family's names do not map onto llama.cpp's), the others named in one log line."""
-    from racer_core.models.checkpoint_files import CheckpointConfig, read_json
+    from racer_core.models.checkpoint.files import CheckpointConfig, read_json
     from racer_core.models.families import family_of
     from racer_core.models.gguf_blocks import family_fits, log_left_out, read_blocks
 

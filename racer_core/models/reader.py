@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from racer_core.models.checkpoint_files import CONFIG, GENERATION_CONFIG, CheckpointConfig, read_json, weight_files
+from racer_core.models.checkpoint.files import CONFIG, GENERATION_CONFIG, CheckpointConfig, read_json, weight_files
 from racer_core.models.families import family_of
 from racer_core.models.family import Family
 from racer_core.models.formats.half_weights import halve, is_half

@@ -57,8 +57,8 @@ def test_racer_equals_plain_greedy_on_the_embedded_model(engine) -> None:
 def test_racer_equals_plain_greedy_with_fp16_weights() -> None:
     """--fp16-weights on the real model: the reply as plain decoding's, drafts accepted."""
     from racer_core.engine.engine import load_engine
-    from racer_core.models.checkpoints import HALF
     from racer_core.models.formats.half_weights import half_works
+    from racer_core.models.load_options import HALF
 
     if not half_works():
         pytest.skip("this torch has no fbgemm fp16 linear")

@@ -46,7 +46,7 @@ def test_racer_equals_plain_greedy_on_the_blocks(engine) -> None:
 
 
 def test_dtype_float32_keeps_the_dequantized_path() -> None:
-    from racer_core.models.checkpoints import LoadOptions
+    from racer_core.models.load_options import LoadOptions
     from racer_core.models.loader import gguf_blocks_wanted, resolve
 
     source = resolve(None)
