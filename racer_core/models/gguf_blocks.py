@@ -1,8 +1,8 @@
 """A GGUF's block-quantized linear weights, read straight from the file.
 
-The file's tensor table is read here (gguf.GGUFReader parses every field,
-the tokenizer's 49k strings included, 14 s on a small CPU), the tensor data
-memory-mapped, and each supported tensor's bytes taken as they are: ggml's blocks are the kernel's layout
+The file is parsed once, by the checkpoint's reader (gguf's GGUFReader over
+the file's memory map, checkpoint/gguf_file.py), and each supported tensor's
+bytes taken from it as they are: ggml's blocks are the kernel's layout
 (formats/quant_weights.py), so nothing is dequantized or repacked. Only
 llama.cpp's row order of q and k in Llama-architecture files is undone (as
 transformers does when it dequantizes), by moving whole rows of blocks.
@@ -14,13 +14,12 @@ dequantized checkpoint, named in one log line.
 from __future__ import annotations
 
 import logging
-import struct
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from racer_core.common.errors import first_line
 from racer_core.models.family import Family
 from racer_core.models.formats.quant_weights import TYPE_NAMES, QuantWeight, row_bytes, supported, values_per_block
 
@@ -69,103 +68,56 @@ def family_fits(family: Family) -> bool:
         and family.down == default.down
 
 
-@dataclass
-class TensorInfo:
-    name: str
-    shape: tuple[int, ...]  # ggml's order: the row length first
-    qtype: int
-    offset: int  # from the start of the file
-
-
-SCALAR = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
-STRING, ARRAY = 8, 9
-
-
-class _Cursor:
-    """Reads little-endian values from a buffer (the mapped file), moving on."""
-
-    def __init__(self, buffer: Any) -> None:
-        self.buffer, self.at = buffer, 0
-
-    def read(self, fmt: str) -> tuple:
-        values = struct.unpack_from("<" + fmt, self.buffer, self.at)
-        self.at += struct.calcsize("<" + fmt)
-        return values
-
-    def string(self) -> str:
-        (length,) = self.read("Q")
-        self.at += length
-        return bytes(self.buffer[self.at - length : self.at]).decode("utf-8", errors="replace")
-
-    def value(self, kind: int) -> object:
-        """A field's value; an array's items are skipped (None)."""
-        if kind == STRING:
-            return self.string()
-        if kind == ARRAY:
-            item, count = self.read("IQ")
-            if item == STRING:
-                for _ in range(count):
-                    self.at += struct.unpack_from("<Q", self.buffer, self.at)[0] + 8
-            elif item in SCALAR:
-                self.at += count * struct.calcsize(SCALAR[item])
-            else:
-                for _ in range(count):
-                    self.value(item)
-            return None
-        if kind not in SCALAR:
-            raise ValueError(f"unknown GGUF value type {kind}")
-        return self.read(SCALAR[kind])[0]
-
-
-def tensor_table(data: Any) -> tuple[dict[str, object], list[TensorInfo]]:
-    """A GGUF's scalar fields and its tensors' names, shapes, types and data
-    offsets, from the file's bytes (a memory map)."""
-    cur = _Cursor(data)
-    magic, (version,) = bytes(data[:4]), struct.unpack_from("<I", data, 4)
-    if magic != b"GGUF" or version not in (2, 3):
-        raise ValueError(f"not a GGUF file of version 2 or 3 ({magic!r}, {version})")
-    cur.at = 8
-    n_tensors, n_fields = cur.read("QQ")
-    fields: dict[str, object] = {}
-    for _ in range(n_fields):
-        key = cur.string()
-        fields[key] = cur.value(cur.read("I")[0])
-    infos = []
-    for _ in range(n_tensors):
-        name = cur.string()
-        (dims,) = cur.read("I")
-        shape = cur.read("Q" * dims)
-        qtype, offset = cur.read("IQ")
-        infos.append(TensorInfo(name, tuple(int(n) for n in shape), int(qtype), int(offset)))
-    align = int(fields.get("general.alignment", 32))  # type: ignore[call-overload]
-    start = -(-cur.at // align) * align
-    return fields, [TensorInfo(t.name, t.shape, t.qtype, start + t.offset) for t in infos]
-
-
-def read_blocks(gguf: Path, family: Family, layers: int, heads: int, kv_heads: int) -> Blocks:
-    """The block-quantized linears of `gguf` the kernel reads, as QuantWeights
-    over the file's memory map (q and k rows reordered as transformers does)."""
-    data = np.memmap(gguf, dtype=np.uint8, mode="r")
-    fields, infos = tensor_table(data)
-    arch = fields.get("general.architecture")
+def read_blocks(reader: Any, family: Family, layers: int, heads: int, kv_heads: int) -> Blocks:
+    """The block-quantized linears the kernel reads, from a GGUF's reader
+    (gguf_file.open_reader, over the file's memory map), as QuantWeights by
+    checkpoint name (q and k rows reordered as transformers does)."""
+    arch = field_value(reader, "general.architecture")
     names = _name_map(family, layers)
     found = Blocks()
-    for tensor in infos:
+    for tensor in reader.tensors:
         ours = names.get(tensor.name)
-        if ours is None or tensor.qtype in FLOAT_TYPES:
+        qtype = int(tensor.tensor_type)
+        if ours is None or qtype in FLOAT_TYPES:
             continue
-        if not supported(tensor.qtype) or len(tensor.shape) != 2 or tensor.shape[0] % values_per_block(tensor.qtype):
-            found.left_out.append(f"{tensor.name} ({_type_name(tensor.qtype)})")
+        shape = tuple(int(n) for n in tensor.shape)  # ggml's order: the row length first
+        if not supported(qtype) or len(shape) != 2 or shape[0] % values_per_block(qtype):
+            found.left_out.append(f"{tensor.name} ({_type_name(qtype)})")
             continue
-        cols, rows = tensor.shape
-        size = rows * row_bytes(tensor.qtype, cols)
-        blocks = np.asarray(data[tensor.offset : tensor.offset + size]).reshape(rows, -1)
+        cols, rows = shape
+        blocks = np.asarray(tensor.data).reshape(rows, row_bytes(qtype, cols))
         if arch in PERMUTED_ARCHITECTURES and ".attn_q." in tensor.name:
             blocks = _unpermute(blocks, heads)
         elif arch in PERMUTED_ARCHITECTURES and ".attn_k." in tensor.name:
             blocks = _unpermute(blocks, kv_heads)
-        found.weights[ours] = QuantWeight(blocks, tensor.qtype, rows, cols)
+        found.weights[ours] = QuantWeight(blocks, qtype, rows, cols)
     return found
+
+
+def field_value(reader: Any, key: str) -> Any:
+    """A scalar or string field of the GGUF (None where it has none)."""
+    field = reader.get_field(key)
+    return None if field is None else field.contents()
+
+
+def blocks_of(reader: Any, config: Any, file_name: str) -> dict[str, QuantWeight]:
+    """The GGUF's linears the kernel reads, by checkpoint name (none when its
+    family's names do not map onto llama.cpp's, or its config lacks a number
+    this needs: said in one log line), those left out named in one log line."""
+    from racer_core.models.families import family_of
+
+    family = family_of(config)
+    if family is None or not family_fits(family):
+        return {}
+    try:
+        heads = int(config.num_attention_heads)
+        found = read_blocks(reader, family, int(config.num_hidden_layers), heads,
+                            int(getattr(config, "num_key_value_heads", None) or heads))
+    except (AttributeError, TypeError, ValueError, KeyError) as error:
+        log.warning("4-bit weights: cannot read %s's blocks (%s); using float32", file_name, first_line(error))
+        return {}
+    log_left_out(found)
+    return found.weights
 
 
 def _type_name(qtype: int) -> str:

@@ -36,11 +36,12 @@ def is_blocks_folder(folder: Path) -> bool:
     return folder.name.endswith(SUFFIX)
 
 
-def ensure_blocks_checkpoint(gguf: Path, progress: Progress | None = None) -> Path | None:
+def ensure_blocks_checkpoint(gguf: Path, reader: Any, progress: Progress | None = None) -> Path | None:
     """The blocks folder of `gguf`, made now if missing or damaged; None where
     it cannot be made (a family whose linears llama.cpp names otherwise, a
     file transformers' reader does not take this way): the dequantized copy
-    serves then, as before, with one log line saying why."""
+    serves then, as before, with one log line saying why. `reader` is the
+    file parsed (checkpoint/gguf_file.py), shared with transformers' reading."""
     folder = blocks_folder(gguf)
     set_aside_if_damaged(folder, progress, f"The cached parts of {gguf.name} were", "reading them again...")
     if folder.exists():
@@ -48,7 +49,7 @@ def ensure_blocks_checkpoint(gguf: Path, progress: Progress | None = None) -> Pa
     if progress:
         progress(f"Reading {gguf.name}'s config, tokenizer and norms (first load only)...", None)
     try:
-        made = write_blocks_checkpoint(gguf, folder)
+        made = write_blocks_checkpoint(gguf, folder, reader)
     except Exception as error:  # transformers' GGUF reader raises many kinds; the full copy says it plainly
         log.warning("4-bit weights: cannot cache %s's parts without dequantizing it (%s); dequantizing it whole",
                     gguf.name, first_line(error))
@@ -56,7 +57,7 @@ def ensure_blocks_checkpoint(gguf: Path, progress: Progress | None = None) -> Pa
     return folder if made else None
 
 
-def write_blocks_checkpoint(gguf: Path, target: Path) -> bool:
+def write_blocks_checkpoint(gguf: Path, target: Path, reader: Any) -> bool:
     """Write the blocks folder of `gguf` at `target`; False (nothing written)
     where the file's family does not map onto llama.cpp's names."""
     import gguf as gguf_py
@@ -70,7 +71,7 @@ def write_blocks_checkpoint(gguf: Path, target: Path) -> bool:
     from racer_core.models.families import family_of
     from racer_core.models.gguf_blocks import family_fits, read_blocks
 
-    with gguf_read_once():
+    with gguf_read_once(reader):
         config = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
         if hasattr(config, "quantization_config"):  # as the full copy's config: no quantizer named
             del config.quantization_config
@@ -80,7 +81,7 @@ def write_blocks_checkpoint(gguf: Path, target: Path) -> bool:
             return False
         heads = int(config.num_attention_heads)
         kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
-        in_blocks = set(read_blocks(gguf, family, int(config.num_hidden_layers), heads, kv_heads).weights)
+        in_blocks = set(read_blocks(reader, family, int(config.num_hidden_layers), heads, kv_heads).weights)
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         # What transformers' own load does with each tensor (modeling_gguf_pytorch_utils.load_gguf_checkpoint),
         # for the tensors left out of the blocks only.
@@ -92,7 +93,7 @@ def write_blocks_checkpoint(gguf: Path, target: Path) -> bool:
         mapping = gguf_utils.get_gguf_hf_weights_map(skeleton, processor)
         checked = {f"{family.layers}.0.{part}.weight" for part in family.qkv}
         kept: dict[str, Any] = {}
-        for tensor in gguf_py.GGUFReader(str(gguf)).tensors:
+        for tensor in reader.tensors:
             name = mapping.get(tensor.name)
             if name is None or (name in in_blocks and name not in checked):
                 continue

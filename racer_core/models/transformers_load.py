@@ -11,6 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from racer_core.common.errors import ModelLoadError, first_line
+from racer_core.models.checkpoint.files import is_vision_config
+from racer_core.models.load_options import LoadOptions
+from racer_core.models.vl_processor import load_processor
 
 
 def read_config(folder: Path, name: str, trust_remote_code: bool) -> Any:
@@ -38,7 +41,6 @@ def model_class(config: Any, name: str, trust_remote_code: bool) -> Any:
         MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
     )
 
-    from racer_core.models.checkpoint.files import is_vision_config
     from racer_core.models.openpangu import MODEL_TYPE as PANGU
 
     model_type = config.model_type
@@ -83,3 +85,31 @@ def check_tree_support(model: Any, name: str) -> None:
         raise ModelLoadError(f"{refusal}: {first_line(error)}") from error
     if cache.length != 3 or not torch.allclose(full.float(), step.float(), atol=1e-3, rtol=1e-3):
         raise ModelLoadError(refusal)
+
+
+def load_transformers(folder: Path, name: str, options: LoadOptions, dev: str,
+                       place: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """(model, tokenizer, processor) through transformers' Auto classes."""
+    from transformers import AutoTokenizer
+
+    trust_remote_code = options.trust_remote_code
+    config = read_config(folder, name, trust_remote_code)
+    auto_class = model_class(config, name, trust_remote_code)
+    processor = None
+    try:
+        if is_vision_config(config):
+            processor = load_processor(folder, config, name, trust_remote_code)
+            tokenizer = processor.tokenizer
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
+        model = auto_class.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code, **place)
+    except ModelLoadError:
+        raise
+    except Exception as error:
+        raise ModelLoadError(f"cannot load {name}: {first_line(error)}") from error
+    if "device_map" not in place:
+        model.to(dev)
+    model.eval()
+    if is_remote_code(model):
+        check_tree_support(model, name)
+    return model, tokenizer, processor

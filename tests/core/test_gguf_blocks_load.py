@@ -13,7 +13,7 @@ import torch
 from engine_helpers import prompt_logits
 from safetensors import safe_open
 
-from racer_core.models import gguf_blocks_cache, gguf_cache, loader
+from racer_core.models import gguf_blocks, gguf_blocks_cache, gguf_cache, loader
 from racer_core.models.embedded import embedded_gguf, embedded_installed
 from racer_core.models.formats.quant_weights import QuantWeight, describe, kernel_isa
 
@@ -31,7 +31,7 @@ def _logits(loaded: loader.LoadedModel) -> torch.Tensor:
 def full_copy_model() -> loader.LoadedModel:
     """The default load as it was: the blocks over the dequantized copy (the run's shared cache)."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(loader, "ensure_blocks_checkpoint", lambda gguf, progress=None: None)
+        patch.setattr(gguf_blocks_cache, "ensure_blocks_checkpoint", lambda gguf, reader, progress=None: None)
         loaded = loader.load()
     assert loaded.model.folder == gguf_cache.cache_folder(embedded_gguf())
     return loaded
@@ -66,16 +66,16 @@ def test_what_needs_every_float_tensor_gets_the_dequantized_copy(full_copy_model
     embed = model.get_input_embeddings().weight
     assert torch.equal(embed, full_copy_model.model.transformers_model().get_input_embeddings().weight)
     # Blocks whose row order fails the check cannot stand in for the folder's missing floats: the full copy.
-    real = loader.read_gguf_blocks
+    real = gguf_blocks.blocks_of
 
-    def swapped_rows(source, folder):
-        found = real(source, folder)
+    def swapped_rows(reader, config, file_name):
+        found = real(reader, config, file_name)
         name = "model.layers.0.self_attn.q_proj.weight"
         q = found[name]
         found[name] = QuantWeight(q.blocks[::-1].copy(), q.qtype, *q.shape)
         return found
 
-    monkeypatch.setattr(loader, "read_gguf_blocks", swapped_rows)
+    monkeypatch.setattr(gguf_blocks, "blocks_of", swapped_rows)
     fallen = loader.load()
     assert fallen.model.folder == gguf_cache.cache_folder(embedded_gguf())
     assert describe(fallen.model.weights) is None  # float32 throughout: the blocks were refused

@@ -84,14 +84,14 @@ def test_a_damaged_copy_is_moved_aside_and_made_again(tmp_path, cache, monkeypat
     folder = whole_checkpoint(gguf_cache.cache_folder(gguf))
     (folder / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{}")  # cut short
     made, told = [], []
-    monkeypatch.setattr(gguf_cache, "dequantize", lambda g, target, progress: made.append(whole_checkpoint(target)))
-    assert gguf_cache.ensure_dequantized(gguf, lambda text, _: told.append(text)) == folder
+    monkeypatch.setattr(gguf_cache, "dequantize", lambda g, target, *_: made.append(whole_checkpoint(target)))
+    assert gguf_cache.ensure_dequantized(gguf, lambda text, _: told.append(text), reason="a test") == folder
     assert made == [folder] and gguf_cache.is_whole(folder)
     aside = [p for p in folder.parent.iterdir() if ".damaged-" in p.name]
     assert len(aside) == 1 and (aside[0] / "config.json").is_file()  # kept, not deleted
     assert "damaged" in told[0] and aside[0].name in told[0]
     # A whole copy is used as it is.
-    assert gguf_cache.ensure_dequantized(gguf) == folder and len(made) == 1
+    assert gguf_cache.ensure_dequantized(gguf, reason="a test") == folder and len(made) == 1
 
 
 def test_gguf_read_once_shares_one_reader_and_name_table_then_restores_them(tmp_path) -> None:
@@ -117,15 +117,15 @@ def test_gguf_read_once_shares_one_reader_and_name_table_then_restores_them(tmp_
 
 @pytest.mark.skipif(not embedded_installed(), reason="embedded model not installed (racer-tui install-model)")
 def test_transformers_parses_the_embedded_gguf_once_inside_the_block(monkeypatch) -> None:
-    import gguf
     from transformers import AutoConfig
     from transformers import modeling_gguf_pytorch_utils as gguf_utils
 
+    from racer_core.models.checkpoint import gguf_reader
     from racer_core.models.embedded import embedded_gguf
 
     built, parsed = [], []
-    real, parse = gguf.GGUFReader, gguf_utils.load_gguf_checkpoint
-    monkeypatch.setattr(gguf, "GGUFReader", lambda *a, **k: built.append(a) or real(*a, **k))
+    real, parse = gguf_reader.MappedReader, gguf_utils.load_gguf_checkpoint
+    monkeypatch.setattr(gguf_reader, "MappedReader", lambda *a, **k: built.append(a) or real(*a, **k))
     monkeypatch.setattr(gguf_utils, "load_gguf_checkpoint", lambda *a, **k: parsed.append(a) or parse(*a, **k))
     path = embedded_gguf()
     with gguf_cache.gguf_read_once():
@@ -156,12 +156,12 @@ def test_a_damaged_blocks_folder_is_moved_aside_and_made_again(tmp_path, cache, 
     assert folder.name == gguf_cache.cache_folder(gguf).name + "-blocks"
     (folder / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{}")  # cut short
     made, told = [], []
-    monkeypatch.setattr(blocks_cache, "write_blocks_checkpoint", lambda g, target: bool(made.append(whole_checkpoint(target))) or True)
-    assert blocks_cache.ensure_blocks_checkpoint(gguf, lambda text, _: told.append(text)) == folder
+    monkeypatch.setattr(blocks_cache, "write_blocks_checkpoint", lambda g, target, reader: bool(made.append(whole_checkpoint(target))) or True)
+    assert blocks_cache.ensure_blocks_checkpoint(gguf, None, lambda text, _: told.append(text)) == folder
     assert made == [folder] and gguf_cache.is_whole(folder)
     aside = [p for p in folder.parent.iterdir() if ".damaged-" in p.name]
     assert len(aside) == 1 and "damaged" in told[0] and aside[0].name in told[0]
-    assert blocks_cache.ensure_blocks_checkpoint(gguf) == folder and len(made) == 1  # a whole one is used as it is
+    assert blocks_cache.ensure_blocks_checkpoint(gguf, None) == folder and len(made) == 1  # a whole one is used as it is
     assert not gguf_cache.cache_folder(gguf).exists()  # no dequantized copy was made
 
 
@@ -172,15 +172,15 @@ def test_blocks_folder_refusals_fall_back_to_the_dequantized_copy(tmp_path, cach
 
     gguf = fake_gguf(tmp_path / "m.gguf")
     # another family's names: no folder, quietly
-    monkeypatch.setattr(blocks_cache, "write_blocks_checkpoint", lambda g, target: False)
-    assert blocks_cache.ensure_blocks_checkpoint(gguf) is None
+    monkeypatch.setattr(blocks_cache, "write_blocks_checkpoint", lambda g, target, reader: False)
+    assert blocks_cache.ensure_blocks_checkpoint(gguf, None) is None
     # a file transformers' reader will not take this way: one line, then the full copy
-    def refuse(g, target):
+    def refuse(g, target, reader):
         raise KeyError("general.architecture")
 
     monkeypatch.setattr(blocks_cache, "write_blocks_checkpoint", refuse)
     with caplog.at_level(logging.WARNING):
-        assert blocks_cache.ensure_blocks_checkpoint(gguf) is None
+        assert blocks_cache.ensure_blocks_checkpoint(gguf, None) is None
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1 and "dequantizing it whole" in lines[0] and "general.architecture" in lines[0]
     assert not blocks_cache.blocks_folder(gguf).exists()

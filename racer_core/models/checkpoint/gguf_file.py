@@ -1,0 +1,91 @@
+"""A GGUF file as a checkpoint: parsed once, memory-mapped, by gguf's own
+reader; its quantized linears served in their blocks (gguf_blocks.py), its
+config, tokenizer and float tensors from a folder in the user cache.
+
+With the blocks (the default on a CPU whose 4-bit kernel runs) that folder
+holds only what the blocks do not give (gguf_blocks_cache.py); otherwise, or
+where that folder cannot be made, it is the whole model dequantized
+(gguf_cache.py), made once, and one line says why it is needed.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from racer_core.common.events import Progress
+from racer_core.models.checkpoint.base import Checkpoint
+from racer_core.models.checkpoint.gguf_reader import MappedReader, open_reader
+
+if TYPE_CHECKING:
+    from racer_core.models.formats.quant_weights import QuantWeight
+
+log = logging.getLogger(__name__)
+
+
+class GGUFCheckpoint(Checkpoint):
+    """A GGUF file (`path`) over its cache folder (`folder`); with `use_blocks`
+    its quantized linears are served in their blocks."""
+
+    def __init__(self, path: Path, folder: Path, use_blocks: bool, name: str | None = None,
+                 reader: MappedReader | None = None) -> None:
+        super().__init__(name or path.stem, path, folder)
+        self.use_blocks = use_blocks
+        if reader is not None:
+            self.__dict__["reader"] = reader  # already parsed (cached_property's slot)
+
+    @cached_property
+    def reader(self) -> MappedReader:
+        return open_reader(self.path)
+
+    def parsed_reader(self) -> MappedReader | None:
+        """The reader if the file was parsed already, else None (nothing is parsed for it)."""
+        return self.__dict__.get("reader")
+
+    @cached_property
+    def _blocks(self) -> dict[str, QuantWeight]:
+        from racer_core.models.gguf_blocks import blocks_of
+
+        return blocks_of(self.reader, self.config, self.path.name) if self.use_blocks else {}
+
+    def blocks(self, name: str) -> QuantWeight | None:
+        return self._blocks.get(name)
+
+    def block_names(self) -> set[str]:
+        return set(self._blocks)
+
+    def holds_parts_only(self) -> bool:
+        """Whether the cache folder holds only what the blocks do not give (gguf_blocks_cache.py)."""
+        from racer_core.models.gguf_blocks_cache import is_blocks_folder
+
+        return is_blocks_folder(self.folder)
+
+    def full_folder(self, reason: str, progress: Progress | None = None) -> Path:
+        from racer_core.models.gguf_cache import ensure_dequantized
+
+        if not self.holds_parts_only():
+            return self.folder
+        return ensure_dequantized(self.path, progress, reason=reason, reader=self.parsed_reader())
+
+    def on_full_copy(self, reason: str, progress: Progress | None = None) -> GGUFCheckpoint:
+        """The same file over its dequantized copy, the blocks still offered (the reader checks them again)."""
+        return GGUFCheckpoint(self.path, self.full_folder(reason, progress), self.use_blocks, self.name,
+                              self.parsed_reader())
+
+
+def open_gguf(path: Path, blocks: bool, why_whole: str, progress: Progress | None = None,
+              name: str | None = None) -> GGUFCheckpoint:
+    """`path` as a checkpoint: with `blocks`, parsed now and over the folder of
+    its parts (made on its first load); otherwise, or where that folder cannot
+    be made, over its dequantized copy, `why_whole` saying what needs it."""
+    from racer_core.models.gguf_blocks_cache import ensure_blocks_checkpoint
+    from racer_core.models.gguf_cache import ensure_dequantized
+
+    if not blocks:
+        return GGUFCheckpoint(path, ensure_dequantized(path, progress, reason=why_whole), False, name)
+    reader = open_reader(path)
+    folder = ensure_blocks_checkpoint(path, reader, progress) or ensure_dequantized(
+        path, progress, reason="a model its blocks alone cannot serve (the line above says why)", reader=reader)
+    return GGUFCheckpoint(path, folder, True, name, reader)
