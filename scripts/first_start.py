@@ -69,6 +69,18 @@ print(json.dumps(marks))
 """
 
 
+def child_environment(root: Path) -> dict[str, str]:
+    """The children's environment: cache, data and config folders under `root`;
+    the embedded model where `racer-tui install-model` put it (this user's
+    models folder), as a user's app finds it."""
+    from racer_core.common.paths import models_dir
+
+    env = {**os.environ, **{f"RACER_TUI_{d.upper()}_DIR": str(root / d) for d in ("cache", "data", "config")}}
+    env["RACER_TUI_MODELS_DIR"] = str(models_dir())
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def start(child: Path, env: dict[str, str], dtype: str) -> dict[str, float]:
     """One app start in a fresh Python; its milestones in seconds from the spawn."""
     spawned = time.monotonic()
@@ -77,7 +89,10 @@ def start(child: Path, env: dict[str, str], dtype: str) -> dict[str, float]:
     lines = out.stdout.strip().splitlines()
     if out.returncode or not lines:
         sys.exit(f"the app did not start: {(lines or out.stderr.strip().splitlines() or ['?'])[-1]}")
-    return json.loads(lines[-1])
+    marks = json.loads(lines[-1])
+    if "failed" in marks:
+        sys.exit(f"the app did not start: {marks['failed']}")
+    return marks
 
 
 def show(label: str, marks: dict[str, float]) -> None:
@@ -97,8 +112,7 @@ def main() -> None:
         root = Path(tmp)
         child = root / "timed_app.py"  # a file: Textual reads its classes' source
         child.write_text(CHILD)
-        env = {**os.environ, **{f"RACER_TUI_{d.upper()}_DIR": str(root / d) for d in ("cache", "data", "config")}}
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env = child_environment(root)
         if args.models_from is not None:
             (root / "cache").mkdir()
             (root / "cache" / "models").symlink_to((args.models_from / "models").resolve())

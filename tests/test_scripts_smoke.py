@@ -28,3 +28,17 @@ def test_linear_cost_prints_its_table(capsys: pytest.CaptureFixture[str]) -> Non
     _main("linear_cost.py")(["--sizes", "1", "--rounds", "1", "--dtype", "float32"])
     out = capsys.readouterr().out
     assert "decoder linears" in out and "lm_head share" in out
+
+
+def test_first_start_finds_the_installed_embedded_model(tmp_path, monkeypatch) -> None:
+    """Its children get fresh data folders; the embedded model is still found where it is installed."""
+    from racer_core.models.embedded import EMBEDDED_FILE, embedded_gguf
+
+    installed = tmp_path / "user-data" / "models" / EMBEDDED_FILE
+    installed.parent.mkdir(parents=True)
+    installed.write_bytes(b"GGUF")
+    monkeypatch.delenv("RACER_TUI_MODELS_DIR", raising=False)
+    monkeypatch.setenv("RACER_TUI_DATA_DIR", str(tmp_path / "user-data"))
+    env = runpy.run_path(str(SCRIPTS / "first_start.py"), run_name="smoke")["child_environment"](tmp_path / "run")
+    monkeypatch.setattr("os.environ", env)
+    assert env["RACER_TUI_DATA_DIR"] == str(tmp_path / "run" / "data") and embedded_gguf() == installed
