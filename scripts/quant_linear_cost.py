@@ -33,13 +33,13 @@ def step_weights(formats: list[str]) -> dict[str, list[Any]]:
     import torch
 
     from racer_core.models.checkpoint.files import CheckpointConfig
+    from racer_core.models.checkpoint.gguf_blocks import read_blocks
     from racer_core.models.checkpoint.gguf_reader import open_reader
     from racer_core.models.embedded import embedded_gguf
     from racer_core.models.families import family_of
     from racer_core.models.formats.half_weights import HalfWeight
     from racer_core.models.formats.packed_linear import PackedWeight
     from racer_core.models.formats.quant_weights import QuantWeight
-    from racer_core.models.gguf_blocks import read_blocks
 
     family = family_of(CheckpointConfig({"model_type": "llama"}))
     blocks = read_blocks(open_reader(embedded_gguf()), family, 30, 9, 3).weights

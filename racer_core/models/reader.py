@@ -159,7 +159,7 @@ def load_lean_model(checkpoint: Checkpoint, device: str, dtype: torch.dtype,
     """`checkpoint` as a LeanModel, or None when it is not one this loader
     reads exactly (then load it through transformers); with `half` its
     linears stored in float16 as they are read (half_weights.py); the linears
-    the checkpoint has in blocks (a GGUF's own, gguf_blocks.py) taken in them
+    the checkpoint has in blocks (a GGUF's own, checkpoint/gguf_blocks.py) taken in them
     instead of a float32 copy."""
     data = checkpoint.config_data()
     if data is None or "auto_map" in data or "quantization_config" in data:

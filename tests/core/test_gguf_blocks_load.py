@@ -13,7 +13,8 @@ import torch
 from engine_helpers import prompt_logits
 from safetensors import safe_open
 
-from racer_core.models import gguf_blocks, gguf_blocks_cache, gguf_cache, loader
+from racer_core.models import loader
+from racer_core.models.checkpoint import gguf_blocks, gguf_dequantized, gguf_parts
 from racer_core.models.embedded import embedded_gguf, embedded_installed
 from racer_core.models.formats.quant_weights import QuantWeight, describe, kernel_isa
 
@@ -31,9 +32,9 @@ def _logits(loaded: loader.LoadedModel) -> torch.Tensor:
 def full_copy_model() -> loader.LoadedModel:
     """The default load as it was: the blocks over the dequantized copy (the run's shared cache)."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(gguf_blocks_cache, "ensure_blocks_checkpoint", lambda gguf, reader, progress=None: None)
+        patch.setattr(gguf_parts, "ensure_blocks_checkpoint", lambda gguf, reader, progress=None: None)
         loaded = loader.load()
-    assert loaded.model.folder == gguf_cache.cache_folder(embedded_gguf())
+    assert loaded.model.folder == gguf_dequantized.cache_folder(embedded_gguf())
     return loaded
 
 
@@ -43,9 +44,9 @@ def test_the_first_load_writes_only_the_parts_and_gives_the_same_model(tmp_path,
     told: list[str] = []
     loaded = loader.load(progress=lambda text, _: told.append(text))
     gguf = embedded_gguf()
-    folder = gguf_blocks_cache.blocks_folder(gguf)
-    assert loaded.model.folder == folder and gguf_cache.is_whole(folder)
-    assert not gguf_cache.cache_folder(gguf).exists()  # no dequantized copy on disk
+    folder = gguf_parts.blocks_folder(gguf)
+    assert loaded.model.folder == folder and gguf_dequantized.is_whole(folder)
+    assert not gguf_dequantized.cache_folder(gguf).exists()  # no dequantized copy on disk
     assert any("first load only" in line and "Dequantiz" not in line for line in told)
     assert describe(loaded.model.weights) == "gguf Q4_1+Q8_0"
     with safe_open(str(folder / "model.safetensors"), framework="pt") as parts:
@@ -60,7 +61,7 @@ def test_the_first_load_writes_only_the_parts_and_gives_the_same_model(tmp_path,
 
 def test_what_needs_every_float_tensor_gets_the_dequantized_copy(full_copy_model, monkeypatch) -> None:
     loaded = loader.load()  # the run's cache: the blocks folder
-    assert gguf_blocks_cache.is_blocks_folder(loaded.model.folder)
+    assert gguf_parts.is_blocks_folder(loaded.model.folder)
     model = loaded.model.transformers_model()  # the `hf` and `pld` methods' model: from the full copy
     assert model.config.model_type == "llama"
     embed = model.get_input_embeddings().weight
@@ -77,6 +78,6 @@ def test_what_needs_every_float_tensor_gets_the_dequantized_copy(full_copy_model
 
     monkeypatch.setattr(gguf_blocks, "blocks_of", swapped_rows)
     fallen = loader.load()
-    assert fallen.model.folder == gguf_cache.cache_folder(embedded_gguf())
+    assert fallen.model.folder == gguf_dequantized.cache_folder(embedded_gguf())
     assert describe(fallen.model.weights) is None  # float32 throughout: the blocks were refused
     assert os.path.isdir(fallen.model.folder)

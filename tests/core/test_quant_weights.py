@@ -1,5 +1,5 @@
 """A GGUF's block weights in the lean forward (formats/quant_weights.py,
-models/gguf_blocks.py): logits close to the float32 forward on the same
+models/checkpoint/gguf_blocks.py): logits close to the float32 forward on the same
 dequantized values, rows the same alone and beside others, greedy drafting
 equal to plain decoding with drafts accepted for every block type, tiny GGUF
 files read into the right checkpoint names and row order, and one log line
@@ -127,8 +127,8 @@ def test_greedy_drafting_on_block_weights_equals_plain(family: str, name: str, a
 
 
 def test_a_gguf_is_read_into_checkpoint_names_and_row_order(tmp_path: Path, caplog) -> None:
+    from racer_core.models.checkpoint.gguf_blocks import log_left_out, read_blocks
     from racer_core.models.checkpoint.gguf_reader import open_reader
-    from racer_core.models.gguf_blocks import log_left_out, read_blocks
 
     rng = np.random.default_rng(0)
     heads, kv_heads, d, hidden = 4, 2, 16, 64

@@ -3,9 +3,9 @@ reader; its quantized linears served in their blocks (gguf_blocks.py), its
 config, tokenizer and float tensors from a folder in the user cache.
 
 With the blocks (the default on a CPU whose 4-bit kernel runs) that folder
-holds only what the blocks do not give (gguf_blocks_cache.py); otherwise, or
+holds only what the blocks do not give (gguf_parts.py); otherwise, or
 where that folder cannot be made, it is the whole model dequantized
-(gguf_cache.py), made once, and one line says why it is needed.
+(gguf_dequantized.py), made once, and one line says why it is needed.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class GGUFCheckpoint(Checkpoint):
 
     @cached_property
     def _blocks(self) -> dict[str, QuantWeight]:
-        from racer_core.models.gguf_blocks import blocks_of
+        from racer_core.models.checkpoint.gguf_blocks import blocks_of
 
         return blocks_of(self.reader, self.config, self.path.name) if self.use_blocks else {}
 
@@ -57,13 +57,13 @@ class GGUFCheckpoint(Checkpoint):
         return set(self._blocks)
 
     def holds_parts_only(self) -> bool:
-        """Whether the cache folder holds only what the blocks do not give (gguf_blocks_cache.py)."""
-        from racer_core.models.gguf_blocks_cache import is_blocks_folder
+        """Whether the cache folder holds only what the blocks do not give (gguf_parts.py)."""
+        from racer_core.models.checkpoint.gguf_parts import is_blocks_folder
 
         return is_blocks_folder(self.folder)
 
     def full_folder(self, reason: str, progress: Progress | None = None) -> Path:
-        from racer_core.models.gguf_cache import ensure_dequantized
+        from racer_core.models.checkpoint.gguf_dequantized import ensure_dequantized
 
         if not self.holds_parts_only():
             return self.folder
@@ -80,8 +80,8 @@ def open_gguf(path: Path, blocks: bool, why_whole: str, progress: Progress | Non
     """`path` as a checkpoint: with `blocks`, parsed now and over the folder of
     its parts (made on its first load); otherwise, or where that folder cannot
     be made, over its dequantized copy, `why_whole` saying what needs it."""
-    from racer_core.models.gguf_blocks_cache import ensure_blocks_checkpoint
-    from racer_core.models.gguf_cache import ensure_dequantized
+    from racer_core.models.checkpoint.gguf_dequantized import ensure_dequantized
+    from racer_core.models.checkpoint.gguf_parts import ensure_blocks_checkpoint
 
     if not blocks:
         return GGUFCheckpoint(path, ensure_dequantized(path, progress, reason=why_whole), False, name)

@@ -7,7 +7,7 @@ give: the config, the tokenizer, and the tensors the kernel does not read
 transformers' own code as the full copy would be. The first layer's q, k and
 v are kept as well, so that the loader can still check the blocks' row order
 against transformers' (reader._checked). The float32 copy of the whole model
-(gguf_cache.py) is made only when something asks for it: `--dtype float32`,
+(gguf_dequantized.py) is made only when something asks for it: `--dtype float32`,
 the transformers model of the `hf` and `pld` methods, or a model this folder
 cannot serve.
 """
@@ -20,14 +20,19 @@ from typing import Any
 
 from racer_core.common.errors import first_line
 from racer_core.common.events import Progress
-from racer_core.models.gguf_cache import cache_folder, gguf_read_once, set_aside_if_damaged, write_folder
+from racer_core.models.checkpoint.gguf_dequantized import (
+    cache_folder,
+    gguf_read_once,
+    set_aside_if_damaged,
+    write_folder,
+)
 
 log = logging.getLogger(__name__)
 SUFFIX = "-blocks"
 
 
 def blocks_folder(gguf: Path) -> Path:
-    """The folder beside the dequantized one (gguf_cache.cache_folder), named by the same content key."""
+    """The folder beside the dequantized one (gguf_dequantized.cache_folder), named by the same content key."""
     full = cache_folder(gguf)
     return full.with_name(full.name + SUFFIX)
 
@@ -68,8 +73,8 @@ def write_blocks_checkpoint(gguf: Path, target: Path, reader: Any) -> bool:
     from transformers import modeling_gguf_pytorch_utils as gguf_utils
 
     from racer_core.models.checkpoint.files import CheckpointConfig
+    from racer_core.models.checkpoint.gguf_blocks import family_fits, read_blocks
     from racer_core.models.families import family_of
-    from racer_core.models.gguf_blocks import family_fits, read_blocks
 
     with gguf_read_once(reader):
         config = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
