@@ -1,11 +1,13 @@
 """The embedded GGUF read in its blocks (the default on a CPU): the first load
-writes a small folder of the parts the blocks do not give (config, tokenizer,
-norms and the first layer's q, k and v for the row-order check), never the
-dequantized copy, and the model it gives is the one the dequantized copy
-gives, bit for bit; what needs every float tensor gets the full copy."""
+writes a small folder of the parts the blocks do not give (config, tokenizer
+and norms, from the file's own fields and tensors, without transformers),
+never the dequantized copy, and the model it gives is the one the
+dequantized copy gives, bit for bit; what needs every float tensor gets the
+full copy."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -51,11 +53,14 @@ def test_the_first_load_writes_only_the_parts_and_gives_the_same_model(tmp_path,
     assert describe(loaded.model.weights) == "gguf Q4_1+Q8_0"
     with safe_open(str(folder / "model.safetensors"), framework="pt") as parts:
         names = set(parts.keys())  # noqa: SIM118 (not a dict)
-    qkv = {f"model.layers.0.self_attn.{p}_proj.weight" for p in "qkv"}
-    assert qkv <= names and "model.norm.weight" in names and "model.layers.29.input_layernorm.weight" in names
-    assert not any("mlp" in n or "o_proj" in n or "embed" in n for n in names)
-    assert not any(n.startswith("model.layers.1.self_attn.") and n.endswith("_proj.weight") for n in names)
+    norms = {"model.norm.weight"} | {f"model.layers.{i}.{n}.weight" for i in range(30)
+                                     for n in ("input_layernorm", "post_attention_layernorm")}
+    assert names == norms  # every linear is in the file's blocks
+    assert json.loads((folder / "racer_source.json").read_text())["made_by"] == "gguf fields"
     assert sum(f.stat().st_size for f in folder.iterdir()) < 16 << 20  # against 517 MB dequantized
+    # The full copy's load checked the blocks' row order against transformers' floats and kept them:
+    # the same blocks over the parts read from the file's fields give its logits bit for bit.
+    assert describe(full_copy_model.model.weights) == "gguf Q4_1+Q8_0"
     assert torch.equal(_logits(loaded), _logits(full_copy_model))
 
 
@@ -66,7 +71,8 @@ def test_what_needs_every_float_tensor_gets_the_dequantized_copy(full_copy_model
     assert model.config.model_type == "llama"
     embed = model.get_input_embeddings().weight
     assert torch.equal(embed, full_copy_model.model.transformers_model().get_input_embeddings().weight)
-    # Blocks whose row order fails the check cannot stand in for the folder's missing floats: the full copy.
+    # Blocks whose row order fails the check against transformers' floats (the full copy's) are refused: float32.
+    monkeypatch.setattr(gguf_parts, "ensure_blocks_checkpoint", lambda gguf, reader, progress=None: None)
     real = gguf_blocks.blocks_of
 
     def swapped_rows(reader, config, file_name):
@@ -81,3 +87,12 @@ def test_what_needs_every_float_tensor_gets_the_dequantized_copy(full_copy_model
     assert fallen.model.folder == gguf_dequantized.cache_folder(embedded_gguf())
     assert describe(fallen.model.weights) is None  # float32 throughout: the blocks were refused
     assert os.path.isdir(fallen.model.folder)
+
+
+def test_a_first_start_on_the_blocks_never_imports_transformers(tmp_path, monkeypatch) -> None:
+    """The parts folder made from the GGUF's own fields: config, tokenizer and norms without transformers."""
+    from engine_helpers import reply_in_a_fresh_process
+
+    monkeypatch.setenv("RACER_TUI_CACHE_DIR", str(tmp_path / "fresh"))
+    assert reply_in_a_fresh_process("") == ["False", "LeanModel", "FastTokenizer", "True"]
+    assert gguf_parts.blocks_folder(embedded_gguf()).exists()

@@ -156,6 +156,7 @@ def test_a_damaged_blocks_folder_is_moved_aside_and_made_again(tmp_path, cache, 
     assert folder.name == gguf_dequantized.cache_folder(gguf).name + "-blocks"
     (folder / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{}")  # cut short
     made, told = [], []
+    monkeypatch.setattr(gguf_parts, "write_parts_from_fields", lambda g, target, reader: False)  # fields declined
     monkeypatch.setattr(gguf_parts, "write_blocks_checkpoint", lambda g, target, reader: bool(made.append(whole_checkpoint(target))) or True)
     assert gguf_parts.ensure_blocks_checkpoint(gguf, None, lambda text, _: told.append(text)) == folder
     assert made == [folder] and gguf_dequantized.is_whole(folder)
@@ -171,6 +172,7 @@ def test_blocks_folder_refusals_fall_back_to_the_dequantized_copy(tmp_path, cach
     from racer_core.models.checkpoint import gguf_parts
 
     gguf = fake_gguf(tmp_path / "m.gguf")
+    monkeypatch.setattr(gguf_parts, "write_parts_from_fields", lambda g, target, reader: False)  # fields declined
     # another family's names: no folder, quietly
     monkeypatch.setattr(gguf_parts, "write_blocks_checkpoint", lambda g, target, reader: False)
     assert gguf_parts.ensure_blocks_checkpoint(gguf, None) is None

@@ -55,6 +55,31 @@ def _name_map(family: Family, layers: int) -> dict[str, str]:
     return names
 
 
+def all_names(family: Family, layers: int) -> dict[str, str]:
+    """Every llama.cpp tensor name of a family that family_fits -> its checkpoint name: the
+    linears, the norms and the q/k/v biases."""
+    names = _name_map(family, layers)
+    names["output_norm.weight"] = f"{family.final_norm}.weight"
+    norms = {"attn_norm": family.input_norm, "ffn_norm": family.post_norm, "attn_q_norm": family.q_norm,
+             "attn_k_norm": family.k_norm}
+    for i in range(layers):
+        for ours, theirs in norms.items():
+            names[f"blk.{i}.{ours}.weight"] = f"{family.layers}.{i}.{theirs}.weight"
+        for ours in ("attn_q", "attn_k", "attn_v"):
+            names[f"blk.{i}.{ours}.bias"] = f"{family.layers}.{i}.{LAYER_PARTS[ours]}.bias"
+    return names
+
+
+def row_order(values: np.ndarray, gguf_name: str, arch: str, heads: int, kv_heads: int) -> np.ndarray:
+    """A tensor's rows in the checkpoint's order: llama.cpp's q and k rows of
+    Llama-architecture files put back (as transformers does), the rest as they are."""
+    if arch in PERMUTED_ARCHITECTURES and ".attn_q." in gguf_name:
+        return _unpermute(values, heads)
+    if arch in PERMUTED_ARCHITECTURES and ".attn_k." in gguf_name:
+        return _unpermute(values, kv_heads)
+    return values
+
+
 def _unpermute(rows: np.ndarray, heads: int) -> np.ndarray:
     """transformers' _reverse_permute_weights on whole rows of blocks."""
     dim = rows.shape[0] // heads // 2
@@ -85,11 +110,8 @@ def read_blocks(reader: Any, family: Family, layers: int, heads: int, kv_heads: 
             found.left_out.append(f"{tensor.name} ({_type_name(qtype)})")
             continue
         cols, rows = shape
-        blocks = np.asarray(tensor.data).reshape(rows, row_bytes(qtype, cols))
-        if arch in PERMUTED_ARCHITECTURES and ".attn_q." in tensor.name:
-            blocks = _unpermute(blocks, heads)
-        elif arch in PERMUTED_ARCHITECTURES and ".attn_k." in tensor.name:
-            blocks = _unpermute(blocks, kv_heads)
+        blocks = row_order(np.asarray(tensor.data).reshape(rows, row_bytes(qtype, cols)), tensor.name, arch,
+                           heads, kv_heads)
         found.weights[ours] = QuantWeight(blocks, qtype, rows, cols)
     return found
 

@@ -3,13 +3,14 @@
 Where the 4-bit kernel reads a GGUF's linears straight from the file
 (gguf_blocks.py), the cache folder needs only what the file's blocks do not
 give: the config, the tokenizer, and the tensors the kernel does not read
-(the norms, biases, tensors of a block type it lacks), dequantized by
-transformers' own code as the full copy would be. The first layer's q, k and
-v are kept as well, so that the loader can still check the blocks' row order
-against transformers' (reader._checked). The float32 copy of the whole model
-(gguf_dequantized.py) is made only when something asks for it: `--dtype float32`,
-the transformers model of the `hf` and `pld` methods, or a model this folder
-cannot serve.
+(the norms, biases, tensors of a block type it lacks). It is made from the
+file's own fields and tensors where gguf_fields.py reads them, without
+transformers; otherwise by transformers' own code, as the full copy would
+be, keeping the first layer's q, k and v as well, so that the reader can
+check the blocks' row order against transformers' (reader._checked). The
+float32 copy of the whole model (gguf_dequantized.py) is made only when
+something asks for it: `--dtype float32`, the transformers model of the
+`hf` and `pld` methods, or a model this folder cannot serve.
 """
 
 from __future__ import annotations
@@ -54,12 +55,70 @@ def ensure_blocks_checkpoint(gguf: Path, reader: Any, progress: Progress | None 
     if progress:
         progress(f"Reading {gguf.name}'s config, tokenizer and norms (first load only)...", None)
     try:
-        made = write_blocks_checkpoint(gguf, folder, reader)
+        made = write_parts_from_fields(gguf, folder, reader) or write_blocks_checkpoint(gguf, folder, reader)
     except Exception as error:  # transformers' GGUF reader raises many kinds; the full copy says it plainly
         log.warning("4-bit weights: cannot cache %s's parts without dequantizing it (%s); dequantizing it whole",
                     gguf.name, first_line(error))
         return None
     return folder if made else None
+
+
+def write_parts_from_fields(gguf: Path, target: Path, reader: Any) -> bool:
+    """Write the blocks folder of `gguf` at `target` from the file's own fields
+    and tensors, without transformers (config and tokenizer by gguf_fields.py,
+    the tensors the kernel does not read dequantized by gguf's numpy code, q
+    and k rows put back in the checkpoint's order); False (nothing written)
+    where gguf_fields declines the file or a tensor has no place here: then
+    transformers makes it (write_blocks_checkpoint)."""
+    import json
+
+    import gguf as gguf_py
+    import numpy as np
+    import torch
+    from safetensors.torch import save_file
+
+    from racer_core.models.checkpoint.files import CheckpointConfig
+    from racer_core.models.checkpoint.gguf_blocks import all_names, family_fits, field_value, read_blocks, row_order
+    from racer_core.models.checkpoint.gguf_fields import (
+        config_from_fields,
+        generation_config_from,
+        tokenizer_from_fields,
+    )
+    from racer_core.models.families import family_of
+
+    config = config_from_fields(reader)
+    built = tokenizer_from_fields(reader) if config is not None else None
+    family = family_of(CheckpointConfig(config)) if built is not None else None
+    if config is None or built is None or family is None or not family_fits(family):
+        return False
+    layers, heads, kv_heads = config["num_hidden_layers"], config["num_attention_heads"], config["num_key_value_heads"]
+    in_blocks = set(read_blocks(reader, family, layers, heads, kv_heads).weights)
+    names, arch = all_names(family, layers), field_value(reader, "general.architecture")
+    kept: dict[str, Any] = {}
+    for tensor in reader.tensors:
+        name = names.get(tensor.name)
+        if name is None:
+            log.info("%s: tensor %s has no place in the parts folder; reading it through transformers",
+                     gguf.name, tensor.name)
+            return False
+        if name not in in_blocks:
+            values = gguf_py.dequantize(tensor.data, tensor.tensor_type)  # F32 ones: views of the read-only map
+            kept[name] = torch.from_numpy(np.array(row_order(values, tensor.name, arch, heads, kv_heads),
+                                                   dtype=np.float32))
+    tokenizer, tokenizer_config = built
+    template = tokenizer_config.pop("chat_template", None)
+
+    def fill(staging: Path) -> None:
+        save_file(kept, str(staging / "model.safetensors"), metadata={"format": "pt"})
+        (staging / "config.json").write_text(json.dumps(config, indent=2))
+        (staging / "generation_config.json").write_text(json.dumps(generation_config_from(config), indent=2))
+        tokenizer.save(str(staging / "tokenizer.json"))
+        (staging / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2))
+        if template is not None:
+            (staging / "chat_template.jinja").write_text(template, encoding="utf-8")
+
+    write_folder(gguf, target, fill, blocks=sorted(in_blocks), made_by="gguf fields")
+    return True
 
 
 def write_blocks_checkpoint(gguf: Path, target: Path, reader: Any) -> bool:
