@@ -42,7 +42,7 @@ def step_weights(formats: list[str]) -> dict[str, list[Any]]:
     from racer_core.models.formats.quant_weights import QuantWeight
 
     family = family_of(CheckpointConfig({"model_type": "llama"}))
-    blocks = read_blocks(open_reader(embedded_gguf()), family, 30, 9, 3).weights
+    blocks = read_blocks(open_reader(embedded_gguf()).tensors, "llama", family, 30, 9, 3).weights
     fused: list[QuantWeight] = []
     for i in range(30):
         name = f"model.layers.{i}."

@@ -34,6 +34,7 @@ def _logits(loaded: loader.LoadedModel) -> torch.Tensor:
 def full_copy_model() -> loader.LoadedModel:
     """The default load as it was: the blocks over the dequantized copy (the run's shared cache)."""
     with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gguf_parts, "cached_parts", lambda gguf, progress=None: None)
         patch.setattr(gguf_parts, "ensure_blocks_checkpoint", lambda gguf, reader, progress=None: None)
         loaded = loader.load()
     assert loaded.model.folder == gguf_dequantized.cache_folder(embedded_gguf())
@@ -62,6 +63,12 @@ def test_the_first_load_writes_only_the_parts_and_gives_the_same_model(tmp_path,
     # the same blocks over the parts read from the file's fields give its logits bit for bit.
     assert describe(full_copy_model.model.weights) == "gguf Q4_1+Q8_0"
     assert torch.equal(_logits(loaded), _logits(full_copy_model))
+    # A later load takes the blocks where the parts folder's tensor table says they lie: no second parse.
+    from racer_core.models.checkpoint import gguf_reader
+
+    monkeypatch.setattr(gguf_reader, "MappedReader", None)  # parsing the file now would fail
+    later = loader.load()
+    assert later.model.folder == folder and torch.equal(_logits(later), _logits(loaded))
 
 
 def test_what_needs_every_float_tensor_gets_the_dequantized_copy(full_copy_model, monkeypatch) -> None:
@@ -72,11 +79,12 @@ def test_what_needs_every_float_tensor_gets_the_dequantized_copy(full_copy_model
     embed = model.get_input_embeddings().weight
     assert torch.equal(embed, full_copy_model.model.transformers_model().get_input_embeddings().weight)
     # Blocks whose row order fails the check against transformers' floats (the full copy's) are refused: float32.
+    monkeypatch.setattr(gguf_parts, "cached_parts", lambda gguf, progress=None: None)
     monkeypatch.setattr(gguf_parts, "ensure_blocks_checkpoint", lambda gguf, reader, progress=None: None)
     real = gguf_blocks.blocks_of
 
-    def swapped_rows(reader, config, file_name):
-        found = real(reader, config, file_name)
+    def swapped_rows(tensors, arch, config, file_name):
+        found = real(tensors, arch, config, file_name)
         name = "model.layers.0.self_attn.q_proj.weight"
         q = found[name]
         found[name] = QuantWeight(q.blocks[::-1].copy(), q.qtype, *q.shape)

@@ -145,7 +145,7 @@ def test_a_gguf_is_read_into_checkpoint_names_and_row_order(tmp_path: Path, capl
         "blk.0.ffn_gate.weight": (down, Q.Q5_K), "blk.0.ffn_up.weight": (down, Q.Q5_0),
     })
     family = family_of(type("C", (), {"model_type": "llama"})())
-    found = read_blocks(open_reader(path), family, 1, heads, kv_heads)
+    found = read_blocks(open_reader(path).tensors, "llama", family, 1, heads, kv_heads)
     names = {"model.layers.0.self_attn.q_proj.weight": (q, Q.Q4_1),
              "model.layers.0.self_attn.k_proj.weight": (k, Q.Q4_0),
              "model.layers.0.self_attn.v_proj.weight": (v, Q.Q8_0),

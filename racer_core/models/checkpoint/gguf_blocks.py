@@ -14,6 +14,7 @@ dequantized checkpoint, named in one log line.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,14 +94,14 @@ def family_fits(family: Family) -> bool:
         and family.down == default.down
 
 
-def read_blocks(reader: Any, family: Family, layers: int, heads: int, kv_heads: int) -> Blocks:
-    """The block-quantized linears the kernel reads, from a GGUF's reader
-    (gguf_file.open_reader, over the file's memory map), as QuantWeights by
-    checkpoint name (q and k rows reordered as transformers does)."""
-    arch = field_value(reader, "general.architecture")
+def read_blocks(tensors: Iterable[Any], arch: str, family: Family, layers: int, heads: int, kv_heads: int) -> Blocks:
+    """The block-quantized linears the kernel reads, from a GGUF's tensors (gguf
+    ReaderTensors or gguf_reader.TensorEntry, over the file's memory map) and
+    its architecture, as QuantWeights by checkpoint name (q and k rows
+    reordered as transformers does)."""
     names = _name_map(family, layers)
     found = Blocks()
-    for tensor in reader.tensors:
+    for tensor in tensors:
         ours = names.get(tensor.name)
         qtype = int(tensor.tensor_type)
         if ours is None or qtype in FLOAT_TYPES:
@@ -122,7 +123,7 @@ def field_value(reader: Any, key: str) -> Any:
     return None if field is None else field.contents()
 
 
-def blocks_of(reader: Any, config: Any, file_name: str) -> dict[str, QuantWeight]:
+def blocks_of(tensors: Iterable[Any], arch: str, config: Any, file_name: str) -> dict[str, QuantWeight]:
     """The GGUF's linears the kernel reads, by checkpoint name (none when its
     family's names do not map onto llama.cpp's, or its config lacks a number
     this needs: said in one log line), those left out named in one log line."""
@@ -133,7 +134,7 @@ def blocks_of(reader: Any, config: Any, file_name: str) -> dict[str, QuantWeight
         return {}
     try:
         heads = int(config.num_attention_heads)
-        found = read_blocks(reader, family, int(config.num_hidden_layers), heads,
+        found = read_blocks(tensors, arch, family, int(config.num_hidden_layers), heads,
                             int(getattr(config, "num_key_value_heads", None) or heads))
     except (AttributeError, TypeError, ValueError, KeyError) as error:
         log.warning("4-bit weights: cannot read %s's blocks (%s); using float32", file_name, first_line(error))

@@ -29,6 +29,7 @@ from racer_core.common.paths import cache_dir, move_aside
 from racer_core.models.checkpoint.files import CONFIG, WEIGHTS_INDEX, indexed_weight_files, read_json
 
 log = logging.getLogger(__name__)
+SOURCE = "racer_source.json"  # what a cache folder was made from (and the parts folder's tensor table)
 KEY_VERSION = "2"  # bump when what the folder holds changes
 HEAD = 1 << 20  # the header (architecture, tokenizer, tensor table) is hashed whole up to here
 SAMPLES = 32  # then this many blocks spread over the tensor data
@@ -218,7 +219,7 @@ def write_folder(gguf: Path, target: Path, fill: Callable[[Path], None], **sourc
     try:
         fill(staging)
         about = {"gguf": str(gguf), "size": gguf.stat().st_size, "key_version": KEY_VERSION, **source}
-        (staging / "racer_source.json").write_text(json.dumps(about))
+        (staging / SOURCE).write_text(json.dumps(about))
         try:
             os.replace(staging, target)
         except OSError:

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from racer_core.common.events import Progress
 from racer_core.models.checkpoint.base import Checkpoint
-from racer_core.models.checkpoint.gguf_reader import MappedReader, open_reader
+from racer_core.models.checkpoint.files import read_json
+from racer_core.models.checkpoint.gguf_reader import MappedReader, open_reader, tensors_from_table
 
 if TYPE_CHECKING:
     from racer_core.models.formats.quant_weights import QuantWeight
@@ -46,9 +47,17 @@ class GGUFCheckpoint(Checkpoint):
 
     @cached_property
     def _blocks(self) -> dict[str, QuantWeight]:
-        from racer_core.models.checkpoint.gguf_blocks import blocks_of
+        from racer_core.models.checkpoint.gguf_blocks import blocks_of, field_value
 
-        return blocks_of(self.reader, self.config, self.path.name) if self.use_blocks else {}
+        if not self.use_blocks:
+            return {}
+        from racer_core.models.checkpoint.gguf_dequantized import SOURCE
+
+        table = (read_json(self.folder / SOURCE) or {}).get("tensor_table")
+        if table is not None and self.parsed_reader() is None:  # a later load: no second parse of the file
+            return blocks_of(tensors_from_table(self.path, table), table["architecture"], self.config, self.path.name)
+        return blocks_of(self.reader.tensors, field_value(self.reader, "general.architecture"), self.config,
+                         self.path.name)
 
     def blocks(self, name: str) -> QuantWeight | None:
         return self._blocks.get(name)
@@ -81,10 +90,13 @@ def open_gguf(path: Path, blocks: bool, why_whole: str, progress: Progress | Non
     its parts (made on its first load); otherwise, or where that folder cannot
     be made, over its dequantized copy, `why_whole` saying what needs it."""
     from racer_core.models.checkpoint.gguf_dequantized import ensure_dequantized
-    from racer_core.models.checkpoint.gguf_parts import ensure_blocks_checkpoint
+    from racer_core.models.checkpoint.gguf_parts import cached_parts, ensure_blocks_checkpoint
 
     if not blocks:
         return GGUFCheckpoint(path, ensure_dequantized(path, progress, reason=why_whole), False, name)
+    parts = cached_parts(path, progress)
+    if parts is not None:  # its tensor table is there: the file is mapped, not parsed
+        return GGUFCheckpoint(path, parts, True, name)
     reader = open_reader(path)
     folder = ensure_blocks_checkpoint(path, reader, progress) or ensure_dequantized(
         path, progress, reason="a model its blocks alone cannot serve (the line above says why)", reader=reader)

@@ -27,6 +27,7 @@ from racer_core.models.checkpoint.gguf_dequantized import (
     set_aside_if_damaged,
     write_folder,
 )
+from racer_core.models.checkpoint.gguf_reader import tensor_table
 
 log = logging.getLogger(__name__)
 SUFFIX = "-blocks"
@@ -42,6 +43,13 @@ def is_blocks_folder(folder: Path) -> bool:
     return folder.name.endswith(SUFFIX)
 
 
+def cached_parts(gguf: Path, progress: Progress | None = None) -> Path | None:
+    """The blocks folder of `gguf` if it is there whole (a damaged one is moved aside: None)."""
+    folder = blocks_folder(gguf)
+    set_aside_if_damaged(folder, progress, f"The cached parts of {gguf.name} were", "reading them again...")
+    return folder if folder.exists() else None
+
+
 def ensure_blocks_checkpoint(gguf: Path, reader: Any, progress: Progress | None = None) -> Path | None:
     """The blocks folder of `gguf`, made now if missing or damaged; None where
     it cannot be made (a family whose linears llama.cpp names otherwise, a
@@ -49,8 +57,7 @@ def ensure_blocks_checkpoint(gguf: Path, reader: Any, progress: Progress | None 
     serves then, as before, with one log line saying why. `reader` is the
     file parsed (checkpoint/gguf_file.py), shared with transformers' reading."""
     folder = blocks_folder(gguf)
-    set_aside_if_damaged(folder, progress, f"The cached parts of {gguf.name} were", "reading them again...")
-    if folder.exists():
+    if cached_parts(gguf, progress) is not None:
         return folder
     if progress:
         progress(f"Reading {gguf.name}'s config, tokenizer and norms (first load only)...", None)
@@ -92,8 +99,9 @@ def write_parts_from_fields(gguf: Path, target: Path, reader: Any) -> bool:
     if config is None or built is None or family is None or not family_fits(family):
         return False
     layers, heads, kv_heads = config["num_hidden_layers"], config["num_attention_heads"], config["num_key_value_heads"]
-    in_blocks = set(read_blocks(reader, family, layers, heads, kv_heads).weights)
-    names, arch = all_names(family, layers), field_value(reader, "general.architecture")
+    arch = field_value(reader, "general.architecture")
+    in_blocks = set(read_blocks(reader.tensors, arch, family, layers, heads, kv_heads).weights)
+    names = all_names(family, layers)
     kept: dict[str, Any] = {}
     for tensor in reader.tensors:
         name = names.get(tensor.name)
@@ -117,7 +125,7 @@ def write_parts_from_fields(gguf: Path, target: Path, reader: Any) -> bool:
         if template is not None:
             (staging / "chat_template.jinja").write_text(template, encoding="utf-8")
 
-    write_folder(gguf, target, fill, blocks=sorted(in_blocks), made_by="gguf fields")
+    write_folder(gguf, target, fill, blocks=sorted(in_blocks), made_by="gguf fields", tensor_table=tensor_table(reader))
     return True
 
 
@@ -132,7 +140,7 @@ def write_blocks_checkpoint(gguf: Path, target: Path, reader: Any) -> bool:
     from transformers import modeling_gguf_pytorch_utils as gguf_utils
 
     from racer_core.models.checkpoint.files import CheckpointConfig
-    from racer_core.models.checkpoint.gguf_blocks import family_fits, read_blocks
+    from racer_core.models.checkpoint.gguf_blocks import family_fits, field_value, read_blocks
     from racer_core.models.families import family_of
 
     with gguf_read_once(reader):
@@ -145,7 +153,8 @@ def write_blocks_checkpoint(gguf: Path, target: Path, reader: Any) -> bool:
             return False
         heads = int(config.num_attention_heads)
         kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
-        in_blocks = set(read_blocks(reader, family, int(config.num_hidden_layers), heads, kv_heads).weights)
+        arch = field_value(reader, "general.architecture")
+        in_blocks = set(read_blocks(reader.tensors, arch, family, int(config.num_hidden_layers), heads, kv_heads).weights)
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         # What transformers' own load does with each tensor (modeling_gguf_pytorch_utils.load_gguf_checkpoint),
         # for the tensors left out of the blocks only.
@@ -177,5 +186,5 @@ def write_blocks_checkpoint(gguf: Path, target: Path, reader: Any) -> bool:
         skeleton.generation_config.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
 
-    write_folder(gguf, target, fill, blocks=sorted(in_blocks - checked))
+    write_folder(gguf, target, fill, blocks=sorted(in_blocks - checked), tensor_table=tensor_table(reader))
     return True
