@@ -107,6 +107,28 @@ def test_a_gguf_gives_its_blocks_in_checkpoint_order_and_the_folder_the_rest(sav
     assert GGUFCheckpoint(path, parts, use_blocks=False).block_names() == set()  # the dequantized path
 
 
+def test_a_parts_folder_made_before_the_tensor_table_gets_one(saved, tmp_path, monkeypatch) -> None:
+    """Its next loads take the blocks from the table, without parsing the file."""
+    import json
+
+    from safetensors.torch import save_file
+
+    from racer_core.models.checkpoint import gguf_reader
+
+    folder, tensors = saved
+    parts = tmp_path / "tiny-0123-blocks"  # a parts folder's name (gguf_parts.SUFFIX)
+    parts.mkdir()
+    (parts / "config.json").write_bytes((folder / "config.json").read_bytes())
+    save_file({"model.norm.weight": tensors["model.norm.weight"]}, str(parts / "model.safetensors"))
+    (parts / "racer_source.json").write_text(json.dumps({"gguf": "tiny.gguf", "size": 1}))
+    path = _tiny_gguf(tmp_path / "tiny.gguf", tensors)
+    parsed = GGUFCheckpoint(path, parts, use_blocks=True).blocks(O_PROJ)
+    assert "tensor_table" in json.loads((parts / "racer_source.json").read_text())
+    monkeypatch.setattr(gguf_reader, "MappedReader", None)  # parsing the file now would fail
+    mapped = GGUFCheckpoint(path, parts, use_blocks=True).blocks(O_PROJ)
+    assert mapped is not None and mapped.qtype == parsed.qtype and torch.equal(mapped.plain(), parsed.plain())
+
+
 @pytest.mark.parametrize("cut_at", [lambda n: n // 2, lambda n: n - 1, lambda n: 40],
                          ids=["half", "the last byte", "inside the header"])
 def test_a_damaged_gguf_is_refused_in_one_line(saved, tmp_path, cut_at) -> None:

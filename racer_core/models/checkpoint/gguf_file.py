@@ -1,6 +1,8 @@
 """A GGUF file as a checkpoint: parsed once, memory-mapped, by gguf's own
-reader; its quantized linears served in their blocks (gguf_blocks.py), its
-config, tokenizer and float tensors from a folder in the user cache.
+reader (at its first load; later loads map it and take the blocks where the
+parse's tensor table, kept in the parts folder, says they lie); its quantized
+linears served in their blocks (gguf_blocks.py), its config, tokenizer and
+float tensors from a folder in the user cache.
 
 With the blocks (the default on a CPU whose 4-bit kernel runs) that folder
 holds only what the blocks do not give (gguf_parts.py); otherwise, or
@@ -56,6 +58,10 @@ class GGUFCheckpoint(Checkpoint):
         table = (read_json(self.folder / SOURCE) or {}).get("tensor_table")
         if table is not None and self.parsed_reader() is None:  # a later load: no second parse of the file
             return blocks_of(tensors_from_table(self.path, table), table["architecture"], self.config, self.path.name)
+        if table is None and self.holds_parts_only():  # a folder made before the table was kept
+            from racer_core.models.checkpoint.gguf_parts import record_tensor_table
+
+            record_tensor_table(self.folder, self.reader)
         return blocks_of(self.reader.tensors, field_value(self.reader, "general.architecture"), self.config,
                          self.path.name)
 

@@ -22,6 +22,7 @@ from typing import Any
 from racer_core.common.errors import first_line
 from racer_core.common.events import Progress
 from racer_core.models.checkpoint.gguf_dequantized import (
+    SOURCE,
     cache_folder,
     gguf_read_once,
     set_aside_if_damaged,
@@ -48,6 +49,23 @@ def cached_parts(gguf: Path, progress: Progress | None = None) -> Path | None:
     folder = blocks_folder(gguf)
     set_aside_if_damaged(folder, progress, f"The cached parts of {gguf.name} were", "reading them again...")
     return folder if folder.exists() else None
+
+
+def record_tensor_table(folder: Path, reader: Any) -> None:
+    """Add the parse's tensor table to a parts folder made without one (by an
+    earlier version), so that its later loads do not parse the file again; a
+    cache that cannot be written keeps parsing, said in one log line."""
+    import json
+    import os
+
+    source = folder / SOURCE
+    try:
+        about = json.loads(source.read_text())
+        staging = source.with_name(f"{SOURCE}.{os.getpid()}")
+        staging.write_text(json.dumps({**about, "tensor_table": tensor_table(reader)}))
+        os.replace(staging, source)
+    except (OSError, ValueError) as error:
+        log.info("%s: cannot keep the tensor table (%s); the file is parsed at each load", folder.name, error)
 
 
 def ensure_blocks_checkpoint(gguf: Path, reader: Any, progress: Progress | None = None) -> Path | None:
