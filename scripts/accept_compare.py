@@ -60,10 +60,10 @@ def main(argv: list[str] | None = None) -> None:
     a, b = (turns_of(args.answer_dir / f"{m}.jsonl") for m in (args.a, args.b))
     tokenizer = None
     try:
+        from racer_core.models.checkpoint.base import load_tokenizer
+        from racer_core.models.checkpoint.gguf_dequantized import cache_folder
+        from racer_core.models.checkpoint.gguf_parts import blocks_folder
         from racer_core.models.embedded import embedded_gguf
-        from racer_core.models.gguf_blocks_cache import blocks_folder
-        from racer_core.models.gguf_cache import cache_folder
-        from racer_core.models.loader import load_tokenizer
 
         folders = (blocks_folder(embedded_gguf()), cache_folder(embedded_gguf()))  # either holds the tokenizer
         tokenizer = load_tokenizer(next((f for f in folders if f.exists()), folders[1]), "embedded", False)

@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from racer_core.engine.engine import RacerEngine
-    from racer_core.models.checkpoints import HALF
+    from racer_core.models.load_options import HALF
     from racer_core.models.loader import load
     from racer_core.testing.bit_exact import mismatches
 

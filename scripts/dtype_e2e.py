@@ -32,7 +32,7 @@ from racer_core.bench.runner import run_benchmark
 from racer_core.bench.suites import load_suite
 from racer_core.common.events import GenerationConfig
 from racer_core.engine.engine import load_engine
-from racer_core.models.checkpoints import HALF
+from racer_core.models.load_options import HALF
 
 
 def main(argv: list[str] | None = None) -> None:

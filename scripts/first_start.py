@@ -30,7 +30,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from racer_core.common.paths import models_dir  # noqa: E402
 
 CHILD = r"""
 import json, sys, time
@@ -73,6 +72,18 @@ print(json.dumps(marks))
 """
 
 
+def child_environment(root: Path) -> dict[str, str]:
+    """The children's environment: cache, data and config folders under `root`;
+    the embedded model where `racer-tui install-model` put it (this user's
+    models folder), as a user's app finds it."""
+    from racer_core.common.paths import models_dir
+
+    env = {**os.environ, **{f"RACER_TUI_{d.upper()}_DIR": str(root / d) for d in ("cache", "data", "config")}}
+    env["RACER_TUI_MODELS_DIR"] = str(models_dir())
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def start(child: Path, env: dict[str, str], dtype: str) -> dict[str, float]:
     """One app start in a fresh Python; its milestones in seconds from the spawn."""
     spawned = time.monotonic()
@@ -104,11 +115,7 @@ def main(argv: list[str] | None = None) -> None:
         root = Path(tmp)
         child = root / "timed_app.py"  # a file: Textual reads its classes' source
         child.write_text(CHILD)
-        # The installed embedded model stays where `racer-tui install-model` put it (the data folder's
-        # models/ by default): the temporary data folder would not hold it.
-        env = {"RACER_TUI_MODELS_DIR": str(models_dir()), **os.environ,
-               **{f"RACER_TUI_{d.upper()}_DIR": str(root / d) for d in ("cache", "data", "config")}}
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env = child_environment(root)
         if args.models_from is not None:
             (root / "cache").mkdir()
             (root / "cache" / "models").symlink_to((args.models_from / "models").resolve())

@@ -31,7 +31,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from racer_core.models.checkpoints import FORWARDS
+from racer_core.models.load_options import FORWARDS
 
 SIZES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128)
 

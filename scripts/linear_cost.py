@@ -54,14 +54,15 @@ Multiply = Callable[[dict[int, Any], int], object]  # (inputs by width, T) -> th
 def gguf_blocks(layers: int) -> list[Any]:
     """The embedded GGUF's linears of one step's first `layers` layers and the head as QuantWeights, in forward
     order (layer by layer, then the head)."""
-    from racer_core.models.checkpoint_files import CheckpointConfig
+    from racer_core.models.checkpoint.files import CheckpointConfig
+    from racer_core.models.checkpoint.gguf_blocks import read_blocks
+    from racer_core.models.checkpoint.gguf_reader import open_reader
     from racer_core.models.embedded import embedded_gguf
     from racer_core.models.families import family_of
     from racer_core.models.formats.quant_weights import QuantWeight
-    from racer_core.models.gguf_blocks import read_blocks
 
     family = family_of(CheckpointConfig({"model_type": "llama"}))
-    blocks = read_blocks(embedded_gguf(), family, LAYERS, 9, 3).weights
+    blocks = read_blocks(open_reader(embedded_gguf()).tensors, "llama", family, LAYERS, 9, 3).weights
     fused: list[QuantWeight] = []
     for i in range(layers):
         name = f"model.layers.{i}."

@@ -59,9 +59,9 @@ def main(argv: list[str] | None = None) -> None:
     from racer_core.bench.suites import load_suite
     from racer_core.common.events import GenerationConfig
     from racer_core.engine.engine import load_engine
-    from racer_core.models.checkpoints import HALF
     from racer_core.models.embedded import embedded_gguf
     from racer_core.models.formats.quant_weights import activations_as
+    from racer_core.models.load_options import HALF
 
     torch.set_num_threads(args.threads)
     engines = {}

@@ -44,7 +44,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from racer_core.models.checkpoints import FORWARDS  # noqa: E402
+from racer_core.models.load_options import FORWARDS  # noqa: E402
 
 KV_HEADS, HEAD_DIM = 3, 64  # the embedded model's
 PROMPT = (

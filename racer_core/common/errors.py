@@ -20,3 +20,9 @@ def json_error_text(exc: json.JSONDecodeError, line: int = 1) -> str:
     `line` is the file's line where the parsed text began (a JSON Lines file
     is parsed a line at a time)."""
     return f"{exc.msg}: line {exc.lineno + line - 1} column {exc.colno}"
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an error's message (its class name when it has none), for a one-line report."""
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__

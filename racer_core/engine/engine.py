@@ -51,8 +51,8 @@ from racer_core.engine.multimodal import (
     split_inline_images,
 )
 from racer_core.engine.openmp_threads import follow_free_cores, most_threads
-from racer_core.models.checkpoint_files import is_vision_config
-from racer_core.models.checkpoints import HALF, LoadOptions
+from racer_core.models.checkpoint.files import is_vision_config
+from racer_core.models.load_options import HALF, LoadOptions
 from racer_core.models.loader import LoadedModel, choose_forward, load, load_draft_head
 from racer_core.models.reader import LeanModel
 from racer_core.verify.kv_cache import TreeCache, stock_tree_cache
@@ -523,7 +523,7 @@ def _token_logprobs(engine: RacerEngine, tokens: list[int],
 def load_engine(model_path: str | os.PathLike[str] | None = None, options: LoadOptions | None = None,
                 progress: Progress | None = None, measure_later: bool = False, **fields: Any) -> RacerEngine:
     """Load a model (the embedded default when `model_path` is None) with
-    `options` (racer_core.models.checkpoints.LoadOptions; any of its fields by
+    `options` (racer_core.models.load_options.LoadOptions; any of its fields by
     keyword overrides it: device, dtype, quantize, trust_remote_code, forward)
     and measure its cost curve (once per model, device and dtype, measured
     again at up to two later starts when the machine was busy, then read

@@ -35,10 +35,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from racer_core.common.errors import ModelLoadError
+from racer_core.common.errors import ModelLoadError, first_line
 from racer_core.models import hub
-from racer_core.models.checkpoint_files import CONFIG, CheckpointConfig, read_json, weight_files
-from racer_core.models.checkpoints import first_line
+from racer_core.models.checkpoint.files import CONFIG, CheckpointConfig, read_json, weight_files
 from racer_core.models.lean_forward import _rms, _rotate
 from racer_core.models.reader import rope_inv_freq
 

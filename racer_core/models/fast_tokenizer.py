@@ -25,7 +25,7 @@ from typing import Any
 
 from tokenizers import AddedToken, Tokenizer, processors
 
-from racer_core.models.checkpoint_files import CONFIG, TOKENIZER_CONFIG, read_json
+from racer_core.models.checkpoint.files import CONFIG, TOKENIZER_CONFIG, read_json
 
 # tokenizer_config.json classes whose transformers-5 implementation loads
 # tokenizer.json as it is (TokenizersBackend.__init__ takes the file's pipeline

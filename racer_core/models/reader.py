@@ -20,12 +20,12 @@ import logging
 import math
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from racer_core.models.checkpoint_files import CONFIG, GENERATION_CONFIG, CheckpointConfig, read_json, weight_files
+from racer_core.models.checkpoint.base import Checkpoint
+from racer_core.models.checkpoint.files import CheckpointConfig
 from racer_core.models.families import family_of
 from racer_core.models.family import Family
 from racer_core.models.formats.half_weights import halve, is_half
@@ -82,12 +82,13 @@ class LeanModel:
     config, the generation config's end ids, the parameters (for the device,
     dtype and the cache keys) and the lean forward."""
 
-    def __init__(self, folder: Path, config: CheckpointConfig, family: Family, weights: LeanWeights,
+    def __init__(self, checkpoint: Checkpoint, config: CheckpointConfig, family: Family, weights: LeanWeights,
                  build_transformers: Callable[[], Any], half: bool = False) -> None:
-        self.folder = folder
+        self.checkpoint = checkpoint
+        self.folder = checkpoint.folder
         self.config = config
         self.family = family
-        self.generation_config = CheckpointConfig(read_json(folder / GENERATION_CONFIG) or {})
+        self.generation_config = checkpoint.generation_config
         self.lean = LeanForward(weights, half=half)
         self.weights = self.lean.weights  # packed (or fp16 weights) where the CPU's library takes them: the plain copy goes
         self._build_transformers = build_transformers
@@ -137,43 +138,30 @@ def share_weights(model: Any, weights: LeanWeights, family: Family) -> None:
 
 
 class _Tensors:
-    """Tensors by name over one or more safetensors files, cast on read; with
-    `blocks`, the names a GGUF's blocks folder leaves to the file's blocks
-    (gguf_blocks_cache.py), dequantized where one is asked for as a tensor."""
+    """A checkpoint's tensors by name, cast on read (a name only a GGUF's
+    blocks hold dequantized by the checkpoint)."""
 
-    def __init__(self, files: list[Path], dtype: torch.dtype, device: str) -> None:
-        from safetensors import safe_open
-
-        self.dtype, self.device = dtype, device
-        self._handles = [safe_open(str(f), framework="pt", device="cpu") for f in files]
-        self._where = {name: h for h in self._handles for name in h.keys()}  # noqa: SIM118 (not a dict)
-        self.blocks: Mapping[str, QuantWeight] = {}
-
-    def names(self) -> set[str]:
-        return set(self._where) | set(self.blocks)
+    def __init__(self, checkpoint: Checkpoint, dtype: torch.dtype, device: str) -> None:
+        self.checkpoint, self.dtype, self.device = checkpoint, dtype, device
 
     def in_files(self) -> set[str]:
-        return set(self._where)
-
-    def _read(self, name: str) -> torch.Tensor:
-        return self._where[name].get_tensor(name) if name in self._where else self.blocks[name].plain()
+        return self.checkpoint.float_names()
 
     def get(self, name: str) -> torch.Tensor:
-        return self._read(name).to(device=self.device, dtype=self.dtype)
+        return self.checkpoint.tensor(name).to(device=self.device, dtype=self.dtype)
 
     def get_cat(self, *names: str) -> torch.Tensor:
-        return torch.cat([self._read(n) for n in names]).to(device=self.device, dtype=self.dtype)
+        return torch.cat([self.checkpoint.tensor(n) for n in names]).to(device=self.device, dtype=self.dtype)
 
 
-def load_lean_model(folder: Path, device: str, dtype: torch.dtype,
-                    build_transformers: Callable[[], Any], half: bool = False,
-                    quantized: Mapping[str, QuantWeight] | None = None) -> LeanModel | None:
-    """The checkpoint in `folder` as a LeanModel, or None when it is not one
-    this loader reads exactly (then load it through transformers); with
-    `half` its linears stored in float16 as they are read (half_weights.py);
-    the linears named in `quantized` (a GGUF's own blocks, gguf_blocks.py)
-    taken from there instead of the folder's float32 copy."""
-    data = read_json(folder / CONFIG)
+def load_lean_model(checkpoint: Checkpoint, device: str, dtype: torch.dtype,
+                    build_transformers: Callable[[], Any], half: bool = False) -> LeanModel | None:
+    """`checkpoint` as a LeanModel, or None when it is not one this loader
+    reads exactly (then load it through transformers); with `half` its
+    linears stored in float16 as they are read (half_weights.py); the linears
+    the checkpoint has in blocks (a GGUF's own, checkpoint/gguf_blocks.py) taken in them
+    instead of a float32 copy."""
+    data = checkpoint.config_data()
     if data is None or "auto_map" in data or "quantization_config" in data:
         return None
     family = family_of(CheckpointConfig(data))
@@ -184,8 +172,7 @@ def load_lean_model(folder: Path, device: str, dtype: torch.dtype,
             return None  # windows on some layers only (max_window_layers): transformers' config works them out
         data = {**data, family.window_switch: False}  # their configs' default
     config = CheckpointConfig(data)
-    files = weight_files(folder)
-    if files is None or not config_supported(config):
+    if checkpoint.weight_files() is None or not config_supported(config):
         return None
     try:
         layers = int(config.num_hidden_layers)
@@ -199,7 +186,8 @@ def load_lean_model(folder: Path, device: str, dtype: torch.dtype,
     inv_freq = rope_inv_freq(config, head_dim)
     if inv_freq is None:
         return None
-    tensors = _Tensors(files, dtype, device)
+    tensors = _Tensors(checkpoint, dtype, device)
+    quantized: Mapping[str, QuantWeight] = {name: checkpoint.blocks(name) for name in checkpoint.block_names()}
     embed_name, head_name = f"{family.embed}.weight", f"{family.lm_head}.weight"
     expected = {embed_name, f"{family.final_norm}.weight"} | ({head_name} if not tied else set())
     # Exactly the tensors transformers' class of the family has: a tensor it
@@ -207,15 +195,14 @@ def load_lean_model(folder: Path, device: str, dtype: torch.dtype,
     # reader would compute something else.
     per_layer = family.layer_tensors()
     layer_names = {f"{family.layers}.{i}.{name}" for i in range(layers) for name in per_layer}
-    left_to_blocks = set(quantized or {}) - tensors.in_files()  # a GGUF's blocks folder holds no copy of these
+    left_to_blocks = set(quantized) - tensors.in_files()  # a GGUF's blocks folder holds no copy of these
     names = tensors.in_files() | left_to_blocks
     if not expected | layer_names <= names or not names <= expected | layer_names | {head_name}:
         return None
     prepare = halve if half else maybe_pack
-    quantized = _checked(quantized or {}, tensors, f"{family.layers}.0.", family)
+    quantized = _checked(quantized, tensors, f"{family.layers}.0.", family)
     if left_to_blocks and not quantized:
         return None  # blocks whose row order failed the check cannot stand in for the missing floats
-    tensors.blocks = {name: quantized[name] for name in left_to_blocks}
     embed = quantized.get(embed_name) or tensors.get(embed_name)  # blocks: rows dequantized as looked up
 
     def linear(*names: str) -> Any:
@@ -235,7 +222,7 @@ def load_lean_model(folder: Path, device: str, dtype: torch.dtype,
     )
     if not isinstance(weights.lm_head, torch.Tensor):  # packed or fp16: the file's plain tensors can go
         weights = own_plain_tensors(weights)
-    return LeanModel(folder, config, family, weights, build_transformers, half)
+    return LeanModel(checkpoint, config, family, weights, build_transformers, half)
 
 
 def _checked(quantized: Mapping[str, QuantWeight], tensors: _Tensors, prefix: str,

@@ -7,8 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from racer_core.common.errors import ModelLoadError
-from racer_core.models.checkpoints import first_line
+from racer_core.common.errors import ModelLoadError, first_line
 
 
 def load_processor(folder: Path, config: Any, name: str, trust_remote_code: bool) -> Any:

@@ -28,7 +28,7 @@ from racer_core.common.config import (
     METHODS,
     GenerationConfig,
 )
-from racer_core.models.checkpoints import FORWARDS, HALF, LoadOptions
+from racer_core.models.load_options import FORWARDS, HALF, LoadOptions
 from racer_tui.cli.params import TOP_P_HELP, param, str2bool
 
 _GIVEN = object()  # "the option's own default" in Option.add

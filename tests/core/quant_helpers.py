@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
+import gguf
 import numpy as np
 import torch
 from gguf import GGMLQuantizationType, quants
@@ -107,3 +109,34 @@ def quantize_k(values: np.ndarray, qtype: int) -> np.ndarray:
         qs = (q[:, 0::2] | (q[:, 1::2] << 4)).reshape(n, 128)  # chunk j: sub-block 2j low, 2j+1 high nibbles
         out = np.concatenate([_f16(d), _f16(dmin), packed, qs], axis=1)
     return np.ascontiguousarray(out.reshape(rows, -1))
+
+
+def permute_for_llama_cpp(w: np.ndarray, heads: int) -> np.ndarray:
+    """llama.cpp's converter's row order for q and k (convert_hf_to_gguf's permute)."""
+    return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+Q = GGMLQuantizationType
+KERNEL_TYPES = (Q.Q4_0, Q.Q4_1, Q.Q8_0, Q.Q4_K, Q.Q6_K)
+"""The block types the 4-bit kernel reads."""
+
+
+def write_gguf(path: Path, tensors: dict[str, tuple[np.ndarray, Q]], arch: str = "llama") -> None:
+    """A GGUF of `tensors` (values, type), written by gguf's own writer: F32 as they are, uint8 arrays as
+    blocks, floats quantized to a type gguf's numpy quantizes, zero blocks of any other type."""
+    writer = gguf.GGUFWriter(str(path), arch)
+    for name, (values, qtype) in tensors.items():
+        if qtype in (Q.F32,):
+            writer.add_tensor(name, values.astype(np.float32))
+        elif values.dtype == np.uint8:  # blocks as they are
+            writer.add_tensor(name, values, raw_dtype=qtype)
+        elif qtype in KERNEL_TYPES:
+            writer.add_tensor(name, quants.quantize(values, qtype), raw_dtype=qtype)
+        else:  # a type the kernel lacks: its bytes only matter for the name and type
+            size = gguf.GGML_QUANT_SIZES[qtype]
+            data = np.zeros((values.shape[0], values.shape[1] // size[0] * size[1]), dtype=np.uint8)
+            writer.add_tensor(name, data, raw_dtype=qtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()

@@ -17,11 +17,11 @@ from engine_helpers import PROMPT, make_markov
 from racer_core.common.events import GenerationConfig, Source
 from racer_core.engine.engine import RacerEngine
 from racer_core.models import lean_forward as lean_module
-from racer_core.models.checkpoints import HALF
 from racer_core.models.families import FAMILIES
 from racer_core.models.formats import packed_linear
 from racer_core.models.formats.half_weights import half_works
 from racer_core.models.lean_forward import LeanForward, lean_forward_for
+from racer_core.models.load_options import HALF
 from racer_core.models.loader import LoadedModel, choose_forward
 from racer_core.testing import tiny_model
 from racer_core.testing.bit_exact import mismatches

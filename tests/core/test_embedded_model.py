@@ -33,16 +33,17 @@ def test_embedded_model_loads_with_chat_template(engine) -> None:
 
 
 def test_second_load_uses_the_safetensors_cache(engine, monkeypatch) -> None:
-    from racer_core.models import gguf_cache, loader
+    from racer_core.models import loader
+    from racer_core.models.checkpoint import gguf_dequantized
     from racer_core.models.embedded import embedded_gguf
 
     def no_second_dequantization(*args, **kwargs):
         raise AssertionError("the dequantized model should come from the cache")
 
-    monkeypatch.setattr(gguf_cache, "dequantize", no_second_dequantization)
+    monkeypatch.setattr(gguf_dequantized, "dequantize", no_second_dequantization)
     model = loader.load().model
-    folder = gguf_cache.cache_folder(embedded_gguf())
-    assert gguf_cache.is_whole(folder)
+    folder = gguf_dequantized.cache_folder(embedded_gguf())
+    assert gguf_dequantized.is_whole(folder)
     assert model.config.model_type == "llama"
 
 
@@ -57,8 +58,8 @@ def test_racer_equals_plain_greedy_on_the_embedded_model(engine) -> None:
 def test_racer_equals_plain_greedy_with_fp16_weights() -> None:
     """--fp16-weights on the real model: the reply as plain decoding's, drafts accepted."""
     from racer_core.engine.engine import load_engine
-    from racer_core.models.checkpoints import HALF
     from racer_core.models.formats.half_weights import half_works
+    from racer_core.models.load_options import HALF
 
     if not half_works():
         pytest.skip("this torch has no fbgemm fp16 linear")

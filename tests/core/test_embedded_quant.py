@@ -46,11 +46,11 @@ def test_racer_equals_plain_greedy_on_the_blocks(engine) -> None:
 
 
 def test_dtype_float32_keeps_the_dequantized_path() -> None:
-    from racer_core.models.checkpoints import LoadOptions
+    from racer_core.models.load_options import LoadOptions
     from racer_core.models.loader import gguf_blocks_wanted, resolve
 
     source = resolve(None)
-    assert gguf_blocks_wanted(source, LoadOptions(), "cpu")
-    assert not gguf_blocks_wanted(source, LoadOptions(dtype="float32"), "cpu")
-    assert not gguf_blocks_wanted(source, LoadOptions(), "cuda")
-    assert not gguf_blocks_wanted(source, LoadOptions(quantize="fp16-weights"), "cpu")
+    assert gguf_blocks_wanted(source, LoadOptions(), "cpu") == (True, "")
+    assert gguf_blocks_wanted(source, LoadOptions(dtype="float32"), "cpu") == (False, "--dtype float32")
+    assert gguf_blocks_wanted(source, LoadOptions(), "cuda") == (False, "the device cuda")
+    assert gguf_blocks_wanted(source, LoadOptions(quantize="fp16-weights"), "cpu") == (False, "--fp16-weights")

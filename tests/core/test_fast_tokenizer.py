@@ -54,10 +54,10 @@ RICH_TEMPLATE = """{%- set ns = namespace(count=0, last_user=-1) -%}
 
 
 def _embedded_folder() -> Path:
+    from racer_core.models.checkpoint.gguf_dequantized import ensure_dequantized
     from racer_core.models.embedded import embedded_gguf
-    from racer_core.models.gguf_cache import ensure_dequantized
 
-    return ensure_dequantized(embedded_gguf())  # the run's cache: dequantized once for all tests
+    return ensure_dequantized(embedded_gguf(), reason="the tokenizer tests")  # the run's cache: dequantized once for all tests
 
 
 def _save(tokenizer, folder: Path) -> Path:

@@ -12,12 +12,12 @@ from engine_helpers import PROMPT, SMALL_VOCAB, make_markov, prompt_logits, run
 
 from racer_core.common.errors import ModelLoadError
 from racer_core.engine.engine import RacerEngine
-from racer_core.models.checkpoints import HALF, LoadOptions, check_half
 from racer_core.models.families import family_of
 from racer_core.models.formats import half_weights
 from racer_core.models.formats.half_rows import ALL_EVEN, RowCounts
 from racer_core.models.formats.half_weights import HalfWeight, half_works
 from racer_core.models.lean_forward import LeanForward, weights_from_model
+from racer_core.models.load_options import HALF, LoadOptions, check_half
 from racer_core.models.loader import LoadedModel, choose_forward
 from racer_core.testing import tiny_model
 

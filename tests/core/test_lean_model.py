@@ -16,6 +16,7 @@ from racer_core.common.errors import InputError
 from racer_core.common.events import GenerationConfig
 from racer_core.engine.anchors import generate_with_transformers
 from racer_core.engine.engine import RacerEngine
+from racer_core.models.checkpoint.folder import FolderCheckpoint
 from racer_core.models.families import FAMILIES as LEAN_FAMILIES
 from racer_core.models.lean_forward import lean_forward_for
 from racer_core.models.reader import LeanModel, load_lean_model
@@ -53,7 +54,7 @@ def _logits(forward, ids: torch.Tensor, num_layers: int) -> torch.Tensor:
 @pytest.mark.parametrize("family", DENSE)
 def test_read_without_transformers_gives_the_same_logits(family: str, tmp_path: Path) -> None:
     folder = _save(family, tmp_path / family)
-    lean = load_lean_model(folder, "cpu", torch.float32, lambda: _from_transformers(folder))
+    lean = load_lean_model(FolderCheckpoint(folder), "cpu", torch.float32, lambda: _from_transformers(folder))
     assert lean is not None
     reference = _from_transformers(folder)
     ids = torch.tensor(PROMPT)
@@ -75,7 +76,7 @@ def test_scaled_ropes_match_transformers(rope: dict, tmp_path: Path) -> None:
     config = json.loads((folder / "config.json").read_text())
     config["rope_parameters"] = {**config["rope_parameters"], **rope}
     (folder / "config.json").write_text(json.dumps(config))
-    lean = load_lean_model(folder, "cpu", torch.float32, lambda: None)
+    lean = load_lean_model(FolderCheckpoint(folder), "cpu", torch.float32, lambda: None)
     assert lean is not None
     reference = _from_transformers(folder)
     torch.testing.assert_close(lean.weights.inv_freq, reference.model.rotary_emb.inv_freq.float())
@@ -85,7 +86,7 @@ def test_sharded_checkpoints_load(tmp_path: Path) -> None:
     model = tiny_model("llama", seed=1)
     model.save_pretrained(tmp_path, max_shard_size="100KB")
     assert (tmp_path / "model.safetensors.index.json").is_file()
-    lean = load_lean_model(tmp_path, "cpu", torch.float32, lambda: None)
+    lean = load_lean_model(FolderCheckpoint(tmp_path), "cpu", torch.float32, lambda: None)
     assert lean is not None
     ids = torch.tensor(PROMPT)
     assert torch.equal(_logits(lean.lean, ids, 2), _logits(lean_forward_for(_from_transformers(tmp_path)), ids, 2))
@@ -126,7 +127,7 @@ def test_declines_what_it_cannot_read_exactly(case: str, tmp_path: Path) -> None
         (folder / "model.safetensors").unlink()
     elif case == "damaged config":
         (folder / "config.json").write_text("{not json")
-    assert load_lean_model(folder, "cpu", torch.float32, lambda: None) is None
+    assert load_lean_model(FolderCheckpoint(folder), "cpu", torch.float32, lambda: None) is None
 
 
 def test_transformers_model_is_built_on_demand_and_shares_the_weights(tmp_path: Path) -> None:
@@ -137,7 +138,7 @@ def test_transformers_model_is_built_on_demand_and_shares_the_weights(tmp_path: 
         built.append(1)
         return _from_transformers(folder)
 
-    lean = load_lean_model(folder, "cpu", torch.float32, build)
+    lean = load_lean_model(FolderCheckpoint(folder), "cpu", torch.float32, build)
     engine = RacerEngine(lean, None, "tiny-qwen2", eos_ids=frozenset())
     assert engine.info.forward == "lean" and not built
     plain, _, _ = run(engine, PROMPT, method="ar", max_new_tokens=32)
@@ -162,7 +163,7 @@ def test_transformers_model_is_built_on_demand_and_shares_the_weights(tmp_path: 
 @pytest.mark.parametrize("family", DENSE)
 def test_racer_equals_plain_greedy_on_a_model_read_without_transformers(family: str, tmp_path: Path) -> None:
     folder = _save(family, tmp_path / family, seed=0)
-    lean = load_lean_model(folder, "cpu", torch.float32, lambda: _from_transformers(folder))
+    lean = load_lean_model(FolderCheckpoint(folder), "cpu", torch.float32, lambda: _from_transformers(folder))
     engine = RacerEngine(lean, None, f"tiny-{family}", eos_ids=frozenset())
     plain, _, _ = run(engine, PROMPT, method="ar", max_new_tokens=64)
     tokens, accepted, _ = run(engine, PROMPT, method="racer", max_new_tokens=64, max_num_draft="auto")
@@ -172,7 +173,7 @@ def test_racer_equals_plain_greedy_on_a_model_read_without_transformers(family: 
 
 def test_stock_forward_is_refused_for_a_lean_model(tmp_path: Path) -> None:
     folder = _save("llama", tmp_path / "m")
-    lean = load_lean_model(folder, "cpu", torch.float32, lambda: None)
+    lean = load_lean_model(FolderCheckpoint(folder), "cpu", torch.float32, lambda: None)
     assert isinstance(lean, LeanModel)
     with pytest.raises(InputError, match="stock"):
         RacerEngine(lean, None, "tiny", eos_ids=frozenset(), forward="stock")

@@ -17,6 +17,7 @@ from engine_helpers import PROMPT, SMALL_VOCAB, run
 from racer_core.common.config import DRAFTING_METHODS
 from racer_core.common.events import Source
 from racer_core.engine.engine import RacerEngine, load_engine
+from racer_core.models.checkpoint.folder import FolderCheckpoint
 from racer_core.models.formats.packed_linear import plain
 from racer_core.models.lean_forward import lean_forward_for
 from racer_core.models.reader import LeanModel, load_lean_model
@@ -41,7 +42,7 @@ def test_fused_tensors_are_read_and_shared_with_the_transformers_model(tmp_path:
     folder = _save(tmp_path / "m")
     with safe_open(str(folder / "model.safetensors"), framework="pt") as f:
         assert "model.layers.0.self_attn.qkv_proj.weight" in f.keys()  # noqa: SIM118 (not a dict)
-    lean = load_lean_model(folder, "cpu", torch.float32,
+    lean = load_lean_model(FolderCheckpoint(folder), "cpu", torch.float32,
                            lambda: AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval())
     assert isinstance(lean, LeanModel) and lean.family.model_type == "phi3"
     model = lean.transformers_model()
@@ -71,7 +72,7 @@ LONGROPE = {"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_fact
 def test_what_the_lean_forward_does_not_compute_keeps_transformers_forward(rope: dict, tmp_path: Path) -> None:
     folder = _save(tmp_path / "m", rope_parameters=rope)
     assert json.loads((folder / "config.json").read_text())["rope_parameters"]["rope_type"] == rope["rope_type"]
-    assert load_lean_model(folder, "cpu", torch.float32, lambda: None) is None
+    assert load_lean_model(FolderCheckpoint(folder), "cpu", torch.float32, lambda: None) is None
     engine = load_engine(folder, device="cpu", dtype="float32")
     assert engine.info.forward == "stock" and lean_forward_for(engine.model) is None
     lossless = RacerEngine(engine.model, None, "tiny-phi3", eos_ids=frozenset())

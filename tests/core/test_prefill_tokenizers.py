@@ -1,5 +1,5 @@
 """An assistant prefill on every kind of tokenizer the loader hands out
-(loader.load_tokenizer and transformers' path): the project's FastTokenizer,
+(checkpoint.base.load_tokenizer and transformers' path): the project's FastTokenizer,
 transformers' plain backend, a class transformers rebuilds, a tokenizer
 without a chat template (plain concatenation); a vision model refuses it in
 one line. The prompt ends with the prefill, without the end of the turn."""
@@ -14,8 +14,8 @@ import pytest
 
 from racer_core.common.errors import InputError
 from racer_core.engine.engine import chat_prompt_ids
+from racer_core.models.checkpoint.base import load_tokenizer
 from racer_core.models.fast_tokenizer import FastTokenizer
-from racer_core.models.loader import load_tokenizer
 
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Tell me a story."}]
 PREFILL = "Once upon a time"

@@ -1,5 +1,5 @@
 """A GGUF's block weights in the lean forward (formats/quant_weights.py,
-models/gguf_blocks.py): logits close to the float32 forward on the same
+models/checkpoint/gguf_blocks.py): logits close to the float32 forward on the same
 dequantized values, rows the same alone and beside others, greedy drafting
 equal to plain decoding with drafts accepted for every block type, tiny GGUF
 files read into the right checkpoint names and row order, and one log line
@@ -24,7 +24,14 @@ from racer_core.testing import tiny_model
 
 gguf = pytest.importorskip("gguf")
 from gguf import quants  # noqa: E402
-from quant_helpers import quant_weight, quantized_lean, random_k_blocks, wide_tiny_model  # noqa: E402
+from quant_helpers import (  # noqa: E402
+    permute_for_llama_cpp,
+    quant_weight,
+    quantized_lean,
+    random_k_blocks,
+    wide_tiny_model,
+    write_gguf,
+)
 
 pytestmark = pytest.mark.skipif(kernel_isa() is None, reason="the 4-bit kernel does not run on this CPU")
 Q = gguf.GGMLQuantizationType
@@ -119,32 +126,9 @@ def test_greedy_drafting_on_block_weights_equals_plain(family: str, name: str, a
         assert sum(accepted.values()) > 0, f"{method} accepted no drafts"
 
 
-def _permute(w: np.ndarray, heads: int) -> np.ndarray:
-    """llama.cpp's converter's row order for q and k (convert_hf_to_gguf's permute)."""
-    return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
-
-
-def _write_gguf(path: Path, tensors: dict[str, tuple[np.ndarray, Q]], arch: str = "llama") -> None:
-    writer = gguf.GGUFWriter(str(path), arch)
-    for name, (values, qtype) in tensors.items():
-        if qtype in (Q.F32,):
-            writer.add_tensor(name, values.astype(np.float32))
-        elif values.dtype == np.uint8:  # blocks as they are
-            writer.add_tensor(name, values, raw_dtype=qtype)
-        elif qtype in TYPES.values():
-            writer.add_tensor(name, quants.quantize(values, qtype), raw_dtype=qtype)
-        else:  # a type the kernel lacks: its bytes only matter for the name and type
-            size = gguf.GGML_QUANT_SIZES[qtype]
-            data = np.zeros((values.shape[0], values.shape[1] // size[0] * size[1]), dtype=np.uint8)
-            writer.add_tensor(name, data, raw_dtype=qtype)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-
-
 def test_a_gguf_is_read_into_checkpoint_names_and_row_order(tmp_path: Path, caplog) -> None:
-    from racer_core.models.gguf_blocks import log_left_out, read_blocks
+    from racer_core.models.checkpoint.gguf_blocks import log_left_out, read_blocks
+    from racer_core.models.checkpoint.gguf_reader import open_reader
 
     rng = np.random.default_rng(0)
     heads, kv_heads, d, hidden = 4, 2, 16, 64
@@ -154,14 +138,14 @@ def test_a_gguf_is_read_into_checkpoint_names_and_row_order(tmp_path: Path, capl
     down = rng.standard_normal((hidden, 256)).astype(np.float32)
     down_k, head_k = random_k_blocks(14, hidden, 256, rng), random_k_blocks(12, 96, 256, rng)
     path = tmp_path / "tiny.gguf"
-    _write_gguf(path, {
-        "blk.0.attn_q.weight": (_permute(q, heads), Q.Q4_1), "blk.0.attn_k.weight": (_permute(k, kv_heads), Q.Q4_0),
+    write_gguf(path, {
+        "blk.0.attn_q.weight": (permute_for_llama_cpp(q, heads), Q.Q4_1), "blk.0.attn_k.weight": (permute_for_llama_cpp(k, kv_heads), Q.Q4_0),
         "blk.0.attn_v.weight": (v, Q.Q8_0), "blk.0.attn_norm.weight": (np.ones((1, hidden)), Q.F32),
         "blk.0.ffn_down.weight": (down_k, Q.Q6_K), "output.weight": (head_k, Q.Q4_K),
         "blk.0.ffn_gate.weight": (down, Q.Q5_K), "blk.0.ffn_up.weight": (down, Q.Q5_0),
     })
     family = family_of(type("C", (), {"model_type": "llama"})())
-    found = read_blocks(path, family, 1, heads, kv_heads)
+    found = read_blocks(open_reader(path).tensors, "llama", family, 1, heads, kv_heads)
     names = {"model.layers.0.self_attn.q_proj.weight": (q, Q.Q4_1),
              "model.layers.0.self_attn.k_proj.weight": (k, Q.Q4_0),
              "model.layers.0.self_attn.v_proj.weight": (v, Q.Q8_0),

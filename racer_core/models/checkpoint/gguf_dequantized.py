@@ -14,6 +14,7 @@ import copy
 import functools
 import hashlib
 import json
+import logging
 import os
 import shutil
 import struct
@@ -22,12 +23,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from racer_core.common.errors import ModelLoadError
+from racer_core.common.errors import ModelLoadError, first_line
 from racer_core.common.events import Progress
 from racer_core.common.paths import cache_dir, move_aside
-from racer_core.models.checkpoint_files import CONFIG, WEIGHTS_INDEX, indexed_weight_files, read_json
-from racer_core.models.checkpoints import first_line
+from racer_core.models.checkpoint.files import CONFIG, WEIGHTS_INDEX, indexed_weight_files, read_json
 
+log = logging.getLogger(__name__)
+SOURCE = "racer_source.json"  # what a cache folder was made from (and the parts folder's tensor table)
 KEY_VERSION = "2"  # bump when what the folder holds changes
 HEAD = 1 << 20  # the header (architecture, tokenizer, tensor table) is hashed whole up to here
 SAMPLES = 32  # then this many blocks spread over the tensor data
@@ -86,12 +88,15 @@ def _safetensors_whole(path: Path) -> bool:
     return size == 8 + length + max(ends, default=0)
 
 
-def ensure_dequantized(gguf: Path, progress: Progress | None = None) -> Path:
-    """The cache folder holding `gguf` dequantized, made now if missing or damaged."""
+def ensure_dequantized(gguf: Path, progress: Progress | None = None, *, reason: str, reader: Any = None) -> Path:
+    """The cache folder holding `gguf` dequantized, made now if missing or
+    damaged; `reason` (what needs every float tensor) goes into one log line,
+    and into the progress line when it is made; `reader` is the file already parsed, if it is."""
     folder = cache_folder(gguf)
+    log.info("%s: the dequantized copy, for %s", gguf.name, reason)
     set_aside_if_damaged(folder, progress, f"The cached copy of {gguf.name} was", "dequantizing it again...")
     if not folder.exists():
-        dequantize(gguf, folder, progress)
+        dequantize(gguf, folder, progress, reason, reader)
     return folder
 
 
@@ -129,13 +134,14 @@ def _running(pid: int) -> bool:
 
 
 @contextlib.contextmanager
-def gguf_read_once() -> Iterator[None]:
+def gguf_read_once(reader: Any = None) -> Iterator[None]:
     """transformers parses the GGUF three times (config, tokenizer, weights),
     turns its fields (the tokenizer's 49k strings among them) into Python
     values each time, and rebuilds gguf's tensor-name table once per module of
     the model (397 times for SmolLM2): measured, about 12 s of a 17 s
     dequantize. Within this block each is built once and shared: the reader
-    and the name table are read-only (the reader maps the file read-only), and
+    (`reader`, the checkpoint's, where the file was parsed already) and the
+    name table are read-only (the reader maps the file read-only), and
     each caller gets its own copy of the parsed fields. transformers imports
     these names from their modules when it calls them, so the patch reaches
     it; it is undone on the way out. Only the model loader thread reads GGUF
@@ -143,15 +149,19 @@ def gguf_read_once() -> Iterator[None]:
     import gguf
     from transformers import modeling_gguf_pytorch_utils as gguf_utils
 
+    from racer_core.models.checkpoint.gguf_reader import MappedReader
+
     reader_class, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
     parse = gguf_utils.load_gguf_checkpoint
     readers: dict[tuple[str, str], Any] = {}
+    if reader is not None:
+        readers[(os.path.realpath(reader.path), "r")] = reader
     parsed: dict[str, Any] = {}
 
     def shared_reader(path: str | os.PathLike[str], mode: str = "r") -> Any:
-        key = (os.fspath(path), mode)
+        key = (os.path.realpath(path), mode)
         if key not in readers:
-            readers[key] = reader_class(path, mode)
+            readers[key] = MappedReader(Path(path)) if mode == "r" else reader_class(path, mode)
         return readers[key]
 
     def parse_once(path: str | os.PathLike[str], return_tensors: bool = False, **kwargs: Any) -> Any:
@@ -172,14 +182,14 @@ def gguf_read_once() -> Iterator[None]:
         gguf_utils.load_gguf_checkpoint = parse
 
 
-def dequantize(gguf: Path, target: Path, progress: Progress | None) -> None:
+def dequantize(gguf: Path, target: Path, progress: Progress | None, reason: str, reader: Any = None) -> None:
     """Load the GGUF once in fp32, drop its quantizer and keep it as safetensors."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if progress:
-        progress(f"Dequantizing {gguf.name} (first load only)...", None)
+        progress(f"Dequantizing {gguf.name} for {reason} (first load only)...", None)
     try:
-        with gguf_read_once():
+        with gguf_read_once(reader):
             tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
             model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype="float32")
     except Exception as error:  # transformers raises many kinds for unreadable files
@@ -209,7 +219,7 @@ def write_folder(gguf: Path, target: Path, fill: Callable[[Path], None], **sourc
     try:
         fill(staging)
         about = {"gguf": str(gguf), "size": gguf.stat().st_size, "key_version": KEY_VERSION, **source}
-        (staging / "racer_source.json").write_text(json.dumps(about))
+        (staging / SOURCE).write_text(json.dumps(about))
         try:
             os.replace(staging, target)
         except OSError:

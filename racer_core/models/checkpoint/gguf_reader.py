@@ -1,0 +1,70 @@
+"""gguf's own reader of a GGUF file, the one parse of it a load makes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import gguf
+import numpy as np
+
+from racer_core.common.errors import ModelLoadError, first_line
+
+
+def open_reader(path: Path) -> MappedReader:
+    """gguf's GGUFReader over `path`, or a one-line ModelLoadError for a file it cannot parse (damaged, cut short)."""
+    try:
+        return MappedReader(path)
+    except Exception as error:  # the reader raises ValueError, KeyError, IndexError... on a bad file
+        raise ModelLoadError(f"cannot read GGUF file {path}: damaged or cut short ({first_line(error)})") from None
+
+
+class MappedReader(gguf.GGUFReader):
+    """GGUFReader over a plain ndarray view of its memory map: its parse slices
+    the map once per value (about 250k slices for a 49k-token vocabulary), and
+    each numpy.memmap slice runs a Python hook: 2.7 s against 1.0 s for the
+    embedded model on the 2-core AVX2 machine. The view keeps the map open."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        super().__init__(path, "r")
+
+    @property  # type: ignore[override]
+    def data(self) -> np.ndarray:
+        return self._data
+
+    @data.setter
+    def data(self, value: np.ndarray) -> None:
+        self._data = np.asarray(value)
+
+
+class TensorEntry(NamedTuple):
+    """One tensor of the file, with the attribute names of gguf's ReaderTensor that the blocks read."""
+
+    name: str
+    tensor_type: int
+    shape: tuple[int, ...]  # ggml's order: the row length first
+    data: np.ndarray  # the tensor's bytes (or values) in the file's memory map
+
+
+def tensor_table(reader: MappedReader) -> dict[str, Any]:
+    """The parse's result the blocks need, as JSON: the architecture and each
+    tensor's name, type, shape, and where its bytes lie in the file. Kept in
+    the parts folder (named by the file's content), so that a later load maps
+    the file and takes the blocks without parsing it again."""
+    from racer_core.models.checkpoint.gguf_blocks import field_value
+
+    return {"architecture": field_value(reader, "general.architecture"),
+            "tensors": [[t.name, int(t.tensor_type), [int(n) for n in t.shape], int(t.data_offset), int(t.n_bytes)]
+                        for t in reader.tensors]}
+
+
+def tensors_from_table(path: Path, table: dict[str, Any]) -> list[TensorEntry]:
+    """tensor_table's tensors over a fresh memory map of `path` (bytes; F32 ones as float32 values)."""
+    data = np.asarray(np.memmap(path, dtype=np.uint8, mode="r"))
+    entries = []
+    for name, qtype, shape, offset, size in table["tensors"]:
+        raw = data[offset : offset + size]
+        entries.append(TensorEntry(name, qtype, tuple(shape), raw.view(np.float32) if qtype == 0 else raw))
+    return entries
+
