@@ -51,8 +51,8 @@ def step_weights(formats: list[str]) -> dict[str, list[Any]]:
                   blocks[f"{name}mlp.down_proj.weight"]]
     fused.append(blocks["model.embed_tokens.weight"])
     found: dict[str, list[Any]] = {}
-    made: dict[str, list[Any]] = {"q4": [QuantWeight(w.blocks, w.qtype, *w.shape, acts="float") for w in fused],
-                                  "q4q8": [QuantWeight(w.blocks, w.qtype, *w.shape, acts="q8") for w in fused]}
+    made: dict[str, list[Any]] = {"q4": [QuantWeight(w.file_blocks(), w.qtype, *w.shape, acts="float") for w in fused],
+                                  "q4q8": [QuantWeight(w.file_blocks(), w.qtype, *w.shape, acts="q8") for w in fused]}
     for fmt in formats:
         kind = fmt.removesuffix("-1t")
         if kind == "q8q8" and kind not in made:  # W8A8: the 4-bit values in Q8_0 blocks (8-bit weights)

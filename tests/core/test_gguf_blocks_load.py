@@ -72,7 +72,7 @@ def test_what_needs_every_float_tensor_gets_the_dequantized_copy(full_copy_model
         found = real(source, folder)
         name = "model.layers.0.self_attn.q_proj.weight"
         q = found[name]
-        found[name] = QuantWeight(q.blocks[::-1].copy(), q.qtype, *q.shape)
+        found[name] = QuantWeight(q.file_blocks()[::-1].copy(), q.qtype, *q.shape)
         return found
 
     monkeypatch.setattr(loader, "read_gguf_blocks", swapped_rows)
