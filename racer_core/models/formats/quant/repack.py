@@ -26,7 +26,7 @@ def repackable(qtype: int, rows: int) -> bool:
 
 
 def _split(qtype: int, rows: int, row_bytes: int) -> tuple[int, int, int, int]:
-    size, head = _LAYOUT[qtype]
+    size, head = _LAYOUT.get(qtype, (0, 0))
     if not repackable(qtype, rows) or row_bytes % size:
         raise ValueError(f"({rows}, {row_bytes}) bytes of type {qtype} cannot be repacked")
     return rows // GROUP, row_bytes // size, size, head
@@ -57,9 +57,10 @@ def unpack(qtype: int, packed: np.ndarray, rows: np.ndarray | None = None) -> np
     picked = p[g]  # (n, nb, 8 * size): each wanted row's group
     out = np.empty((rows.shape[0], nb, size), dtype=np.uint8)
     at = np.arange(rows.shape[0])
-    out[..., 0:2] = picked[:, :, 0:16].reshape(-1, nb, GROUP, 2)[at, :, lane]
+    out[..., 0:2] = picked[:, :, 0:16].reshape(rows.shape[0], nb, GROUP, 2)[at, :, lane]
     if qtype == Q4_1:
-        out[..., 2:4] = picked[:, :, 16:32].reshape(-1, nb, GROUP, 2)[at, :, lane]
-    chunks = picked[:, :, GROUP * head:].reshape(rows.shape[0], nb, -1, GROUP, 4)  # (n, nb, chunk, row, 4)
-    out[..., head:] = chunks[at, :, :, lane].reshape(rows.shape[0], nb, -1)
+        out[..., 2:4] = picked[:, :, 16:32].reshape(rows.shape[0], nb, GROUP, 2)[at, :, lane]
+    n, chunks = rows.shape[0], (size - head) // 4
+    quants = picked[:, :, GROUP * head:].reshape(n, nb, chunks, GROUP, 4)  # (n, nb, chunk, row, 4)
+    out[..., head:] = quants[at, :, :, lane].reshape(n, nb, size - head)
     return out.reshape(rows.shape[0], row_bytes)
