@@ -28,7 +28,7 @@ namespace {
 struct Avx2Dot {
     static constexpr int P = 2, P2 = 4, P1 = 4, R = 4;  // output rows per tile for 3-4, 2 and 1 activation rows
     // repacked (quant_repack.hpp): groups of 8 rows per tile for 1 and 2 activation rows, else rows per tile
-    static constexpr int G1 = 4, G2 = 2, RR = 4;
+    static constexpr int G1 = 4, G2 = 1, RR = 4;
     static constexpr bool PAIRS16 = true;  // a Q4 block's int16 pair sums added before one madd
     static __m256i dot(__m256i u8, __m256i s8) {
         return _mm256_madd_epi16(_mm256_maddubs_epi16(u8, s8), _mm256_set1_epi16(1));

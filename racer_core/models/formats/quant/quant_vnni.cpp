@@ -11,7 +11,7 @@
 namespace {
 struct VnniDot {
     static constexpr int P = 4, P2 = 8, P1 = 8, R = 4;  // output rows per tile for 3-4, 2 and 1 activation rows
-    static constexpr int G1 = 4, G2 = 4, RR = 6;  // repacked: groups per tile for 1 and 2 rows, else rows per tile
+    static constexpr int G1 = 4, G2 = 1, RR = 4;  // repacked, as AVX2 (not tuned: no VNNI machine here)
     static constexpr bool PAIRS16 = false;  // dpbusd accumulates in int32 itself
     static __m256i dot(__m256i u8, __m256i s8) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u8, s8); }
     static __m256i dot_add(__m256i acc, __m256i u8, __m256i s8) { return _mm256_dpbusd_epi32(acc, u8, s8); }
