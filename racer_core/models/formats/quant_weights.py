@@ -14,8 +14,9 @@ beside other rows (tested), so greedy racer equals ar.
 With q8 activations, Q4_0, Q4_1 and Q8_0 weights of whole groups of eight
 rows are repacked at load (quant/repack.py: each eight rows' blocks
 interleaved, the same bytes moved) for the repacked kernel
-(quant/quant_repack.hpp), about twice as fast at every row count;
-RACER_QUANT_REPACK=0 keeps the file's layout and the previous kernel.
+(quant/quant_repack.hpp): on the embedded model's step 1.7x faster at one
+row, 2x at 2 to 32 (docs/performance.md, 4 Dec 2026). RACER_QUANT_REPACK=0
+keeps the file's layout and the previous kernel.
 """
 
 from __future__ import annotations
