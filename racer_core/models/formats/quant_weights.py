@@ -73,18 +73,23 @@ def activations() -> str:
 
 
 @contextlib.contextmanager
-def activations_as(mode: str) -> Iterator[None]:
-    """QuantWeights made inside take activation mode `mode` (a model loaded
-    inside, for comparisons); RACER_QUANT_ACTS is as before afterwards."""
-    before = os.environ.get(ACTS_ENV)
-    os.environ[ACTS_ENV] = mode
+def _env_as(name: str, value: str) -> Iterator[None]:
+    """Environment variable `name` set to `value` inside, as before afterwards."""
+    before = os.environ.get(name)
+    os.environ[name] = value
     try:
         yield
     finally:
         if before is None:
-            del os.environ[ACTS_ENV]
+            del os.environ[name]
         else:
-            os.environ[ACTS_ENV] = before
+            os.environ[name] = before
+
+
+def activations_as(mode: str) -> contextlib.AbstractContextManager[None]:
+    """QuantWeights made inside take activation mode `mode` (a model loaded
+    inside, for comparisons); RACER_QUANT_ACTS is as before afterwards."""
+    return _env_as(ACTS_ENV, mode)
 
 
 def repacking() -> bool:
@@ -92,18 +97,9 @@ def repacking() -> bool:
     return os.environ.get(REPACK_ENV, "1") != "0"
 
 
-@contextlib.contextmanager
-def repacking_as(on: bool) -> Iterator[None]:
+def repacking_as(on: bool) -> contextlib.AbstractContextManager[None]:
     """QuantWeights made inside repack (or keep the file's layout) as `on` says; RACER_QUANT_REPACK as before after."""
-    before = os.environ.get(REPACK_ENV)
-    os.environ[REPACK_ENV] = "1" if on else "0"
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ[REPACK_ENV]
-        else:
-            os.environ[REPACK_ENV] = before
+    return _env_as(REPACK_ENV, "1" if on else "0")
 
 
 def supported(qtype: int) -> bool:
