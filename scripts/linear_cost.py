@@ -139,7 +139,7 @@ def multiplier(kind: str, plain: list[Any], blocks: list[Any], dtype: Any, sizes
         ws = [QuantWeight(quants.quantize(w.plain().numpy(), GGMLQuantizationType.Q8_0), 8, *w.shape, acts="q8")
               for w in blocks]
     else:
-        ws = [QuantWeight(w.blocks, w.qtype, *w.shape, acts="float" if kind == "q4" else "q8") for w in blocks]
+        ws = [QuantWeight(w.file_blocks(), w.qtype, *w.shape, acts="float" if kind == "q4" else "q8") for w in blocks]
     return lambda xs, t: [w(xs[w.shape[1]]) for w in ws]
 
 

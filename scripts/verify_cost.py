@@ -7,7 +7,9 @@ the lean forward as the engine runs it (weights packed once for oneDNN where
 the CPU takes them, packed_linear.py), `lean-flinear` the same on the plain
 weights with F.linear, `lean-fp16w` with --fp16-weights (half_weights.py), `lean-q4` the embedded GGUF's
 own Q4_1/Q8_0 blocks in the tree kernel (formats/quant_weights.py, the default for a GGUF on a CPU; each
-layer one C++ call, formats/quant_layer.py), `lean-q4-torch` the same with the layer body in torch ops,
+layer one C++ call, formats/quant_layer.py; its Q4_1/Q8_0 blocks repacked, quant/repack.py), `lean-q4-file` the
+same with the blocks in the file's layout (the kernel before repacking), `lean-q4-torch` the same as lean-q4 with
+the layer body in torch ops,
 `lean-sdpa` the lean forward with SDPA attention instead of the batch-invariant kernel
 (racer_core/verify/attention.py). `--isa avx2` measures the AVX2 class on an AVX-512
 machine (the process starts again with the libraries limited, cpu_class.py).
@@ -18,6 +20,7 @@ machine (the process starts again with the libraries limited, cpu_class.py).
     python scripts/verify_cost.py --variants stock,lean,lean-compiled --dtype bfloat16
     python scripts/verify_cost.py --variants lean,lean-fp16w,lean-q4 --sizes 1,2,4,8,16,32 --threads 1 --clock cpu
     python scripts/verify_cost.py --variants lean-sdpa,lean --sizes 1,8,32 --context 2048 --threads 1 --clock cpu
+    python scripts/verify_cost.py --variants lean-q4-file,lean-q4 --sizes 1,2,4,8,16,32 --threads 2 --rounds 9
     python scripts/verify_cost.py --variants lean-fp16w-fbgemm,lean-fp16w,lean-fp16w-rows --sizes 1,2,3,4,7,8,16,32 --threads 1 --clock cpu
 """
 
@@ -71,11 +74,11 @@ def variants(engine: Any, names: list[str]) -> dict[str, Forward]:
                                  f"not {engine.info.dtype}")
             lean = LeanForward(weights_from_model(model, family_of(model.config)), half=True)
             found[name] = with_half_rows(lean, HALF_ROWS[name]) if name in HALF_ROWS else lean
-        elif name in ("lean-q4", "lean-q4f", "lean-q4-torch"):  # the embedded GGUF's own blocks (quant_weights.py)
-            from racer_core.models.formats.quant_weights import activations_as
+        elif name in ("lean-q4", "lean-q4f", "lean-q4-torch", "lean-q4-file"):  # the GGUF's blocks (quant_weights.py)
+            from racer_core.models.formats.quant_weights import activations_as, repacking_as
             from racer_core.models.loader import load
 
-            with activations_as("float" if name == "lean-q4f" else "q8"):
+            with activations_as("float" if name == "lean-q4f" else "q8"), repacking_as(name != "lean-q4-file"):
                 lean = load(None, device="cpu").lean
             assert lean is not None and lean.quant, "the GGUF's blocks did not load (see the log)"
             if name == "lean-q4-torch":  # the layer body in torch ops instead of one C++ call (quant_layer.py)

@@ -30,23 +30,28 @@ from racer_core.verify import attention
 pytestmark = pytest.mark.skipif(attention._attention is None, reason="the attention extension is not built")
 
 DENSE = tuple(sorted(FAMILIES))
-PRECISIONS = ("float32", "bfloat16", "fp16-weights", "q4_1-q8", "q4_1-float", "q4_1-q8-torch")
-"""q4_1-*: a GGUF's blocks through the fused C++ layers (formats/quant_layer.py); -torch: through torch ops."""
+PRECISIONS = ("float32", "bfloat16", "fp16-weights", "q4_1-q8", "q4_1-q8-file", "q4_1-float", "q4_1-q8-torch")
+"""q4_1-*: a GGUF's blocks through the fused C++ layers (formats/quant_layer.py); -torch: through torch ops;
+q8 repacked (quant/repack.py) but for -file, the file's layout and its kernel."""
 
 
 def lean_for(family: str, precision: str) -> LeanForward:
     if precision == "fp16-weights" and not half_works():
         pytest.skip("no fbgemm fp16-weight linear here")
     if precision.startswith("q4_1"):
-        from racer_core.models.formats.quant_weights import kernel_isa
+        from racer_core.models.formats.quant_weights import kernel_isa, repacking_as
 
         gguf = pytest.importorskip("gguf")
         if kernel_isa() is None:
             pytest.skip("the 4-bit kernel does not run on this CPU")
         from quant_helpers import quantized_lean
 
-        lean = quantized_lean(tiny_model(family, seed=4), gguf.GGMLQuantizationType.Q4_1, precision.split("-")[1])[0]
+        acts = precision.split("-")[1]
+        with repacking_as(not precision.endswith("-file")):
+            lean = quantized_lean(tiny_model(family, seed=4), gguf.GGMLQuantizationType.Q4_1, acts)[0]
         assert lean.fused is not None
+        linears = [w for layer in lean.weights.layers for w in (layer.qkv, layer.o, layer.gate_up, layer.down)]
+        assert all(w.repacked == (acts == "q8" and not precision.endswith("-file")) for w in linears)
         if precision.endswith("-torch"):
             lean.fused = None
         return lean

@@ -87,7 +87,7 @@ def test_what_needs_every_float_tensor_gets_the_dequantized_copy(full_copy_model
         found = real(tensors, arch, config, file_name)
         name = "model.layers.0.self_attn.q_proj.weight"
         q = found[name]
-        found[name] = QuantWeight(q.blocks[::-1].copy(), q.qtype, *q.shape)
+        found[name] = QuantWeight(q.file_blocks()[::-1].copy(), q.qtype, *q.shape)
         return found
 
     monkeypatch.setattr(gguf_blocks, "blocks_of", swapped_rows)

@@ -43,8 +43,7 @@ class FusedLayers:
         specs = []
         for layer in weights.layers:
             specs.append((
-                (layer.qkv.qtype, layer.qkv.blocks), (layer.o.qtype, layer.o.blocks),
-                (layer.gate_up.qtype, layer.gate_up.blocks), (layer.down.qtype, layer.down.blocks),
+                *((w.kernel_type, w.blocks) for w in (layer.qkv, layer.o, layer.gate_up, layer.down)),
                 _vector(layer.input_norm), _vector(layer.post_norm), _vector(layer.qkv_bias),
                 _vector(layer.q_norm), _vector(layer.k_norm),
             ))

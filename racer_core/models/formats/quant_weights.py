@@ -10,6 +10,13 @@ weights, the file's own values, with float32 activations. Either way each
 output is summed in one fixed order whatever the number of rows, their
 places, or the thread count: a row's result alone is bit for bit its result
 beside other rows (tested), so greedy racer equals ar.
+
+With q8 activations, Q4_0, Q4_1 and Q8_0 weights of whole groups of eight
+rows are repacked at load (quant/repack.py: each eight rows' blocks
+interleaved, the same bytes moved) for the repacked kernel
+(quant/quant_repack.hpp): on the embedded model's step 1.7x faster at one
+row, 2x at 2 to 32 (docs/performance.md, 4 Dec 2026). RACER_QUANT_REPACK=0
+keeps the file's layout and the previous kernel.
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from racer_core.models.formats.quant import repack
+
 log = logging.getLogger(__name__)
 
 ACTS = ("q8", "float")
@@ -31,6 +40,8 @@ ACTS_ENV = "RACER_QUANT_ACTS"
 """How activations meet the blocks: 'q8' (the default) quantizes each row to 8 bits per 32-value block
 and multiplies in integers, as llama.cpp does; 'float' multiplies the unpacked weights with float32
 activations (the dequantized model's values, slower at few rows). Both are row-invariant."""
+REPACK_ENV = "RACER_QUANT_REPACK"
+"""'0' keeps q8 weights in the file's block layout (the previous kernel, for comparisons); else repacked where supported."""
 ISA_ENV = "RACER_QUANT_ISA"
 """Limit the kernel to an ISA class ('avx2'); cpu_class.py sets it with the libraries' limits."""
 Q4_0, Q4_1, Q8_0, Q4_K, Q6_K = 2, 3, 8, 12, 14
@@ -62,18 +73,33 @@ def activations() -> str:
 
 
 @contextlib.contextmanager
-def activations_as(mode: str) -> Iterator[None]:
-    """QuantWeights made inside take activation mode `mode` (a model loaded
-    inside, for comparisons); RACER_QUANT_ACTS is as before afterwards."""
-    before = os.environ.get(ACTS_ENV)
-    os.environ[ACTS_ENV] = mode
+def _env_as(name: str, value: str) -> Iterator[None]:
+    """Environment variable `name` set to `value` inside, as before afterwards."""
+    before = os.environ.get(name)
+    os.environ[name] = value
     try:
         yield
     finally:
         if before is None:
-            del os.environ[ACTS_ENV]
+            del os.environ[name]
         else:
-            os.environ[ACTS_ENV] = before
+            os.environ[name] = before
+
+
+def activations_as(mode: str) -> contextlib.AbstractContextManager[None]:
+    """QuantWeights made inside take activation mode `mode` (a model loaded
+    inside, for comparisons); RACER_QUANT_ACTS is as before afterwards."""
+    return _env_as(ACTS_ENV, mode)
+
+
+def repacking() -> bool:
+    """Whether new q8 QuantWeights repack their blocks where the type allows (unless RACER_QUANT_REPACK=0)."""
+    return os.environ.get(REPACK_ENV, "1") != "0"
+
+
+def repacking_as(on: bool) -> contextlib.AbstractContextManager[None]:
+    """QuantWeights made inside repack (or keep the file's layout) as `on` says; RACER_QUANT_REPACK as before after."""
+    return _env_as(REPACK_ENV, "1" if on else "0")
 
 
 def supported(qtype: int) -> bool:
@@ -97,11 +123,16 @@ def row_bytes(qtype: int, cols: int) -> int:
 
 class QuantWeight:
     """A (rows, cols) linear weight in ggml blocks: `w(x, bias)` is
-    `F.linear(x, w.plain(), bias)` summed in the kernel's fixed order."""
+    `F.linear(x, w.plain(), bias)` summed in the kernel's fixed order.
+    `blocks` are the file's blocks, or repacked ones where `repacked`
+    (quant/repack.py; `file_blocks()` gives the file's back)."""
 
-    __slots__ = ("blocks", "qtype", "shape", "dtype", "device", "isa", "acts", "_multiply")
+    __slots__ = ("blocks", "qtype", "shape", "dtype", "device", "isa", "acts", "repacked", "_multiply")
 
-    def __init__(self, blocks: np.ndarray, qtype: int, rows: int, cols: int, acts: str | None = None) -> None:
+    def __init__(self, blocks: np.ndarray, qtype: int, rows: int, cols: int, acts: str | None = None,
+                 repacked: bool | None = None) -> None:
+        """`blocks` in the file's layout; `repacked`: whether to repack them (None: where the type, the
+        row count and q8 activations allow, unless RACER_QUANT_REPACK=0; True where they do not is refused)."""
         from racer_core.models.formats.quant import _quant
 
         isa = kernel_isa()
@@ -116,6 +147,13 @@ class QuantWeight:
         self.acts = acts or activations()
         if self.acts not in ACTS:
             raise ValueError(f"activations {self.acts!r}: expected one of {', '.join(ACTS)}")
+        can = self.acts == "q8" and repack.repackable(qtype, rows)
+        if repacked and not can:
+            raise ValueError(f"a ({rows}, {cols}) {TYPE_NAMES[qtype]} weight with {self.acts} activations "
+                             "cannot be repacked")
+        self.repacked = can and (repacking() if repacked is None else repacked)
+        if self.repacked:
+            self.blocks = repack.repack(qtype, self.blocks)
         self._multiply = _quant.matmul_q8 if self.acts == "q8" else _quant.matmul  # looked up once: called per layer
         self.shape, self.dtype, self.device = torch.Size((rows, cols)), torch.float32, torch.device("cpu")
 
@@ -124,14 +162,26 @@ class QuantWeight:
         """One weight holding `parts`' rows one after another (a fused q|k|v or gate|up)."""
         if len({p.qtype for p in parts}) != 1 or len({p.shape[1] for p in parts}) != 1:
             raise ValueError("only weights of one block type and width stack")
-        blocks = np.concatenate([p.blocks for p in parts])
-        return cls(blocks, parts[0].qtype, blocks.shape[0], int(parts[0].shape[1]), parts[0].acts)
+        blocks = np.concatenate([p.file_blocks() for p in parts])
+        return cls(blocks, parts[0].qtype, blocks.shape[0], int(parts[0].shape[1]), parts[0].acts,
+                   parts[0].repacked or None)
+
+    @property
+    def kernel_type(self) -> int:
+        """The type id the kernel reads `blocks` as (the block type, plus REPACKED where repacked)."""
+        return self.qtype | repack.REPACKED if self.repacked else self.qtype
+
+    def file_blocks(self, ids: np.ndarray | None = None) -> np.ndarray:
+        """The file's blocks (rows, bytes per row): all rows, or rows `ids` in their order."""
+        if self.repacked:
+            return repack.unpack(self.qtype, self.blocks, ids)
+        return self.blocks if ids is None else np.ascontiguousarray(self.blocks[ids])
 
     def __call__(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
         rows, cols = self.shape
         flat = x.detach().reshape(-1, cols).float().contiguous()
         out = torch.empty((flat.shape[0], rows), dtype=torch.float32)
-        self._multiply(self.qtype, self.blocks, rows, cols, flat.numpy(), out.numpy(), self.isa, torch.get_num_threads())
+        self._multiply(self.kernel_type, self.blocks, rows, cols, flat.numpy(), out.numpy(), self.isa, torch.get_num_threads())
         out = out.reshape(*x.shape[:-1], rows)
         return out if bias is None else out + bias
 
@@ -144,7 +194,7 @@ class QuantWeight:
         embedding and the head, with no float32 copy)."""
         from racer_core.models.formats.quant import _quant
 
-        picked = np.ascontiguousarray(self.blocks[ids.reshape(-1).cpu().numpy()])
+        picked = self.file_blocks(ids.reshape(-1).cpu().numpy())
         cols = int(self.shape[1])
         out = _quant.dequantize(self.qtype, picked, picked.shape[0], cols, self.isa)
         return torch.from_numpy(out).reshape(*ids.shape, cols)
@@ -158,7 +208,7 @@ class QuantWeight:
         from racer_core.models.formats.quant import _quant
 
         rows, cols = self.shape
-        return torch.from_numpy(_quant.dequantize(self.qtype, self.blocks, rows, cols, self.isa))
+        return torch.from_numpy(_quant.dequantize(self.qtype, self.file_blocks(), rows, cols, self.isa))
 
 
 def is_quant(weights: Any) -> bool:

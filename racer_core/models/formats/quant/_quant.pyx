@@ -17,6 +17,7 @@ cdef extern from "quant.hpp" namespace "racer_quant":
     int64_t block_bytes(int type)
     int64_t block_values(int type)
     int best_isa()
+    bint is_repacked(int type)
     void c_matmul "racer_quant::matmul"(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols,
                                         const float* x, int64_t T, float* y, int threads) noexcept nogil
     void c_matmul_q8 "racer_quant::matmul_q8"(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols,
@@ -27,6 +28,8 @@ cdef extern from "quant.hpp" namespace "racer_quant":
                                                 float* out) nogil
 
 ISA_NAMES = {0: "none", 1: "avx2", 2: "avx512"}
+REPACKED = 0x100
+"""Added to a type id (Q4_0, Q4_1, Q8_0): blocks of eight rows interleaved (repack.py)."""
 
 
 def best() -> str:
@@ -51,6 +54,13 @@ cdef void _check_blocks(int qtype, cnp.ndarray blocks, int64_t rows, int64_t col
         raise ValueError("blocks must be a C-contiguous uint8 array (rows, bytes per row)")
     if blocks.shape[0] != rows or blocks.shape[1] != cols // values * block_bytes(qtype):
         raise ValueError(f"blocks of shape ({blocks.shape[0]}, {blocks.shape[1]}) do not hold a ({rows}, {cols}) matrix of type {qtype}")
+    if is_repacked(qtype) and rows % 8:
+        raise ValueError(f"repacked blocks hold groups of 8 rows, not {rows}")
+
+
+cdef void _check_plain(int qtype) except *:
+    if is_repacked(qtype):
+        raise ValueError(f"type {qtype}: repacked blocks are read by matmul_q8 only (unpack them first)")
 
 
 cdef void _check_xy(cnp.ndarray x, cnp.ndarray y, int64_t rows, int64_t cols, int threads) except *:
@@ -85,13 +95,15 @@ def matmul(int qtype, cnp.ndarray blocks, int64_t rows, int64_t cols, cnp.ndarra
            str isa, int threads=1) -> None:
     """y[t, o] = sum_k W[o, k] x[t, k], W the (rows, cols) matrix in `blocks`;
     x (T, cols) and y (T, rows) C-contiguous float32, y written in place."""
+    _check_plain(qtype)
     _multiply(c_matmul, qtype, blocks, rows, cols, x, y, isa, threads)
 
 
 def matmul_q8(int qtype, cnp.ndarray blocks, int64_t rows, int64_t cols, cnp.ndarray x, cnp.ndarray y,
               str isa, int threads=1) -> None:
     """As matmul, with each row of x first quantized to 8 bits per 32-value
-    block (quantize_rows) and integer products per block, as llama.cpp does."""
+    block (quantize_rows) and integer products per block, as llama.cpp does.
+    qtype + REPACKED: blocks repacked by repack.py (quant_repack.hpp)."""
     _multiply(c_matmul_q8, qtype, blocks, rows, cols, x, y, isa, threads)
 
 
@@ -117,6 +129,7 @@ def quantize_rows(cnp.ndarray x) -> tuple:
 
 def dequantize(int qtype, cnp.ndarray blocks, int64_t rows, int64_t cols, str isa) -> np.ndarray:
     """The (rows, cols) float32 matrix the kernel multiplies with."""
+    _check_plain(qtype)
     _check_blocks(qtype, blocks, rows, cols)
     cdef int code = _isa(isa)
     out = np.empty((rows, cols), dtype=np.float32)
@@ -214,6 +227,9 @@ cdef class DecoderLayers:
         cdef LayerWeights w
         for spec in specs:
             qkv, o, gate_up, down, input_norm, post_norm, qkv_bias, q_norm, k_norm = spec
+            if not q8:
+                for linear in (qkv, o, gate_up, down):
+                    _check_plain(linear[0])
             w.qkv = _linear(qkv, width, hidden)
             w.o = _linear(o, hidden, nq)
             w.gate_up = _linear(gate_up, 2 * inter, hidden)

@@ -8,10 +8,18 @@ void matmul_avx512(int, const uint8_t*, int64_t, int64_t, const float*, int64_t,
 void dequantize_avx2(int, const uint8_t*, int64_t, int64_t, float*);
 void matmul_q8_avx2(int, const uint8_t*, int64_t, int64_t, const float*, int64_t, float*, int);
 void matmul_q8_vnni(int, const uint8_t*, int64_t, int64_t, const float*, int64_t, float*, int);
+void matmul_rp_avx2(int, const uint8_t*, int64_t, int64_t, const float*, int64_t, float*, int);
+void matmul_rp_vnni(int, const uint8_t*, int64_t, int64_t, const float*, int64_t, float*, int);
 void quantize_rows_avx2(const float*, int64_t, int64_t, int8_t*, float*, float*);
 void dequantize_avx512(int, const uint8_t*, int64_t, int64_t, float*);
 
+bool is_repacked(int type) {
+    const int base = type & ~REPACKED;
+    return (type & REPACKED) && (base == Q4_0 || base == Q4_1 || base == Q8_0);
+}
+
 int64_t block_bytes(int type) {
+    if (is_repacked(type)) type &= ~REPACKED;
     switch (type) {
         case Q4_0: return 18;
         case Q4_1: return 20;
@@ -23,6 +31,7 @@ int64_t block_bytes(int type) {
 }
 
 int64_t block_values(int type) {
+    if (is_repacked(type)) type &= ~REPACKED;
     switch (type) {
         case Q4_0: case Q4_1: case Q8_0: return 32;
         case Q4_K: case Q6_K: return 256;
@@ -46,7 +55,10 @@ bool has_vnni() {
 
 void matmul_q8(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T,
                float* y, int threads) {
-    if (isa == AVX512 && has_vnni()) matmul_q8_vnni(type, w, rows, cols, x, T, y, threads);
+    if (is_repacked(type)) {
+        if (isa == AVX512 && has_vnni()) matmul_rp_vnni(type & ~REPACKED, w, rows, cols, x, T, y, threads);
+        else if (isa != NONE) matmul_rp_avx2(type & ~REPACKED, w, rows, cols, x, T, y, threads);
+    } else if (isa == AVX512 && has_vnni()) matmul_q8_vnni(type, w, rows, cols, x, T, y, threads);
     else if (isa != NONE) matmul_q8_avx2(type, w, rows, cols, x, T, y, threads);
 }
 

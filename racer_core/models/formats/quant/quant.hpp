@@ -20,7 +20,14 @@ namespace racer_quant {
 enum Type : int { Q4_0 = 2, Q4_1 = 3, Q8_0 = 8, Q4_K = 12, Q6_K = 14 };  // ggml's type ids
 enum Isa : int { NONE = 0, AVX2 = 1, AVX512 = 2 };
 
-// Bytes per block of `type` (32 values; 256 for the K types), 0 if unknown.
+// Added to Q4_0, Q4_1 or Q8_0: the blocks of each eight rows interleaved for
+// the integer kernel (quant_repack.hpp; rows a multiple of 8). Only matmul_q8 reads them.
+constexpr int REPACKED = 0x100;
+
+// Whether `type` is a repacked type id.
+bool is_repacked(int type);
+
+// Bytes per block of `type` (32 values; 256 for the K types), 0 if unknown (a repacked type: its base type's).
 int64_t block_bytes(int type);
 
 // Values per block of `type`: 32, or 256 for Q4_K and Q6_K (0 if unknown).
@@ -38,7 +45,8 @@ void matmul(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols,
 // block (quantize_rows), integer dot products per block and one float scale per
 // (weight block, activation block), as llama.cpp multiplies its Q4/Q8 weights.
 // Row-invariant, and the same bits on every ISA (AVX2: maddubs; AVX-512
-// VNNI: dpbusd, used where the CPU has it and isa is AVX512).
+// VNNI: dpbusd, used where the CPU has it and isa is AVX512). A repacked type
+// goes through quant_repack.hpp (its own summation order, also row-invariant).
 void matmul_q8(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols,
                const float* x, int64_t T, float* y, int threads);
 

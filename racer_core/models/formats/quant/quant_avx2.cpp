@@ -27,13 +27,18 @@ struct Avx2 {
 namespace {
 struct Avx2Dot {
     static constexpr int P = 2, P2 = 4, P1 = 4, R = 4;  // output rows per tile for 3-4, 2 and 1 activation rows
+    // repacked (quant_repack.hpp): groups of 8 rows per tile for 1 and 2 activation rows, else rows per tile
+    static constexpr int G1 = 4, G2 = 1, RR = 4;
+    static constexpr bool PAIRS16 = true;  // a Q4 block's int16 pair sums added before one madd
     static __m256i dot(__m256i u8, __m256i s8) {
         return _mm256_madd_epi16(_mm256_maddubs_epi16(u8, s8), _mm256_set1_epi16(1));
     }
+    static __m256i dot_add(__m256i acc, __m256i u8, __m256i s8) { return _mm256_add_epi32(acc, dot(u8, s8)); }
 };
 }  // namespace
 #define DOT Avx2Dot
 #include "quant_q8.hpp"
+#include "quant_repack.hpp"
 
 namespace racer_quant {
 void matmul_avx2(int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
@@ -43,6 +48,10 @@ void matmul_avx2(int type, const uint8_t* w, int64_t rows, int64_t cols, const f
 void matmul_q8_avx2(int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
                     int threads) {
     q8_matmul_any(type, w, rows, cols, x, T, y, threads);
+}
+void matmul_rp_avx2(int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
+                    int threads) {
+    rp_matmul_any(type, w, rows, cols, x, T, y, threads);
 }
 void quantize_rows_avx2(const float* x, int64_t T, int64_t cols, int8_t* q, float* d, float* s) {
     q8_quantize_rows(x, T, cols, q, d, s);

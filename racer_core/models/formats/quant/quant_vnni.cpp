@@ -11,15 +11,23 @@
 namespace {
 struct VnniDot {
     static constexpr int P = 4, P2 = 8, P1 = 8, R = 4;  // output rows per tile for 3-4, 2 and 1 activation rows
+    static constexpr int G1 = 4, G2 = 1, RR = 4;  // repacked, as AVX2 (not tuned: no VNNI machine here)
+    static constexpr bool PAIRS16 = false;  // dpbusd accumulates in int32 itself
     static __m256i dot(__m256i u8, __m256i s8) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u8, s8); }
+    static __m256i dot_add(__m256i acc, __m256i u8, __m256i s8) { return _mm256_dpbusd_epi32(acc, u8, s8); }
 };
 }  // namespace
 #define DOT VnniDot
 #include "quant_q8.hpp"
+#include "quant_repack.hpp"
 
 namespace racer_quant {
 void matmul_q8_vnni(int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
                     int threads) {
     q8_matmul_any(type, w, rows, cols, x, T, y, threads);
+}
+void matmul_rp_vnni(int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
+                    int threads) {
+    rp_matmul_any(type, w, rows, cols, x, T, y, threads);
 }
 }  // namespace racer_quant

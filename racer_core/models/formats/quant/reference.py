@@ -87,3 +87,50 @@ def matmul_q8(qtype: int, blocks: np.ndarray, rows: int, cols: int, x: np.ndarra
     t = q.shape[0]
     xs = (q.reshape(t, cols // BLOCK, BLOCK).astype(np.float64) * d[..., None].astype(np.float64)).reshape(t, cols)
     return xs @ dequantize(qtype, blocks, rows, cols).astype(np.float64).T
+
+
+def _fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """float32 fma(a, b, c), rounded once, as the hardware's: a * b is exact in
+    float64; the sum's float64 rounding is made round-to-odd (its exact error
+    by TwoSum decides), which then rounds to float32 correctly."""
+    p = a.astype(np.float64) * b.astype(np.float64)
+    c64 = c.astype(np.float64)
+    s = p + c64
+    back = s - p
+    err = (p - (s - back)) + (c64 - back)
+    even = (s.view(np.int64) & 1) == 0
+    bump = (err != 0) & even  # the exact value lies between s and its neighbour toward err: take the odd one
+    s = np.where(bump, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+    return s.astype(np.float32)
+
+
+def _integer_parts(qtype: int, blocks: np.ndarray, rows: int, cols: int):
+    """Q4_0, Q4_1, Q8_0 blocks as (quants int64 (rows, nb, 32) in element order,
+    d float32 (rows, nb), offset per unit of s float32 (rows, nb) or None)."""
+    _, size = LAYOUT[qtype]
+    b = np.asarray(blocks, dtype=np.uint8).reshape(rows, cols // BLOCK, size)
+    d = _half(np.ascontiguousarray(b[..., 0:2])).reshape(rows, -1)
+    if qtype == 8:
+        return np.ascontiguousarray(b[..., 2:]).view(np.int8).astype(np.int64), d, None
+    qs = b[..., 4 if qtype == 3 else 2:]
+    quants = np.concatenate([qs & 0x0F, qs >> 4], axis=-1).astype(np.int64)
+    offset = _half(np.ascontiguousarray(b[..., 2:4])).reshape(rows, -1) if qtype == 3 else np.float32(-8) * d
+    return quants, d, offset
+
+
+def matmul_q8_repacked(qtype: int, blocks: np.ndarray, rows: int, cols: int, x: np.ndarray) -> np.ndarray:
+    """The repacked kernel's float32 result bit for bit (quant_repack.hpp), from
+    the file's blocks: per output, over blocks b ascending,
+    acc = fma(f32(dw * dx), f32(integer dot), acc) and off = fma(offset, s, off);
+    then acc + off (Q8_0: acc)."""
+    q, dx, sx = quantize_rows(x)
+    t = q.shape[0]
+    wq, dw, offset = _integer_parts(qtype, blocks, rows, cols)
+    dots = np.einsum("tbk,obk->tob", q.reshape(t, -1, BLOCK).astype(np.int64), wq).astype(np.float32)
+    acc = np.zeros((t, rows), dtype=np.float32)
+    off = np.zeros((t, rows), dtype=np.float32)
+    for b in range(cols // BLOCK):
+        acc = _fma32(dw[None, :, b] * dx[:, None, b], dots[..., b], acc)
+        if offset is not None:
+            off = _fma32(np.broadcast_to(offset[None, :, b], off.shape), np.broadcast_to(sx[:, None, b], off.shape), off)
+    return acc if offset is None else acc + off

@@ -1,0 +1,130 @@
+"""The embedded model's 4-bit step beside this machine's floors.
+
+One row reads every weight once: its floor is the blocks' bytes over the
+memory read bandwidth (a float32 sum over a buffer far larger than the
+caches, torch's vectorized threads). Every extra row is arithmetic: its floor
+is the row's multiply-adds over the int8 kernel's rate with nothing waiting
+on memory (the repacked kernel on a Q4_1 matrix that stays in L2, 32 rows:
+this kernel's own compute rate, not the CPU's nominal peak). Then the step
+after `--context` cached tokens (the lean forward with its fused layers,
+fastest of interleaved rounds, racer_core/bench/timing.py) for each row count,
+beside floor(T) = bytes / bandwidth + (T - 1) * MACs per row / rate.
+
+    python scripts/kernel_floor.py --threads 2
+    python scripts/kernel_floor.py --threads 1 --clock cpu   # a busy machine
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def bandwidth(threads: int, rounds: int, clock) -> float:
+    """Memory read bandwidth, bytes per second (a 256 MB float32 buffer summed)."""
+    import torch
+
+    from racer_core.bench.timing import fastest_of_rounds
+
+    buf = torch.ones(64 * 1024 * 1024, dtype=torch.float32)
+    torch.set_num_threads(threads)
+    (best,) = fastest_of_rounds([lambda: buf.sum()], rounds, clock=clock)
+    return buf.numel() * 4 / best
+
+
+def int8_rate(threads: int, rounds: int, clock) -> float:
+    """The repacked integer kernel's multiply-adds per second on an L2-resident Q4_1 matrix, 32 rows."""
+    import numpy as np
+    from gguf import GGMLQuantizationType, quants
+
+    from racer_core.bench.timing import fastest_of_rounds
+    from racer_core.models.formats.quant import _quant, repack
+
+    rows, cols, t = 256 * threads, 576, 32  # 92 KB of blocks a thread: large calls, still in L2
+    rng = np.random.default_rng(0)
+    blocks = repack.repack(3, np.ascontiguousarray(quants.quantize(
+        rng.standard_normal((rows, cols)).astype(np.float32), GGMLQuantizationType.Q4_1)))
+    x = rng.standard_normal((t, cols)).astype(np.float32)
+    y = np.empty((t, rows), dtype=np.float32)
+    isa = _quant.best()
+
+    def many() -> None:
+        for _ in range(50):
+            _quant.matmul_q8(3 | _quant.REPACKED, blocks, rows, cols, x, y, isa, threads)
+
+    (best,) = fastest_of_rounds([many], rounds, clock=clock)
+    return 50 * rows * cols * t / best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--sizes", default="1,2,4,8,16,32")
+    parser.add_argument("--context", type=int, default=256)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="cpu: process CPU time, robust on a shared machine when --threads 1")
+    args = parser.parse_args()
+    if args.threads < 1 or args.rounds < 1 or args.context < 1:
+        raise SystemExit("--threads, --rounds and --context must be at least 1")
+    try:
+        sizes = [int(s) for s in args.sizes.split(",")]
+    except ValueError:
+        raise SystemExit(f"--sizes {args.sizes!r}: expected comma-separated row counts") from None
+    import torch
+
+    from racer_core.bench.timing import fastest_of_rounds
+    from racer_core.models.formats.quant_weights import QuantWeight
+    from racer_core.models.loader import load
+    from racer_core.verify.kv_cache import TreeCache
+
+    clock = time.perf_counter if args.clock == "wall" else time.process_time
+    torch.set_num_threads(args.threads)
+    lean = load(None, device="cpu").lean
+    if lean is None or not lean.quant:
+        raise SystemExit("the embedded model did not load in its blocks (see the log)")
+    linears = [w for layer in lean.weights.layers for w in (layer.qkv, layer.o, layer.gate_up, layer.down)]
+    linears.append(lean.weights.lm_head)
+    quant = [w for w in linears if isinstance(w, QuantWeight)]
+    weight_bytes = sum(w.blocks.nbytes for w in quant)
+    macs = sum(int(w.shape[0]) * int(w.shape[1]) for w in quant)
+    bw = bandwidth(args.threads, args.rounds, clock)
+    rate = int8_rate(args.threads, args.rounds, clock)
+    torch.set_num_threads(args.threads)
+    print(f"{args.threads} threads, {args.clock} clock; weights {lean.quant}, repacked: "
+          f"{sum(w.repacked for w in quant)} of {len(quant)} linears")
+    print(f"memory read {bw / 1e9:.1f} GB/s; int8 kernel {rate / 1e9:.1f} GMAC/s")
+    print(f"one row: {weight_bytes / 1e6:.1f} MB of blocks -> floor {1e3 * weight_bytes / bw:.2f} ms; "
+          f"each extra row: {macs / 1e6:.1f} M multiply-adds -> floor {1e3 * macs / rate:.2f} ms")
+
+    layers = len(lean.weights.layers)
+    gen = torch.Generator().manual_seed(0)
+    vocab = int(lean.weights.lm_head.shape[0])
+    cache = TreeCache(layers)
+    causal = torch.full((args.context, args.context), float("-inf")).triu(1)[None, None]
+    with torch.inference_mode():
+        lean(torch.randint(0, vocab, (args.context,), generator=gen), torch.arange(args.context), causal, cache)
+
+        def step(t: int):
+            ids = torch.randint(0, vocab, (t,), generator=gen)
+            mask = torch.zeros((1, 1, t, args.context + t))
+            mask[..., args.context:] = torch.full((t, t), float("-inf")).triu(1)
+            return lambda: lean(ids, torch.arange(args.context, args.context + t), mask, cache)
+
+        best = fastest_of_rounds([step(t) for t in sizes], args.rounds, after=lambda: cache.truncate(args.context),
+                                 clock=clock)
+    one = best[0] if sizes[0] == 1 else None
+    print(f"\nstep after {args.context} cached tokens, fastest of {args.rounds} interleaved rounds")
+    print("T      step ms    floor ms   step/floor   step/one row")
+    for t, spent in zip(sizes, best, strict=True):
+        floor = weight_bytes / bw + (t - 1) * macs / rate
+        rel = f"{spent / one:8.2f}x" if one else "       -"
+        print(f"{t:<5} {1e3 * spent:8.2f}   {1e3 * floor:8.2f}   {spent / floor:8.2f}x   {rel}")
+
+
+if __name__ == "__main__":
+    main()

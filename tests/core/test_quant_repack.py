@@ -1,0 +1,164 @@
+"""The repacked integer kernel (quant/quant_repack.hpp, layout quant/repack.py):
+the layout only moves the file's bytes, the kernel's answer is its numpy
+reference's bit for bit (the same float32 operations in the same order, for
+every row count, tile and thread count, so a row alone equals it in a tree),
+and QuantWeight repacks exactly where it may."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+gguf = pytest.importorskip("gguf")
+from gguf import quants  # noqa: E402
+
+from racer_core.models.formats.quant import reference, repack  # noqa: E402
+from racer_core.models.formats.quant_weights import QuantWeight, repacking_as  # noqa: E402
+
+_quant = pytest.importorskip("racer_core.models.formats.quant._quant")
+if _quant.best() == "none":
+    pytest.skip("the kernel needs AVX2+FMA+F16C", allow_module_level=True)
+
+ISAS = ["avx2"] + (["avx512"] if _quant.best() == "avx512" else [])
+Q = gguf.GGMLQuantizationType
+TYPES = {2: Q.Q4_0, 3: Q.Q4_1, 8: Q.Q8_0}
+
+
+def _blocks(qtype: int, rows: int, cols: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((rows, cols)).astype(np.float32) * rng.uniform(0.01, 3.0, (rows, 1)).astype(np.float32)
+    if qtype == 8:
+        w[0, :32] = 0.0  # an all-zero block (d = 0)
+    return np.ascontiguousarray(quants.quantize(w, TYPES[qtype]))
+
+
+def _x(t: int, cols: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((t, cols)).astype(np.float32) * rng.uniform(1e-3, 1e3, (t, 1)).astype(np.float32)
+    x[:, :16] = np.round(x[:, :16])  # ties in the activations' quantization
+    x[-1, -32:] = 0.0  # an all-zero activation block
+    return x
+
+
+def _repacked(qtype: int, packed: np.ndarray, rows: int, cols: int, x: np.ndarray, isa: str = "avx2",
+              threads: int = 1) -> np.ndarray:
+    y = np.full((x.shape[0], rows), np.nan, dtype=np.float32)
+    _quant.matmul_q8(qtype | _quant.REPACKED, packed, rows, cols, np.ascontiguousarray(x), y, isa, threads)
+    return y
+
+
+@settings(max_examples=40, deadline=None)
+@given(qtype=st.sampled_from(sorted(TYPES)), groups=st.integers(1, 6), blocks_per_row=st.integers(1, 9),
+       seed=st.integers(0, 2**16), picks=st.lists(st.integers(0, 47), max_size=12))
+def test_repacking_only_moves_the_files_bytes(qtype, groups, blocks_per_row, seed, picks) -> None:
+    rows, cols = 8 * groups, 32 * blocks_per_row
+    blocks = _blocks(qtype, rows, cols, seed)
+    packed = repack.repack(qtype, blocks)
+    assert packed.shape == blocks.shape and packed.dtype == np.uint8
+    assert np.array_equal(np.sort(packed, axis=None), np.sort(blocks, axis=None))  # the same bytes, moved
+    assert np.array_equal(repack.unpack(qtype, packed), blocks)
+    ids = np.array([p % rows for p in picks], dtype=np.int64)
+    assert np.array_equal(repack.unpack(qtype, packed, ids), blocks[ids])
+
+
+def test_the_layout_is_the_documented_one() -> None:
+    """Group 0, block 1 of a Q4_1 matrix: eight d, eight m, then chunk c = bytes 4c..4c+3 of each row's quants."""
+    blocks = _blocks(3, 16, 64, seed=1)
+    b = blocks.reshape(16, 2, 20)
+    packed = repack.repack(3, blocks).reshape(2, 2, 160)[0, 1]
+    assert np.array_equal(packed[:16], b[:8, 1, 0:2].reshape(-1))
+    assert np.array_equal(packed[16:32], b[:8, 1, 2:4].reshape(-1))
+    for c in range(4):
+        assert np.array_equal(packed[32 + 32 * c : 64 + 32 * c], b[:8, 1, 4 + 4 * c : 8 + 4 * c].reshape(-1))
+
+
+@settings(max_examples=60, deadline=None)
+@given(qtype=st.sampled_from(sorted(TYPES)), groups=st.integers(1, 9), blocks_per_row=st.integers(1, 11),
+       t=st.integers(1, 33), isa=st.sampled_from(ISAS), threads=st.integers(1, 3), seed=st.integers(0, 2**16))
+def test_the_repacked_kernel_is_its_reference_bit_for_bit(qtype, groups, blocks_per_row, t, isa, threads,
+                                                           seed) -> None:
+    rows, cols = 8 * groups, 32 * blocks_per_row
+    blocks = _blocks(qtype, rows, cols, seed)
+    x = _x(t, cols, seed + 1)
+    got = _repacked(qtype, repack.repack(qtype, blocks), rows, cols, x, isa, threads)
+    assert np.array_equal(got, reference.matmul_q8_repacked(qtype, blocks, rows, cols, x))
+
+
+@settings(max_examples=30, deadline=None)
+@given(qtype=st.sampled_from(sorted(TYPES)), groups=st.integers(1, 7), blocks_per_row=st.integers(1, 8),
+       t=st.integers(2, 33), seed=st.integers(0, 2**16))
+def test_a_row_alone_equals_it_in_a_tree(qtype, groups, blocks_per_row, t, seed) -> None:
+    rows, cols = 8 * groups, 32 * blocks_per_row
+    packed = repack.repack(qtype, _blocks(qtype, rows, cols, seed))
+    x = _x(t, cols, seed + 1)
+    together = _repacked(qtype, packed, rows, cols, x, threads=2)
+    for i in range(t):
+        assert np.array_equal(_repacked(qtype, packed, rows, cols, x[i : i + 1])[0], together[i]), i
+    some = np.random.default_rng(seed).permutation(t)[: max(1, t // 2)]
+    assert np.array_equal(_repacked(qtype, packed, rows, cols, x[some], threads=2), together[some])
+
+
+@pytest.mark.parametrize("qtype", sorted(TYPES))
+def test_the_repacked_kernel_is_as_close_to_the_float64_product_as_the_file_layouts(qtype: int) -> None:
+    """A different summation order, the same arithmetic (int8 activations per 32-block, integer dots):
+    both kernels lie within float32 summation error of the quantized activations' float64 product."""
+    rows, cols = 64, 32 * 24
+    blocks = _blocks(qtype, rows, cols, seed=qtype)
+    x = _x(9, cols, seed=7)
+    want = reference.matmul_q8(qtype, blocks, rows, cols, x)
+    scale = np.abs(x).astype(np.float64) @ np.abs(reference.dequantize(qtype, blocks, rows, cols)).T.astype(np.float64)
+    file_layout = np.empty_like(want, dtype=np.float32)
+    _quant.matmul_q8(qtype, blocks, rows, cols, x, file_layout, "avx2", 1)
+    for got in (_repacked(qtype, repack.repack(qtype, blocks), rows, cols, x), file_layout):
+        assert np.all(np.abs(got - want) <= 1.2e-7 * (cols + 16) * scale + 1e-30)
+
+
+@pytest.mark.skipif(len(ISAS) < 2, reason="one ISA on this CPU")
+@pytest.mark.parametrize("qtype", sorted(TYPES))
+def test_the_repacked_kernel_gives_the_same_bits_on_every_isa(qtype: int) -> None:
+    blocks = repack.repack(qtype, _blocks(qtype, 40, 32 * 7, seed=qtype))
+    x = _x(11, 32 * 7, seed=3)
+    assert np.array_equal(_repacked(qtype, blocks, 40, 32 * 7, x, "avx2"), _repacked(qtype, blocks, 40, 32 * 7, x, "avx512"))
+
+
+def test_quant_weight_repacks_where_it_may() -> None:
+    blocks = _blocks(3, 16, 64, seed=2)
+    x = torch.from_numpy(_x(3, 64, seed=4))
+    w = QuantWeight(blocks, 3, 16, 64, acts="q8")
+    assert w.repacked and w.kernel_type == 3 | repack.REPACKED
+    assert np.array_equal(w.file_blocks(), blocks)
+    assert torch.equal(w(x), torch.from_numpy(reference.matmul_q8_repacked(3, blocks, 16, 64, x.numpy())))
+    with repacking_as(False):
+        plain = QuantWeight(blocks, 3, 16, 64, acts="q8")
+    assert not plain.repacked and plain.kernel_type == 3
+    assert torch.equal(w.plain(), plain.plain())
+    ids = torch.tensor([[3, 15], [0, 3]])
+    assert torch.equal(w.rows(ids), plain.rows(ids))
+    stacked = QuantWeight.stack([w, plain])
+    assert stacked.repacked and np.array_equal(stacked.file_blocks(), np.concatenate([blocks, blocks]))
+    assert not QuantWeight(blocks, 3, 16, 64, acts="float").repacked  # the float kernel reads the file's layout
+    assert not QuantWeight(_blocks(3, 12, 64, seed=2), 3, 12, 64, acts="q8").repacked  # not whole groups of 8
+    with pytest.raises(ValueError, match="cannot be repacked"):
+        QuantWeight(_blocks(3, 12, 64, seed=2), 3, 12, 64, acts="q8", repacked=True)
+
+
+def test_repacked_blocks_are_refused_where_they_cannot_be_read() -> None:
+    blocks = repack.repack(3, _blocks(3, 16, 64, seed=0))
+    x = np.zeros((2, 64), dtype=np.float32)
+    y = np.zeros((2, 16), dtype=np.float32)
+    rp = 3 | _quant.REPACKED
+    for call in (lambda: _quant.matmul(rp, blocks, 16, 64, x, y, "avx2", 1),
+                 lambda: _quant.dequantize(rp, blocks, 16, 64, "avx2")):
+        with pytest.raises(ValueError, match="read by matmul_q8 only") as error:
+            call()
+        assert "\n" not in str(error.value)
+    with pytest.raises(ValueError, match="groups of 8 rows"):
+        _quant.matmul_q8(rp, blocks[:12].copy(), 12, 64, x, np.zeros((2, 12), dtype=np.float32), "avx2", 1)
+    with pytest.raises(ValueError, match="unsupported block type"):
+        _quant.matmul_q8(12 | _quant.REPACKED, np.zeros((8, 144), dtype=np.uint8), 8, 256,
+                         np.zeros((2, 256), dtype=np.float32), np.zeros((2, 8), dtype=np.float32), "avx2", 1)
+    with pytest.raises(ValueError, match="cannot be repacked"):
+        repack.repack(12, np.zeros((8, 144), dtype=np.uint8))
