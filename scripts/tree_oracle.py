@@ -717,6 +717,47 @@ def choice_without_interference(doc: dict, curve: CostCurve, rounds: int) -> flo
     return float(np.mean(times))
 
 
+def replay_policy(doc: dict, curve: CostCurve) -> tuple[Rates, Rates]:
+    """(the recorded choices, this code's TreePolicy) on a recording's racer
+    trees, by the curve alone: one policy across the questions, each step's
+    tree chosen from, then labelled as the engine labels it (record, learn).
+    The trees are the recorded ones: in a live run the logits table learns
+    from the rows a step fed, so the trees themselves would differ a little."""
+    from racer_core.drafting.tree import Tree
+
+    sizes = EfficientSizes.from_curve(curve, LARGEST)
+    policy = TreePolicy(curve, largest=LARGEST)
+    recorded, replayed = Rates(), Rates()
+    for q in doc["questions"]:
+        run = q["methods"].get("racer")
+        if run is None:
+            continue
+        reply, at = run["tokens"], 0
+        for step in run["steps"]:
+            t = step["tree"]
+            tree = replace(Tree.of(t["tokens"], t["parents"], 1), context=np.asarray(t["context"], dtype=np.int64),
+                           rank=np.asarray(t["rank"], dtype=np.int64))
+            path, known = true_path(t["parents"], t["tokens"], reply[at + 1 :]), len(reply) - 1 - at
+            selection = policy.choose(tree)
+            replayed.add(q["category"], min(accepted_in(path, selection.chosen) + 1, known), cost(sizes, selection.fed))
+            recorded.add(q["category"], len(step["emitted"]), cost(sizes, int(step.get("fed") or len(step["chosen"]))))
+            policy.record(tree, at, selection)
+            at += len(step["emitted"])
+            policy.learn(reply[: at + 1])
+        policy.learn(reply, final=True)
+    return recorded, replayed
+
+
+def replay(args: argparse.Namespace) -> None:
+    doc = json.loads(Path(args.steps).read_text())
+    curve = parse_curve(args.curve) if args.curve else CostCurve(doc["curve"]["sizes"], doc["curve"]["seconds"])
+    recorded, replayed = replay_policy(doc, curve)
+    ar = 1.0 / cost(EfficientSizes.from_curve(curve, LARGEST), 1)
+    print("category | recorded racer (x ar) | this policy replayed (x ar)")
+    for key in [*dict.fromkeys(q["category"] for q in doc["questions"]), "all"]:
+        print(f"{key} | {recorded.rate(key) / ar:.3f} | {replayed.rate(key) / ar:.3f}")
+
+
 def parse_curve(text: str) -> CostCurve:
     """A cost curve from "rows:ms" pairs, e.g. 1:10.4,2:11,4:14.3."""
     try:
@@ -746,8 +787,11 @@ def main(argv: list[str] | None = None) -> None:
                      "trees, fastest of this many interleaved rounds (0: not)")
     rep.add_argument("--curve", default="", help="rows:ms pairs to score on instead of the recorded curve "
                      "(the choices stay the ones made on the recorded curve)")
+    rpl = sub.add_parser("replay", help="this code's tree policy on a recording's racer trees (no model)")
+    rpl.add_argument("steps", help="a steps.json written by record")
+    rpl.add_argument("--curve", default="", help="rows:ms pairs to weigh and score on instead of the recorded curve")
     args = parser.parse_args(argv)
-    record(args) if args.command == "record" else report(args)
+    {"record": record, "report": report, "replay": replay}[args.command](args)
 
 
 if __name__ == "__main__":
