@@ -253,14 +253,14 @@ class TreePolicy:
             scale = np.where(totals > 0.95, 0.95 / np.maximum(totals, 1e-9), 1.0)
             edge[1:] *= scale[parents[1:]]
         raw = edge.copy()
+        depths = tree.position_ids
+        levels = [np.nonzero(depths == d)[0] for d in range(1, int(depths.max()) + 1 if len(depths) else 0)]
+        for at in levels:
+            raw[at] *= raw[parents[at]]
         calibrated = PathCalibration.read(raw, table)
         calibrated[0] = 1.0
-        depths = tree.position_ids
-        for d in range(1, int(depths.max()) + 1 if len(depths) else 0):
-            at = np.nonzero(depths == d)[0]
-            raw[at] *= raw[parents[at]]
-            # a child is never likelier than its parent: the choice takes parents first
-            calibrated[at] = np.minimum(PathCalibration.read(raw[at], table), calibrated[parents[at]])
+        for at in levels:  # a child is never likelier than its parent: the choice takes parents first
+            calibrated[at] = np.minimum(calibrated[at], calibrated[parents[at]])
         return kind, raw, calibrated
 
     def select(self, tree: DraftTree) -> tuple[np.ndarray, int, float]:
