@@ -721,8 +721,13 @@ def replay_policy(doc: dict, curve: CostCurve) -> tuple[Rates, Rates]:
     """(the recorded choices, this code's TreePolicy) on a recording's racer
     trees, by the curve alone: one policy across the questions, each step's
     tree chosen from, then labelled as the engine labels it (record, learn).
-    The trees are the recorded ones: in a live run the logits table learns
-    from the rows a step fed, so the trees themselves would differ a little."""
+    Where this policy accepts more than the recorded step did, its next root
+    lies past the next recorded one: the recorded steps it passed are skipped
+    and, when it lands between two recorded roots, it decodes plainly (one
+    token per t(1)) up to the next one, for want of a tree there -- so the
+    replay errs against a policy that accepts more. The trees are the
+    recorded ones: in a live run the logits table learns from the rows a step
+    fed, so the trees themselves differ."""
     from racer_core.drafting.tree import Tree
 
     sizes = EfficientSizes.from_curve(curve, LARGEST)
@@ -732,18 +737,24 @@ def replay_policy(doc: dict, curve: CostCurve) -> tuple[Rates, Rates]:
         run = q["methods"].get("racer")
         if run is None:
             continue
-        reply, at = run["tokens"], 0
+        reply, at, now = run["tokens"], 0, 0  # the recorded step's root, this policy's next root
         for step in run["steps"]:
+            recorded.add(q["category"], len(step["emitted"]), cost(sizes, int(step.get("fed") or len(step["chosen"]))))
+            root, at = at, at + len(step["emitted"])
+            if root < now:
+                continue
+            replayed.add(q["category"], root - now, (root - now) * cost(sizes, 1))  # plain steps up to this root
             t = step["tree"]
             tree = replace(Tree.of(t["tokens"], t["parents"], 1), context=np.asarray(t["context"], dtype=np.int64),
                            rank=np.asarray(t["rank"], dtype=np.int64))
-            path, known = true_path(t["parents"], t["tokens"], reply[at + 1 :]), len(reply) - 1 - at
+            path, known = true_path(t["parents"], t["tokens"], reply[root + 1 :]), len(reply) - 1 - root
             selection = policy.choose(tree)
-            replayed.add(q["category"], min(accepted_in(path, selection.chosen) + 1, known), cost(sizes, selection.fed))
-            recorded.add(q["category"], len(step["emitted"]), cost(sizes, int(step.get("fed") or len(step["chosen"]))))
-            policy.record(tree, at, selection)
-            at += len(step["emitted"])
-            policy.learn(reply[: at + 1])
+            made = min(accepted_in(path, selection.chosen) + 1, known)
+            replayed.add(q["category"], made, cost(sizes, selection.fed))
+            policy.record(tree, root, selection)
+            now = root + made
+            policy.learn(reply[: now + 1])
+        replayed.add(q["category"], max(0, at - now), max(0, at - now) * cost(sizes, 1))
         policy.learn(reply, final=True)
     return recorded, replayed
 
