@@ -289,14 +289,14 @@ class TreePolicy:
         # decoding's, so no tree is chosen that makes less than the root alone.
         rate = self.run_rate() if not others else 0.0
         best_n, best_value = 0, self._value(1.0 + others, float(sizes.seconds[0]), rate)
-        options = [BudgetOption(1, int(sizes.sizes[0]), 1.0, float(sizes.seconds[0]), rate)]
+        options = [BudgetOption(1, int(sizes.sizes[0]), 1.0, float(sizes.seconds[0]))]
         best = 0
         wait = self.drafting_s if others else 0.0
         for size, seconds in zip(sizes.sizes, sizes.seconds, strict=True):
             n = min(int(size) - 1, len(order))
             value = self._value(1.0 + others + gains[n], float(seconds) + (wait if n else 0.0), rate)
             if n > 0:
-                options.append(BudgetOption(n + 1, int(size), 1.0 + float(gains[n]), float(seconds), rate))
+                options.append(BudgetOption(n + 1, int(size), 1.0 + float(gains[n]), float(seconds)))
             if value > best_value + 1e-4 * abs(best_value):
                 best_n, best_value, best = n, value, len(options) - 1
             if n == len(order):

@@ -57,23 +57,16 @@ class DraftNode:
 
 @dataclass(frozen=True)
 class BudgetOption:
-    """One tree size the policy weighed. Its value: the expected tokens beyond
-    what the run's rate makes in its seconds, or with no rate (under load)
-    expected tokens per second (TreePolicy.choose)."""
+    """One tree size the policy weighed: its value is expected tokens per second."""
 
     nodes: int  # tree nodes verified, root included
     fed: int  # rows fed to the model (padded up to a cheaper size)
     expected_tokens: float  # expected accepted drafts + the bonus token
     seconds: float  # the cost curve's time to verify `fed` rows
-    rate: float = 0.0  # the run's tokens per second of curve it was weighed against; 0: none
 
     @property
     def tokens_per_s(self) -> float:
         return self.expected_tokens / self.seconds if self.seconds > 0 else 0.0
-
-    @property
-    def value(self) -> float:
-        return self.expected_tokens - self.rate * self.seconds if self.rate else self.tokens_per_s
 
 
 @dataclass(frozen=True)
@@ -184,9 +177,7 @@ class StepRecord:
             f"{best.expected_tokens:.2f} expected tokens in {best.seconds * 1e3:.2f} ms"
         )
         if others:
-            runner = max(others, key=lambda o: o.value)
+            runner = max(others, key=lambda o: o.tokens_per_s)
             what = "the root alone" if runner.nodes == 1 else f"{runner.nodes} nodes"
             text += f", better than {what} ({runner.expected_tokens:.2f} in {runner.seconds * 1e3:.2f} ms)"
-            if best.rate:
-                text += f" at the run's {best.rate:.0f} tokens/s"
         return f"{text}; {self.gate}" if self.gate else text
