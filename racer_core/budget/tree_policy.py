@@ -48,10 +48,6 @@ ROOT_STREAK = 8
 """Choices under load in a row that kept the root alone, after which drafting is skipped..."""
 PROBE_EVERY = 8
 """...but for every PROBE_EVERY-th step (TreePolicy.worth_drafting)."""
-RATE_STEPS = 8.0
-"""Plain decoding's steps the run's rate starts from (TreePolicy.run_rate)."""
-RATE_DECAY = 0.998
-"""Per labelled choice: the run's rate follows about the last 500 steps."""
 CALIBRATION_WEIGHT = 5.0
 """Pseudo-trials per path-chance bin, in units of `prior_weight`: a bin is
 shared by many kinds of node, so it waits for more evidence than a bucket."""
@@ -130,8 +126,6 @@ class TreePolicy:
         self.gate = DraftGate(self.curve)
         self._kinds = KindCounts(self.prior_weight)
         self._calibration = PathCalibration(CALIBRATION_WEIGHT * self.prior_weight)
-        t1 = float(self.sizes.seconds[0])
-        self._made = np.array([RATE_STEPS, RATE_STEPS * t1])  # decayed (tokens, curve seconds) of the choices alone
         # Concurrent replies (the batched server) share one policy: the
         # statistics under a lock, each thread's (so each reply's) trees to label apart.
         self._lock = threading.Lock()
@@ -147,8 +141,6 @@ class TreePolicy:
             self.sizes = EfficientSizes.from_curve(curve, self.largest)
             self.gate = DraftGate(curve)
             self._based.clear()
-            t1 = float(self.sizes.seconds[0])
-            self._made = np.array([RATE_STEPS, RATE_STEPS * t1])
 
     @property
     def _pending(self) -> list:
@@ -214,13 +206,6 @@ class TreePolicy:
         with self._lock:
             self.drafting_s = seconds if self.drafting_s == 0.0 else 0.95 * self.drafting_s + 0.05 * seconds
 
-    def run_rate(self) -> float:
-        """Tokens per second of curve the choices alone have been making
-        (decayed), never below plain decoding's: the rate a tree is weighed against."""
-        with self._lock:
-            tokens, seconds = self._made
-        return max(float(tokens / seconds), 1.0 / float(self.sizes.seconds[0]))
-
     def _prior(self) -> np.ndarray:
         """Starting acceptance per bucket, shaped like the buckets' index space."""
         return _prior()
@@ -281,23 +266,16 @@ class TreePolicy:
         # tree also keeps the pass waiting for its learning (drafting_s).
         others, base = self.load() if self.load is not None else (0, 0)
         sizes = self.sizes_on(base)
-        # Alone, the tree that adds most to the run's tokens per second: the
-        # most tokens beyond what the run's rate R makes in its seconds,
-        # (1 + drafts) - R t(size) (Dinkelbach's rule), not this step's own
-        # best ratio, which stops short of a likely deep path whose rate is
-        # below the step's best but above the run's. R is never below plain
-        # decoding's, so no tree is chosen that makes less than the root alone.
-        rate = self.run_rate() if not others else 0.0
-        best_n, best_value = 0, self._value(1.0 + others, float(sizes.seconds[0]), rate)
+        best_n, best_value = 0, (1.0 + others) / float(sizes.seconds[0])
         options = [BudgetOption(1, int(sizes.sizes[0]), 1.0, float(sizes.seconds[0]))]
         best = 0
         wait = self.drafting_s if others else 0.0
         for size, seconds in zip(sizes.sizes, sizes.seconds, strict=True):
             n = min(int(size) - 1, len(order))
-            value = self._value(1.0 + others + gains[n], float(seconds) + (wait if n else 0.0), rate)
+            value = (1.0 + others + gains[n]) / (float(seconds) + (wait if n else 0.0))
             if n > 0:
                 options.append(BudgetOption(n + 1, int(size), 1.0 + float(gains[n]), float(seconds)))
-            if value > best_value + 1e-4 * abs(best_value):
+            if value > best_value * 1.0001:
                 best_n, best_value, best = n, value, len(options) - 1
             if n == len(order):
                 break
@@ -316,12 +294,6 @@ class TreePolicy:
         # kept so the gate can score it once the text is known.
         return Selection(np.zeros(1, dtype=chosen.dtype), 1, 0.0, probs, tuple(options), 0, why, (chosen, selection.fed),
                          (others, base))
-
-    @staticmethod
-    def _value(tokens: float, seconds: float, rate: float) -> float:
-        """A choice's worth: tokens beyond what `rate` makes in its seconds;
-        at rate 0 (under load) tokens per second."""
-        return tokens - rate * seconds if rate else tokens / seconds
 
     def record(self, tree: DraftTree, position: int, selection: Selection | None = None) -> None:
         """Keep this step's full tree (before selection) to learn from later,
@@ -372,8 +344,6 @@ class TreePolicy:
                 labelled[0] = False
                 if labelled.any():
                     self._calibration.observe(raw[labelled], on_path[labelled], self.decay)
-                if choice is not None and choice[2] == 0:  # alone: the run's rate
-                    self._made = self._made * RATE_DECAY + (on_path[choice[0]].sum(), self.curve(choice[1]))
                 if choice is not None and len(choice[0]) > 1:  # the root alone is plain decoding: nothing to score
                     chosen, fed, others, base = choice
                     # the root (1) + the drafts it would accept, beside the pass's others

@@ -1,5 +1,5 @@
-"""The tree policy's node estimates (racer_core/budget/node_estimates.py) and
-its choice against the run's rate: hand-made counts and trees, a scripted curve."""
+"""The tree policy's node estimates (racer_core/budget/node_estimates.py):
+hand-made counts and trees, a scripted curve."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from racer_core.budget.node_estimates import KindCounts, PathCalibration, kinds
 from racer_core.budget.tree_policy import TreePolicy
 from racer_core.drafting.tree import Tree
 
-CURVE = CostCurve([1, 2, 4, 8, 16, 32, 64], [1.0, 1.05, 1.1, 1.5, 3.0, 6.0, 12.0])
+CURVE = CostCurve([1, 2, 4, 8, 16, 32, 64], [1.0, 1.05, 1.1, 1.3, 1.6, 3.0, 6.0])
 
 
 def _chain(context: int, drafts: int = 12, first: int = 100) -> Tree:
@@ -70,26 +70,10 @@ def test_a_context_the_estimates_know_is_accepted_is_fed_deep_and_one_known_reje
     known, wrong = _chain(8), _chain(6, first=200)
     for _ in range(60):
         _step(policy, known, known.tokens.tolist())
-        _step(policy, wrong, [200, 999])
+        _step(policy, wrong, [200, *range(900, 912)])  # the text goes elsewhere
     deep, shallow = policy.choose(known), policy.choose(wrong)
     assert len(deep.chosen) == known.size and deep.fed >= known.size and deep.probabilities[-1] > 0.8
-    assert shallow.probabilities[1] < 0.2 and len(shallow.chosen) < len(deep.chosen) / 2
-
-
-def test_alone_a_likely_deep_path_is_fed_past_the_steps_own_best_ratio_when_the_run_makes_less() -> None:
-    # Most of the run is plain decoding (1 token a second on this curve); a
-    # chain the policy knows comes true makes 13 tokens in t(13) = 2.4 s. Its
-    # own best ratio is 8 rows (8 tokens in 1.5 s), but 13 rows add more to
-    # the run's tokens per second.
-    policy = TreePolicy(CURVE)
-    plain, chain = Tree.root_only(5), _chain(9)
-    for i in range(200):
-        _step(policy, chain, chain.tokens.tolist()) if i % 10 == 0 else _step(policy, plain, [5, 6])
-    choice = policy.choose(chain)
-    assert policy.run_rate() < 8 / 1.5
-    ratio = [o.expected_tokens / o.seconds for o in choice.options]
-    assert choice.options[int(np.argmax(ratio))].fed == 8  # the step's own best ratio
-    assert len(choice.chosen) == chain.size and choice.fed >= chain.size
+    assert shallow.probabilities[1] < 0.2 and shallow.chosen.tolist() == [0]
 
 
 def test_no_tree_is_chosen_that_makes_less_than_the_root_alone() -> None:
@@ -97,7 +81,6 @@ def test_no_tree_is_chosen_that_makes_less_than_the_root_alone() -> None:
     for _ in range(50):
         policy = TreePolicy(CURVE)
         policy._hits[:] = rng.uniform(0.0, 1.0, policy._hits.shape) * policy._trials
-        policy._made[:] = (rng.uniform(0.5, 20.0), 10.0)  # any run rate, above plain decoding's or below
         tree = replace(_chain(int(rng.integers(1, 12)), drafts=int(rng.integers(1, 30))),
                        rank=np.where(rng.random(1) < 0.5, -1, 0) * np.ones(1, dtype=np.int64))
         choice = policy.choose(tree)
