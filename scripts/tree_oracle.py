@@ -4,6 +4,7 @@
     python scripts/tree_oracle.py report /tmp/oracle/steps.json   # no model: the tables, in seconds
     python scripts/tree_oracle.py record --out /tmp/quiet --curve 1:10.4,2:11,4:14.3,8:23.9   # the policies weigh this curve
     python scripts/tree_oracle.py report /tmp/oracle/steps.json --rounds 5   # and the choice timed alone
+    python scripts/tree_oracle.py replay /tmp/oracle/steps.json   # this code's policy on the recorded trees (a check)
 
 docs/performance.md ("where racer's speed is, step by step") has the tables and what they say.
 
