@@ -656,12 +656,18 @@ def print_overheads(doc: dict, methods: list[str], t1: float) -> None:
           "median one-row forward of the same run, under the same load)")
 
 
-def report(args: argparse.Namespace) -> None:
+def load_recording(path: str) -> dict:
+    """A steps.json written by record, or a one-line exit."""
     try:
-        doc = json.loads(Path(args.steps).read_text())
+        doc = json.loads(Path(path).read_text())
         doc["curve"], doc["questions"]  # noqa: B018 (what every table reads)
     except (OSError, ValueError, KeyError, TypeError) as error:
-        raise SystemExit(f"{args.steps}: not a recording of tree_oracle.py record ({error})") from None
+        raise SystemExit(f"{path}: not a recording of tree_oracle.py record ({error})") from None
+    return doc
+
+
+def report(args: argparse.Namespace) -> None:
+    doc = load_recording(args.steps)
     curve = parse_curve(args.curve) if args.curve else CostCurve(doc["curve"]["sizes"], doc["curve"]["seconds"])
     sizes = EfficientSizes.from_curve(curve, LARGEST)
     methods = [m for m in ("racer", "suffix") if any(m in q["methods"] for q in doc["questions"])]
@@ -761,7 +767,7 @@ def replay_policy(doc: dict, curve: CostCurve) -> tuple[Rates, Rates]:
 
 
 def replay(args: argparse.Namespace) -> None:
-    doc = json.loads(Path(args.steps).read_text())
+    doc = load_recording(args.steps)
     curve = parse_curve(args.curve) if args.curve else CostCurve(doc["curve"]["sizes"], doc["curve"]["seconds"])
     recorded, replayed = replay_policy(doc, curve)
     ar = 1.0 / cost(EfficientSizes.from_curve(curve, LARGEST), 1)
