@@ -221,10 +221,10 @@ def tapped() -> Iterator[Tap]:
                     tap.pending = None
         return verified
 
-    def timed_cut(tree, policy, streak=0):
+    def timed_cut(tree, policy):
         start = clock()
         try:
-            return cut(tree, policy, streak)
+            return cut(tree, policy)
         finally:
             tap.phase("choose", clock() - start)
 
@@ -350,7 +350,7 @@ class GivenChances(TreePolicy):
 
     chances: np.ndarray = np.ones(1)
 
-    def path_probabilities(self, tree: object, streak: int = 0) -> np.ndarray:
+    def path_probabilities(self, tree: object) -> np.ndarray:
         return self.chances
 
 
@@ -744,7 +744,7 @@ def replay_policy(doc: dict, curve: CostCurve) -> tuple[Rates, Rates]:
         run = q["methods"].get("racer")
         if run is None:
             continue
-        reply, at, now, streak = run["tokens"], 0, 0, 0  # the recorded step's root, this policy's next root
+        reply, at, now = run["tokens"], 0, 0  # the recorded step's root, this policy's next root
         for step in run["steps"]:
             recorded.add(q["category"], len(step["emitted"]), cost(sizes, int(step.get("fed") or len(step["chosen"]))))
             root, at = at, at + len(step["emitted"])
@@ -755,9 +755,8 @@ def replay_policy(doc: dict, curve: CostCurve) -> tuple[Rates, Rates]:
             tree = replace(Tree.of(t["tokens"], t["parents"], 1), context=np.asarray(t["context"], dtype=np.int64),
                            rank=np.asarray(t["rank"], dtype=np.int64))
             path, known = true_path(t["parents"], t["tokens"], reply[root + 1 :]), len(reply) - 1 - root
-            selection = policy.choose(tree, streak)
+            selection = policy.choose(tree)
             made = min(accepted_in(path, selection.chosen) + 1, known)
-            streak = made - 1
             replayed.add(q["category"], made, cost(sizes, selection.fed))
             policy.record(tree, root, selection)
             now = root + made

@@ -26,7 +26,6 @@ CTX_KINDS = 13  # retrieval context 0 (none), 1 .. 11, 12 and more
 RANK_KINDS = 5  # logits rank none, 0, 1, 2, 3 and more
 DEPTH_KINDS = 10  # depth 1 .. 9, 10 and more
 PATH_BINS = 20  # path chance in steps of 0.05
-STREAKS = 5  # drafts the reply's previous step accepted: 0, 1, 2, 3, 4 and more
 
 
 def kinds(context: np.ndarray, rank: np.ndarray, depths: np.ndarray) -> np.ndarray:
@@ -59,10 +58,7 @@ class KindCounts:
 
 
 class PathCalibration:
-    """Predicted path chance -> the acceptance seen at that prediction, in
-    bins, one table per streak (the drafts the reply's previous step
-    accepted): a step after a long acceptance is in text that repeats, and
-    its likely paths come true more often than the same prediction elsewhere.
+    """Predicted path chance -> the acceptance seen at that prediction, in bins.
 
     Each bin starts as its own centre (`weight` pseudo-trials), and a reading
     interpolates between the centres (0 reads 0, 1 reads 1), so before any
@@ -72,33 +68,26 @@ class PathCalibration:
     CENTRES = np.concatenate([[0.0], (np.arange(PATH_BINS) + 0.5) / PATH_BINS, [1.0]])
 
     def __init__(self, weight: float) -> None:
-        self.hits = np.tile(self.CENTRES[1:-1] * weight, (STREAKS, 1))
-        self.trials = np.full((STREAKS, PATH_BINS), weight)
+        self.hits = self.CENTRES[1:-1] * weight
+        self.trials = np.full(PATH_BINS, weight)
 
     @staticmethod
     def bins(predicted: np.ndarray) -> np.ndarray:
         return np.minimum((predicted * PATH_BINS).astype(np.int64), PATH_BINS - 1)
 
-    def table(self, streak: int) -> np.ndarray:
+    def table(self) -> np.ndarray:
         """The calibrated chance at 0, at each bin's centre and at 1, non-decreasing."""
-        row = self.hits[self.streak(streak)] / self.trials[self.streak(streak)]
-        return np.maximum.accumulate(np.concatenate([[0.0], row, [1.0]]))
-
-    @staticmethod
-    def streak(accepted: int) -> int:
-        return min(max(accepted, 0), STREAKS - 1)
+        return np.maximum.accumulate(np.concatenate([[0.0], self.hits / self.trials, [1.0]]))
 
     @classmethod
     def read(cls, predicted: np.ndarray, table: np.ndarray) -> np.ndarray:
         """The calibrated chances of `predicted` path chances, by `table()`."""
         return np.interp(predicted, cls.CENTRES, table)
 
-    def observe(self, predicted: np.ndarray, accepted: np.ndarray, decay: float, streak: int = 0) -> None:
-        """Nodes' predicted path chances in a step after `streak` accepted
-        drafts, and whether each was accepted."""
-        row = self.streak(streak)
-        self.hits[row] *= decay
-        self.trials[row] *= decay
+    def observe(self, predicted: np.ndarray, accepted: np.ndarray, decay: float) -> None:
+        """Nodes' predicted path chances and whether each was accepted."""
+        self.hits *= decay
+        self.trials *= decay
         at = self.bins(predicted)
-        np.add.at(self.trials[row], at, 1.0)
-        np.add.at(self.hits[row], at[accepted], 1.0)
+        np.add.at(self.trials, at, 1.0)
+        np.add.at(self.hits, at[accepted], 1.0)

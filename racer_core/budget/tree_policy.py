@@ -25,7 +25,7 @@ import numpy as np
 
 from racer_core.budget.cost_curve import CostCurve
 from racer_core.budget.draft_gate import DraftGate
-from racer_core.budget.node_estimates import STREAKS, KindCounts, PathCalibration, kinds
+from racer_core.budget.node_estimates import KindCounts, PathCalibration, kinds
 from racer_core.common.step_record import BudgetOption
 
 _CTX_EDGES = np.array([2, 3, 4, 6, 9])  # retrieval context -> 0 (none) .. 5
@@ -188,8 +188,7 @@ class TreePolicy:
             seen = self._kinds.trials > 0
             edge = max(float(np.max(self._hits / self._trials)),
                        float(np.max(self._kinds.hits[seen] / self._kinds.trials[seen])) if seen.any() else 0.0)
-            best = max(float(PathCalibration.read(np.array([edge]), self._calibration.table(s))[0])
-                       for s in range(STREAKS))
+            best = float(PathCalibration.read(np.array([edge]), self._calibration.table())[0])
             if self._kept_root >= ROOT_STREAK:
                 # The last choices under load all kept the root: draft only every
                 # PROBE_EVERY-th step, so a change of text or load is still seen.
@@ -218,20 +217,19 @@ class TreePolicy:
         depth = np.searchsorted(_DEPTH_EDGES, tree.position_ids, side="right")
         return ctx, rank, depth
 
-    def path_probabilities(self, tree: DraftTree, streak: int = 0) -> np.ndarray:
-        """Estimated P(node accepted) for every node, in a step after `streak`
-        accepted drafts of the same reply; 1 for the root."""
-        kind, raw, calibrated = self._estimates(tree, streak)
-        self._local.last = (tree, kind, raw, streak)  # record() learns from the same estimates
+    def path_probabilities(self, tree: DraftTree) -> np.ndarray:
+        """Estimated P(node accepted) for every node; 1 for the root."""
+        kind, raw, calibrated = self._estimates(tree)
+        self._local.last = (tree, kind, raw)  # record() learns from the same estimates
         return calibrated
 
-    def _estimates(self, tree: DraftTree, streak: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _estimates(self, tree: DraftTree) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(each node's exact kind, the product of its path's edge chances,
-        that product read through the path calibration for `streak`)."""
+        that product read through the path calibration)."""
         kind = kinds(tree.context, tree.rank, tree.position_ids)
         with self._lock:
             edge = self._kinds.chances(kind, (self._hits / self._trials)[self._buckets(tree)])
-            table = self._calibration.table(streak)
+            table = self._calibration.table()
         edge[0] = 1.0
         parents = tree.parents
         # Siblings exclude each other: their chances cannot add up past 1.
@@ -256,10 +254,9 @@ class TreePolicy:
         choice = self.choose(tree)
         return choice.chosen, choice.fed, choice.expected
 
-    def choose(self, tree: DraftTree, streak: int = 0) -> Selection:
-        """The selection with what led to it (the step inspector shows it);
-        `streak`: the drafts the reply's previous step accepted."""
-        probs = self.path_probabilities(tree, streak)
+    def choose(self, tree: DraftTree) -> Selection:
+        """The selection with what led to it (the step inspector shows it)."""
+        probs = self.path_probabilities(tree)
         order = np.argsort(-probs[1:], kind="stable") + 1  # parents outrank children
         gains = np.concatenate([[0.0], np.cumsum(probs[order])])  # expected drafts with n nodes
         # Batched with others: the pass makes at least one token per other
@@ -310,16 +307,16 @@ class TreePolicy:
         choice = None if selection is None else (*(selection.intended or (selection.chosen, selection.fed)),
                                                  *selection.load)
         last = getattr(self._local, "last", None)
-        kind, raw, streak = last[1:] if last is not None and last[0] is tree else (*self._estimates(tree)[:2], 0)
+        kind, raw = last[1:] if last is not None and last[0] is tree else self._estimates(tree)[:2]
         self._local.last = None
         self._pending.append((position, tree.tokens, tree.parents, tree.position_ids, self._buckets(tree), kind, raw,
-                              streak, choice))
+                              choice))
 
     def learn(self, sequence: list[int], final: bool = False) -> None:
         """Label the recorded trees whose continuation `sequence` now holds."""
         keep = []
         for item in self._pending:
-            position, tokens, parents, depths, buckets, kind, raw, streak, choice = item
+            position, tokens, parents, depths, buckets, kind, raw, choice = item
             known = len(sequence) - 1 - position  # tokens known after the root
             if known < int(depths.max()) and not final:
                 keep.append(item)
@@ -346,7 +343,7 @@ class TreePolicy:
                 labelled = depths <= known  # every node whose path the text decides
                 labelled[0] = False
                 if labelled.any():
-                    self._calibration.observe(raw[labelled], on_path[labelled], self.decay, streak)
+                    self._calibration.observe(raw[labelled], on_path[labelled], self.decay)
                 if choice is not None and len(choice[0]) > 1:  # the root alone is plain decoding: nothing to score
                     chosen, fed, others, base = choice
                     # the root (1) + the drafts it would accept, beside the pass's others

@@ -49,7 +49,6 @@ class RacerDrafter(Drafter):
         self._full: Tree | None = None  # this step's whole tree, before the policy's cut
         self._prev = -1  # the token before this step's root
         self._drafting_s = 0.0  # this step's retrieval and choice, in seconds (TreePolicy.note_drafting)
-        self._streak = 0  # drafts the reply's previous step accepted (the policy's calibration reads it)
 
     @classmethod
     def create(cls, setup: DrafterSetup) -> RacerDrafter:
@@ -104,7 +103,6 @@ class RacerDrafter(Drafter):
         # The root is fed with the step that verifies it: retrieval for a
         # root reads the text up to, not including, that root.
         self.generated = [first]
-        self._streak = 0
         if self.use_trie and self.automaton is not None:
             self.automaton.feed(prompt[_common_prefix(self.seen, prompt) :])
             self.seen = list(prompt)
@@ -118,7 +116,7 @@ class RacerDrafter(Drafter):
             return Tree.root_only(root)
         start = drafting_clock()
         self._full = _tree(self.automaton.retrieve(root, self.policy.largest, prev_token=prev), "auto")
-        tree = cut(self._full, self.policy, self._streak)
+        tree = cut(self._full, self.policy)
         self._drafting_s = drafting_clock() - start
         return tree
 
@@ -145,7 +143,6 @@ class RacerDrafter(Drafter):
             automaton.feed(fed)
             self.seen.extend(fed)
         self.generated.extend(emitted)
-        self._streak = len(emitted) - 1
         if self.policy is not None:
             learning = drafting_clock()
             self.policy.learn(self.generated)

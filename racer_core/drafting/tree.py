@@ -88,11 +88,10 @@ class Tree:
         return cls.of([root], [-1], 0, "plain")
 
 
-def cut(tree: Tree, policy: TreePolicy, streak: int = 0) -> Tree:
+def cut(tree: Tree, policy: TreePolicy) -> Tree:
     """The nodes of `tree` the tree policy verifies (docs/design.md 1.8), with
-    what led to the choice; its size may be padded up to a cheaper one.
-    `streak`: the drafts the reply's previous step accepted."""
-    selection = policy.choose(tree, streak)
+    what led to the choice; its size may be padded up to a cheaper one."""
+    selection = policy.choose(tree)
     chosen = selection.chosen
     remap = np.full(tree.size, -1, dtype=np.int64)
     remap[chosen] = np.arange(len(chosen))

@@ -51,27 +51,16 @@ def test_the_bucket_lumps_what_the_exact_kind_separates() -> None:
 def test_the_path_calibration_starts_as_the_identity_and_learns_what_was_accepted() -> None:
     calibration = PathCalibration(weight=10.0)
     predicted = np.array([0.0, 0.01, 0.45, 0.9, 1.0])
-    assert np.allclose(PathCalibration.read(predicted, calibration.table(0)), predicted)
+    assert np.allclose(PathCalibration.read(predicted, calibration.table()), predicted)
     # Paths predicted 0.475 (a bin's centre) came true 7 times in 10, those predicted 0.225 never.
     for _ in range(100):
         calibration.observe(np.full(10, 0.475), np.arange(10) < 7, decay=1.0)
         calibration.observe(np.full(10, 0.225), np.zeros(10, dtype=bool), decay=1.0)
-    table = calibration.table(0)
+    table = calibration.table()
     assert abs(PathCalibration.read(np.array([0.475]), table)[0] - 0.7) < 0.01
     # below its prediction, though not below the lower bins' untouched readings (non-decreasing)
     assert PathCalibration.read(np.array([0.225]), table)[0] == PathCalibration.read(np.array([0.175]), table)[0]
     assert np.all(np.diff(table) >= 0)  # a likelier prediction never reads as less likely
-
-
-def test_the_calibration_is_kept_apart_per_streak() -> None:
-    # After a step that accepted 4 drafts the same prediction comes true more often.
-    calibration = PathCalibration(weight=10.0)
-    for _ in range(100):
-        calibration.observe(np.full(10, 0.475), np.arange(10) < 9, decay=1.0, streak=6)  # 4 and more: one table
-        calibration.observe(np.full(10, 0.475), np.arange(10) < 3, decay=1.0, streak=0)
-    after_long, after_none = (PathCalibration.read(np.array([0.475]), calibration.table(s))[0] for s in (4, 0))
-    assert abs(after_long - 0.9) < 0.01 and after_none < 0.475  # (not below the lower bins: non-decreasing)
-    assert PathCalibration.read(np.array([0.475]), calibration.table(2))[0] == 0.475  # untouched
 
 
 def test_a_context_the_estimates_know_is_accepted_is_fed_deep_and_one_known_rejected_is_not() -> None:
