@@ -5,8 +5,8 @@ accepted drafts of a tree is the sum over its nodes of P(path accepted). Each
 node's chance given its parent is estimated online from what verification
 showed for nodes of the same kind: retrieval context, logits rank, depth --
 in coarse buckets, refined per exact kind, and the product along the path
-read through its own calibration (node_estimates.py). The step then verifies the most likely nodes, as many as maximise
-(1 + expected accepted) / t(size), t being the measured cost curve. A step
+read through its own calibration (node_estimates.py). The step then
+verifies the most likely nodes, as many as maximise (1 + expected accepted) / t(size), t being the measured cost curve. A step
 whose drafts look hopeless verifies the root alone and costs what plain
 decoding costs; a long retrieval match buys a big tree. Where the trees
 chosen lately made fewer tokens per second of curve than plain decoding, the
