@@ -4,6 +4,7 @@
     python scripts/tree_oracle.py report /tmp/oracle/steps.json   # no model: the tables, in seconds
     python scripts/tree_oracle.py record --out /tmp/quiet --curve 1:10.4,2:11,4:14.3,8:23.9   # the policies weigh this curve
     python scripts/tree_oracle.py report /tmp/oracle/steps.json --rounds 5   # and the choice timed alone
+    python scripts/tree_oracle.py replay /tmp/oracle/steps.json   # this code's policy on the recorded trees (a check)
 
 docs/performance.md ("where racer's speed is, step by step") has the tables and what they say.
 
@@ -655,12 +656,18 @@ def print_overheads(doc: dict, methods: list[str], t1: float) -> None:
           "median one-row forward of the same run, under the same load)")
 
 
-def report(args: argparse.Namespace) -> None:
+def load_recording(path: str) -> dict:
+    """A steps.json written by record, or a one-line exit."""
     try:
-        doc = json.loads(Path(args.steps).read_text())
+        doc = json.loads(Path(path).read_text())
         doc["curve"], doc["questions"]  # noqa: B018 (what every table reads)
     except (OSError, ValueError, KeyError, TypeError) as error:
-        raise SystemExit(f"{args.steps}: not a recording of tree_oracle.py record ({error})") from None
+        raise SystemExit(f"{path}: not a recording of tree_oracle.py record ({error})") from None
+    return doc
+
+
+def report(args: argparse.Namespace) -> None:
+    doc = load_recording(args.steps)
     curve = parse_curve(args.curve) if args.curve else CostCurve(doc["curve"]["sizes"], doc["curve"]["seconds"])
     sizes = EfficientSizes.from_curve(curve, LARGEST)
     methods = [m for m in ("racer", "suffix") if any(m in q["methods"] for q in doc["questions"])]
@@ -717,6 +724,58 @@ def choice_without_interference(doc: dict, curve: CostCurve, rounds: int) -> flo
     return float(np.mean(times))
 
 
+def replay_policy(doc: dict, curve: CostCurve) -> tuple[Rates, Rates]:
+    """(the recorded choices, this code's TreePolicy) on a recording's racer
+    trees, by the curve alone: one policy across the questions, each step's
+    tree chosen from, then labelled as the engine labels it (record, learn).
+    Where this policy accepts more than the recorded step did, its next root
+    lies past the next recorded one: the recorded steps it passed are skipped
+    and, when it lands between two recorded roots, it decodes plainly (one
+    token per t(1)) up to the next one, for want of a tree there -- so the
+    replay errs against a policy that accepts more. The trees are the
+    recorded ones: in a live run the logits table learns from the rows a step
+    fed, so the trees themselves differ."""
+    from racer_core.drafting.tree import Tree
+
+    sizes = EfficientSizes.from_curve(curve, LARGEST)
+    policy = TreePolicy(curve, largest=LARGEST)
+    recorded, replayed = Rates(), Rates()
+    for q in doc["questions"]:
+        run = q["methods"].get("racer")
+        if run is None:
+            continue
+        reply, at, now = run["tokens"], 0, 0  # the recorded step's root, this policy's next root
+        for step in run["steps"]:
+            recorded.add(q["category"], len(step["emitted"]), cost(sizes, int(step.get("fed") or len(step["chosen"]))))
+            root, at = at, at + len(step["emitted"])
+            if root < now:
+                continue
+            replayed.add(q["category"], root - now, (root - now) * cost(sizes, 1))  # plain steps up to this root
+            t = step["tree"]
+            tree = replace(Tree.of(t["tokens"], t["parents"], 1), context=np.asarray(t["context"], dtype=np.int64),
+                           rank=np.asarray(t["rank"], dtype=np.int64))
+            path, known = true_path(t["parents"], t["tokens"], reply[root + 1 :]), len(reply) - 1 - root
+            selection = policy.choose(tree)
+            made = min(accepted_in(path, selection.chosen) + 1, known)
+            replayed.add(q["category"], made, cost(sizes, selection.fed))
+            policy.record(tree, root, selection)
+            now = root + made
+            policy.learn(reply[: now + 1])
+        replayed.add(q["category"], max(0, at - now), max(0, at - now) * cost(sizes, 1))
+        policy.learn(reply, final=True)
+    return recorded, replayed
+
+
+def replay(args: argparse.Namespace) -> None:
+    doc = load_recording(args.steps)
+    curve = parse_curve(args.curve) if args.curve else CostCurve(doc["curve"]["sizes"], doc["curve"]["seconds"])
+    recorded, replayed = replay_policy(doc, curve)
+    ar = 1.0 / cost(EfficientSizes.from_curve(curve, LARGEST), 1)
+    print("category | recorded racer (x ar) | this policy replayed (x ar)")
+    for key in [*dict.fromkeys(q["category"] for q in doc["questions"]), "all"]:
+        print(f"{key} | {recorded.rate(key) / ar:.3f} | {replayed.rate(key) / ar:.3f}")
+
+
 def parse_curve(text: str) -> CostCurve:
     """A cost curve from "rows:ms" pairs, e.g. 1:10.4,2:11,4:14.3."""
     try:
@@ -746,8 +805,11 @@ def main(argv: list[str] | None = None) -> None:
                      "trees, fastest of this many interleaved rounds (0: not)")
     rep.add_argument("--curve", default="", help="rows:ms pairs to score on instead of the recorded curve "
                      "(the choices stay the ones made on the recorded curve)")
+    rpl = sub.add_parser("replay", help="this code's tree policy on a recording's racer trees (no model)")
+    rpl.add_argument("steps", help="a steps.json written by record")
+    rpl.add_argument("--curve", default="", help="rows:ms pairs to weigh and score on instead of the recorded curve")
     args = parser.parse_args(argv)
-    record(args) if args.command == "record" else report(args)
+    {"record": record, "report": report, "replay": replay}[args.command](args)
 
 
 if __name__ == "__main__":

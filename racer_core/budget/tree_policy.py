@@ -3,9 +3,10 @@
 A node is accepted only if its whole path is, so the expected number of
 accepted drafts of a tree is the sum over its nodes of P(path accepted). Each
 node's chance given its parent is estimated online from what verification
-showed for nodes of the same kind: retrieval context, logits rank, depth.
-The step then verifies the most likely nodes, as many as maximise
-(1 + expected accepted) / t(size), t being the measured cost curve. A step
+showed for nodes of the same kind: retrieval context, logits rank, depth --
+in coarse buckets, refined per exact kind, and the product along the path
+read through its own calibration (node_estimates.py). The step then
+verifies the most likely nodes, as many as maximise (1 + expected accepted) / t(size), t being the measured cost curve. A step
 whose drafts look hopeless verifies the root alone and costs what plain
 decoding costs; a long retrieval match buys a big tree. Where the trees
 chosen lately made fewer tokens per second of curve than plain decoding, the
@@ -23,6 +24,7 @@ import numpy as np
 
 from racer_core.budget.cost_curve import CostCurve
 from racer_core.budget.draft_gate import DraftGate
+from racer_core.budget.node_estimates import KindCounts, PathCalibration, kinds
 from racer_core.common.step_record import BudgetOption
 
 _CTX_EDGES = np.array([2, 3, 4, 6, 9])  # retrieval context -> 0 (none) .. 5
@@ -45,6 +47,9 @@ ROOT_STREAK = 8
 """Choices under load in a row that kept the root alone, after which drafting is skipped..."""
 PROBE_EVERY = 8
 """...but for every PROBE_EVERY-th step (TreePolicy.worth_drafting)."""
+CALIBRATION_WEIGHT = 5.0
+"""Pseudo-trials per path-chance bin, in units of `prior_weight`: a bin is
+shared by many kinds of node, so it waits for more evidence than a bucket."""
 
 
 def _prior() -> np.ndarray:
@@ -114,10 +119,13 @@ class TreePolicy:
         self._trials = np.full(prior.shape, self.prior_weight)
         self.sizes = EfficientSizes.from_curve(self.curve, self.largest)
         self.gate = DraftGate(self.curve)
+        self._kinds = KindCounts(self.prior_weight)
+        self._calibration = PathCalibration(CALIBRATION_WEIGHT * self.prior_weight)
         # The engine loop's replies share one policy; a background measurement
         # swaps its curve from another thread (use_curve): the statistics under a lock.
         self._lock = threading.Lock()
         self._recorded: list = []  # record's and learn's list when the caller keeps none
+        self._last: tuple | None = None  # the last tree path_probabilities estimated, with its estimates
         self._based: dict[int, EfficientSizes] = {}
         self._kept_root = 0  # choices under load in a row that kept the root alone
         self._skipped = 0  # worth_drafting's answers during such runs (every PROBE_EVERY-th drafts)
@@ -161,7 +169,12 @@ class TreePolicy:
         if others == 0:
             return True
         with self._lock:
-            best = float(np.max(self._hits / self._trials))
+            # An exact kind's chance lies between its bucket's and its own
+            # rate, and a path's calibrated chance is read at its edges' product.
+            seen = self._kinds.trials > 0
+            edge = max(float(np.max(self._hits / self._trials)),
+                       float(np.max(self._kinds.hits[seen] / self._kinds.trials[seen])) if seen.any() else 0.0)
+            best = float(PathCalibration.read(np.array([edge]), self._calibration.table())[0])
             if self._kept_root >= ROOT_STREAK:
                 # The last choices under load all kept the root: draft only every
                 # PROBE_EVERY-th step, so a change of text or load is still seen.
@@ -192,8 +205,19 @@ class TreePolicy:
 
     def path_probabilities(self, tree: DraftTree) -> np.ndarray:
         """Estimated P(node accepted) for every node; 1 for the root."""
+        kind, raw, calibrated = self._estimates(tree)
+        # record() learns from the same estimates when it is handed this tree next
+        # (replies sharing the policy may choose in between: then it works them out again)
+        self._last = (tree, kind, raw)
+        return calibrated
+
+    def _estimates(self, tree: DraftTree) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(each node's exact kind, the product of its path's edge chances,
+        that product read through the path calibration)."""
+        kind = kinds(tree.context, tree.rank, tree.position_ids)
         with self._lock:
-            edge = (self._hits / self._trials)[self._buckets(tree)]
+            edge = self._kinds.chances(kind, (self._hits / self._trials)[self._buckets(tree)])
+            table = self._calibration.table()
         edge[0] = 1.0
         parents = tree.parents
         # Siblings exclude each other: their chances cannot add up past 1.
@@ -201,12 +225,16 @@ class TreePolicy:
             totals = np.bincount(parents[1:], weights=edge[1:], minlength=len(edge))
             scale = np.where(totals > 0.95, 0.95 / np.maximum(totals, 1e-9), 1.0)
             edge[1:] *= scale[parents[1:]]
-        path = edge.copy()
+        raw = edge.copy()
         depths = tree.position_ids
-        for d in range(1, int(depths.max()) + 1 if len(depths) else 0):
-            at = np.nonzero(depths == d)[0]
-            path[at] *= path[parents[at]]
-        return path
+        levels = [np.nonzero(depths == d)[0] for d in range(1, int(depths.max()) + 1 if len(depths) else 0)]
+        for at in levels:
+            raw[at] *= raw[parents[at]]
+        calibrated = PathCalibration.read(raw, table)
+        calibrated[0] = 1.0
+        for at in levels:  # a child is never likelier than its parent: the choice takes parents first
+            calibrated[at] = np.minimum(calibrated[at], calibrated[parents[at]])
+        return kind, raw, calibrated
 
     def select(self, tree: DraftTree, load: tuple[int, int] = (0, 0)) -> tuple[np.ndarray, int, float]:
         """(node indices to verify, breadth-first, root first; padded input
@@ -270,15 +298,17 @@ class TreePolicy:
         """
         choice = None if selection is None else (*(selection.intended or (selection.chosen, selection.fed)),
                                                  *selection.load)
+        last = self._last  # one read: another reply's choice may replace it
+        kind, raw = last[1:] if last is not None and last[0] is tree else self._estimates(tree)[:2]
         recorded = self._recorded if pending is None else pending
-        recorded.append((position, tree.tokens, tree.parents, tree.position_ids, self._buckets(tree), choice))
+        recorded.append((position, tree.tokens, tree.parents, tree.position_ids, self._buckets(tree), kind, raw, choice))
 
     def learn(self, sequence: list[int], final: bool = False, pending: list | None = None) -> None:
         """Label the trees recorded in `pending` (record's) whose continuation `sequence` now holds."""
         recorded = self._recorded if pending is None else pending
         keep = []
         for item in recorded:
-            position, tokens, parents, depths, buckets, choice = item
+            position, tokens, parents, depths, buckets, kind, raw, choice = item
             known = len(sequence) - 1 - position  # tokens known after the root
             if known < int(depths.max()) and not final:
                 keep.append(item)
@@ -301,6 +331,11 @@ class TreePolicy:
                     np.add.at(self._trials, tuple(b[tested] for b in buckets), 1.0)
                     passed = tested & on_path
                     np.add.at(self._hits, tuple(b[passed] for b in buckets), 1.0)
+                    self._kinds.observe(kind[tested], on_path[tested], self.decay)
+                labelled = depths <= known  # every node whose path the text decides
+                labelled[0] = False
+                if labelled.any():
+                    self._calibration.observe(raw[labelled], on_path[labelled], self.decay)
                 if choice is not None and len(choice[0]) > 1:  # the root alone is plain decoding: nothing to score
                     chosen, fed, others, base = choice
                     # the root (1) + the drafts it would accept, beside the pass's others

@@ -210,9 +210,19 @@ def test_the_whole_run_oracle_takes_rows_a_step_alone_would_not() -> None:
     assert tree_oracle.run_oracle([11, 0], sizes) == [11, 0]
 
 
+def test_the_replay_covers_the_reply_once_whatever_the_policy_accepts() -> None:
+    # The replayed policy's acceptance, not the recorded steps', decides where
+    # its next root lies: no token is counted twice, none left out.
+    recorded, replayed = tree_oracle.replay_policy(_doc(), CostCurve([1, 2, 4, 8, 64], [0.010, 0.010, 0.010, 0.040, 0.320]))
+    assert recorded.tokens["all"] == replayed.tokens["all"] == 4  # the reply after its first token
+    assert recorded.rate("all") == pytest.approx(4 / 0.020)
+
+
 def test_bad_input_gets_one_line(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="not a recording"):
         tree_oracle.main(["report", str(tmp_path / "missing.json")])
+    with pytest.raises(SystemExit, match="not a recording"):
+        tree_oracle.main(["replay", str(tmp_path / "missing.json")])
     with pytest.raises(SystemExit, match="rows:ms pairs"):
         tree_oracle.parse_curve("1:10,2")
     with pytest.raises(SystemExit, match="from 1 row"):
