@@ -185,10 +185,10 @@ def tapped() -> Iterator[Tap]:
     def drafting(cls):
         inner = originals[(cls, "draft")]
 
-        def draft(self, root, prev, limit):
+        def draft(self, root, prev, limit, load=(0, 0)):
             tap.pending = {"phases": {}}
             start = clock()
-            tree = inner(self, root, prev, limit)
+            tree = inner(self, root, prev, limit, load)
             tap.pending["phases"]["draft"] = clock() - start
             full = getattr(self, "_full", None) or tree  # racer's whole tree, before the policy's cut
             tap.pending["tree"] = {k: getattr(full, k).tolist() for k in ("tokens", "parents", "depths", "context",
@@ -221,10 +221,10 @@ def tapped() -> Iterator[Tap]:
                     tap.pending = None
         return verified
 
-    def timed_cut(tree, policy):
+    def timed_cut(tree, policy, load=(0, 0)):
         start = clock()
         try:
-            return cut(tree, policy)
+            return cut(tree, policy, load)
         finally:
             tap.phase("choose", clock() - start)
 
