@@ -16,9 +16,9 @@ def _verified_inputs(monkeypatch) -> list[tuple[list[int], list[int], np.ndarray
     seen: list[tuple[list[int], list[int], np.ndarray]] = []
     original = SequenceDecoder._forward
 
-    def spy(self, tokens, positions, mask, **extra):
+    def spy(self, tokens, positions, mask, *capture, **extra):  # one chat: each pass is its own (engine loop)
         seen.append((tokens.tolist(), positions.tolist(), mask.detach().cpu().float().numpy()))
-        return original(self, tokens, positions, mask, **extra)
+        return original(self, tokens, positions, mask, *capture, **extra)
 
     monkeypatch.setattr(SequenceDecoder, "_forward", spy)
     return seen
