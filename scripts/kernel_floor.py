@@ -60,7 +60,7 @@ def int8_rate(threads: int, rounds: int, clock) -> float:
     return 50 * rows * cols * t / best
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--sizes", default="1,2,4,8,16,32")
@@ -68,7 +68,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: process CPU time, robust on a shared machine when --threads 1")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.threads < 1 or args.rounds < 1 or args.context < 1:
         raise SystemExit("--threads, --rounds and --context must be at least 1")
     try:
@@ -115,7 +115,7 @@ def main() -> None:
             mask[..., args.context:] = torch.full((t, t), float("-inf")).triu(1)
             return lambda: lean(ids, torch.arange(args.context, args.context + t), mask, cache)
 
-        best = fastest_of_rounds([step(t) for t in sizes], args.rounds, after=lambda: cache.truncate(args.context),
+        best = fastest_of_rounds([step(t) for t in sizes], args.rounds, after=lambda _: cache.truncate(args.context),
                                  clock=clock)
     one = best[0] if sizes[0] == 1 else None
     print(f"\nstep after {args.context} cached tokens, fastest of {args.rounds} interleaved rounds")

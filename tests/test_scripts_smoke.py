@@ -30,7 +30,7 @@ SCRIPTS = ROOT / "scripts"
 SHORT = ["--question-begin", "14", "--question-end", "15", "--max-new-tokens", "4"]  # one built-in question
 COVERED = {  # every script, and the test that runs it (a new script without one fails the last test)
     "accept_compare.py", "api_load.py", "api_soak.py", "bit_exact_check.py", "busy_machine.py",
-    "context_count_cost.py", "draft_replay.py", "dtype_e2e.py", "first_start.py", "gpu_check.py",
+    "context_count_cost.py", "draft_replay.py", "dtype_e2e.py", "first_start.py", "gpu_check.py", "kernel_floor.py",
     "linear_cost.py", "llama_cpp_anchor.py", "llama_cpp_step_cost.py", "logits_rule_speed.py",
     "prob_replay.py", "reply_memory.py", "sanitize.sh", "screenshots.py", "step_overhead.py",
     "tui_speed.py", "verify_cost.py",
@@ -290,3 +290,9 @@ def test_sanitize_sh_is_run_by_ci() -> None:
     # It builds the automaton with sanitizers (minutes): .ci/run runs it after the tests; here its syntax.
     assert "bash scripts/sanitize.sh" in (ROOT / ".ci" / "run").read_text()
     subprocess.run(["bash", "-n", str(SCRIPTS / "sanitize.sh")], check=True)
+
+
+def test_kernel_floor_prints_each_step_beside_its_floor(capsys: pytest.CaptureFixture[str]) -> None:
+    run("kernel_floor.py", "--threads", "1", "--sizes", "1,2", "--context", "8", "--rounds", "1")
+    out = capsys.readouterr().out
+    assert "GB/s" in out and "GMAC/s" in out and "step/floor" in out
