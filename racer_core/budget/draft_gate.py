@@ -39,7 +39,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from racer_core.budget.cost_curve import CostCurve
-from racer_core.budget.tree_value import tree_seconds, tree_value
+from racer_core.budget.tree_value import tree_value
 
 WINDOW = 16
 """Chosen trees weighed (the latest ones)."""
@@ -88,9 +88,10 @@ class DraftGate:
         verification accepts) besides the others' one each: its value
         (tree_value). Plain decoding would have made (others + 1) / t(base + 1) a second."""
         load = (others, base)
-        seconds = tree_seconds(self.curve, fed, load, drafting_s)
-        plain = seconds * tree_value(self.curve, 1, 1.0, load)  # plain decoding's tokens in those seconds
-        self._seen.append((others + gained, seconds, plain))
+        tokens = others + gained
+        seconds = tokens / tree_value(self.curve(base + fed), gained, load, drafting_s)  # the pass's, drafting included
+        plain = seconds * tree_value(self.curve(base + 1), 1.0, load)  # plain decoding's tokens in those seconds
+        self._seen.append((tokens, seconds, plain))
         if len(self._seen) >= self.min_evidence:
             self.paused = sum(g for g, _, _ in self._seen) < sum(p for _, _, p in self._seen)
 

@@ -175,9 +175,9 @@ class TreePolicy:
             if not self.gate.probes():
                 return False
         sizes = self.sizes_on(base)
-        plain = tree_value(self.curve, int(sizes.sizes[0]), 1.0, load)
-        return any(tree_value(self.curve, int(s), 1.0 + (int(s) - 1) * best, load, self.drafting_s) > plain * 1.0001
-                   for s in sizes.sizes[1:])
+        plain = tree_value(float(sizes.seconds[0]), 1.0, load)
+        drafted = tree_value(sizes.seconds[1:], 1.0 + (sizes.sizes[1:] - 1) * best, load, self.drafting_s)
+        return bool(np.any(drafted > plain * 1.0001))
 
     def note_drafting(self, seconds: float) -> None:
         """One drafted step's Python seconds beyond a plain step's (a moving
@@ -246,12 +246,12 @@ class TreePolicy:
         # everyone's pass. Alone this is the plain (1 + drafts) / t(size).
         others, base = load
         sizes = self.sizes_on(base)
-        best_n, best_value = 0, tree_value(self.curve, int(sizes.sizes[0]), 1.0, load)
+        best_n, best_value = 0, tree_value(float(sizes.seconds[0]), 1.0, load)
         options = [BudgetOption(1, int(sizes.sizes[0]), 1.0, float(sizes.seconds[0]))]
         best = 0
         for size, seconds in zip(sizes.sizes, sizes.seconds, strict=True):
             n = min(int(size) - 1, len(order))
-            value = tree_value(self.curve, int(size), 1.0 + float(gains[n]), load, self.drafting_s if n else 0.0)
+            value = tree_value(float(seconds), 1.0 + gains[n], load, self.drafting_s if n else 0.0)
             if n > 0:
                 options.append(BudgetOption(n + 1, int(size), 1.0 + float(gains[n]), float(seconds)))
             if value > best_value * 1.0001:

@@ -22,7 +22,7 @@ def test_the_choice_keeps_the_option_of_the_highest_value() -> None:
                 policy = _policy(p, load)
                 policy.drafting_s = drafting_s
                 choice = policy.choose(tree)
-                values = [tree_value(CURVE, o.fed, o.expected_tokens, load, drafting_s if o.nodes > 1 else 0.0)
+                values = [tree_value(CURVE(load[1] + o.fed), o.expected_tokens, load, drafting_s if o.nodes > 1 else 0.0)
                           for o in choice.options]
                 assert values[choice.best] >= max(values) / 1.0001
                 assert choice.best == 0 or values[choice.best] > values[0] * 1.0001
@@ -32,7 +32,7 @@ def _bound(p: float, load: tuple[int, int], drafting_s: float) -> float:
     """The drafting time at which the best tree the pre-check can imagine (every
     draft at chance p) is worth exactly what the root alone is: its threshold."""
     others, base = load
-    plain = tree_value(CURVE, 1, 1.0, load) * 1.0001
+    plain = tree_value(CURVE(base + 1), 1.0, load) * 1.0001
     return max((others + 1 + (s - 1) * p) / plain - CURVE(base + s) for s in range(2, 65))
 
 
@@ -55,8 +55,8 @@ def test_the_gates_score_is_the_trees_value_drafting_time_included() -> None:
         for drafting_s in (0.0, 0.5):
             gate = DraftGate(CURVE)
             gate.observe(4, 2, *load, drafting_s)
-            assert gate.rate() == pytest.approx(tree_value(CURVE, 4, 2.0, load, drafting_s))
-            assert gate.plain_rate == pytest.approx(tree_value(CURVE, 1, 1.0, load))
+            assert gate.rate() == pytest.approx(tree_value(CURVE(load[1] + 4), 2.0, load, drafting_s))
+            assert gate.plain_rate == pytest.approx(tree_value(CURVE(load[1] + 1), 1.0, load))
 
 
 def test_under_load_a_tree_that_pays_for_its_rows_but_not_its_drafting_pauses_the_gate() -> None:
