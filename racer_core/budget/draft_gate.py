@@ -29,8 +29,9 @@ waits for the tree's drafting time.
 
 The gate is also where drafting stops altogether under load: once the last
 ROOT_STREAK choices under load all kept the root alone (no tree paid at the
-loads met), only every PROBE_EVERY-th step drafts, as a probe (`probes`); a
-probe whose choice keeps a tree ends the run.
+loads met), or while the score pauses drafting, only every PROBE_EVERY-th
+step drafts, as a probe (`probes`); a probe whose choice keeps a tree ends the
+run, and probes' scores end a paused score.
 """
 
 from __future__ import annotations
@@ -100,10 +101,13 @@ class DraftGate:
         self._kept_root = 0 if drafted else self._kept_root + 1
 
     def probes(self) -> bool:
-        """Under load, whether this step may draft: always, but after
-        ROOT_STREAK kept roots in a row only every PROBE_EVERY-th step (a
-        probe, so a change of text or load is still seen)."""
-        if self._kept_root < ROOT_STREAK:
+        """Under load, whether this step may draft: always, but while trees do
+        not pay -- ROOT_STREAK kept roots in a row, or the score paused --
+        only every PROBE_EVERY-th step (a probe: its choice and its score are
+        what can resume drafting). Under load a pause's drafting would keep
+        the whole pass waiting for trees that are not verified; alone every
+        paused step still drafts, unverified, to keep the score moving."""
+        if self._kept_root < ROOT_STREAK and not self.paused:
             return True
         self._skipped += 1
         return self._skipped % PROBE_EVERY == 0

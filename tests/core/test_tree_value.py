@@ -99,3 +99,22 @@ def test_under_load_drafting_pauses_where_trees_do_not_pay_and_a_probe_resumes_i
     for _ in range(PROBE_EVERY):
         step()
     assert drafted == [True] * PROBE_EVERY  # and every step drafts again
+
+
+def test_under_load_a_paused_score_drafts_only_probes_until_the_probes_pay_again() -> None:
+    # One mechanism: the score's pause, under load, drafts only on probes too
+    # (new: it used to draft every step, unverified, while the pass waited).
+    policy = _policy(0.9, (1, 1))  # trees pay here by the estimates
+    for _ in range(MIN_EVIDENCE):
+        policy.gate.observe(7, 1, 1, 1)  # but the trees chosen accepted nothing
+    assert policy.gate.paused
+    drafts = [policy.worth_drafting() for _ in range(2 * PROBE_EVERY)]
+    assert drafts.count(True) == 2 and drafts[PROBE_EVERY - 1]
+    for _ in range(MIN_EVIDENCE + 1):
+        policy.gate.observe(7, 7, 1, 1)  # probes' trees that paid
+    assert not policy.gate.paused
+    assert all(policy.worth_drafting() for _ in range(PROBE_EVERY))
+    policy.load = (0, 0)
+    for _ in range(policy.gate.window):
+        policy.gate.observe(7, 1)
+    assert policy.gate.paused and all(policy.worth_drafting() for _ in range(PROBE_EVERY))  # alone: every step
