@@ -110,7 +110,8 @@ class TreePolicy:
     """Seconds a drafted step spends in Python beyond a plain one (the
     retrieval, the choice, their learning), as the drafter measures it
     (`note_drafting`). Under load the whole pass waits for it, so
-    `worth_drafting` and `choose` count it in a tree's cost; alone it is not used."""
+    `worth_drafting`, `choose` and the gate's score count it in a tree's value
+    (tree_value.py); alone it is not used."""
 
     def __post_init__(self) -> None:
         prior = self._prior()
