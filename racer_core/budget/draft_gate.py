@@ -23,7 +23,15 @@ pass with `others` sequences' `base` rows: it gained others + its own tokens
 in t(base + fed), where plain decoding of the same pass makes others + 1 in
 t(base + 1). Each tree is scored against plain decoding at its own load, so
 a tree that pays alone but not on the steeper part of the curve a full batch
-sits on pauses drafting there.
+sits on pauses drafting there. The score of a tree is its value
+(tree_value.py, the same the policy chooses by): under load the pass also
+waits for the tree's drafting time.
+
+The gate is also where drafting stops altogether under load: once the last
+ROOT_STREAK choices under load all kept the root alone (no tree paid at the
+loads met), or while the score pauses drafting, only every PROBE_EVERY-th
+step drafts, as a probe (`probes`); a probe whose choice keeps a tree ends the
+run, and probes' scores end a paused score.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from racer_core.budget.cost_curve import CostCurve
+from racer_core.budget.tree_value import tree_value
 
 WINDOW = 16
 """Chosen trees weighed (the latest ones)."""
@@ -39,6 +48,10 @@ MIN_EVIDENCE = 8
 """Labelled trees needed before the gate may pause drafting."""
 RESUME_CONTEXT = 6
 """Automaton context (tokens matched) that makes a paused step draft anyway."""
+ROOT_STREAK = 8
+"""Choices under load in a row that kept the root alone, after which drafting is skipped..."""
+PROBE_EVERY = 8
+"""...but for every PROBE_EVERY-th step (`DraftGate.probes`)."""
 
 
 @dataclass
@@ -52,6 +65,8 @@ class DraftGate:
 
     def __post_init__(self) -> None:
         self._seen = deque(maxlen=self.window)
+        self._kept_root = 0  # choices under load in a row that kept the root alone
+        self._skipped = 0  # probes' answers during such runs (every PROBE_EVERY-th drafts)
 
     @property
     def plain_rate(self) -> float:
@@ -67,16 +82,35 @@ class DraftGate:
             return None
         return sum(g for g, _, _ in self._seen) / sum(s for _, s, _ in self._seen)
 
-    def observe(self, fed: int, gained: int, others: int = 0, base: int = 0) -> None:
+    def observe(self, fed: int, gained: int, others: int = 0, base: int = 0, drafting_s: float = 0.0) -> None:
         """One chosen tree, labelled: `fed` rows beside `others` sequences'
-        `base` rows would cost t(base + fed) and gained `gained` tokens (1 +
-        the drafts its verification accepts) besides the others' one each;
-        plain decoding would have made (others + 1) / t(base + 1) a second."""
-        seconds = self.curve(base + fed)
-        plain = seconds * (others + 1) / self.curve(base + 1)  # plain decoding's tokens in those seconds
-        self._seen.append((others + gained, seconds, plain))
+        `base` rows would cost t(base + fed), plus under load its drafting
+        time `drafting_s`, and gained `gained` tokens (1 + the drafts its
+        verification accepts) besides the others' one each: its value
+        (tree_value). Plain decoding would have made (others + 1) / t(base + 1) a second."""
+        load = (others, base)
+        tokens = others + gained
+        seconds = tokens / tree_value(self.curve(base + fed), gained, load, drafting_s)  # the pass's, drafting included
+        plain = seconds * tree_value(self.curve(base + 1), 1.0, load)  # plain decoding's tokens in those seconds
+        self._seen.append((tokens, seconds, plain))
         if len(self._seen) >= self.min_evidence:
             self.paused = sum(g for g, _, _ in self._seen) < sum(p for _, _, p in self._seen)
+
+    def chose(self, drafted: bool) -> None:
+        """One choice under load: `drafted` if it kept a tree (which ends a run of kept roots)."""
+        self._kept_root = 0 if drafted else self._kept_root + 1
+
+    def probes(self) -> bool:
+        """Under load, whether this step may draft: always, but while trees do
+        not pay -- ROOT_STREAK kept roots in a row, or the score paused --
+        only every PROBE_EVERY-th step (a probe: its choice and its score are
+        what can resume drafting). Under load a pause's drafting would keep
+        the whole pass waiting for trees that are not verified; alone every
+        paused step still drafts, unverified, to keep the score moving."""
+        if self._kept_root < ROOT_STREAK and not self.paused:
+            return True
+        self._skipped += 1
+        return self._skipped % PROBE_EVERY == 0
 
     def allows(self, context: int) -> tuple[bool, str]:
         """(draft this step, the decision in words for the step inspector);

@@ -6,7 +6,8 @@ node's chance given its parent is estimated online from what verification
 showed for nodes of the same kind: retrieval context, logits rank, depth --
 in coarse buckets, refined per exact kind, and the product along the path
 read through its own calibration (node_estimates.py). The step then
-verifies the most likely nodes, as many as maximise (1 + expected accepted) / t(size), t being the measured cost curve. A step
+verifies the most likely nodes, as many as maximise the tree's value
+(tree_value.py: tokens per second of the cost curve t, at the step's load). A step
 whose drafts look hopeless verifies the root alone and costs what plain
 decoding costs; a long retrieval match buys a big tree. Where the trees
 chosen lately made fewer tokens per second of curve than plain decoding, the
@@ -23,8 +24,9 @@ from typing import Protocol
 import numpy as np
 
 from racer_core.budget.cost_curve import CostCurve
-from racer_core.budget.draft_gate import DraftGate
+from racer_core.budget.draft_gate import PROBE_EVERY, ROOT_STREAK, DraftGate
 from racer_core.budget.node_estimates import KindCounts, PathCalibration, kinds
+from racer_core.budget.tree_value import tree_value
 from racer_core.common.step_record import BudgetOption
 
 _CTX_EDGES = np.array([2, 3, 4, 6, 9])  # retrieval context -> 0 (none) .. 5
@@ -43,10 +45,7 @@ class DraftTree(Protocol):
     rank: np.ndarray  # the logits-row rank that reached the node, -1 for none
 
 
-ROOT_STREAK = 8
-"""Choices under load in a row that kept the root alone, after which drafting is skipped..."""
-PROBE_EVERY = 8
-"""...but for every PROBE_EVERY-th step (TreePolicy.worth_drafting)."""
+__all__ = ["PROBE_EVERY", "ROOT_STREAK", "TreePolicy"]  # the streak and probe constants live with the gate
 CALIBRATION_WEIGHT = 5.0
 """Pseudo-trials per path-chance bin, in units of `prior_weight`: a bin is
 shared by many kinds of node, so it waits for more evidence than a bucket."""
@@ -111,7 +110,8 @@ class TreePolicy:
     """Seconds a drafted step spends in Python beyond a plain one (the
     retrieval, the choice, their learning), as the drafter measures it
     (`note_drafting`). Under load the whole pass waits for it, so
-    `worth_drafting` and `choose` count it in a tree's cost; alone it is not used."""
+    `worth_drafting`, `choose` and the gate's score count it in a tree's value
+    (tree_value.py); alone it is not used."""
 
     def __post_init__(self) -> None:
         prior = self._prior()
@@ -127,8 +127,6 @@ class TreePolicy:
         self._recorded: list = []  # record's and learn's list when the caller keeps none
         self._last: tuple | None = None  # the last tree path_probabilities estimated, with its estimates
         self._based: dict[int, EfficientSizes] = {}
-        self._kept_root = 0  # choices under load in a row that kept the root alone
-        self._skipped = 0  # worth_drafting's answers during such runs (every PROBE_EVERY-th drafts)
 
     def use_curve(self, curve: CostCurve) -> None:
         """Weigh `curve` from now on (a background measurement's); the acceptance learned so far stays."""
@@ -161,9 +159,9 @@ class TreePolicy:
         loaded server slower with racer than with ar. Every node's chance is
         at most the best bucket's edge chance `p`, so n - 1 drafts expect at
         most (n - 1) p, and the pass waits `drafting_s` longer for the
-        drafting itself: if no size pays even so, none can. And once the last
-        ROOT_STREAK choices under load all kept the root alone, only every
-        PROBE_EVERY-th step drafts (a probe: a tree it keeps ends the streak).
+        drafting itself: if no size's value (tree_value) pays even so, none
+        can. And once the last ROOT_STREAK choices under load all kept the
+        root alone, only the gate's probes draft (DraftGate.probes).
         Alone (no others) always True: the tree is drafted and weighed as before."""
         others, base = load
         if others == 0:
@@ -175,15 +173,11 @@ class TreePolicy:
             edge = max(float(np.max(self._hits / self._trials)),
                        float(np.max(self._kinds.hits[seen] / self._kinds.trials[seen])) if seen.any() else 0.0)
             best = float(PathCalibration.read(np.array([edge]), self._calibration.table())[0])
-            if self._kept_root >= ROOT_STREAK:
-                # The last choices under load all kept the root: draft only every
-                # PROBE_EVERY-th step, so a change of text or load is still seen.
-                self._skipped += 1
-                if self._skipped % PROBE_EVERY:
-                    return False
+            if not self.gate.probes():
+                return False
         sizes = self.sizes_on(base)
-        plain = (1.0 + others) / float(sizes.seconds[0])
-        drafted = (1.0 + others + (sizes.sizes[1:] - 1) * best) / (sizes.seconds[1:] + self.drafting_s)
+        plain = tree_value(float(sizes.seconds[0]), 1.0, load)
+        drafted = tree_value(sizes.seconds[1:], 1.0 + (sizes.sizes[1:] - 1) * best, load, self.drafting_s)
         return bool(np.any(drafted > plain * 1.0001))
 
     def note_drafting(self, seconds: float) -> None:
@@ -248,20 +242,17 @@ class TreePolicy:
         probs = self.path_probabilities(tree)
         order = np.argsort(-probs[1:], kind="stable") + 1  # parents outrank children
         gains = np.concatenate([[0.0], np.cumsum(probs[order])])  # expected drafts with n nodes
-        # Batched with others: the pass makes at least one token per other
-        # sequence and costs the curve at all its rows; a tree pays only if
-        # its drafts outweigh what its rows add to everyone's pass. Alone
-        # (others 0) this is the plain (1 + drafts) / t(size). Under load a
-        # tree also keeps the pass waiting for its learning (drafting_s).
+        # Each size's value at the load (tree_value): a tree pays only if its
+        # drafts outweigh what its rows, and under load its drafting, add to
+        # everyone's pass. Alone this is the plain (1 + drafts) / t(size).
         others, base = load
         sizes = self.sizes_on(base)
-        best_n, best_value = 0, (1.0 + others) / float(sizes.seconds[0])
+        best_n, best_value = 0, tree_value(float(sizes.seconds[0]), 1.0, load)
         options = [BudgetOption(1, int(sizes.sizes[0]), 1.0, float(sizes.seconds[0]))]
         best = 0
-        wait = self.drafting_s if others else 0.0
         for size, seconds in zip(sizes.sizes, sizes.seconds, strict=True):
             n = min(int(size) - 1, len(order))
-            value = (1.0 + others + gains[n]) / (float(seconds) + (wait if n else 0.0))
+            value = tree_value(float(seconds), 1.0 + gains[n], load, self.drafting_s if n else 0.0)
             if n > 0:
                 options.append(BudgetOption(n + 1, int(size), 1.0 + float(gains[n]), float(seconds)))
             if value > best_value * 1.0001:
@@ -271,7 +262,7 @@ class TreePolicy:
         chosen = np.sort(np.concatenate([[0], order[:best_n]]))
         if others:
             with self._lock:
-                self._kept_root = self._kept_root + 1 if best_n == 0 else 0
+                self.gate.chose(best_n > 0)
         selection = Selection(chosen, sizes.padded(len(chosen)), float(gains[best_n]), probs, tuple(options), best,
                               load=(others, base))
         drafts = tree.context[1:]
@@ -297,7 +288,7 @@ class TreePolicy:
         would never revisit the kinds of node it once judged poor.
         """
         choice = None if selection is None else (*(selection.intended or (selection.chosen, selection.fed)),
-                                                 *selection.load)
+                                                 *selection.load, self.drafting_s)
         last = self._last  # one read: another reply's choice may replace it
         kind, raw = last[1:] if last is not None and last[0] is tree else self._estimates(tree)[:2]
         recorded = self._recorded if pending is None else pending
@@ -337,7 +328,7 @@ class TreePolicy:
                 if labelled.any():
                     self._calibration.observe(raw[labelled], on_path[labelled], self.decay)
                 if choice is not None and len(choice[0]) > 1:  # the root alone is plain decoding: nothing to score
-                    chosen, fed, others, base = choice
+                    chosen, fed, others, base, drafting_s = choice
                     # the root (1) + the drafts it would accept, beside the pass's others
-                    self.gate.observe(fed, int(on_path[chosen].sum()), others, base)
+                    self.gate.observe(fed, int(on_path[chosen].sum()), others, base, drafting_s)
         recorded[:] = keep

@@ -61,10 +61,12 @@ def test_the_policy_scores_its_trees_at_the_load_they_were_chosen_for() -> None:
     selection = policy.choose(tree, (7, 7))
     assert selection.load == (7, 7)  # stamped when chosen
     seen = []
-    policy.gate.observe = lambda fed, gained, others=0, base=0: seen.append((fed, gained, others, base))  # type: ignore[method-assign]
+    policy.gate.observe = lambda *score: seen.append(score)  # type: ignore[method-assign]
+    policy.drafting_s = 0.25  # the pass waited for the drafting: the score counts it, as the choice did
     policy.record(tree, 0, replace(selection, chosen=np.arange(3), fed=3, intended=None))
+    policy.drafting_s = 0.5  # noted after the choice: not this tree's
     policy.learn([root, 4, 5, 6, 7, 8], final=True)
-    assert len(seen) == 1 and seen[0][0] == 3 and seen[0][2:] == (7, 7)
+    assert len(seen) == 1 and seen[0][0] == 3 and seen[0][2:] == (7, 7, 0.25)
 
 
 def test_a_long_match_resumes_a_paused_gate_for_that_step() -> None:
