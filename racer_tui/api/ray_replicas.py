@@ -128,11 +128,29 @@ def start(spec: ReplicaSpec, address: str, replicas: int, port: int, cpus: int, 
         logging_config={"log_level": "WARNING", "enable_access_log": False},
     )
     try:
-        serve.start(http_options={"host": spec.host, "port": port},
-                    logging_config={"log_level": "WARNING", "enable_access_log": False})
+        start_serve(serve, ray, spec.host, port)
         serve.run(deployment.bind(spec), name=APP_NAME, route_prefix="/")
     except RuntimeError as exc:
         raise RacerError(f"the replicas did not start: {_why_failed(serve) or _first_line(exc)}") from None
+
+
+SERVE_START_ATTEMPTS = 3
+
+
+def start_serve(serve: Any, ray: Any, host: str, port: int, attempts: int = SERVE_START_ATTEMPTS) -> None:
+    """Start Serve's controller and HTTP proxy. On a busy machine Serve's controller
+    can kill a proxy that is slow to start (or its 60 s wait runs out) and
+    serve.start fails though the next proxy comes up: try again, then say so in one line."""
+    for attempt in range(1, attempts + 1):
+        try:
+            serve.start(http_options={"host": host, "port": port},
+                        logging_config={"log_level": "WARNING", "enable_access_log": False})
+            return
+        except (ray.exceptions.ActorDiedError, TimeoutError) as exc:
+            if attempt == attempts:
+                raise RacerError(f"Serve's HTTP proxy did not start ({attempts} tries; a busy machine?): "
+                                 f"{_first_line(exc)}") from None
+            logging.getLogger(__name__).warning("Serve's HTTP proxy did not start (%s); trying again", _first_line(exc))
 
 
 def _why_failed(serve: Any) -> str:

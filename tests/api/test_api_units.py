@@ -132,3 +132,32 @@ def test_docs_list_every_method_setting_and_request_field() -> None:
     assert set(METHODS) - named == set()
     assert set(RACER_FIELDS) - named == set()
     assert (set(ChatRequest.model_fields) | set(CompletionRequest.model_fields)) - named == set()
+
+
+def test_serve_start_is_tried_again_when_a_busy_machine_kills_its_proxy() -> None:
+    """On a loaded machine Serve's controller killed a slow proxy and serve.start
+    raised ActorDiedError (CI, 4 Dec 2026): the start is tried again, and after
+    the last try the user gets one line."""
+    from types import SimpleNamespace
+
+    from racer_core.common.errors import RacerError
+    from racer_tui.api.ray_replicas import start_serve
+
+    class ActorDiedError(Exception):
+        pass
+
+    ray = SimpleNamespace(exceptions=SimpleNamespace(ActorDiedError=ActorDiedError))
+    fails = [ActorDiedError("The actor died unexpectedly before finishing this task.\n\tclass_name: ProxyActor"),
+             TimeoutError("HTTP proxies not available after 60s.")]
+    calls: list[dict] = []
+
+    def start(**options: object) -> None:
+        calls.append(options)
+        if fails:
+            raise fails.pop(0)
+
+    start_serve(SimpleNamespace(start=start), ray, "127.0.0.1", 8000)
+    assert len(calls) == 3 and calls[-1]["http_options"] == {"host": "127.0.0.1", "port": 8000}
+    fails[:] = [ActorDiedError("died")] * 3
+    with pytest.raises(RacerError, match=r"^Serve's HTTP proxy did not start \(3 tries; a busy machine\?\): died$"):
+        start_serve(SimpleNamespace(start=start), ray, "127.0.0.1", 8000)
