@@ -5,15 +5,26 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from types import ModuleType
 
 import gguf
 import numpy as np
+import pytest
 import torch
 from gguf import GGMLQuantizationType, quants
 
 from racer_core.models.families import family_of
 from racer_core.models.formats.quant_weights import QuantWeight
 from racer_core.models.lean_forward import LeanForward, weights_from_model
+
+
+def the_kernel() -> tuple[ModuleType, list[str]]:
+    """The built kernel and the instruction sets this CPU runs it with; the
+    calling test module is skipped where the kernel is not built or cannot run."""
+    kernel = pytest.importorskip("racer_core.models.formats.quant._quant")
+    if kernel.best() == "none":
+        pytest.skip("the kernel needs AVX2+FMA+F16C", allow_module_level=True)
+    return kernel, ["avx2"] + (["avx512"] if kernel.best() == "avx512" else [])
 
 
 def quant_weight(plain: torch.Tensor, qtype: GGMLQuantizationType, acts: str | None = None) -> QuantWeight:

@@ -13,15 +13,11 @@ from hypothesis import strategies as st
 
 gguf = pytest.importorskip("gguf")
 from gguf import quants  # noqa: E402
-from quant_helpers import random_k_blocks  # noqa: E402
+from quant_helpers import random_k_blocks, the_kernel  # noqa: E402
 
 from racer_core.models.formats.quant import reference  # noqa: E402
 
-_quant = pytest.importorskip("racer_core.models.formats.quant._quant")
-if _quant.best() == "none":
-    pytest.skip("the kernel needs AVX2+FMA+F16C", allow_module_level=True)
-
-ISAS = ["avx2"] + (["avx512"] if _quant.best() == "avx512" else [])
+_quant, ISAS = the_kernel()
 Q = gguf.GGMLQuantizationType
 TYPES = {2: Q.Q4_0, 3: Q.Q4_1, 8: Q.Q8_0, 12: Q.Q4_K, 14: Q.Q6_K}
 K_TYPES = (12, 14)  # 256 values a block; gguf's numpy has no quantizer for them: random blocks, sane scales

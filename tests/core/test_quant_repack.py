@@ -14,15 +14,12 @@ from hypothesis import strategies as st
 
 gguf = pytest.importorskip("gguf")
 from gguf import quants  # noqa: E402
+from quant_helpers import the_kernel  # noqa: E402
 
 from racer_core.models.formats.quant import reference, repack  # noqa: E402
 from racer_core.models.formats.quant_weights import QuantWeight, repacking_as  # noqa: E402
 
-_quant = pytest.importorskip("racer_core.models.formats.quant._quant")
-if _quant.best() == "none":
-    pytest.skip("the kernel needs AVX2+FMA+F16C", allow_module_level=True)
-
-ISAS = ["avx2"] + (["avx512"] if _quant.best() == "avx512" else [])
+_quant, ISAS = the_kernel()
 Q = gguf.GGMLQuantizationType
 TYPES = {2: Q.Q4_0, 3: Q.Q4_1, 8: Q.Q8_0}
 
