@@ -24,7 +24,7 @@ from typing import Protocol
 import numpy as np
 
 from racer_core.budget.cost_curve import CostCurve
-from racer_core.budget.draft_gate import PROBE_EVERY, ROOT_STREAK, DraftGate
+from racer_core.budget.draft_gate import DraftGate
 from racer_core.budget.node_estimates import KindCounts, PathCalibration, kinds
 from racer_core.budget.tree_value import tree_value
 from racer_core.common.step_record import BudgetOption
@@ -45,7 +45,6 @@ class DraftTree(Protocol):
     rank: np.ndarray  # the logits-row rank that reached the node, -1 for none
 
 
-__all__ = ["PROBE_EVERY", "ROOT_STREAK", "TreePolicy"]  # the streak and probe constants live with the gate
 CALIBRATION_WEIGHT = 5.0
 """Pseudo-trials per path-chance bin, in units of `prior_weight`: a bin is
 shared by many kinds of node, so it waits for more evidence than a bucket."""
@@ -160,7 +159,7 @@ class TreePolicy:
         at most the best bucket's edge chance `p`, so n - 1 drafts expect at
         most (n - 1) p, and the pass waits `drafting_s` longer for the
         drafting itself: if no size's value (tree_value) pays even so, none
-        can. And once the last ROOT_STREAK choices under load all kept the
+        can. And once the last ROOT_STREAK choices (draft_gate.py) under load all kept the
         root alone, only the gate's probes draft (DraftGate.probes).
         Alone (no others) always True: the tree is drafted and weighed as before."""
         others, base = load

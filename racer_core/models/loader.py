@@ -243,9 +243,11 @@ def lean_model_from_full_copy(checkpoint: Checkpoint, options: LoadOptions, form
 
 
 def load_with_transformers(checkpoint: Checkpoint, options: LoadOptions, formats: Formats,
-                           progress: Progress | None) -> tuple[Any, Any, Any]:
-    """(model, tokenizer, processor) through transformers: what the lean reader does not read."""
-    why = "a model the lean reader does not read" if formats.lean_wanted(options) else "the stock forward"
+                           progress: Progress | None, why: str | None = None) -> tuple[Any, Any, Any]:
+    """(model, tokenizer, processor) through transformers, over the checkpoint's
+    full copy (made now if missing; `why` says what needs it): what the lean reader does not read."""
+    if why is None:
+        why = "a model the lean reader does not read" if formats.lean_wanted(options) else "the stock forward"
     folder = checkpoint.full_folder(why, progress)
     return load_transformers(folder, checkpoint.name, options, formats.device, formats.place)
 
@@ -253,8 +255,7 @@ def load_with_transformers(checkpoint: Checkpoint, options: LoadOptions, formats
 def transformers_model(checkpoint: Checkpoint, options: LoadOptions, formats: Formats) -> Any:
     """transformers' model of a checkpoint read by the lean reader, built when
     asked for (the `hf` and `pld` methods, a script's stock forward)."""
-    folder = checkpoint.full_folder("transformers' model (the hf and pld methods)")
-    return load_transformers(folder, checkpoint.name, options, formats.device, formats.place)[0]
+    return load_with_transformers(checkpoint, options, formats, None, "transformers' model (the hf and pld methods)")[0]
 
 
 def gguf_blocks_wanted(source: ModelSource, options: LoadOptions, device: str) -> tuple[bool, str]:

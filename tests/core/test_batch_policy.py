@@ -131,7 +131,7 @@ def test_under_load_a_tree_must_pay_for_the_passs_wait_on_its_drafting_too() -> 
 
 
 def test_under_load_a_run_of_kept_roots_leaves_only_probe_steps_drafting() -> None:
-    from racer_core.budget.tree_policy import PROBE_EVERY, ROOT_STREAK
+    from racer_core.budget.draft_gate import PROBE_EVERY, ROOT_STREAK
 
     tree = _tree()
     policy = _policy(0.9, (1, 1))
