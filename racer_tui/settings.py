@@ -42,7 +42,8 @@ class Settings:
 
     def to_json(self) -> dict[str, Any]:
         own = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "generation"}
-        return {**dataclasses.asdict(self.generation), **own}
+        generation = {k: v for k, v in dataclasses.asdict(self.generation).items() if k in FIELDS}  # not a reply's grammar
+        return {**generation, **own}
 
 
 # The app's own fields in the file: the JSON types each may have.

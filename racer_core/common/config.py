@@ -21,6 +21,7 @@ from typing import Any
 
 from racer_core.common import registry
 from racer_core.common.errors import InputError
+from racer_core.common.grammar import Grammar
 
 METHODS = registry.names()
 """Decoding methods (racer_core/common/registry.py): the drafters share one code path
@@ -209,10 +210,15 @@ class GenerationConfig:
     total_token: int = 60
     depth: int = 5
     top_k: int = 10
+    # Not a FIELDS parameter (no form, flag or settings entry): the API's structured
+    # fields and the chat's !!json set it per reply (racer_core/common/grammar.py).
+    grammar: Grammar | None = None
 
     def __post_init__(self) -> None:
         for name, spec in FIELDS.items():
             object.__setattr__(self, name, spec.check(name, getattr(self, name)))
+        if self.grammar is not None and not isinstance(self.grammar, Grammar):
+            raise ConfigError("grammar", "grammar must be a racer_core.common.grammar.Grammar or None")
 
     @property
     def greedy(self) -> bool:
@@ -220,7 +226,7 @@ class GenerationConfig:
 
     def replace(self, **changes: Any) -> GenerationConfig:
         """A copy with `changes`, checked like a new one."""
-        unknown = sorted(set(changes) - set(FIELDS))
+        unknown = sorted(set(changes) - set(FIELDS) - {"grammar"})
         if unknown:
             raise ConfigError(unknown[0], f"{unknown[0]} is not a generation parameter")
         return dataclasses.replace(self, **changes)

@@ -97,7 +97,7 @@ def test_bad_text_is_refused_by_the_same_rule(name, text) -> None:
 
 def test_defaults_are_valid_and_numbers_normalized() -> None:
     assert GenerationConfig() == DEFAULTS
-    assert set(FIELDS) == {f.name for f in dataclasses.fields(GenerationConfig)}
+    assert set(FIELDS) | {"grammar"} == {f.name for f in dataclasses.fields(GenerationConfig)}  # grammar: per reply
     cfg = GenerationConfig(temperature=1, top_p=1)
     assert type(cfg.temperature) is float and type(cfg.top_p) is float
     assert dataclasses.asdict(cfg) == dataclasses.asdict(GenerationConfig(temperature=1.0))
@@ -108,3 +108,18 @@ def test_defaults_are_valid_and_numbers_normalized() -> None:
         DEFAULTS.replace(colour="red")
     with pytest.raises(ConfigError, match="not a generation parameter"):
         GenerationConfig.parse_field("colour", "red")
+
+
+def test_a_grammar_rides_on_the_config_but_is_no_setting() -> None:
+    from racer_core.common.errors import InputError
+    from racer_core.common.grammar import Grammar
+
+    config = GenerationConfig(grammar=Grammar("json_schema", '{"type": "object"}'))
+    assert config.replace(temperature=0.5).grammar == config.grammar
+    assert config.replace(grammar=None).grammar is None
+    with pytest.raises(ConfigError, match="grammar must be"):
+        GenerationConfig(grammar="json")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="unknown grammar kind"):
+        Grammar("yaml", "x")
+    with pytest.raises(InputError, match="needs its text"):
+        Grammar("regex", " ")
