@@ -95,6 +95,8 @@ HEAD = SourceSpec(3, "HEAD", "head", "draft head", "#00d7d7")  # xterm 44
 SUFFIX = SourceSpec(4, "SUFFIX", "suffix", "suffix tree", "#d7af00")  # xterm 178
 RECYCLED = SourceSpec(5, "RECYCLED", "recycled", "recycled top-k", "#d787d7")  # xterm 176
 PROMPT_LOOKUP = SourceSpec(6, "NGRAM", "ngram", "prompt lookup", "#87afff")  # xterm 111
+GRAMMAR = SourceSpec(7, "GRAMMAR", "grammar", "grammar (forced)", "#ff8700")  # xterm 208
+"""Tokens a reply's grammar forces (racer_core/structured): any method drafts them under a constraint."""
 
 _RACER = "racer_core.drafting.racer:RacerDrafter"
 PEERS_EXTRA = "peers"
@@ -142,10 +144,9 @@ def names(kind: str | None = None) -> tuple[str, ...]:
 def sources() -> tuple[SourceSpec, ...]:
     """Every source once, the model's own first, by id."""
     found = {BONUS.id: BONUS}
-    for spec in METHOD_SPECS:
-        for source in spec.sources:
-            if found.setdefault(source.id, source) != source:
-                raise ValueError(f"source id {source.id} is declared twice, differently")
+    for source in (*(s for spec in METHOD_SPECS for s in spec.sources), GRAMMAR):  # a grammar constrains any method
+        if found.setdefault(source.id, source) != source:
+            raise ValueError(f"source id {source.id} is declared twice, differently")
     return tuple(found[i] for i in sorted(found))
 
 
