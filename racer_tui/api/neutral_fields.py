@@ -53,7 +53,6 @@ CHAT: dict[str, Rule] = {
     "functions": (_empty, f"{NO_TOOLS} (only [])"),
     "function_call": (_is("none", "auto"), f"{NO_TOOLS} (only \"none\", or \"auto\" with no functions)"),
     "parallel_tool_calls": (_any_bool, f"{NO_TOOLS} (true or false, which changes nothing)"),
-    "response_format": (_is({"type": "text"}), "no JSON mode or structured outputs (only {\"type\": \"text\"})"),
     "store": (_is(False), "completions are stored nowhere (only false)"),
     "metadata": (_string_map, "metadata maps strings to strings (it is accepted and kept nowhere)"),
     "service_tier": (_is("auto", "default"), "one service tier (only \"auto\" or \"default\")"),

@@ -220,8 +220,14 @@ class ApiServer:
             assert isinstance(first, Started)
             shape = _Shape(job.id, self.model, endpoint, plan)
             if plan.stream:
+                # the reply's start (its first step, or what the engine refused there: a grammar it
+                # cannot compile) comes before the headers, so a refusal is a 400, not a broken stream
+                opening = await _next(job, watch)
+                if isinstance(opening, BaseException):
+                    raise opening
                 watch.cancel()
-                return EventSourceResponse(_stream(job, shape), ping=15, headers={"Cache-Control": "no-cache"})
+                return EventSourceResponse(_stream(job, shape, opening), ping=15,
+                                           headers={"Cache-Control": "no-cache"})
             return JSONResponse(await _collect(job, watch, shape))
         finally:
             watch.cancel()
@@ -308,7 +314,15 @@ async def _collect(job: Job, watch: asyncio.Future[None], shape: _Shape) -> dict
     return {**shape.envelope(False, choices), "usage": shape.usage(job, [ends[i].tally for i in range(n)])}
 
 
-async def _stream(job: Job, shape: _Shape) -> AsyncIterator[ServerSentEvent]:
+async def _items(job: Job, opening: Any) -> AsyncIterator[Any]:
+    """The job's items from `opening` (taken already) to FINISHED."""
+    item = opening
+    while item is not FINISHED:
+        yield item
+        item = await job.items.get()
+
+
+async def _stream(job: Job, shape: _Shape, opening: Any) -> AsyncIterator[ServerSentEvent]:
     """OpenAI's chunks, one per engine step and choice, then [DONE]."""
     tallies: list[Tally] = []
     opened: set[int] = set()
@@ -319,7 +333,7 @@ async def _stream(job: Job, shape: _Shape) -> AsyncIterator[ServerSentEvent]:
         return ServerSentEvent(data=json.dumps({**shape.envelope(True, choices), **extra}))
 
     try:
-        while (item := await job.items.get()) is not FINISHED:
+        async for item in _items(job, opening):
             if isinstance(item, BaseException):
                 yield ServerSentEvent(data=json.dumps(as_api_error(item).body()))
                 return

@@ -95,7 +95,6 @@ REFUSED = [
     ("chat", "logit_bias", {"5": 10}),
     ("chat", "tools", [{"type": "function", "function": {"name": "f", "parameters": {}}}]),
     ("chat", "tool_choice", "required"),
-    ("chat", "response_format", {"type": "json_object"}),
     ("chat", "store", True),
     ("chat", "service_tier", "priority"),
     ("chat", "modalities", ["text", "audio"]),
