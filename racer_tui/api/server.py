@@ -30,6 +30,7 @@ from starlette.routing import Route
 from racer_core.common.capabilities import check_for
 from racer_core.common.errors import InputError
 from racer_core.common.events import Engine
+from racer_tui.api import tools
 from racer_tui.api.chat_input import chat_prompt
 from racer_tui.api.generate import ChoiceEnd, Delta, Started, chat_work, completion_work
 from racer_tui.api.protocol import (
@@ -170,7 +171,7 @@ class ApiServer:
     async def chat(self, request: Request) -> Response:
         req = parse(ChatRequest, read_json(await self._body(request)))
         plan = sampling(req, self.settings.default_method, self.settings.max_tokens)
-        prompt = await run_in_threadpool(chat_prompt, req.messages)  # decodes images
+        prompt = await run_in_threadpool(chat_prompt, req.messages, plan.tools)  # decodes images
         check_for(self.engine, plan.config, images=prompt.has_images)
         return await self._answer(request, "chat", plan, chat_work(self.engine, prompt, plan, self.worker.step))
 
@@ -309,7 +310,11 @@ async def _collect(job: Job, watch: asyncio.Future[None], shape: _Shape) -> dict
     for i in range(n):
         text = "".join(p.text for p in pieces[i])
         body = {"message": {"role": "assistant", "content": text}} if shape.endpoint == "chat" else {"text": text}
-        choices.append({"index": i, **body, "logprobs": shape.logprobs(pieces[i], 0), "finish_reason": ends[i].finish_reason,
+        reason = ends[i].finish_reason
+        if shape.plan.tools is not None:
+            content, calls = tools.read_reply(text)
+            body, reason = {"message": tools.message(content, calls)}, "tool_calls" if calls else reason
+        choices.append({"index": i, **body, "logprobs": shape.logprobs(pieces[i], 0), "finish_reason": reason,
                         "racer": {**ends[i].tally.to_json(shape.plan.config.method), "tokens": pieces_json(pieces[i])}})
     return {**shape.envelope(False, choices), "usage": shape.usage(job, [ends[i].tally for i in range(n)])}
 
@@ -327,6 +332,7 @@ async def _stream(job: Job, shape: _Shape, opening: Any) -> AsyncIterator[Server
     tallies: list[Tally] = []
     opened: set[int] = set()
     offsets: dict[int, int] = {}  # each choice's text so far, in characters (the completions' text_offset)
+    held: dict[int, list[Any]] = {}  # a tool-call reply's tokens per choice, until it ends
     usage = {"usage": None} if shape.plan.include_usage else {}
 
     def event(choices: list[dict[str, Any]], **extra: Any) -> ServerSentEvent:
@@ -337,7 +343,9 @@ async def _stream(job: Job, shape: _Shape, opening: Any) -> AsyncIterator[Server
             if isinstance(item, BaseException):
                 yield ServerSentEvent(data=json.dumps(as_api_error(item).body()))
                 return
-            if isinstance(item, Delta):
+            if isinstance(item, Delta) and shape.plan.tools is not None:
+                held.setdefault(item.index, []).extend(item.pieces)  # read back once the reply is whole
+            elif isinstance(item, Delta):
                 offset = offsets.get(item.index, 0)
                 fragment = shape.piece(item.index, item.pieces, item.index not in opened, offset,
                                        {"finish_reason": None, "racer": {"tokens": pieces_json(item.pieces)}})
@@ -346,8 +354,18 @@ async def _stream(job: Job, shape: _Shape, opening: Any) -> AsyncIterator[Server
                 yield event([fragment], **usage)
             elif isinstance(item, ChoiceEnd):
                 tallies.append(item.tally)
+                reason = item.finish_reason
+                if shape.plan.tools is not None:
+                    pieces = held.pop(item.index, [])
+                    content, calls = tools.read_reply("".join(p.text for p in pieces))
+                    reason = "tool_calls" if calls else reason
+                    for k, delta in enumerate(tools.deltas(content, calls)):
+                        extra = {"logprobs": shape.logprobs(pieces, 0), "racer": {"tokens": pieces_json(pieces)}} if k == 0 else {}
+                        yield event([{"index": item.index, "delta": delta, "logprobs": None, "finish_reason": None,
+                                      **extra}], **usage)
+                    opened.add(item.index)
                 fragment = shape.piece(item.index, [], item.index not in opened, 0, {
-                    "finish_reason": item.finish_reason, "racer": item.tally.to_json(shape.plan.config.method)})
+                    "finish_reason": reason, "racer": item.tally.to_json(shape.plan.config.method)})
                 opened.add(item.index)
                 yield event([fragment], **usage)
         if shape.plan.include_usage:
