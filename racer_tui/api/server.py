@@ -30,6 +30,7 @@ from starlette.routing import Route
 from racer_core.common.capabilities import check_for
 from racer_core.common.errors import InputError
 from racer_core.common.events import Engine
+from racer_tui.api import responses as responses_api
 from racer_tui.api import tools
 from racer_tui.api.chat_input import chat_prompt
 from racer_tui.api.generate import ChoiceEnd, Delta, Started, chat_work, completion_work
@@ -110,6 +111,7 @@ class ApiServer:
             Route("/v1/models/{model:path}", self._guarded(self.model_info), methods=["GET"]),
             Route("/v1/chat/completions", self._guarded(self.chat), methods=["POST"]),
             Route("/v1/completions", self._guarded(self.completions), methods=["POST"]),
+            Route("/v1/responses", self._guarded(self.responses), methods=["POST"]),
         ]
 
         async def http_error(request: Request, exc: Exception) -> Response:
@@ -187,6 +189,19 @@ class ApiServer:
         work = completion_work(self.engine, prompts[0], plan, self.worker.step)
         return await self._answer(request, "completion", plan, work)
 
+    async def responses(self, request: Request) -> Response:
+        """The Responses API's basic text and structured cases, as the chat request they amount to."""
+        body = read_json(await self._body(request))
+        try:
+            req = parse(ChatRequest, responses_api.chat_body(body))
+            plan = sampling(req, self.settings.default_method, self.settings.max_tokens)
+        except ApiError as exc:
+            raise responses_api.refused_param(exc) from None
+        prompt = await run_in_threadpool(chat_prompt, req.messages)
+        check_for(self.engine, plan.config)
+        work = chat_work(self.engine, prompt, plan, self.worker.step)
+        return await self._answer(request, "chat", plan, work, lambda chat: responses_api.response(chat, body))
+
     # -- one request through the engine ------------------------------------------
 
     async def _body(self, request: Request) -> bytes:
@@ -208,7 +223,9 @@ class ApiServer:
                 raise too_big
         return bytes(body)
 
-    async def _answer(self, request: Request, endpoint: str, plan: Sampling, work: Callable[[Job], None]) -> Response:
+    async def _answer(self, request: Request, endpoint: str, plan: Sampling, work: Callable[[Job], None],
+                      reshape: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> Response:
+        """The job's answer, streamed or whole (`reshape`: the whole answer in another API's shape)."""
         prefix = "chatcmpl" if endpoint == "chat" else "cmpl"
         job = Job(f"{prefix}-{uuid.uuid4().hex[:24]}", endpoint, plan.config.method, _client(request), work,
                   asyncio.get_running_loop())
@@ -229,7 +246,8 @@ class ApiServer:
                 watch.cancel()
                 return EventSourceResponse(_stream(job, shape, opening), ping=15,
                                            headers={"Cache-Control": "no-cache"})
-            return JSONResponse(await _collect(job, watch, shape))
+            whole = await _collect(job, watch, shape)
+            return JSONResponse(whole if reshape is None else reshape(whole))
         finally:
             watch.cancel()
 
