@@ -188,3 +188,24 @@ def test_a_reply_cut_short_is_its_text_without_calls() -> None:
         reply = client(service).chat.completions.create(model="fake", messages=USER, tools=[WEATHER], max_tokens=3)
         assert reply.choices[0].finish_reason == "length" and reply.choices[0].message.tool_calls is None
         assert CALL.startswith(reply.choices[0].message.content)
+
+
+def test_a_tool_history_reaches_a_real_template_as_the_generic_turns() -> None:
+    """On a tiny real model (greedy): a history of a call and its result answers as the same
+    conversation written out in the generic form's turns does."""
+    pytest.importorskip("torch")
+    from api_helpers import weak_attention_engine
+
+    call = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Lyon"}'}}
+    with_tools = [*USER, {"role": "assistant", "content": None, "tool_calls": [call]},
+                  {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]
+    written = [*USER, {"role": "assistant", "content": CALL},
+               {"role": "user", "content": json.dumps({"tool_response": {
+                   "tool": "get_weather", "tool_call_id": "call_1", "content": "sunny"}})}]
+    with running(weak_attention_engine()) as service:
+        api = client(service)
+        ask = {"model": "tiny", "temperature": 0, "max_tokens": 12}
+        reply = api.chat.completions.create(messages=with_tools, tools=[WEATHER], tool_choice="none", **ask)
+        plain = api.chat.completions.create(messages=written, **ask)
+        assert reply.choices[0].message.content == plain.choices[0].message.content
+        assert reply.usage.prompt_tokens == plain.usage.prompt_tokens
