@@ -52,16 +52,17 @@ class ToolPlan:
         calls = _calls_schema(self.tools, self.parallel)
         if not self.may_answer:
             return Grammar(JSON_SCHEMA, json.dumps(calls))
-        answer = {"type": "object", "properties": {"response": self.response_schema or {"type": "string"}},
-                  "required": ["response"], "additionalProperties": False}
-        return Grammar(JSON_SCHEMA, json.dumps({"anyOf": [calls, answer]}))
+        answer = _keyed("response", self.response_schema or {"type": "string"})
+        forms = calls["anyOf"] if "anyOf" in calls else [calls]
+        return Grammar(JSON_SCHEMA, json.dumps({"anyOf": [*forms, answer]}))
 
     def system_text(self) -> str:
         """What the system message says about the tools and the reply's form."""
         specs = [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in self.described]
         call = '{"name": "<tool name>", "arguments": {<its arguments>}}'
-        form = (f'{{"tool_calls": [{call}, ...]}} to call tools (one or more)' if self.parallel
-                else f'{{"tool_call": {call}}} to call a tool')
+        form = f'{{"tool_call": {call}}} to call a tool'
+        if self.parallel:
+            form += f', or {{"tool_calls": [{call}, ...]}} to call several at once'
         if self.may_answer:
             form += ', or with {"response": "<your answer>"} to answer the user'
         return ("You can call any of the following tools to satisfy the user's requests:\n"
@@ -69,10 +70,18 @@ class ToolPlan:
 
 
 def _calls_schema(tools: tuple[Tool, ...], parallel: bool) -> dict[str, Any]:
+    """One call; with `parallel` also a list of them (one call stays open: a small
+    model told only of the list tends to repeat its call until max_tokens)."""
     one = [{"type": "object", "properties": {"name": {"const": t.name}, "arguments": t.parameters},
             "required": ["name", "arguments"], "additionalProperties": False} for t in tools]
     call = one[0] if len(one) == 1 else {"anyOf": one}
-    key, value = ("tool_calls", {"type": "array", "items": call, "minItems": 1}) if parallel else ("tool_call", call)
+    single = _keyed("tool_call", call)
+    if not parallel:
+        return single
+    return {"anyOf": [single, _keyed("tool_calls", {"type": "array", "items": call, "minItems": 1})]}
+
+
+def _keyed(key: str, value: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": {key: value}, "required": [key], "additionalProperties": False}
 
 

@@ -56,7 +56,9 @@ def test_tool_choice_decides_the_form_the_grammar_holds_the_reply_to() -> None:
     tools = [WEATHER, TIME]
     assert schema_of({"tools": tools, "tool_choice": "required", "parallel_tool_calls": False}) == calls_schema(
         "tool_call", both)
-    assert schema_of({"tools": tools, "tool_choice": "required"}) == calls_schema("tool_calls", both)  # parallel: default
+    parallel = {"anyOf": [calls_schema("tool_call", both), calls_schema("tool_calls", both)]}  # parallel: the default
+    assert schema_of({"tools": tools, "tool_choice": "required"}) == parallel
+    assert schema_of({"tools": tools}) == {"anyOf": [*parallel["anyOf"], answer]}
     assert schema_of({"tools": tools, "parallel_tool_calls": False}) == {"anyOf": [calls_schema("tool_call", both),
                                                                                    answer]}  # auto: the default
     named = {"type": "function", "function": {"name": "get_time"}}
