@@ -28,7 +28,7 @@ NEUTRAL = {"stream": (False,), "store": (False,), "tools": ([],), "parallel_tool
 ROLES = ("user", "system", "developer", "assistant")
 WHY = {"stream": "responses are not streamed here (stream chat completions instead)",
        "store": "responses are stored nowhere", "tools": "no tools on /v1/responses (use chat completions)",
-       "tool_choice": "no tools on /v1/responses", "parallel_tool_calls": "", "truncation": "no truncation",
+       "tool_choice": "no tools on /v1/responses", "parallel_tool_calls": "true or false only", "truncation": "no truncation",
        "background": "no background responses", "include": "nothing more to include",
        "service_tier": "one service tier"}
 
@@ -149,7 +149,7 @@ def response(chat: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
         "usage": {"input_tokens": usage["prompt_tokens"], "input_tokens_details": {"cached_tokens": 0},
                   "output_tokens": usage["completion_tokens"], "output_tokens_details": {"reasoning_tokens": 0},
                   "total_tokens": usage["total_tokens"], "racer": usage["racer"]},
-        "racer": {k: v for k, v in choice["racer"].items()},
+        "racer": choice["racer"],
     }
 
 
