@@ -95,5 +95,12 @@ def compile_grammar(grammar: Grammar, tokenizer: Any, vocab_size: int, eos_ids: 
     return compiled
 
 
+def check_grammar(engine: Any, grammar: Grammar) -> None:
+    """Compile `grammar` for a loaded RacerEngine's model now (kept for its
+    replies): an InputError in one line where it cannot run there, before a
+    reply starts (a front end that answers before streaming)."""
+    compile_grammar(grammar, engine.tokenizer, engine.runtime.vocab_size, engine.runtime.eos_ids)
+
+
 def _one_line(message: str) -> str:
     return " ".join(message.split())

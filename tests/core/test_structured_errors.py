@@ -74,3 +74,12 @@ def test_without_a_grammar_nothing_is_compiled(monkeypatch: pytest.MonkeyPatch) 
     engine = structured_engine("llama")
     config = GenerationConfig(method="racer", max_new_tokens=4)
     assert list(engine.decoder().generate(engine.text_ids(PROMPT_TEXT), config))
+
+
+def test_a_grammar_is_checked_for_the_loaded_model_before_a_reply() -> None:
+    from racer_core.structured.compile import check_grammar
+
+    engine = structured_engine("llama")
+    check_grammar(engine, Grammar("json_object"))
+    with pytest.raises(InputError, match="Invalid type: strin"):
+        check_grammar(engine, Grammar("json_schema", '{"type": "strin"}'))
