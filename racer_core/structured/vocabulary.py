@@ -26,9 +26,9 @@ _BYTE_TOKEN = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
 @lru_cache(maxsize=1)
 def _byte_of_char() -> dict[str, int]:
-    from racer_core.models.checkpoint.gguf_fields import _bytes_to_unicode
+    from racer_core.models.byte_alphabet import bytes_to_unicode
 
-    return {char: byte for byte, char in _bytes_to_unicode().items()}
+    return {char: byte for byte, char in bytes_to_unicode().items()}
 
 
 def _byte_level(tokenizer: Any) -> bool:
