@@ -9,8 +9,14 @@ another branch, and get the masks a fresh walk gets).
 
     python scripts/grammar_engines.py                    # the embedded model's tokenizer
     python scripts/grammar_engines.py --model PATH --rounds 1
+    python scripts/grammar_engines.py --replies 200     # and constrained replies, ar against racer
 
-An engine that is not installed is said so and skipped.
+An engine that is not installed is said so and skipped. With --replies N the
+model itself answers one prompt per grammar under it, greedy, with `ar` and
+`racer` (N new tokens at most): their tokens per second, racer's mean
+accepted tokens per step (MAT) with the grammar's forced tokens counted
+apart, and the time racer's steps spent in the grammar (the tree walk:
+masks, pruning, forced drafts) as a share of their whole time.
 """
 
 from __future__ import annotations
@@ -199,10 +205,65 @@ def forks(engine: Any, compiled: Any, ids: list[int], other: list[int], k: int) 
     return taken == k
 
 
+PROMPTS = {
+    "json_object": "Describe Paris as a JSON object.",
+    "nested": "Give Ada Lovelace's contact card as JSON: name, age, address (street, city, zip), phones.",
+    "tool_call": "What is the weather in Oslo in celsius for the next 3 days? Call the tool.",
+}
+
+
+def replies(model: str | None, new_tokens: int) -> None:
+    """Constrained ar against constrained racer on the model, one prompt per grammar."""
+    from racer_core.common.events import GenerationConfig, Source
+    from racer_core.common.grammar import Grammar
+    from racer_core.engine.engine import load_engine
+    from racer_core.structured import reply
+
+    engine = load_engine(model)
+    spent = [0.0]
+    constrain = reply.ReplyGrammar.constrain
+
+    def timed(self: Any, tree: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return constrain(self, tree)
+        finally:
+            spent[0] += time.perf_counter() - start
+
+    reply.ReplyGrammar.constrain = timed  # type: ignore[method-assign]
+    try:
+        for case, (schema, _) in CASES.items():
+            grammar = Grammar("json_object") if schema is None else Grammar("json_schema", json.dumps(schema))
+            seen: dict[str, tuple[list[int], float, int]] = {}
+            for method in ("ar", "racer"):
+                chat = engine.new_conversation()
+                spent[0] = 0.0
+                start = time.perf_counter()
+                events = list(chat.send(PROMPTS[case], GenerationConfig(method=method, max_new_tokens=new_tokens,
+                                                                        grammar=grammar)))
+                seconds = time.perf_counter() - start
+                tokens = [p.token_id for e in events for p in e.pieces]
+                seen[method] = (tokens, seconds, len(events))
+                sources = [p.source for e in events[1:] for p in e.pieces]
+                forced = sources.count(Source.GRAMMAR)
+                drafted = sum(src not in (Source.MODEL, Source.GRAMMAR) for src in sources)
+                steps = max(len(events) - 1, 1)
+                print(f"{case:<11} {method:<5} {len(tokens):4d} tokens {len(tokens) / seconds:6.1f} tok/s"
+                      f"   MAT {(len(tokens) - 1) / steps:.2f} (forced {forced / steps:.2f}, drafted"
+                      f" {drafted / steps:.2f})   grammar {spent[0] / seconds * 100:4.1f}% of the time"
+                      f" ({spent[0] / steps * 1e3:.2f} ms a step)")
+            same = seen["ar"][0] == seen["racer"][0]
+            print(f"{case:<11} racer/ar {seen['ar'][1] / seen['racer'][1]:.2f}x   same tokens: {same}")
+    finally:
+        reply.ReplyGrammar.constrain = constrain  # type: ignore[method-assign]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default=None, help="a checkpoint folder whose tokenizer to use (default: embedded)")
     parser.add_argument("--rounds", type=int, default=5, help="compiles per grammar (the best is shown)")
+    parser.add_argument("--replies", type=int, default=0, metavar="N",
+                        help="also answer under each grammar with ar and racer, N new tokens at most")
     args = parser.parse_args(argv)
     tokenizer = _tokenizer(args.model)
     vocab_size = len(tokenizer)
@@ -220,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
                   f" over {len(ids)} tokens   fork/rollback {'ok' if fork else 'FAILS'}")
         if engine.name == "llguidance":
             print(f"racer_core.structured (llguidance, its mask unpacked to a bool per token): {racers_mask(tokenizer, vocab_size)}")
+    if args.replies:
+        replies(args.model, args.replies)
     return 0
 
 

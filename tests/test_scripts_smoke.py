@@ -137,9 +137,10 @@ def test_logits_rule_speed(tiny_checkpoint: str, capsys: pytest.CaptureFixture[s
 def test_grammar_engines(tiny_checkpoint: str, capsys: pytest.CaptureFixture[str]) -> None:
     """On the tiny tokenizer; an engine that is not installed is skipped by the script itself."""
     pytest.importorskip("llguidance")
-    run("grammar_engines.py", "--model", tiny_checkpoint, "--rounds", "1")
+    run("grammar_engines.py", "--model", tiny_checkpoint, "--rounds", "1", "--replies", "8")
     out = capsys.readouterr().out
     assert "llguidance tool_call" in out and "FAILS" not in out and "racer_core.structured" in out
+    assert "tool_call   racer/ar" in out
 
 
 def test_reply_memory_and_bit_exact_check(tiny_checkpoint: str, capsys: pytest.CaptureFixture[str]) -> None:
