@@ -308,7 +308,7 @@ class SequenceDecoder:
         record = StepRecord.of_tree(tree, path, bonus)
         t3 = time.perf_counter()
         step = Step(tokens, sources, tree.size, tree.rows, pending.t1 - pending.t0, t2 - pending.t1, t3 - t2,
-                    reason, record, margins, _logprobs(reply, logits[path[: len(tokens)]], tokens))
+                    reason, record, margins, _logprobs(reply, raw[path[: len(tokens)]], tokens))
         return step, bonus
 
     def _margins(self, rows: torch.Tensor, reply: _Reply) -> list[float]:
@@ -355,9 +355,8 @@ class SequenceDecoder:
         start = time.perf_counter()
         fresh = self._sync_prompt(prompt, vision.spans if vision else [])
         self.offset = vision.offset if vision else 0
-        logits = yield from self._feed(fresh, reply.drafter, vision)
-        if reply.grammar is not None:
-            logits = ReplyGrammar.masked(logits[None, :], reply.grammar.first())[0]
+        raw = yield from self._feed(fresh, reply.drafter, vision)
+        logits = raw if reply.grammar is None else ReplyGrammar.masked(raw[None, :], reply.grammar.first())[0]
         root = reply.sampler.sample(reply.sampler.penalized(logits, ()))
         reply.generated.append(root)
         if reply.grammar is not None:
@@ -366,7 +365,7 @@ class SequenceDecoder:
         reason = "eos" if root in self.rt.eos_ids else ("length" if reply.max_new <= 1 else None)
         margins = self._margins(logits[None, :], reply)
         return Step([root], [Source.MODEL], len(fresh), 1, 0.0, time.perf_counter() - start, 0.0, reason,
-                    margins=margins, logprobs=_logprobs(reply, logits[None, :], [root]))
+                    margins=margins, logprobs=_logprobs(reply, raw[None, :], [root]))
 
 
 @dataclass
@@ -498,5 +497,6 @@ def _chunks(count: int, base: int, images: list[ImageSpan]) -> Iterator[tuple[in
 
 
 def _logprobs(reply: _Reply, rows: torch.Tensor, tokens: list[int]) -> list[tuple[float, list[tuple[int, float]]]] | None:
-    """The tokens' log-probabilities from the rows that chose them, only when the reply asks."""
+    """The tokens' log-probabilities from the rows that chose them, only when the reply asks: the
+    model's own, before any processor (a grammar's mask included, so none is -inf)."""
     return None if reply.logprobs is None else token_logprobs(rows, tokens, reply.logprobs)

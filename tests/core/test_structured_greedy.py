@@ -6,6 +6,7 @@ tokens among them; every reply ends and matches its grammar."""
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import jsonschema
@@ -68,3 +69,16 @@ def test_every_drafting_method_follows_the_grammar_as_ar_does(method: str) -> No
                                                                      grammar=grammar)))
     assert [t for s in steps for t in s.tokens] == expected, method
     assert len(steps) < len(expected), method  # the forced tokens at least were drafted and accepted
+
+
+def test_log_probabilities_under_a_grammar_are_the_models_own_and_finite() -> None:
+    """The mask is a processor: logprobs report the model's distribution before it (none is -inf)."""
+    engine = structured_engine("qwen2")
+    prompt = engine.text_ids(PROMPT_TEXT)
+    config = GenerationConfig(method="racer", max_new_tokens=NEW_TOKENS, grammar=GRAMMARS["regex"], logprobs=3)
+    steps = list(engine.decoder().generate(prompt, config))
+    values = [v for s in steps for lp, top in s.logprobs for v in (lp, *(x for _, x in top))]
+    assert values and all(math.isfinite(v) for v in values)
+    plain = list(engine.decoder().generate(prompt, GenerationConfig(method="ar", max_new_tokens=NEW_TOKENS,
+                                                                     grammar=GRAMMARS["regex"], logprobs=3)))
+    assert [lp for s in plain for lp in s.logprobs] == [lp for s in steps for lp in s.logprobs]
