@@ -33,6 +33,13 @@ class Tree:
     fed: int = 0  # rows the pass feeds when more than `size` (a cheaper padded size); 0: `size`
     drafted: int = 0  # nodes in the tree this one was cut from; 0: `size`
     selection: Selection | None = None  # the tree policy's choice and what led to it
+    estimates: np.ndarray | None = None  # P(path accepted) per node where nodes changed after the choice (rebuilt)
+
+    def path_estimates(self) -> np.ndarray | None:
+        """The tree policy's P(path accepted) per node, None where no policy chose the tree."""
+        if self.estimates is not None:
+            return self.estimates
+        return None if self.selection is None else self.selection.probabilities[self.selection.chosen]
 
     @property
     def size(self) -> int:
@@ -89,7 +96,9 @@ def rebuilt(tree: Tree, nodes: Sequence[int], parents: Sequence[int], tokens: Se
     drafts, racer_core/structured/tree_walk.py): new node i is old node
     `nodes[i]` (-1 for an added one, racer's features left 0 and -1), under
     new node `parents[i]`, holding `tokens[i]` from `sources[i]`. A parent
-    comes before its children; the padded size is dropped."""
+    comes before its children; the padded size is dropped. The policy's
+    selection stays as it chose (its drafter learns from it); an added node's
+    path estimate is its parent's (the grammar forces it)."""
     old = np.asarray(nodes, dtype=np.int64)
     kept = old >= 0
     parent = np.asarray(parents, dtype=np.int64)
@@ -97,8 +106,15 @@ def rebuilt(tree: Tree, nodes: Sequence[int], parents: Sequence[int], tokens: Se
     context = np.zeros(len(old), dtype=np.int64)
     rank = np.full(len(old), -1, dtype=np.int64)
     context[kept], rank[kept] = tree.context[old[kept]], tree.rank[old[kept]]
+    before = tree.path_estimates()
+    estimates = None
+    if before is not None:
+        estimates = np.zeros(len(old), dtype=np.float64)
+        for i, o in enumerate(old):
+            estimates[i] = before[o] if o >= 0 else estimates[parent[i]]
     return replace(tree, tokens=np.asarray(tokens, dtype=np.int64), parents=parent, depths=depths, ancestors=ancestors,
-                   sources=np.asarray(sources, dtype=np.uint8), context=context, rank=rank, fed=0)
+                   sources=np.asarray(sources, dtype=np.uint8), context=context, rank=rank, fed=0,
+                   estimates=estimates)
 
 
 def _shape(parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -82,3 +82,18 @@ def test_log_probabilities_under_a_grammar_are_the_models_own_and_finite() -> No
     plain = list(engine.decoder().generate(prompt, GenerationConfig(method="ar", max_new_tokens=NEW_TOKENS,
                                                                      grammar=GRAMMARS["regex"], logprobs=3)))
     assert [lp for s in plain for lp in s.logprobs] == [lp for s in steps for lp in s.logprobs]
+
+
+def test_step_records_show_the_verified_tree_with_its_forced_nodes() -> None:
+    """The inspector's record is the tree the pass verified (pruned and grown),
+    the policy's path estimates aligned with its nodes (an added node takes its parent's)."""
+    engine = structured_engine("llama")
+    config = GenerationConfig(method="racer", max_new_tokens=NEW_TOKENS, grammar=GRAMMARS["tool_call"])
+    steps = list(engine.decoder().generate(engine.text_ids(PROMPT_TEXT), config))
+    records = [s.record for s in steps[1:]]
+    assert any(node.source_id == int(Source.GRAMMAR) for r in records for node in r.nodes)
+    for record in records:
+        assert record.estimates is None or len(record.estimates) == record.size
+        for node in record.nodes[1:]:
+            if node.source_id == int(Source.GRAMMAR) and record.estimates is not None:
+                assert node.estimate == record.nodes[node.parent].estimate
