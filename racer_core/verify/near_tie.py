@@ -11,13 +11,16 @@ margin is at most NEAR_TIE_ULPS in either run (the two runs share the text
 before it); any other divergence is not rounding and must be reported.
 
 Pure Python apart from `tie_margins`, which takes the logits tensor it is
-given (no torch import here: the benchmark tables use this module).
+given (no torch import here: the benchmark tables use this module; numpy
+is there anyway).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, Literal
+
+import numpy as np
 
 NEAR_TIE_ULPS = 2.0
 """The gap (in ulps of the top logit) at or below which two logits count as tied."""
@@ -33,11 +36,27 @@ def tie_margins(logits: Any, eps: float) -> list[float]:
 
     `eps` is the model dtype's machine epsilon (torch.finfo(dtype).eps): the
     ulp at magnitude x in [2**k, 2**(k+1)) is eps * 2**k."""
-    top = logits.topk(2, dim=-1).values.float()
+    top = top_two(logits)
     _, exponent = top[:, 0].abs().frexp()  # |x| = m * 2**e with m in [0.5, 1): k = e - 1
     ulp = (exponent.float() - 1).exp2() * eps
     gaps = ((top[:, 0] - top[:, 1]) / ulp).clamp(max=MARGIN_CAP)
     return [round(g, 2) for g in gaps.tolist()]
+
+
+def top_two(logits: Any) -> Any:
+    """Each row's two largest values, largest first (a tied maximum twice), in fp32
+    (as topk(2).values: the conversion is exact). On the CPU through numpy, about
+    10x faster than torch's topk there: greedy replies take it every step."""
+    rows = logits.float()
+    if rows.device.type != "cpu":
+        return rows.topk(2, dim=-1).values
+    values = rows.numpy()
+    at = values.argmax(axis=-1)
+    every = np.arange(len(values))
+    first = values[every, at]
+    rest = values.copy()
+    rest[every, at] = -np.inf  # that one occurrence: a tied maximum stays the second
+    return rows.new_tensor(np.stack([first, rest.max(axis=-1)], axis=1))
 
 
 def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
