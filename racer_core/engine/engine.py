@@ -487,7 +487,7 @@ def step_events(engine: RacerEngine, decoder: SequenceDecoder, prompt: list[int]
 def _events(engine: RacerEngine, steps: Iterator[Any], detok: IncrementalDecoder) -> Iterator[StepEvent]:
     """The decoder's steps as StepEvents, their tokens cut into text by `detok`."""
     for count, step in enumerate(steps, 1):
-        texts = [detok.push(t) for t in step.tokens]
+        texts = detok.push_all(step.tokens)  # the pass's tokens at once
         if step.finish_reason is not None and texts:
             texts[-1] += detok.flush()
         logprobs = _token_logprobs(engine, step.tokens, step.logprobs)
