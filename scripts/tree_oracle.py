@@ -221,10 +221,10 @@ def tapped() -> Iterator[Tap]:
                     tap.pending = None
         return verified
 
-    def timed_cut(tree, policy, load=(0, 0), previous=(0, False)):
+    def timed_cut(tree, policy, load=(0, 0)):
         start = clock()
         try:
-            return cut(tree, policy, load, previous)
+            return cut(tree, policy, load)
         finally:
             tap.phase("choose", clock() - start)
 
@@ -350,7 +350,7 @@ class GivenChances(TreePolicy):
 
     chances: np.ndarray = np.ones(1)
 
-    def path_probabilities(self, tree: object, at: int = 0) -> np.ndarray:
+    def path_probabilities(self, tree: object) -> np.ndarray:
         return self.chances
 
 
@@ -724,7 +724,7 @@ def choice_without_interference(doc: dict, curve: CostCurve, rounds: int) -> flo
     return float(np.mean(times))
 
 
-def replay_policy(doc: dict, curve: CostCurve) -> tuple[Rates, Rates, int]:
+def replay_policy(doc: dict, curve: CostCurve) -> tuple[Rates, Rates]:
     """(the recorded choices, this code's TreePolicy) on a recording's racer
     trees, by the curve alone: one policy across the questions, each step's
     tree chosen from, then labelled as the engine labels it (record, learn).
@@ -734,61 +734,46 @@ def replay_policy(doc: dict, curve: CostCurve) -> tuple[Rates, Rates, int]:
     token per t(1)) up to the next one, for want of a tree there -- so the
     replay errs against a policy that accepts more. The trees are the
     recorded ones: in a live run the logits table learns from the rows a step
-    fed, so the trees themselves differ. The third value counts the replayed
-    steps, its plain ones included (for its MAT)."""
+    fed, so the trees themselves differ."""
     from racer_core.drafting.tree import Tree
 
     sizes = EfficientSizes.from_curve(curve, LARGEST)
     policy = TreePolicy(curve, largest=LARGEST)
-    recorded, replayed, steps = Rates(), Rates(), 0
+    recorded, replayed = Rates(), Rates()
     for q in doc["questions"]:
         run = q["methods"].get("racer")
         if run is None:
             continue
         reply, at, now = run["tokens"], 0, 0  # the recorded step's root, this policy's next root
-        previous = (0, False)  # the drafts this policy's previous step accepted, and whether from retrieval
         for step in run["steps"]:
             recorded.add(q["category"], len(step["emitted"]), cost(sizes, int(step.get("fed") or len(step["chosen"]))))
             root, at = at, at + len(step["emitted"])
             if root < now:
                 continue
             replayed.add(q["category"], root - now, (root - now) * cost(sizes, 1))  # plain steps up to this root
-            steps += root - now
-            if root > now:
-                previous = (0, False)
             t = step["tree"]
             tree = replace(Tree.of(t["tokens"], t["parents"], 1), context=np.asarray(t["context"], dtype=np.int64),
                            rank=np.asarray(t["rank"], dtype=np.int64))
             path, known = true_path(t["parents"], t["tokens"], reply[root + 1 :]), len(reply) - 1 - root
-            selection = policy.choose(tree, previous=previous)
+            selection = policy.choose(tree)
             made = min(accepted_in(path, selection.chosen) + 1, known)
             replayed.add(q["category"], made, cost(sizes, selection.fed))
-            steps += 1
             policy.record(tree, root, selection)
-            previous = (made - 1, made > 1 and tree.context[path[made - 1]] > 0)
             now = root + made
             policy.learn(reply[: now + 1])
         replayed.add(q["category"], max(0, at - now), max(0, at - now) * cost(sizes, 1))
-        steps += max(0, at - now)
         policy.learn(reply, final=True)
-    return recorded, replayed, steps
+    return recorded, replayed
 
 
 def replay(args: argparse.Namespace) -> None:
     doc = load_recording(args.steps)
     curve = parse_curve(args.curve) if args.curve else CostCurve(doc["curve"]["sizes"], doc["curve"]["seconds"])
-    recorded, replayed, steps = replay_policy(doc, curve)
-    sizes = EfficientSizes.from_curve(curve, LARGEST)
-    ar = 1.0 / cost(sizes, 1)
-    scored = scored_steps(doc, "racer")
-    ceiling = Rates()  # the whole run's oracle on the recorded trees (report's "ceiling (whole run)")
-    for s, k in zip(scored, run_oracle([min(len(s.path), s.known) - 1 for s in scored], sizes), strict=True):
-        ceiling.add(s.category, k + 1, cost(sizes, k + 1))
-    print("category | recorded racer (x ar) | this policy replayed (x ar) | recorded trees' ceiling (x ar)")
+    recorded, replayed = replay_policy(doc, curve)
+    ar = 1.0 / cost(EfficientSizes.from_curve(curve, LARGEST), 1)
+    print("category | recorded racer (x ar) | this policy replayed (x ar)")
     for key in [*dict.fromkeys(q["category"] for q in doc["questions"]), "all"]:
-        print(f"{key} | {recorded.rate(key) / ar:.3f} | {replayed.rate(key) / ar:.3f} | {ceiling.rate(key) / ar:.3f}")
-    print(f"replayed: MAT {replayed.tokens['all'] / steps:.3f} ({steps} steps, plain ones included), "
-          f"{replayed.rate('all') / ceiling.rate('all'):.3f} of the ceiling")
+        print(f"{key} | {recorded.rate(key) / ar:.3f} | {replayed.rate(key) / ar:.3f}")
 
 
 def parse_curve(text: str) -> CostCurve:

@@ -15,16 +15,7 @@ Two online tables refine the bucket's edge chance without giving it up:
   are not independent -- a text that repeats keeps repeating -- so the
   product underestimates likely paths (0.45 predicted, 0.71 accepted).
 
-- `StreakResiduals`: what the previous step of the same reply accepted
-  (none, 1-2, 3 or more drafts; with some, whether its last accepted node
-  came from retrieval) tells apart steps the kinds lump: in text that
-  repeats, the next step's path runs deep too (a path read 0.35 came true
-  0.17 after none, 0.55 after 3 or more). Per streak and path bin it keeps
-  the acceptance seen against the calibration's reading and adds their
-  difference, shrunk by `weight` pseudo-trials: before any evidence it reads
-  the calibration unchanged.
-
-All decay like the bucket counts, so a change of text is followed.
+Both decay like the bucket counts, so a change of text is followed.
 """
 
 from __future__ import annotations
@@ -35,7 +26,6 @@ CTX_KINDS = 13  # retrieval context 0 (none), 1 .. 11, 12 and more
 RANK_KINDS = 5  # logits rank none, 0, 1, 2, 3 and more
 DEPTH_KINDS = 10  # depth 1 .. 9, 10 and more
 PATH_BINS = 20  # path chance in steps of 0.05
-STREAKS = 5  # the previous step accepted none; 1-2, 3+ drafts, each the last by retrieval or not
 
 
 def kinds(context: np.ndarray, rank: np.ndarray, depths: np.ndarray) -> np.ndarray:
@@ -101,36 +91,3 @@ class PathCalibration:
         at = self.bins(predicted)
         np.add.at(self.trials, at, 1.0)
         np.add.at(self.hits, at[accepted], 1.0)
-
-
-def streak(accepted: int, retrieved: bool) -> int:
-    """The streak index of a step after one that accepted `accepted` drafts,
-    its last accepted node drafted by retrieval (`retrieved`) or not."""
-    if accepted <= 0:
-        return 0
-    return (1 if accepted <= 2 else 3) + int(retrieved)
-
-
-class StreakResiduals:
-    """Per streak and bin of the raw path chance: the acceptance seen minus
-    the path calibration's reading, shrunk towards 0 by `weight`
-    pseudo-trials -- a table per streak that starts as the calibration's."""
-
-    def __init__(self, weight: float) -> None:
-        self.weight = weight
-        self.surplus = np.zeros((STREAKS, PATH_BINS))  # hits minus calibrated chances
-        self.trials = np.zeros((STREAKS, PATH_BINS))
-
-    def table(self, calibration: np.ndarray, at: int) -> np.ndarray:
-        """`calibration` (PathCalibration.table()) moved by what streak `at` showed, non-decreasing."""
-        moved = calibration[1:-1] + self.surplus[at] / (self.trials[at] + self.weight)
-        return np.maximum.accumulate(np.concatenate([[0.0], np.clip(moved, 0.0, 1.0), [1.0]]))
-
-    def observe(self, at: int, raw: np.ndarray, calibrated: np.ndarray, accepted: np.ndarray, decay: float) -> None:
-        """Labelled nodes of a step at streak `at`: their raw path chances, the
-        calibration's reading of them, and whether each was accepted."""
-        self.surplus *= decay
-        self.trials *= decay
-        bins = PathCalibration.bins(raw)
-        np.add.at(self.trials[at], bins, 1.0)
-        np.add.at(self.surplus[at], bins, accepted - calibrated)

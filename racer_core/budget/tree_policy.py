@@ -5,8 +5,7 @@ accepted drafts of a tree is the sum over its nodes of P(path accepted). Each
 node's chance given its parent is estimated online from what verification
 showed for nodes of the same kind: retrieval context, logits rank, depth --
 in coarse buckets, refined per exact kind, and the product along the path
-read through its own calibration, moved by what the reply's previous step
-accepted (node_estimates.py). The step then
+read through its own calibration (node_estimates.py). The step then
 verifies the most likely nodes, as many as maximise the tree's value
 (tree_value.py: tokens per second of the cost curve t, at the step's load). A step
 whose drafts look hopeless verifies the root alone and costs what plain
@@ -26,7 +25,7 @@ import numpy as np
 
 from racer_core.budget.cost_curve import CostCurve
 from racer_core.budget.draft_gate import DraftGate
-from racer_core.budget.node_estimates import STREAKS, KindCounts, PathCalibration, StreakResiduals, kinds, streak
+from racer_core.budget.node_estimates import KindCounts, PathCalibration, kinds
 from racer_core.budget.tree_value import tree_value
 from racer_core.common.step_record import BudgetOption
 
@@ -45,10 +44,6 @@ class DraftTree(Protocol):
     context: np.ndarray  # the retrieval context that added the node, 0 for none
     rank: np.ndarray  # the logits-row rank that reached the node, -1 for none
 
-
-STREAK_WEIGHT = 20.0
-"""Pseudo-trials of no difference per (streak, path bin) cell: a streak's
-residual moves a path chance only once about that many of its nodes were labelled."""
 
 CALIBRATION_WEIGHT = 5.0
 """Pseudo-trials per path-chance bin, in units of `prior_weight`: a bin is
@@ -98,7 +93,6 @@ class Selection:
     gate: str = ""  # the draft gate's decision in words ("" while drafting pays)
     intended: tuple[np.ndarray, int] | None = None  # the policy's (chosen, fed) when the gate paused it
     load: tuple[int, int] = (0, 0)  # (other sequences, their rows) in the pass it was chosen for
-    streak: int = 0  # node_estimates.streak of the reply's previous step, which the estimates read
 
 
 @dataclass
@@ -126,7 +120,6 @@ class TreePolicy:
         self.gate = DraftGate(self.curve)
         self._kinds = KindCounts(self.prior_weight)
         self._calibration = PathCalibration(CALIBRATION_WEIGHT * self.prior_weight)
-        self._streaks = StreakResiduals(STREAK_WEIGHT)
         # The engine loop's replies share one policy; a background measurement
         # swaps its curve from another thread (use_curve): the statistics under a lock.
         self._lock = threading.Lock()
@@ -178,9 +171,7 @@ class TreePolicy:
             seen = self._kinds.trials > 0
             edge = max(float(np.max(self._hits / self._trials)),
                        float(np.max(self._kinds.hits[seen] / self._kinds.trials[seen])) if seen.any() else 0.0)
-            table = self._calibration.table()
-            best = max(float(PathCalibration.read(np.array([edge]), self._streaks.table(table, at))[0])
-                       for at in range(STREAKS))
+            best = float(PathCalibration.read(np.array([edge]), self._calibration.table())[0])
             if not self.gate.probes():
                 return False
         sizes = self.sizes_on(base)
@@ -205,24 +196,21 @@ class TreePolicy:
         depth = np.searchsorted(_DEPTH_EDGES, tree.position_ids, side="right")
         return ctx, rank, depth
 
-    def path_probabilities(self, tree: DraftTree, at: int = 0) -> np.ndarray:
-        """Estimated P(node accepted) for every node, at streak `at`
-        (node_estimates.streak); 1 for the root."""
-        estimates = self._estimates(tree, at)
+    def path_probabilities(self, tree: DraftTree) -> np.ndarray:
+        """Estimated P(node accepted) for every node; 1 for the root."""
+        kind, raw, calibrated = self._estimates(tree)
         # record() learns from the same estimates when it is handed this tree next
         # (replies sharing the policy may choose in between: then it works them out again)
-        self._last = (tree, at, estimates)
-        return estimates[2]
+        self._last = (tree, kind, raw)
+        return calibrated
 
-    def _estimates(self, tree: DraftTree, at: int = 0) -> tuple[np.ndarray, ...]:
+    def _estimates(self, tree: DraftTree) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(each node's exact kind, the product of its path's edge chances,
-        that product read through the path calibration moved for streak `at`,
-        and read through the calibration alone)."""
+        that product read through the path calibration)."""
         kind = kinds(tree.context, tree.rank, tree.position_ids)
         with self._lock:
             edge = self._kinds.chances(kind, (self._hits / self._trials)[self._buckets(tree)])
             table = self._calibration.table()
-            moved = self._streaks.table(table, at)
         edge[0] = 1.0
         parents = tree.parents
         # Siblings exclude each other: their chances cannot add up past 1.
@@ -233,13 +221,13 @@ class TreePolicy:
         raw = edge.copy()
         depths = tree.position_ids
         levels = [np.nonzero(depths == d)[0] for d in range(1, int(depths.max()) + 1 if len(depths) else 0)]
-        for level in levels:
-            raw[level] *= raw[parents[level]]
-        calibrated = PathCalibration.read(raw, moved)
+        for at in levels:
+            raw[at] *= raw[parents[at]]
+        calibrated = PathCalibration.read(raw, table)
         calibrated[0] = 1.0
-        for level in levels:  # a child is never likelier than its parent: the choice takes parents first
-            calibrated[level] = np.minimum(calibrated[level], calibrated[parents[level]])
-        return kind, raw, calibrated, PathCalibration.read(raw, table)
+        for at in levels:  # a child is never likelier than its parent: the choice takes parents first
+            calibrated[at] = np.minimum(calibrated[at], calibrated[parents[at]])
+        return kind, raw, calibrated
 
     def select(self, tree: DraftTree, load: tuple[int, int] = (0, 0)) -> tuple[np.ndarray, int, float]:
         """(node indices to verify, breadth-first, root first; padded input
@@ -247,14 +235,10 @@ class TreePolicy:
         choice = self.choose(tree, load)
         return choice.chosen, choice.fed, choice.expected
 
-    def choose(self, tree: DraftTree, load: tuple[int, int] = (0, 0),
-               previous: tuple[int, bool] = (0, False)) -> Selection:
+    def choose(self, tree: DraftTree, load: tuple[int, int] = (0, 0)) -> Selection:
         """The selection with what led to it (the step inspector shows it), at
-        `load`: the other sequences in the step's pass and their rows;
-        `previous`: the drafts the reply's previous step accepted and whether
-        its last accepted node was drafted by retrieval."""
-        at = streak(*previous)
-        probs = self.path_probabilities(tree, at)
+        `load`: the other sequences in the step's pass and their rows."""
+        probs = self.path_probabilities(tree)
         order = np.argsort(-probs[1:], kind="stable") + 1  # parents outrank children
         gains = np.concatenate([[0.0], np.cumsum(probs[order])])  # expected drafts with n nodes
         # Each size's value at the load (tree_value): a tree pays only if its
@@ -279,7 +263,7 @@ class TreePolicy:
             with self._lock:
                 self.gate.chose(best_n > 0)
         selection = Selection(chosen, sizes.padded(len(chosen)), float(gains[best_n]), probs, tuple(options), best,
-                              load=(others, base), streak=at)
+                              load=(others, base))
         drafts = tree.context[1:]
         with self._lock:
             draft, why = self.gate.allows(int(drafts.max()) if len(drafts) else 0)
@@ -288,7 +272,7 @@ class TreePolicy:
         # Plain decoding: the root alone, one row; the policy's own choice is
         # kept so the gate can score it once the text is known.
         return Selection(np.zeros(1, dtype=chosen.dtype), 1, 0.0, probs, tuple(options), 0, why, (chosen, selection.fed),
-                         (others, base), at)
+                         (others, base))
 
     def record(self, tree: DraftTree, position: int, selection: Selection | None = None,
                pending: list | None = None) -> None:
@@ -304,20 +288,17 @@ class TreePolicy:
         """
         choice = None if selection is None else (*(selection.intended or (selection.chosen, selection.fed)),
                                                  *selection.load, self.drafting_s)
-        at = 0 if selection is None else selection.streak
         last = self._last  # one read: another reply's choice may replace it
-        kind, raw, _, base = last[2] if last is not None and last[0] is tree and last[1] == at \
-            else self._estimates(tree, at)
+        kind, raw = last[1:] if last is not None and last[0] is tree else self._estimates(tree)[:2]
         recorded = self._recorded if pending is None else pending
-        recorded.append((position, tree.tokens, tree.parents, tree.position_ids, self._buckets(tree), kind, raw,
-                         (at, base), choice))
+        recorded.append((position, tree.tokens, tree.parents, tree.position_ids, self._buckets(tree), kind, raw, choice))
 
     def learn(self, sequence: list[int], final: bool = False, pending: list | None = None) -> None:
         """Label the trees recorded in `pending` (record's) whose continuation `sequence` now holds."""
         recorded = self._recorded if pending is None else pending
         keep = []
         for item in recorded:
-            position, tokens, parents, depths, buckets, kind, raw, (at, base), choice = item
+            position, tokens, parents, depths, buckets, kind, raw, choice = item
             known = len(sequence) - 1 - position  # tokens known after the root
             if known < int(depths.max()) and not final:
                 keep.append(item)
@@ -345,7 +326,6 @@ class TreePolicy:
                 labelled[0] = False
                 if labelled.any():
                     self._calibration.observe(raw[labelled], on_path[labelled], self.decay)
-                    self._streaks.observe(at, raw[labelled], base[labelled], on_path[labelled], self.decay)
                 if choice is not None and len(choice[0]) > 1:  # the root alone is plain decoding: nothing to score
                     chosen, fed, others, base, drafting_s = choice
                     # the root (1) + the drafts it would accept, beside the pass's others

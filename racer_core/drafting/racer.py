@@ -50,7 +50,6 @@ class RacerDrafter(Drafter):
         self._recorded: list = []  # this reply's trees the policy is still to learn from (TreePolicy.record)
         self._prev = -1  # the token before this step's root
         self._drafting_s = 0.0  # this step's retrieval and choice, in seconds (TreePolicy.note_drafting)
-        self._previous = (0, False)  # the drafts the previous step accepted, the last by retrieval (the cut reads it)
 
     @classmethod
     def create(cls, setup: DrafterSetup) -> RacerDrafter:
@@ -107,7 +106,6 @@ class RacerDrafter(Drafter):
         # The root is fed with the step that verifies it: retrieval for a
         # root reads the text up to, not including, that root.
         self.generated = [first]
-        self._previous = (0, False)
         if self.use_trie and self.automaton is not None:
             self.automaton.feed(prompt[_common_prefix(self.seen, prompt) :])
             self.seen = list(prompt)
@@ -121,7 +119,7 @@ class RacerDrafter(Drafter):
             return Tree.root_only(root)
         start = drafting_clock()
         self._full = _tree(self.automaton.retrieve(root, self.policy.largest, prev_token=prev), "auto")
-        tree = cut(self._full, self.policy, load, self._previous)
+        tree = cut(self._full, self.policy, load)
         self._drafting_s = drafting_clock() - start
         return tree
 
@@ -148,7 +146,6 @@ class RacerDrafter(Drafter):
             automaton.feed(fed)
             self.seen.extend(fed)
         self.generated.extend(emitted)
-        self._previous = (len(path) - 1, len(path) > 1 and bool(tree.context[path[-1]] > 0))
         if self.policy is not None:
             learning = drafting_clock()
             self.policy.learn(self.generated, pending=self._recorded)

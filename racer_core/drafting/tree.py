@@ -128,13 +128,11 @@ def _shape(parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return depths, ancestors
 
 
-def cut(tree: Tree, policy: TreePolicy, load: tuple[int, int] = (0, 0),
-        previous: tuple[int, bool] = (0, False)) -> Tree:
+def cut(tree: Tree, policy: TreePolicy, load: tuple[int, int] = (0, 0)) -> Tree:
     """The nodes of `tree` the tree policy verifies (docs/design.md 1.8) at
-    `load` (the pass's other sequences and their rows), after a step that
-    accepted `previous` (drafts, whether retrieval drafted the last), with
-    what led to the choice; its size may be padded up to a cheaper one."""
-    selection = policy.choose(tree, load, previous)
+    `load` (the pass's other sequences and their rows), with what led to the
+    choice; its size may be padded up to a cheaper one."""
+    selection = policy.choose(tree, load)
     chosen = selection.chosen
     remap = np.full(tree.size, -1, dtype=np.int64)
     remap[chosen] = np.arange(len(chosen))

@@ -8,12 +8,11 @@ from dataclasses import replace
 import numpy as np
 
 from racer_core.budget.cost_curve import CostCurve
-from racer_core.budget.node_estimates import KindCounts, PathCalibration, StreakResiduals, kinds, streak
+from racer_core.budget.node_estimates import KindCounts, PathCalibration, kinds
 from racer_core.budget.tree_policy import TreePolicy
 from racer_core.drafting.tree import Tree
 
 CURVE = CostCurve([1, 2, 4, 8, 16, 32, 64], [1.0, 1.05, 1.1, 1.3, 1.6, 3.0, 6.0])
-STEEP = CostCurve([1, 2, 4, 8, 16, 32, 64], [10.4, 11.0, 14.3, 23.9, 48.5, 76.6, 132.8])  # a 4-bit AVX2 CPU's (ms)
 
 
 def _chain(context: int, drafts: int = 12, first: int = 100) -> Tree:
@@ -24,10 +23,9 @@ def _chain(context: int, drafts: int = 12, first: int = 100) -> Tree:
     return replace(tree, context=ctx)
 
 
-def _step(policy: TreePolicy, tree: Tree, text: list[int], previous: tuple[int, bool] = (0, False)) -> None:
-    """One step after one that accepted `previous`: the choice, then the labels
-    once `text` (root first) is known."""
-    policy.record(tree, 0, policy.choose(tree, previous=previous))
+def _step(policy: TreePolicy, tree: Tree, text: list[int]) -> None:
+    """One step: the choice, then the labels once `text` (root first) is known."""
+    policy.record(tree, 0, policy.choose(tree))
     policy.learn(text, final=True)
 
 
@@ -88,37 +86,3 @@ def test_no_tree_is_chosen_that_makes_less_than_the_root_alone() -> None:
         choice = policy.choose(tree)
         if len(choice.chosen) > 1:
             assert (1 + choice.expected) / CURVE(choice.fed) >= 1 / CURVE(1)
-
-
-def test_a_streak_reads_the_calibration_until_it_has_evidence_then_its_own_acceptance() -> None:
-    calibration = PathCalibration(weight=10.0).table()
-    residuals = StreakResiduals(weight=20.0)
-    long, none = streak(6, True), streak(0, False)
-    assert long != none and streak(1, True) != streak(1, False) and streak(2, True) == streak(1, True)
-    assert np.allclose(residuals.table(calibration, long), calibration)  # nothing seen: the calibration's
-    # Paths read 0.375 came true 9 times in 10 after a long acceptance, never after none.
-    for _ in range(50):
-        residuals.observe(long, np.full(10, 0.375), np.full(10, 0.375), np.arange(10) < 9, decay=1.0)
-        residuals.observe(none, np.full(10, 0.375), np.full(10, 0.375), np.zeros(10, dtype=bool), decay=1.0)
-    after_long = PathCalibration.read(np.array([0.375]), residuals.table(calibration, long))[0]
-    after_none = PathCalibration.read(np.array([0.375]), residuals.table(calibration, none))[0]
-    assert abs(after_long - 0.9) < 0.03  # (shrunk by the 20 pseudo-trials)
-    assert after_none <= 0.325 + 1e-9  # down to the lower bin's reading (non-decreasing)
-    assert np.all(np.diff(residuals.table(calibration, none)) >= 0)
-
-
-def test_after_a_long_accepted_run_the_policy_feeds_a_longer_chain_than_after_none() -> None:
-    # One kind of chain (retrieval context 3): the text follows it whole in the
-    # steps after a long acceptance and leaves it after the first draft in
-    # those after none, as text that repeats does. The kinds cannot tell the
-    # two apart; the previous step's acceptance can.
-    policy = TreePolicy(STEEP)
-    chain = _chain(3, drafts=10)
-    follows, leaves = chain.tokens.tolist(), [100, 101, *range(900, 909)]
-    for _ in range(80):
-        _step(policy, chain, follows, previous=(8, True))
-        _step(policy, chain, leaves, previous=(0, False))
-    after_long = policy.choose(chain, previous=(8, True))
-    after_none = policy.choose(chain, previous=(0, False))
-    assert len(after_long.chosen) > len(after_none.chosen) + 3
-    assert after_long.probabilities[-1] > 0.7 and after_none.probabilities[3] < after_long.probabilities[3] - 0.3
