@@ -169,7 +169,7 @@ def gguf_read_once(reader: Any = None) -> Iterator[None]:
             return parse(path, return_tensors, **kwargs)
         key = os.fspath(path)
         if key not in parsed:
-            parsed[key] = parse(path, return_tensors=False)
+            parsed[key] = with_head_dim(parse(path, return_tensors=False), shared_reader(path))
         return copy.deepcopy(parsed[key])
 
     gguf.GGUFReader = shared_reader
@@ -180,6 +180,20 @@ def gguf_read_once(reader: Any = None) -> Iterator[None]:
     finally:
         gguf.GGUFReader, gguf.get_tensor_name_map = reader_class, name_map
         gguf_utils.load_gguf_checkpoint = parse
+
+
+def with_head_dim(parsed: dict[str, Any], reader: Any) -> dict[str, Any]:
+    """transformers' parse of a GGUF with the head size its key_length field
+    gives where transformers does not map that field (Qwen3's: its config
+    class's default, 128, else, whatever the file says)."""
+    from racer_core.models.checkpoint.gguf_blocks import field_value
+
+    config = parsed.get("config", {})
+    arch = field_value(reader, "general.architecture")
+    key_length = field_value(reader, f"{arch}.attention.key_length")
+    if key_length is not None and "head_dim" not in config:
+        config["head_dim"] = int(key_length)
+    return parsed
 
 
 def dequantize(gguf: Path, target: Path, progress: Progress | None, reason: str, reader: Any = None) -> None:

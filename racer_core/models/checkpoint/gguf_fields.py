@@ -11,7 +11,8 @@ from typing import Any
 
 from racer_core.models.checkpoint.gguf_blocks import field_value
 
-ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
+ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+                 "phi3": "Phi3ForCausalLM"}
 """llama.cpp architectures whose config this module writes (Mistral's files say llama), and their classes."""
 
 SPLIT_PRE_TOKENIZERS = frozenset({
@@ -37,12 +38,15 @@ def config_from_fields(reader: Any) -> dict[str, Any] | None:
 
     heads = int(number("attention.head_count"))
     hidden = int(number("embedding_length"))
+    head_dim = int(number("attention.key_length") or hidden // heads)
+    if arch == "phi3" and int(number("rope.dimension_count") or head_dim) != head_dim:
+        return None  # a partial rotary factor (Phi-4-mini): transformers' config and forward
     tokens = reader.get_field("tokenizer.ggml.tokens")
     config: dict[str, Any] = {
         "architectures": [ARCHITECTURES[arch]], "model_type": arch, "hidden_size": hidden,
         "intermediate_size": int(number("feed_forward_length")), "num_hidden_layers": int(number("block_count")),
         "num_attention_heads": heads, "num_key_value_heads": int(number("attention.head_count_kv") or heads),
-        "head_dim": int(number("attention.key_length") or hidden // heads),
+        "head_dim": head_dim,
         "max_position_embeddings": int(number("context_length")),
         "rms_norm_eps": float(number("attention.layer_norm_rms_epsilon")),
         "rope_parameters": {"rope_theta": float(number("rope.freq_base") or 10000.0), "rope_type": "default"},
@@ -52,6 +56,8 @@ def config_from_fields(reader: Any) -> dict[str, Any] | None:
     }
     if arch == "qwen2":
         config["use_sliding_window"] = False
+    if arch == "phi3":  # llama.cpp applies the window its converter wrote (Phi-3-mini-4k: 2047)
+        config["sliding_window"] = int(number("attention.sliding_window") or 0) or None
     for name in ("bos", "eos", "pad", "unk"):
         key = "unknown" if name == "unk" else "padding" if name == "pad" else name
         value = field_value(reader, f"tokenizer.ggml.{key}_token_id")

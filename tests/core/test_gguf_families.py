@@ -1,0 +1,68 @@
+"""Tests that would catch a wrong weight: a tiny GGUF of each lean family
+(llama, mistral, qwen2, qwen3, phi3), written with gguf's writer under
+llama.cpp's tensor names and metadata keys in a Q4_K_M-like mix (Q4_K, Q6_K,
+F16 and F32 tensors), loads to the model it was written from: on its blocks
+within the kernel's documented error, dequantized within float32 rounding;
+greedy racer equals ar on it with drafts accepted. A damaged or cut GGUF,
+or one of an architecture racer-tui does not run, is refused in one line."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from engine_helpers import PROMPT, prompt_logits, run
+from gguf_families import FAMILIES, LAYERS, write_family_gguf
+from quant_helpers import the_kernel
+
+from racer_core.common.events import Source
+from racer_core.engine.engine import RacerEngine
+from racer_core.models import loader
+from racer_core.models.formats.quant_weights import activations_as, describe
+from racer_core.models.reader import LeanModel
+
+the_kernel()
+
+FLOAT_ACTS = 1e-4  # test_quant_weights: float32 activations on the blocks' own values, of the largest logit
+Q8_ACTS = 0.15
+"""8-bit activations err by about 1/254 of a block's largest value per product
+(test_quant_weights); through these random layers that grows to 1-9% of the
+largest logit (measured), while a wrong weight errs by about the logits' size."""
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("RACER_TUI_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _reference_logits(model) -> torch.Tensor:
+    with torch.no_grad():
+        return model(torch.tensor([PROMPT])).logits[0].float()
+
+
+def _close(got: torch.Tensor, want: torch.Tensor, tolerance: float) -> None:
+    error = (got - want).abs().max().item() / want.abs().max().item()
+    print(f"error {error:.2e} of the largest logit")
+    assert error <= tolerance
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_a_family_gguf_loads_to_the_model_it_was_written_from(family, tmp_path, cache) -> None:
+    path = tmp_path / f"tiny-{family}.Q4_K_M.gguf"
+    reference = write_family_gguf(path, family)
+    want = _reference_logits(reference)
+    with activations_as("float"):
+        blocks = loader.load(path)
+    assert isinstance(blocks.model, LeanModel)
+    assert describe(blocks.model.weights) == "gguf Q4_K+Q6_K"  # every linear in its blocks
+    _close(prompt_logits(blocks.lean, LAYERS), want, FLOAT_ACTS)
+    dequantized = loader.load(path, dtype="float32")  # the whole model dequantized, float32
+    assert describe(dequantized.model.weights) is None
+    _close(prompt_logits(dequantized.lean, LAYERS), want, FLOAT_ACTS)
+    q8 = loader.load(path)  # the default: 8-bit activations
+    _close(prompt_logits(q8.lean, LAYERS), prompt_logits(dequantized.lean, LAYERS), Q8_ACTS)
+    engine = RacerEngine.from_loaded(q8, eos_ids=frozenset())
+    plain, _, _ = run(engine, PROMPT, method="ar", max_new_tokens=96)
+    tokens, accepted, steps = run(engine, PROMPT, method="racer", max_new_tokens=96, max_num_draft=16)
+    assert tokens == plain
+    assert accepted[Source.RETRIEVAL] + accepted[Source.LOGITS] > 0 and steps < 96
