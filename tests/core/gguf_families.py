@@ -58,8 +58,7 @@ def reference_model(family: str, seed: int = 0, rope_scaling: dict[str, Any] | N
     config.num_hidden_layers, config.tie_word_embeddings = LAYERS, quirks.tied
     config.bos_token_id, config.eos_token_id, config.pad_token_id = None, None, None
     if rope_scaling is not None:
-        config.rope_scaling = rope_scaling
-        config.rope_parameters = {**config.rope_parameters, **rope_scaling}
+        config.rope_parameters = {"rope_theta": 10000.0, **rope_scaling}
     model = AutoModelForCausalLM.from_config(config).eval()
     make_markov(model)
     with torch.no_grad():  # greedy text among the first ids, as engine_helpers' small-vocabulary models: it cycles
@@ -145,11 +144,13 @@ def write_family_gguf(path: Path, family: str, seed: int = 0, rope_scaling: dict
     writer.add_key_length(HEAD_DIM)
     writer.add_value_length(HEAD_DIM)
     writer.add_rope_dimension_count(HEAD_DIM)
-    writer.add_rope_freq_base(float(model.config.rope_parameters["rope_theta"]))
+    writer.add_rope_freq_base(float(model.config.rope_parameters.get("rope_theta") or 10000.0))
     writer.add_layer_norm_rms_eps(float(model.config.rms_norm_eps))
     writer.add_vocab_size(model.config.vocab_size)
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_K_M)
-    if rope_scaling is not None:  # convert_hf_to_gguf's keys for linear and yarn scaling
+    if rope_scaling is not None and rope_scaling["rope_type"] == "llama3":  # a tensor of factors, no keys
+        writer.add_tensor("rope_freqs.weight", llama3_rope_freqs(rope_scaling, HEAD_DIM))
+    elif rope_scaling is not None:  # convert_hf_to_gguf's keys for linear and yarn scaling
         writer.add_rope_scaling_type(gguf.RopeScalingType(rope_scaling["rope_type"]))
         writer.add_rope_scaling_factor(float(rope_scaling["factor"]))
         if "original_max_position_embeddings" in rope_scaling:
@@ -170,6 +171,26 @@ def write_family_gguf(path: Path, family: str, seed: int = 0, rope_scaling: dict
         for name, param in model.named_parameters():
             param.copy_(dequantized[name])
     return model
+
+
+def llama3_rope_freqs(params: dict[str, Any], dim: int, base: float = 10000.0) -> np.ndarray:
+    """convert_hf_to_gguf's rope_freqs tensor of a Llama 3 rope (LlamaModel.generate_extra_tensors)."""
+    import math
+
+    freqs = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+    factor, low, high = params["factor"], params["low_freq_factor"], params["high_freq_factor"]
+    context = params["original_max_position_embeddings"]
+    factors = []
+    for freq in freqs.tolist():
+        wavelen = 2 * math.pi / freq
+        if wavelen < context / high:
+            factors.append(1.0)
+        elif wavelen > context / low:
+            factors.append(factor)
+        else:
+            smooth = (context / wavelen - low) / (high - low)
+            factors.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(factors, dtype=np.float32)
 
 
 def write_tokenizer_fields(writer: gguf.GGUFWriter, pre: str = "smollm", model: str = "gpt2") -> None:

@@ -66,3 +66,38 @@ def test_a_family_gguf_loads_to_the_model_it_was_written_from(family, tmp_path, 
     tokens, accepted, steps = run(engine, PROMPT, method="racer", max_new_tokens=96, max_num_draft=16)
     assert tokens == plain
     assert accepted[Source.RETRIEVAL] + accepted[Source.LOGITS] > 0 and steps < 96
+
+
+LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 64}  # bands inside the tiny head's wavelengths
+SCALINGS = [("llama", {"rope_type": "linear", "factor": 4.0}), ("qwen2", {"rope_type": "linear", "factor": 4.0}),
+            ("qwen2", {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 512})]
+
+
+@pytest.mark.parametrize(("family", "scaling"), SCALINGS, ids=["llama-linear", "qwen2-linear", "qwen2-yarn"])
+def test_rope_scaling_keys_are_honoured(family, scaling, tmp_path, cache) -> None:
+    """llama.cpp's rope.scaling.* keys: the model reads them, on its blocks and
+    dequantized, or it would run with positions at the wrong scale (it did: the
+    logits were off by their own size)."""
+    path = tmp_path / f"tiny-{family}-{scaling['rope_type']}.gguf"
+    want = _reference_logits(write_family_gguf(path, family, rope_scaling=scaling))
+    with activations_as("float"):
+        for dtype in ("auto", "float32"):
+            loaded = loader.load(path, dtype=dtype)
+            _close(_logits(loaded), want, FLOAT_ACTS)
+
+
+def test_llama3_rope_freqs_tensor_is_read_as_its_rope(tmp_path, cache) -> None:
+    """Llama 3.x GGUFs carry their rope as a rope_freqs tensor (no keys): read as the llama3 rope it was made from."""
+    path = tmp_path / "tiny-llama3.gguf"
+    want = _reference_logits(write_family_gguf(path, "llama", rope_scaling=LLAMA3))
+    with activations_as("float"):
+        for dtype in ("auto", "float32"):
+            _close(_logits(loader.load(path, dtype=dtype)), want, FLOAT_ACTS)
+
+
+def _logits(loaded: loader.LoadedModel) -> torch.Tensor:
+    """The lean forward's logits of PROMPT, or transformers' where the model has no lean forward (yarn)."""
+    if loaded.lean is not None:
+        return prompt_logits(loaded.lean, LAYERS)
+    return _reference_logits(loaded.model)

@@ -169,7 +169,7 @@ def gguf_read_once(reader: Any = None) -> Iterator[None]:
             return parse(path, return_tensors, **kwargs)
         key = os.fspath(path)
         if key not in parsed:
-            parsed[key] = with_head_dim(parse(path, return_tensors=False), shared_reader(path))
+            parsed[key] = with_dropped_fields(parse(path, return_tensors=False), shared_reader(path))
         return copy.deepcopy(parsed[key])
 
     gguf.GGUFReader = shared_reader
@@ -182,17 +182,25 @@ def gguf_read_once(reader: Any = None) -> Iterator[None]:
         gguf_utils.load_gguf_checkpoint = parse
 
 
-def with_head_dim(parsed: dict[str, Any], reader: Any) -> dict[str, Any]:
-    """transformers' parse of a GGUF with the head size its key_length field
-    gives where transformers does not map that field (Qwen3's: its config
-    class's default, 128, else, whatever the file says)."""
+def with_dropped_fields(parsed: dict[str, Any], reader: Any) -> dict[str, Any]:
+    """transformers' parse of a GGUF with what its config mapping drops: the
+    head size of a key_length field (Qwen3's, else its config class's default,
+    128, whatever the file says) and the rope scaling (gguf_fields.py reads
+    it; one a GGUF states in a way it cannot read is named in one log line)."""
     from racer_core.models.checkpoint.gguf_blocks import field_value
+    from racer_core.models.checkpoint.gguf_fields import UNREAD, rope_scaling_from_fields
 
     config = parsed.get("config", {})
     arch = field_value(reader, "general.architecture")
     key_length = field_value(reader, f"{arch}.attention.key_length")
     if key_length is not None and "head_dim" not in config:
         config["head_dim"] = int(key_length)
+    scaling = rope_scaling_from_fields(reader)
+    if scaling is UNREAD:
+        log.warning("%s: its rope scaling is not one racer-tui reads (longrope factors or an unknown type); "
+                    "positions follow the plain rope", os.path.basename(str(getattr(reader, "path", "a GGUF"))))
+    elif scaling is not None and not config.get("rope_scaling"):
+        config["rope_scaling"] = scaling
     return parsed
 
 
