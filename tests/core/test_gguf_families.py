@@ -14,6 +14,7 @@ from engine_helpers import PROMPT, prompt_logits, run
 from gguf_families import FAMILIES, LAYERS, write_family_gguf
 from quant_helpers import the_kernel
 
+from racer_core.common.errors import RacerError
 from racer_core.common.events import Source
 from racer_core.engine.engine import RacerEngine
 from racer_core.models import loader
@@ -101,3 +102,40 @@ def _logits(loaded: loader.LoadedModel) -> torch.Tensor:
     if loaded.lean is not None:
         return prompt_logits(loaded.lean, LAYERS)
     return _reference_logits(loaded.model)
+
+
+def _refused(path, **fields) -> str:
+    with pytest.raises(RacerError) as error:
+        loader.load(path, **fields)
+    message = str(error.value)
+    assert "\n" not in message and path.name in message
+    return message
+
+
+@pytest.mark.parametrize("cut", ["header", "fields", "tensor data"])
+@pytest.mark.parametrize("dtype", ["auto", "float32"])
+def test_a_cut_or_damaged_gguf_gets_one_line(cut, dtype, tmp_path, cache) -> None:
+    path = tmp_path / "tiny-llama.gguf"
+    write_family_gguf(path, "llama")
+    data = path.read_bytes()
+    damaged = {"header": data[:20], "fields": data[:2000], "tensor data": data[: len(data) - 5000]}[cut]
+    path.write_bytes(damaged)
+    assert "damaged or cut short" in _refused(path, dtype=dtype)
+
+
+def test_a_gguf_with_a_damaged_count_gets_one_line(tmp_path, cache) -> None:
+    path = tmp_path / "tiny-llama.gguf"
+    write_family_gguf(path, "llama")
+    data = bytearray(path.read_bytes())
+    data[8:16] = (1 << 40).to_bytes(8, "little")  # the tensor count, after the magic and version
+    path.write_bytes(bytes(data))
+    assert "damaged or cut short" in _refused(path)
+
+
+@pytest.mark.parametrize("dtype", ["auto", "float32"])
+def test_an_unsupported_architecture_is_refused_before_anything_is_copied(dtype, tmp_path, cache) -> None:
+    path = tmp_path / "tiny-rwkv.gguf"
+    write_family_gguf(path, "llama", arch="rwkv6")
+    message = _refused(path, dtype=dtype)
+    assert "rwkv6" in message and "llama" in message  # what it is, and what racer-tui runs
+    assert not (cache / "models").exists() or not any((cache / "models").iterdir())

@@ -208,6 +208,9 @@ def dequantize(gguf: Path, target: Path, progress: Progress | None, reason: str,
     """Load the GGUF once in fp32, drop its quantizer and keep it as safetensors."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from racer_core.models.checkpoint.gguf_reader import open_checked
+
+    reader = reader or open_checked(gguf)  # a damaged file or another architecture: one line, nothing copied
     if progress:
         progress(f"Dequantizing {gguf.name} for {reason} (first load only)...", None)
     try:
