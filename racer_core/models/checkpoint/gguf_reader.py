@@ -10,7 +10,6 @@ import numpy as np
 
 from racer_core.common.errors import ModelLoadError, first_line
 
-
 ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "qwen3_moe")
 """general.architecture values of the GGUFs racer-tui runs (Mistral's and Mixtral's files say llama)."""
 
