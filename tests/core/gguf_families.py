@@ -15,7 +15,7 @@ import gguf
 import numpy as np
 import torch
 from gguf import GGMLQuantizationType as Q
-from quant_helpers import permute_for_llama_cpp, quantize_k
+from quant_helpers import permute_for_llama_cpp, quantize
 
 from racer_core.testing import tiny_config, tiny_tokenizer
 
@@ -42,6 +42,9 @@ FAMILIES = {
 HIDDEN, FFN, HEADS, KV_HEADS, HEAD_DIM, LAYERS = 256, 512, 4, 2, 64, 2  # rows of 256 and 512: K types' blocks
 VALUE_TYPES = ("attn_v", "ffn_down", "output", "attn_qkv")
 """Q4_K_M's choice in small: these in Q6_K, the other linears in Q4_K."""
+MIXES = {"Q4_K_M": (Q.Q4_K, Q.Q6_K), "Q5_K_M": (Q.Q5_K, Q.Q6_K), "Q5_0": (Q.Q5_0, Q.Q5_1)}
+"""A download's mix in small: (the linears' type, VALUE_TYPES' type); "Q5_0" as llama.cpp's legacy Q5_0 files,
+with Q5_1 where the K mixes give more bits."""
 
 
 def reference_model(family: str, seed: int = 0, rope_scaling: dict[str, Any] | None = None) -> Any:
@@ -83,21 +86,22 @@ def _quantized(values: np.ndarray, qtype: Q) -> tuple[np.ndarray, np.ndarray]:
     if qtype == Q.F16:
         half = values.astype(np.float16)
         return half, half.astype(np.float32)
-    blocks = quantize_k(values, int(qtype)) if qtype in (Q.Q4_K, Q.Q6_K) else gguf.quants.quantize(values, qtype)
+    blocks = quantize(values, qtype)
     return blocks, gguf.quants.dequantize(blocks, qtype).reshape(values.shape)
 
 
-def _llama_cpp_tensors(model: Any, family: str) -> dict[str, tuple[np.ndarray, Q, str | None]]:
+def _llama_cpp_tensors(model: Any, family: str, mix: str) -> dict[str, tuple[np.ndarray, Q, str | None]]:
     """llama.cpp's name -> (float values in the file's row order, type, the
     model parameter it comes from), as convert_hf_to_gguf writes them."""
     quirks = FAMILIES[family]
+    main, more = MIXES[mix]
     state = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
     out: dict[str, tuple[np.ndarray, Q, str | None]] = {
         "token_embd.weight": (state["model.embed_tokens.weight"], quirks.embed, "model.embed_tokens.weight"),
         "output_norm.weight": (state["model.norm.weight"], Q.F32, "model.norm.weight"),
     }
     if not quirks.tied:
-        out["output.weight"] = (state["lm_head.weight"], Q.Q6_K, "lm_head.weight")
+        out["output.weight"] = (state["lm_head.weight"], more, "lm_head.weight")
     for i in range(LAYERS):
         hf, blk = f"model.layers.{i}.", f"blk.{i}."
         names = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
@@ -111,7 +115,7 @@ def _llama_cpp_tensors(model: Any, family: str) -> dict[str, tuple[np.ndarray, Q
             names |= {"attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm"}
         for ours, theirs in names.items():
             values = state[f"{hf}{theirs}.weight"]
-            qtype = Q.F32 if values.ndim == 1 else Q.Q6_K if ours in VALUE_TYPES else Q.Q4_K
+            qtype = Q.F32 if values.ndim == 1 else more if ours in VALUE_TYPES else main
             if quirks.permuted and ours in ("attn_q", "attn_k"):
                 values = permute_for_llama_cpp(values, HEADS if ours == "attn_q" else KV_HEADS)
             out[f"{blk}{ours}.weight"] = (values, qtype, f"{hf}{theirs}.weight")
@@ -127,7 +131,7 @@ def _unpermute(values: np.ndarray, heads: int) -> np.ndarray:
 
 
 def write_family_gguf(path: Path, family: str, seed: int = 0, rope_scaling: dict[str, Any] | None = None,
-                      arch: str | None = None) -> Any:
+                      arch: str | None = None, mix: str = "Q4_K_M") -> Any:
     """Write `family`'s tiny GGUF at `path`; returns the reference model, its
     weights overwritten with the file's dequantized values (q/k rows back in the
     model's order). `arch` overrides general.architecture (an unsupported one)."""
@@ -147,7 +151,7 @@ def write_family_gguf(path: Path, family: str, seed: int = 0, rope_scaling: dict
     writer.add_rope_freq_base(float(model.config.rope_parameters.get("rope_theta") or 10000.0))
     writer.add_layer_norm_rms_eps(float(model.config.rms_norm_eps))
     writer.add_vocab_size(model.config.vocab_size)
-    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_K_M)
+    writer.add_file_type(gguf.LlamaFileType[f"MOSTLY_{mix}"])
     if rope_scaling is not None and rope_scaling["rope_type"] == "llama3":  # a tensor of factors, no keys
         writer.add_tensor("rope_freqs.weight", llama3_rope_freqs(rope_scaling, HEAD_DIM))
     elif rope_scaling is not None:  # convert_hf_to_gguf's keys for linear and yarn scaling
@@ -157,7 +161,7 @@ def write_family_gguf(path: Path, family: str, seed: int = 0, rope_scaling: dict
             writer.add_rope_scaling_orig_ctx_len(int(rope_scaling["original_max_position_embeddings"]))
     write_tokenizer_fields(writer, quirks.pre)
     dequantized: dict[str, torch.Tensor] = {}
-    for name, (values, qtype, source) in _llama_cpp_tensors(model, family).items():
+    for name, (values, qtype, source) in _llama_cpp_tensors(model, family, mix).items():
         data, back = _quantized(values, qtype)
         writer.add_tensor(name, data, raw_dtype=qtype if data.dtype == np.uint8 else None)
         if quirks.permuted and (".attn_q." in name or ".attn_k." in name):

@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 import torch
 from engine_helpers import PROMPT, prompt_logits, run
-from gguf_families import FAMILIES, LAYERS, write_family_gguf
+from gguf import GGMLQuantizationType as Q
+from gguf_families import FAMILIES, LAYERS, MIXES, write_family_gguf
 from quant_helpers import the_kernel
 
 from racer_core.common.errors import RacerError
@@ -47,15 +48,20 @@ def _close(got: torch.Tensor, want: torch.Tensor, tolerance: float) -> None:
     assert error <= tolerance
 
 
-@pytest.mark.parametrize("family", list(FAMILIES))
-def test_a_family_gguf_loads_to_the_model_it_was_written_from(family, tmp_path, cache) -> None:
-    path = tmp_path / f"tiny-{family}.Q4_K_M.gguf"
-    reference = write_family_gguf(path, family)
+CASES = [(family, "Q4_K_M") for family in FAMILIES] + [("llama", "Q5_K_M"), ("qwen3", "Q5_K_M"), ("phi3", "Q5_0")]
+
+
+@pytest.mark.parametrize(("family", "mix"), CASES)
+def test_a_family_gguf_loads_to_the_model_it_was_written_from(family, mix, tmp_path, cache) -> None:
+    path = tmp_path / f"tiny-{family}.{mix}.gguf"
+    reference = write_family_gguf(path, family, mix=mix)
     want = _reference_logits(reference)
     with activations_as("float"):
         blocks = loader.load(path)
     assert isinstance(blocks.model, LeanModel)
-    assert describe(blocks.model.weights) == "gguf Q4_K+Q6_K"  # every linear in its blocks
+    quirks = FAMILIES[family]
+    head = {quirks.embed} if quirks.tied and quirks.embed != Q.F16 else set()  # a tied head: the embedding's blocks
+    assert describe(blocks.model.weights) == "gguf " + "+".join(sorted(t.name for t in {*MIXES[mix], *head}))
     _close(prompt_logits(blocks.lean, LAYERS), want, FLOAT_ACTS)
     dequantized = loader.load(path, dtype="float32")  # the whole model dequantized, float32
     assert describe(dequantized.model.weights) is None

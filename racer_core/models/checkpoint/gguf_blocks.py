@@ -7,8 +7,8 @@ bytes taken from it as they are: ggml's blocks are the kernel's layout
 llama.cpp's row order of q and k in Llama-architecture files is undone (as
 transformers does when it dequantizes), by moving whole rows of blocks.
 
-Tensors of other quantized types (Q5_K, IQ4_XS, ...) are left to the
-dequantized checkpoint, named in one log line.
+Tensors of other quantized types (Q2_K, Q3_K, IQ4_XS, ...) are left to the
+dequantized checkpoint (float32 weights), named in one log line.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Linear weights kept in a GGUF's own blocks (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K), multiplied
+"""Linear weights kept in a GGUF's own blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K), multiplied
 by the tree kernel (quant/quant.hpp).
 
 A small model's CPU step reads every weight once; a 4-bit block holds 32
@@ -44,8 +44,9 @@ REPACK_ENV = "RACER_QUANT_REPACK"
 """'0' keeps q8 weights in the file's block layout (the previous kernel, for comparisons); else repacked where supported."""
 ISA_ENV = "RACER_QUANT_ISA"
 """Limit the kernel to an ISA class ('avx2'); cpu_class.py sets it with the libraries' limits."""
-Q4_0, Q4_1, Q8_0, Q4_K, Q6_K = 2, 3, 8, 12, 14
-TYPE_NAMES = {Q4_0: "Q4_0", Q4_1: "Q4_1", Q8_0: "Q8_0", Q4_K: "Q4_K", Q6_K: "Q6_K"}
+Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K = 2, 3, 6, 7, 8, 12, 13, 14
+TYPE_NAMES = {Q4_0: "Q4_0", Q4_1: "Q4_1", Q5_0: "Q5_0", Q5_1: "Q5_1", Q8_0: "Q8_0", Q4_K: "Q4_K", Q5_K: "Q5_K",
+              Q6_K: "Q6_K"}
 """ggml's type ids the kernel reads."""
 
 
@@ -108,12 +109,12 @@ def supported(qtype: int) -> bool:
 
 def bytes_per_block(qtype: int) -> int:
     """Bytes of one block (ggml's layouts: 32 values; 256 for the K types)."""
-    return {Q4_0: 18, Q4_1: 20, Q8_0: 34, Q4_K: 144, Q6_K: 210}[qtype]
+    return {Q4_0: 18, Q4_1: 20, Q5_0: 22, Q5_1: 24, Q8_0: 34, Q4_K: 144, Q5_K: 176, Q6_K: 210}[qtype]
 
 
 def values_per_block(qtype: int) -> int:
-    """Values in one block: 32, or 256 for Q4_K and Q6_K."""
-    return 256 if qtype in (Q4_K, Q6_K) else 32
+    """Values in one block: 32, or 256 for the K types."""
+    return 256 if qtype in (Q4_K, Q5_K, Q6_K) else 32
 
 
 def row_bytes(qtype: int, cols: int) -> int:
