@@ -47,7 +47,8 @@ MIXES = {"Q4_K_M": (Q.Q4_K, Q.Q6_K), "Q5_K_M": (Q.Q5_K, Q.Q6_K), "Q5_0": (Q.Q5_0
 with Q5_1 where the K mixes give more bits."""
 
 
-def reference_model(family: str, seed: int = 0, rope_scaling: dict[str, Any] | None = None) -> Any:
+def reference_model(family: str, seed: int = 0, rope_scaling: dict[str, Any] | None = None,
+                    rotary: float = 1.0) -> Any:
     """A tiny model of `family` at K-block widths, its attention outputs shrunk so
     that greedy text falls into cycles the drafts predict (engine_helpers.make_markov)."""
     from engine_helpers import SMALL_VOCAB, make_markov
@@ -62,6 +63,9 @@ def reference_model(family: str, seed: int = 0, rope_scaling: dict[str, Any] | N
     config.bos_token_id, config.eos_token_id, config.pad_token_id = None, None, None
     if rope_scaling is not None:
         config.rope_parameters = {"rope_theta": 10000.0, **rope_scaling}
+    if rotary != 1.0:  # Phi-4-mini's partial rotary factor
+        config.partial_rotary_factor = rotary
+        config.rope_parameters = {**config.rope_parameters, "partial_rotary_factor": rotary}
     model = AutoModelForCausalLM.from_config(config).eval()
     make_markov(model)
     with torch.no_grad():  # greedy text among the first ids, as engine_helpers' small-vocabulary models: it cycles
@@ -131,12 +135,12 @@ def _unpermute(values: np.ndarray, heads: int) -> np.ndarray:
 
 
 def write_family_gguf(path: Path, family: str, seed: int = 0, rope_scaling: dict[str, Any] | None = None,
-                      arch: str | None = None, mix: str = "Q4_K_M") -> Any:
+                      arch: str | None = None, mix: str = "Q4_K_M", rotary: float = 1.0) -> Any:
     """Write `family`'s tiny GGUF at `path`; returns the reference model, its
     weights overwritten with the file's dequantized values (q/k rows back in the
     model's order). `arch` overrides general.architecture (an unsupported one)."""
     quirks = FAMILIES[family]
-    model = reference_model(family, seed, rope_scaling)
+    model = reference_model(family, seed, rope_scaling, rotary)
     writer = gguf.GGUFWriter(str(path), arch or quirks.arch)
     writer.add_name(f"tiny-{family}")
     writer.add_block_count(LAYERS)
@@ -147,7 +151,7 @@ def write_family_gguf(path: Path, family: str, seed: int = 0, rope_scaling: dict
     writer.add_head_count_kv(KV_HEADS)
     writer.add_key_length(HEAD_DIM)
     writer.add_value_length(HEAD_DIM)
-    writer.add_rope_dimension_count(HEAD_DIM)
+    writer.add_rope_dimension_count(int(HEAD_DIM * rotary))
     writer.add_rope_freq_base(float(model.config.rope_parameters.get("rope_theta") or 10000.0))
     writer.add_layer_norm_rms_eps(float(model.config.rms_norm_eps))
     writer.add_vocab_size(model.config.vocab_size)

@@ -103,6 +103,16 @@ def test_llama3_rope_freqs_tensor_is_read_as_its_rope(tmp_path, cache) -> None:
             _close(_logits(loader.load(path, dtype=dtype)), want, FLOAT_ACTS)
 
 
+def test_a_partial_rotary_dimension_is_honoured(tmp_path, cache) -> None:
+    """Phi-4-mini's rope.dimension_count below the head size: transformers' forward with that rotary part
+    (transformers' own GGUF config dropped it)."""
+    path = tmp_path / "tiny-phi3-partial.gguf"
+    want = _reference_logits(write_family_gguf(path, "phi3", rotary=0.5))
+    with activations_as("float"):
+        loaded = loader.load(path)
+    _close(_logits(loaded), want, FLOAT_ACTS)
+
+
 def _logits(loaded: loader.LoadedModel) -> torch.Tensor:
     """The lean forward's logits of PROMPT, or transformers' where the model has no lean forward (yarn)."""
     if loaded.lean is not None:

@@ -185,8 +185,9 @@ def gguf_read_once(reader: Any = None) -> Iterator[None]:
 def with_dropped_fields(parsed: dict[str, Any], reader: Any) -> dict[str, Any]:
     """transformers' parse of a GGUF with what its config mapping drops: the
     head size of a key_length field (Qwen3's, else its config class's default,
-    128, whatever the file says) and the rope scaling (gguf_fields.py reads
-    it; one a GGUF states in a way it cannot read is named in one log line)."""
+    128, whatever the file says), a partial rotary dimension (Phi-4-mini's
+    rope.dimension_count) and the rope scaling (gguf_fields.py reads it; one a
+    GGUF states in a way it cannot read is named in one log line)."""
     from racer_core.models.checkpoint.gguf_blocks import field_value
     from racer_core.models.checkpoint.gguf_fields import UNREAD, rope_scaling_from_fields
 
@@ -195,6 +196,11 @@ def with_dropped_fields(parsed: dict[str, Any], reader: Any) -> dict[str, Any]:
     key_length = field_value(reader, f"{arch}.attention.key_length")
     if key_length is not None and "head_dim" not in config:
         config["head_dim"] = int(key_length)
+    rotary = field_value(reader, f"{arch}.rope.dimension_count")
+    heads, hidden = config.get("num_attention_heads"), config.get("hidden_size")
+    head_dim = config.get("head_dim") or (hidden // heads if heads and hidden else None)
+    if rotary is not None and head_dim and int(rotary) < head_dim and "partial_rotary_factor" not in config:
+        config["partial_rotary_factor"] = int(rotary) / head_dim
     scaling = rope_scaling_from_fields(reader)
     if scaling is UNREAD:
         log.warning("%s: its rope scaling is not one racer-tui reads (longrope factors or an unknown type); "
