@@ -62,6 +62,7 @@ def test_a_family_gguf_loads_to_the_model_it_was_written_from(family, mix, tmp_p
     quirks = FAMILIES[family]
     head = {quirks.embed} if quirks.tied and quirks.embed != Q.F16 else set()  # a tied head: the embedding's blocks
     assert describe(blocks.model.weights) == "gguf " + "+".join(sorted(t.name for t in {*MIXES[mix], *head}))
+    assert blocks.lean.fused is not None  # every layer one C++ call: q|k|v in parts where v's type is q's and k's
     _close(prompt_logits(blocks.lean, LAYERS), want, FLOAT_ACTS)
     dequantized = loader.load(path, dtype="float32")  # the whole model dequantized, float32
     assert describe(dequantized.model.weights) is None

@@ -212,15 +212,57 @@ class QuantWeight:
         return torch.from_numpy(_quant.dequantize(self.qtype, self.file_blocks(), rows, cols, self.isa))
 
 
+class QuantParts:
+    """A fused linear (q|k|v) whose parts are QuantWeights of different block
+    types (Q4_K_M and Q5_K_M give some layers' v Q6_K, their q and k Q4_K or
+    Q5_K): each part multiplied alone, the outputs side by side, as a stack of
+    one type would give them; still row-invariant."""
+
+    __slots__ = ("parts", "shape", "dtype", "device", "isa", "acts")
+
+    def __init__(self, parts: list[QuantWeight]) -> None:
+        if len({(int(p.shape[1]), p.isa, p.acts) for p in parts}) != 1:
+            raise ValueError("parts of one width, ISA and activation mode only")
+        self.parts = list(parts)
+        self.shape = torch.Size((sum(int(p.shape[0]) for p in parts), int(parts[0].shape[1])))
+        self.dtype, self.device, self.isa, self.acts = torch.float32, torch.device("cpu"), parts[0].isa, parts[0].acts
+
+    def __call__(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        out = torch.cat([part(x) for part in self.parts], dim=-1)
+        return out if bias is None else out + bias
+
+    def numel(self) -> int:
+        return self.shape.numel()
+
+    @property
+    def type_names(self) -> set[str]:
+        return {part.type_name for part in self.parts}
+
+    def plain(self) -> torch.Tensor:
+        return torch.cat([part.plain() for part in self.parts])
+
+
+BLOCK_LINEARS = (QuantWeight, QuantParts)
+"""The linears multiplied in their blocks."""
+
+
+def stack_blocks(parts: list[QuantWeight]) -> QuantWeight | QuantParts:
+    """One linear of `parts` stacked: a QuantWeight where they share a block type, else their QuantParts."""
+    if len(parts) == 1:
+        return parts[0]
+    return QuantWeight.stack(parts) if len({p.qtype for p in parts}) == 1 else QuantParts(parts)
+
+
 def is_quant(weights: Any) -> bool:
     """Whether a lean_forward.LeanWeights' layers multiply with block-quantized weights."""
-    return any(isinstance(w, QuantWeight) for layer in weights.layers for w in (layer.qkv, layer.gate_up))
+    return any(isinstance(w, BLOCK_LINEARS) for layer in weights.layers for w in (layer.qkv, layer.gate_up))
 
 
 def describe(weights: Any) -> str | None:
     """'gguf Q4_1+Q8_0' for a LeanWeights with block-quantized linears (their types), else None."""
-    found = {w.type_name for layer in weights.layers for w in (layer.qkv, layer.o, layer.gate_up, layer.down)
-             if isinstance(w, QuantWeight)}
+    found = {name for layer in weights.layers for w in (layer.qkv, layer.o, layer.gate_up, layer.down)
+             for name in ([w.type_name] if isinstance(w, QuantWeight) else
+                          w.type_names if isinstance(w, QuantParts) else [])}
     if isinstance(weights.lm_head, QuantWeight):
         found.add(weights.lm_head.type_name)
     return "gguf " + "+".join(sorted(found)) if found else None
