@@ -76,6 +76,21 @@ def test_a_family_gguf_loads_to_the_model_it_was_written_from(family, mix, tmp_p
     assert accepted[Source.RETRIEVAL] + accepted[Source.LOGITS] > 0 and steps < 96
 
 
+@pytest.mark.parametrize("family", [f for f in FAMILIES if FAMILIES[f].pre != "qwen2"])  # qwen2's goes so above
+def test_the_parts_made_through_transformers_give_the_same_model(family, tmp_path, cache, monkeypatch) -> None:
+    """Files whose fields gguf_fields.py declines (a sentencepiece vocabulary: Phi-3's, Llama 2's) get their
+    parts folder from transformers' GGUF reading: the same blocks, the same model."""
+    from racer_core.models.checkpoint import gguf_parts
+
+    monkeypatch.setattr(gguf_parts, "write_parts_from_fields", lambda gguf, target, reader: False)
+    path = tmp_path / f"tiny-{family}.gguf"
+    want = _reference_logits(write_family_gguf(path, family))
+    with activations_as("float"):
+        loaded = loader.load(path)
+    assert describe(loaded.model.weights) is not None and loaded.lean.fused is not None
+    _close(prompt_logits(loaded.lean, LAYERS), want, FLOAT_ACTS)
+
+
 LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
           "original_max_position_embeddings": 64}  # bands inside the tiny head's wavelengths
 SCALINGS = [("llama", {"rope_type": "linear", "factor": 4.0}), ("qwen2", {"rope_type": "linear", "factor": 4.0}),
