@@ -7,6 +7,7 @@ load of the file must give back."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,8 @@ def reference_model(family: str, seed: int = 0, rope_scaling: dict[str, Any] | N
     config.bos_token_id, config.eos_token_id, config.pad_token_id = None, None, None
     if rope_scaling is not None:
         config.rope_parameters = {"rope_theta": 10000.0, **rope_scaling}
+        if family == "phi3" and "original_max_position_embeddings" in rope_scaling:  # Phi3Config's own field
+            config.original_max_position_embeddings = rope_scaling["original_max_position_embeddings"]
     if rotary != 1.0:  # Phi-4-mini's partial rotary factor
         config.partial_rotary_factor = rotary
         config.rope_parameters = {**config.rope_parameters, "partial_rotary_factor": rotary}
@@ -158,6 +161,13 @@ def write_family_gguf(path: Path, family: str, seed: int = 0, rope_scaling: dict
     writer.add_file_type(gguf.LlamaFileType[f"MOSTLY_{mix}"])
     if rope_scaling is not None and rope_scaling["rope_type"] == "llama3":  # a tensor of factors, no keys
         writer.add_tensor("rope_freqs.weight", llama3_rope_freqs(rope_scaling, HEAD_DIM))
+    elif rope_scaling is not None and rope_scaling["rope_type"] == "longrope":  # Phi3MiniModel's tensors and keys
+        for kind in ("long", "short"):
+            writer.add_tensor(f"rope_factors_{kind}.weight", np.array(rope_scaling[f"{kind}_factor"], dtype=np.float32))
+        original = rope_scaling["original_max_position_embeddings"]
+        writer.add_rope_scaling_orig_ctx_len(original)
+        scale = model.config.max_position_embeddings / original
+        writer.add_rope_scaling_attn_factors(math.sqrt(1 + math.log(scale) / math.log(original)))
     elif rope_scaling is not None:  # convert_hf_to_gguf's keys for linear and yarn scaling
         writer.add_rope_scaling_type(gguf.RopeScalingType(rope_scaling["rope_type"]))
         writer.add_rope_scaling_factor(float(rope_scaling["factor"]))
@@ -183,8 +193,6 @@ def write_family_gguf(path: Path, family: str, seed: int = 0, rope_scaling: dict
 
 def llama3_rope_freqs(params: dict[str, Any], dim: int, base: float = 10000.0) -> np.ndarray:
     """convert_hf_to_gguf's rope_freqs tensor of a Llama 3 rope (LlamaModel.generate_extra_tensors)."""
-    import math
-
     freqs = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
     factor, low, high = params["factor"], params["low_freq_factor"], params["high_freq_factor"]
     context = params["original_max_position_embeddings"]

@@ -8,11 +8,12 @@ or one of an architecture racer-tui does not run, is refused in one line."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from engine_helpers import PROMPT, prompt_logits, run
 from gguf import GGMLQuantizationType as Q
-from gguf_families import FAMILIES, LAYERS, MIXES, write_family_gguf
+from gguf_families import FAMILIES, HEAD_DIM, LAYERS, MIXES, write_family_gguf
 from quant_helpers import the_kernel
 
 from racer_core.common.errors import RacerError
@@ -117,6 +118,18 @@ def test_llama3_rope_freqs_tensor_is_read_as_its_rope(tmp_path, cache) -> None:
     with activations_as("float"):
         for dtype in ("auto", "float32"):
             _close(_logits(loader.load(path, dtype=dtype)), want, FLOAT_ACTS)
+
+
+def test_phi3_longrope_factors_are_read(tmp_path, cache) -> None:
+    """Phi-3-128k's and Phi-3.5's rope_factors_long / _short tensors (its short factors apply from the first
+    token): transformers' longrope forward with them (they were dropped: the plain rope ran)."""
+    rng = np.random.default_rng(0)
+    longrope = {"rope_type": "longrope", "short_factor": rng.uniform(1, 4, HEAD_DIM // 2).tolist(),
+                "long_factor": rng.uniform(4, 16, HEAD_DIM // 2).tolist(), "original_max_position_embeddings": 64}
+    path = tmp_path / "tiny-phi3-longrope.gguf"
+    want = _reference_logits(write_family_gguf(path, "phi3", rope_scaling=longrope))
+    with activations_as("float"):
+        _close(_logits(loader.load(path)), want, FLOAT_ACTS)
 
 
 def test_a_partial_rotary_dimension_is_honoured(tmp_path, cache) -> None:

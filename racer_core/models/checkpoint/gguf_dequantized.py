@@ -203,10 +203,12 @@ def with_dropped_fields(parsed: dict[str, Any], reader: Any) -> dict[str, Any]:
         config["partial_rotary_factor"] = int(rotary) / head_dim
     scaling = rope_scaling_from_fields(reader)
     if scaling is UNREAD:
-        log.warning("%s: its rope scaling is not one racer-tui reads (longrope factors or an unknown type); "
+        log.warning("%s: its rope scaling is not one racer-tui reads (an unknown type or parts of one); "
                     "positions follow the plain rope", os.path.basename(str(getattr(reader, "path", "a GGUF"))))
     elif scaling is not None and not config.get("rope_scaling"):
         config["rope_scaling"] = scaling
+        if "original_max_position_embeddings" in scaling:  # Phi-3's config keeps it beside the scaling
+            config.setdefault("original_max_position_embeddings", scaling["original_max_position_embeddings"])
     return parsed
 
 

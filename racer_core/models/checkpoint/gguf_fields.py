@@ -78,17 +78,19 @@ original context (8192) is found among powers of two."""
 def rope_scaling_from_fields(reader: Any) -> dict[str, Any] | None:
     """transformers' rope parameters (without the theta) for the GGUF's rope
     scaling: llama.cpp's rope.scaling.type / factor / original_context_length
-    keys (linear, yarn), the older rope.scale_linear, or Llama 3's rope_freqs
+    keys (linear, yarn), the older rope.scale_linear, Llama 3's rope_freqs
     tensor (the factor per frequency its converter computed, matched against
-    Llama 3's bands); None without scaling, UNREAD for one it cannot state."""
+    Llama 3's bands) or Phi-3's longrope factor tensors; None without scaling,
+    UNREAD for one it cannot state."""
     arch = field_value(reader, "general.architecture")
     kind = field_value(reader, f"{arch}.rope.scaling.type")
     factor = field_value(reader, f"{arch}.rope.scaling.factor")
     if kind is None and field_value(reader, f"{arch}.rope.scale_linear") is not None:
         kind, factor = "linear", field_value(reader, f"{arch}.rope.scale_linear")
     freqs = next((t for t in reader.tensors if t.name == "rope_freqs.weight"), None)
-    if any(t.name.startswith("rope_factors_") for t in reader.tensors):
-        return UNREAD  # longrope's factor tensors
+    factors = {t.name: t for t in reader.tensors if t.name in ("rope_factors_long.weight", "rope_factors_short.weight")}
+    if factors:
+        return _longrope(reader, arch, factors) if len(factors) == 2 and kind in (None, "none") else UNREAD
     if freqs is not None:
         if kind not in (None, "none"):
             return UNREAD
@@ -117,6 +119,23 @@ def rope_scaling_from_fields(reader: Any) -> dict[str, Any] | None:
                 params[key] = float(value)
         return params
     return UNREAD
+
+
+def _longrope(reader: Any, arch: str, factors: dict[str, Any]) -> dict[str, Any]:
+    """Phi-3-128k's and Phi-3.5's longrope: the long and short factor tensors, the original context, and the
+    attention factor llama.cpp's converter wrote (transformers computes the same one where it is absent)."""
+    import numpy as np
+
+    params: dict[str, Any] = {"rope_type": "longrope"}
+    for kind in ("long", "short"):
+        params[f"{kind}_factor"] = [float(v) for v in np.asarray(factors[f"rope_factors_{kind}.weight"].data).reshape(-1)]
+    context = field_value(reader, f"{arch}.rope.scaling.original_context_length")
+    if context is not None:
+        params["original_max_position_embeddings"] = int(context)
+    attention = field_value(reader, f"{arch}.rope.scaling.attn_factor")
+    if attention is not None:
+        params["attention_factor"] = float(attention)
+    return params
 
 
 def _llama3_factors(params: dict[str, Any], theta: float, dim: int) -> list[float]:
