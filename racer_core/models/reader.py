@@ -30,7 +30,7 @@ from racer_core.models.families import family_of
 from racer_core.models.family import Family
 from racer_core.models.formats.half_weights import halve, is_half
 from racer_core.models.formats.packed_linear import maybe_pack, own_plain_tensors, plain
-from racer_core.models.formats.quant_weights import QuantWeight
+from racer_core.models.formats.quant_weights import QuantWeight, stack_blocks
 from racer_core.models.lean_forward import (
     LeanForward,
     LeanWeights,
@@ -205,13 +205,14 @@ def load_lean_model(checkpoint: Checkpoint, device: str, dtype: torch.dtype,
         return None  # blocks whose row order failed the check cannot stand in for the missing floats
     embed = quantized.get(embed_name) or tensors.get(embed_name)  # blocks: rows dequantized as looked up
 
-    def linear(*names: str) -> Any:
-        """The linear of the stacked `names`: their blocks where all are quantized alike, else read and prepared."""
+    def linear(*names: str, mixed: bool = False) -> Any:
+        """The linear of the stacked `names`: their blocks where all are quantized alike (or, `mixed`, in
+        any block types: q|k|v, which the fused layer takes in parts), else read and prepared."""
         parts = [quantized.get(name) for name in names]
-        if all(parts) and len({p.qtype for p in parts}) == 1:  # type: ignore[union-attr]
-            return parts[0] if len(parts) == 1 else QuantWeight.stack(parts)  # type: ignore[arg-type]
+        if all(parts) and (mixed or len({p.qtype for p in parts}) == 1):  # type: ignore[union-attr]
+            return stack_blocks(parts)  # type: ignore[arg-type]
         if any(parts):
-            log.warning("4-bit weights: %s mix block types; dequantized to float32", ", ".join(names))
+            log.warning("4-bit weights: %s mix block types or float tensors; dequantized to float32", ", ".join(names))
         return prepare(tensors.get_cat(*names))
 
     weights = LeanWeights(
@@ -243,7 +244,7 @@ def _read_layer(tensors: _Tensors, prefix: str, family: Family, linear: Callable
     # Linears prepared (packed or fp16) as they are read: one plain copy at a time.
     return _Layer(
         input_norm=tensors.get(f"{prefix}{family.input_norm}.weight"),
-        qkv=linear(*(f"{p}.weight" for p in qkv)),
+        qkv=linear(*(f"{p}.weight" for p in qkv), mixed=True),
         qkv_bias=tensors.get_cat(*(f"{p}.bias" for p in qkv)) if family.qkv_bias else None,
         q_norm=tensors.get(f"{prefix}{family.q_norm}.weight") if family.qk_norm else None,
         k_norm=tensors.get(f"{prefix}{family.k_norm}.weight") if family.qk_norm else None,

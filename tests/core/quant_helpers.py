@@ -30,8 +30,12 @@ def the_kernel() -> tuple[ModuleType, list[str]]:
 def quant_weight(plain: torch.Tensor, qtype: GGMLQuantizationType, acts: str | None = None) -> QuantWeight:
     rows, cols = plain.shape
     values = plain.detach().float().numpy()
-    blocks = quantize_k(values, int(qtype)) if int(qtype) in K_BYTES else quants.quantize(values, qtype)
-    return QuantWeight(blocks, int(qtype), rows, cols, acts)
+    return QuantWeight(quantize(values, qtype), int(qtype), rows, cols, acts)
+
+
+def quantize(values: np.ndarray, qtype: GGMLQuantizationType) -> np.ndarray:
+    """(rows, cols) float32 as `qtype` blocks: gguf's numpy quantizer, quantize_k for the K types it lacks."""
+    return quantize_k(values, int(qtype)) if int(qtype) in K_BYTES else quants.quantize(values, qtype)
 
 
 def wide_tiny_model(family: str, seed: int, vocab_size: int):
@@ -64,16 +68,16 @@ def quantized_lean(model, qtype: GGMLQuantizationType, acts: str | None = None) 
     return LeanForward(quantized), LeanForward(weights, pack=False)
 
 
-K_BYTES = {12: 144, 14: 210}
-"""Q4_K, Q6_K: bytes per 256-value super-block."""
+K_BYTES = {12: 144, 13: 176, 14: 210}
+"""Q4_K, Q5_K, Q6_K: bytes per 256-value super-block."""
 
 
 def random_k_blocks(qtype: int, rows: int, cols: int, rng: np.random.Generator) -> np.ndarray:
-    """(rows, bytes per row) random Q4_K or Q6_K blocks (gguf's numpy has no K
+    """(rows, bytes per row) random Q4_K, Q5_K or Q6_K blocks (gguf's numpy has no K
     quantizer): any bytes are a valid block once its fp16 scales are finite."""
     n = rows * cols // 256
     b = rng.integers(0, 256, (n, K_BYTES[qtype]), dtype=np.uint8)
-    at = (0, 2) if qtype == 12 else (208,)  # d, dmin / d
+    at = (208,) if qtype == 14 else (0, 2)  # Q6_K's d / Q4_K's and Q5_K's d, dmin
     for offset in at:
         b[:, offset : offset + 2] = rng.uniform(1e-3, 0.05, n).astype(np.float16).view(np.uint8).reshape(n, 2)
     return b.reshape(rows, -1)
@@ -84,7 +88,7 @@ def _f16(values: np.ndarray) -> np.ndarray:
 
 
 def quantize_k(values: np.ndarray, qtype: int) -> np.ndarray:
-    """A plain Q4_K / Q6_K quantizer for tests (round to nearest, no search as
+    """A plain Q4_K / Q5_K / Q6_K quantizer for tests (round to nearest, no search as
     llama.cpp's makes): (rows, cols) float32 -> (rows, bytes per row), cols a
     multiple of 256. gguf's numpy dequantizes what this writes."""
     rows, cols = values.shape
@@ -103,22 +107,25 @@ def quantize_k(values: np.ndarray, qtype: int) -> np.ndarray:
             ql[:, :, 32 * (k & 1) : 32 * (k & 1) + 32] |= (q[:, :, k] & 0x0F) << (4 * (k >> 1))
             qh |= (q[:, :, k] >> 4) << (2 * k)
         out = np.concatenate([ql.reshape(n, 128), qh.reshape(n, 64), sc.view(np.uint8), _f16(d)], axis=1)
-    else:  # Q4_K: (d * sc[8]) * q - dmin * m[8], q in 0..15, sc and m in 0..63
+    else:  # Q4_K / Q5_K: (d * sc[8]) * q - dmin * m[8], q in 0..15 / 0..31, sc and m in 0..63
+        top = 31 if qtype == 13 else 15
         subs = x.reshape(n, 8, 32)
         low = np.minimum(subs.min(-1), 0)
-        scale = (subs.max(-1) - low) / 15 + 1e-12
+        scale = (subs.max(-1) - low) / top + 1e-12
         d = (scale.max(-1) / 63).astype(np.float16).astype(np.float32)
         dmin = (-low.min(-1) / 63 + 1e-12).astype(np.float16).astype(np.float32)
         sc = np.clip(np.round(scale / d[:, None]), 1, 63).astype(np.uint8)
         m = np.clip(np.round(-low / dmin[:, None]), 0, 63).astype(np.uint8)
         step = d[:, None, None] * sc.astype(np.float32)[..., None]
-        q = np.clip(np.round((subs + (dmin[:, None] * m.astype(np.float32))[..., None]) / step), 0, 15).astype(np.uint8)
+        q = np.clip(np.round((subs + (dmin[:, None] * m.astype(np.float32))[..., None]) / step), 0, top).astype(np.uint8)
         packed = np.zeros((n, 12), dtype=np.uint8)  # get_scale_min's layout, inverted
         packed[:, 0:4] = (sc[:, 0:4] & 63) | ((sc[:, 4:8] >> 4) << 6)
         packed[:, 4:8] = (m[:, 0:4] & 63) | ((m[:, 4:8] >> 4) << 6)
         packed[:, 8:12] = (sc[:, 4:8] & 0x0F) | ((m[:, 4:8] & 0x0F) << 4)
-        qs = (q[:, 0::2] | (q[:, 1::2] << 4)).reshape(n, 128)  # chunk j: sub-block 2j low, 2j+1 high nibbles
-        out = np.concatenate([_f16(d), _f16(dmin), packed, qs], axis=1)
+        qs = ((q[:, 0::2] & 0x0F) | ((q[:, 1::2] & 0x0F) << 4)).reshape(n, 128)  # chunk j: sub-blocks 2j, 2j+1
+        qh = [(((q[:, s] >> 4) & 1) << s).astype(np.uint8) for s in range(8)] if qtype == 13 else []
+        fifth = [np.bitwise_or.reduce(np.stack(qh), axis=0)] if qh else []  # byte l: bit s is sub-block s's
+        out = np.concatenate([_f16(d), _f16(dmin), packed, *fifth, qs], axis=1)
     return np.ascontiguousarray(out.reshape(rows, -1))
 
 
@@ -128,7 +135,7 @@ def permute_for_llama_cpp(w: np.ndarray, heads: int) -> np.ndarray:
 
 
 Q = GGMLQuantizationType
-KERNEL_TYPES = (Q.Q4_0, Q.Q4_1, Q.Q8_0, Q.Q4_K, Q.Q6_K)
+KERNEL_TYPES = (Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0, Q.Q4_K, Q.Q5_K, Q.Q6_K)
 """The block types the 4-bit kernel reads."""
 
 
@@ -142,7 +149,7 @@ def write_gguf(path: Path, tensors: dict[str, tuple[np.ndarray, Q]], arch: str =
         elif values.dtype == np.uint8:  # blocks as they are
             writer.add_tensor(name, values, raw_dtype=qtype)
         elif qtype in KERNEL_TYPES:
-            writer.add_tensor(name, quants.quantize(values, qtype), raw_dtype=qtype)
+            writer.add_tensor(name, quantize(values, qtype), raw_dtype=qtype)
         else:  # a type the kernel lacks: its bytes only matter for the name and type
             size = gguf.GGML_QUANT_SIZES[qtype]
             data = np.zeros((values.shape[0], values.shape[1] // size[0] * size[1]), dtype=np.uint8)

@@ -19,8 +19,8 @@ from racer_core.models.formats.quant import reference  # noqa: E402
 
 _quant, ISAS = the_kernel()
 Q = gguf.GGMLQuantizationType
-TYPES = {2: Q.Q4_0, 3: Q.Q4_1, 8: Q.Q8_0, 12: Q.Q4_K, 14: Q.Q6_K}
-K_TYPES = (12, 14)  # 256 values a block; gguf's numpy has no quantizer for them: random blocks, sane scales
+TYPES = {2: Q.Q4_0, 3: Q.Q4_1, 6: Q.Q5_0, 7: Q.Q5_1, 8: Q.Q8_0, 12: Q.Q4_K, 13: Q.Q5_K, 14: Q.Q6_K}
+K_TYPES = (12, 13, 14)  # 256 values a block; gguf's numpy has no quantizer for them: random blocks, sane scales
 
 
 def _cols(qtype: int, blocks_per_row: int) -> int:
@@ -130,8 +130,8 @@ def test_bad_arguments_are_refused_before_the_kernel_runs() -> None:
     blocks = _blocks(3, 4, 64, seed=0)
     x = np.zeros((2, 64), dtype=np.float32)
     y = np.zeros((2, 4), dtype=np.float32)
-    with pytest.raises(ValueError, match="unsupported block type"):
-        _quant.matmul(13, blocks, 4, 64, x, y, ISAS[0], 1)
+    with pytest.raises(ValueError, match="unsupported block type"):  # Q3_K
+        _quant.matmul(11, blocks, 4, 64, x, y, ISAS[0], 1)
     with pytest.raises(ValueError, match="multiple of 32"):
         _quant.matmul(3, blocks, 4, 48, x, y, ISAS[0], 1)
     with pytest.raises(ValueError, match="do not hold"):

@@ -83,6 +83,44 @@ def test_a_batched_pass_gives_each_part_its_own_bits(acts: str) -> None:
     assert batch_mismatches(fused, [(1, 9), (7, 20), (4, 3)], torch.Generator().manual_seed(2)) == []
 
 
+@pytest.mark.parametrize("acts", ["q8", "float"])
+def test_q_k_and_v_of_different_block_types_run_in_parts(acts: str) -> None:
+    """Q4_K_M's layers with v in Q6_K: q|k|v as QuantParts (each part its own
+    type), through the fused layers as through the torch body, each row its own
+    bits beside others; the same values as the stack of one type where the types agree."""
+    from dataclasses import replace
+
+    from quant_helpers import quant_weight
+
+    from racer_core.models.formats.quant_weights import QuantParts, QuantWeight
+
+    fused, _ = fused_and_torch("llama", acts)
+    w = fused.weights
+    nq, nkv = w.heads * w.head_dim, w.kv_heads * w.head_dim
+    layers = []
+    for layer in w.layers:
+        values = layer.qkv.plain()
+        q, k, v = values[:nq], values[nq : nq + nkv], values[nq + nkv :]
+        parts = [quant_weight(q, gguf.GGMLQuantizationType.Q4_1, acts),
+                 quant_weight(k, gguf.GGMLQuantizationType.Q4_1, acts),
+                 quant_weight(v, gguf.GGMLQuantizationType.Q8_0, acts)]
+        layers.append(replace(layer, qkv=QuantParts(parts)))
+    mixed = LeanForward(replace(w, layers=layers))
+    assert mixed.fused is not None and mixed.quant == "gguf Q4_1+Q8_0"
+    plain = copy.copy(mixed)
+    plain.fused = None
+    with torch.inference_mode():
+        (got, got_cache), (want, want_cache) = run_steps(mixed), run_steps(plain)
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+    for a, b in zip(got_cache.layers, want_cache.layers, strict=True):
+        torch.testing.assert_close(a.keys, b.keys, rtol=1e-4, atol=1e-4)
+    assert batch_mismatches(mixed, [(1, 9), (7, 20), (4, 3)], torch.Generator().manual_seed(2)) == []
+    x = torch.randn(5, int(w.layers[0].qkv.shape[1]))
+    same = QuantParts(layers[0].qkv.parts[:2])  # q and k alike: the same bits as their stack
+    assert torch.equal(same(x), QuantWeight.stack(layers[0].qkv.parts[:2])(x))
+
+
 def test_the_fused_layers_are_left_out_where_a_linear_is_not_in_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     from dataclasses import replace
 

@@ -35,7 +35,8 @@ from quant_helpers import (  # noqa: E402
 
 pytestmark = pytest.mark.skipif(kernel_isa() is None, reason="the 4-bit kernel does not run on this CPU")
 Q = gguf.GGMLQuantizationType
-TYPES = {"Q4_0": Q.Q4_0, "Q4_1": Q.Q4_1, "Q8_0": Q.Q8_0, "Q4_K": Q.Q4_K, "Q6_K": Q.Q6_K}
+TYPES = {"Q4_0": Q.Q4_0, "Q4_1": Q.Q4_1, "Q5_0": Q.Q5_0, "Q5_1": Q.Q5_1, "Q8_0": Q.Q8_0, "Q4_K": Q.Q4_K,
+         "Q5_K": Q.Q5_K, "Q6_K": Q.Q6_K}
 
 
 _quant = quant_weight
@@ -45,7 +46,7 @@ def _quantized_model(family: str, qtype: Q, markov: bool = False, acts: str | No
     """A tiny model whose linears are replaced by their `qtype` values, a lean
     forward multiplying with the blocks themselves (activations as `acts`), and
     a plain one on the same values."""
-    k_type = qtype in (Q.Q4_K, Q.Q6_K)  # 256-value blocks: rows of 256 and 512
+    k_type = qtype in (Q.Q4_K, Q.Q5_K, Q.Q6_K)  # 256-value blocks: rows of 256 and 512
     model = wide_tiny_model(family, 0, SMALL_VOCAB) if k_type else tiny_model(family, 0, vocab_size=SMALL_VOCAB)
     if markov:
         make_markov(model)
@@ -142,7 +143,7 @@ def test_a_gguf_is_read_into_checkpoint_names_and_row_order(tmp_path: Path, capl
         "blk.0.attn_q.weight": (permute_for_llama_cpp(q, heads), Q.Q4_1), "blk.0.attn_k.weight": (permute_for_llama_cpp(k, kv_heads), Q.Q4_0),
         "blk.0.attn_v.weight": (v, Q.Q8_0), "blk.0.attn_norm.weight": (np.ones((1, hidden)), Q.F32),
         "blk.0.ffn_down.weight": (down_k, Q.Q6_K), "output.weight": (head_k, Q.Q4_K),
-        "blk.0.ffn_gate.weight": (down, Q.Q5_K), "blk.0.ffn_up.weight": (down, Q.Q5_0),
+        "blk.0.ffn_gate.weight": (down, Q.Q3_K), "blk.0.ffn_up.weight": (down, Q.IQ4_XS),
     })
     family = family_of(type("C", (), {"model_type": "llama"})())
     found = read_blocks(open_reader(path).tensors, "llama", family, 1, heads, kv_heads)
@@ -156,11 +157,11 @@ def test_a_gguf_is_read_into_checkpoint_names_and_row_order(tmp_path: Path, capl
         want = quants.dequantize(blocks, qtype)
         assert torch.equal(found.weights[name].plain(), torch.from_numpy(want)), name
     assert found.weights["lm_head.weight"].shape == (96, 256)
-    assert found.left_out == ["blk.0.ffn_gate.weight (Q5_K)", "blk.0.ffn_up.weight (Q5_0)"]
+    assert found.left_out == ["blk.0.ffn_gate.weight (Q3_K)", "blk.0.ffn_up.weight (IQ4_XS)"]
     with caplog.at_level(logging.WARNING):
         log_left_out(found)
     lines = [r.getMessage() for r in caplog.records]
-    assert len(lines) == 1 and "2 tensors dequantized to float32" in lines[0] and "Q5_K" in lines[0]
+    assert len(lines) == 1 and "2 tensors dequantized to float32" in lines[0] and "Q3_K" in lines[0]
 
 
 def test_weights_without_blocks_describe_as_none() -> None:

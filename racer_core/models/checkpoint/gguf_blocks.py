@@ -7,8 +7,8 @@ bytes taken from it as they are: ggml's blocks are the kernel's layout
 llama.cpp's row order of q and k in Llama-architecture files is undone (as
 transformers does when it dequantizes), by moving whole rows of blocks.
 
-Tensors of other quantized types (Q5_K, IQ4_XS, ...) are left to the
-dequantized checkpoint, named in one log line.
+Tensors of other quantized types (Q2_K, Q3_K, IQ4_XS, ...) are left to the
+dequantized checkpoint (float32 weights), named in one log line.
 """
 
 from __future__ import annotations
@@ -26,12 +26,8 @@ from racer_core.models.formats.quant_weights import TYPE_NAMES, QuantWeight, row
 
 log = logging.getLogger(__name__)
 
-LAYER_PARTS = {
-    "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
-    "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
-    "ffn_down": "mlp.down_proj",
-}
-"""llama.cpp's names of a layer's linears -> the families' default names (family.py)."""
+SEPARATE = {"attn_q": 0, "attn_k": 1, "attn_v": 2}
+"""llama.cpp's separate q, k, v linears -> their place in a family's qkv."""
 TOP = {"output.weight": "lm_head.weight", "token_embd.weight": "model.embed_tokens.weight"}
 PERMUTED_ARCHITECTURES = ("llama",)
 """Architectures whose converter interleaved q and k rows for llama.cpp's rope (transformers undoes it)."""
@@ -46,12 +42,27 @@ class Blocks:
     left_out: list[str] = field(default_factory=list)  # "name (TYPE)"
 
 
+def _linear_names(family: Family) -> dict[str, str]:
+    """llama.cpp's names of a layer's linears -> the family's (separate or fused:
+    Phi-3's attn_qkv and its ffn_up holding gate|up, gate first, as its checkpoint)."""
+    names = {"attn_output": family.o, "ffn_down": family.down}
+    if len(family.qkv) == 1:
+        names["attn_qkv"] = family.qkv[0]
+    else:
+        names |= {ours: family.qkv[at] for ours, at in SEPARATE.items()}
+    if len(family.gate_up) == 1:
+        names["ffn_up"] = family.gate_up[0]
+    else:
+        names |= {"ffn_gate": family.gate_up[0], "ffn_up": family.gate_up[1]}
+    return names
+
+
 def _name_map(family: Family, layers: int) -> dict[str, str]:
     names = dict(TOP)
     names["token_embd.weight"] = f"{family.embed}.weight"
     names["output.weight"] = f"{family.lm_head}.weight"
     for i in range(layers):
-        for ours, theirs in LAYER_PARTS.items():
+        for ours, theirs in _linear_names(family).items():
             names[f"blk.{i}.{ours}.weight"] = f"{family.layers}.{i}.{theirs}.weight"
     return names
 
@@ -63,11 +74,13 @@ def all_names(family: Family, layers: int) -> dict[str, str]:
     names["output_norm.weight"] = f"{family.final_norm}.weight"
     norms = {"attn_norm": family.input_norm, "ffn_norm": family.post_norm, "attn_q_norm": family.q_norm,
              "attn_k_norm": family.k_norm}
+    biased = {"attn_qkv": family.qkv[0]} if len(family.qkv) == 1 else \
+        {ours: family.qkv[at] for ours, at in SEPARATE.items()}
     for i in range(layers):
         for ours, theirs in norms.items():
             names[f"blk.{i}.{ours}.weight"] = f"{family.layers}.{i}.{theirs}.weight"
-        for ours in ("attn_q", "attn_k", "attn_v"):
-            names[f"blk.{i}.{ours}.bias"] = f"{family.layers}.{i}.{LAYER_PARTS[ours]}.bias"
+        for ours, theirs in biased.items():
+            names[f"blk.{i}.{ours}.bias"] = f"{family.layers}.{i}.{theirs}.bias"
     return names
 
 
@@ -88,9 +101,10 @@ def _unpermute(rows: np.ndarray, heads: int) -> np.ndarray:
 
 
 def family_fits(family: Family) -> bool:
-    """Whether the family names its linears as llama.cpp's separate q/k/v and gate/up map to."""
+    """Whether the family's linears are llama.cpp's: q/k/v separate or fused in
+    that order, gate/up separate or fused gate first, and the default o and down."""
     default = Family(model_type="")
-    return family.qkv == default.qkv and family.gate_up == default.gate_up and family.o == default.o \
+    return len(family.qkv) in (1, 3) and len(family.gate_up) in (1, 2) and family.o == default.o \
         and family.down == default.down
 
 

@@ -169,7 +169,7 @@ def gguf_read_once(reader: Any = None) -> Iterator[None]:
             return parse(path, return_tensors, **kwargs)
         key = os.fspath(path)
         if key not in parsed:
-            parsed[key] = parse(path, return_tensors=False)
+            parsed[key] = with_dropped_fields(parse(path, return_tensors=False), shared_reader(path))
         return copy.deepcopy(parsed[key])
 
     gguf.GGUFReader = shared_reader
@@ -182,10 +182,43 @@ def gguf_read_once(reader: Any = None) -> Iterator[None]:
         gguf_utils.load_gguf_checkpoint = parse
 
 
+def with_dropped_fields(parsed: dict[str, Any], reader: Any) -> dict[str, Any]:
+    """transformers' parse of a GGUF with what its config mapping drops: the
+    head size of a key_length field (Qwen3's, else its config class's default,
+    128, whatever the file says), a partial rotary dimension (Phi-4-mini's
+    rope.dimension_count) and the rope scaling (gguf_fields.py reads it; one a
+    GGUF states in a way it cannot read is named in one log line)."""
+    from racer_core.models.checkpoint.gguf_blocks import field_value
+    from racer_core.models.checkpoint.gguf_fields import UNREAD, rope_scaling_from_fields
+
+    config = parsed.get("config", {})
+    arch = field_value(reader, "general.architecture")
+    key_length = field_value(reader, f"{arch}.attention.key_length")
+    if key_length is not None and "head_dim" not in config:
+        config["head_dim"] = int(key_length)
+    rotary = field_value(reader, f"{arch}.rope.dimension_count")
+    heads, hidden = config.get("num_attention_heads"), config.get("hidden_size")
+    head_dim = config.get("head_dim") or (hidden // heads if heads and hidden else None)
+    if rotary is not None and head_dim and int(rotary) < head_dim and "partial_rotary_factor" not in config:
+        config["partial_rotary_factor"] = int(rotary) / head_dim
+    scaling = rope_scaling_from_fields(reader)
+    if scaling is UNREAD:
+        log.warning("%s: its rope scaling is not one racer-tui reads (an unknown type or parts of one); "
+                    "positions follow the plain rope", os.path.basename(str(getattr(reader, "path", "a GGUF"))))
+    elif scaling is not None and not config.get("rope_scaling"):
+        config["rope_scaling"] = scaling
+        if "original_max_position_embeddings" in scaling:  # Phi-3's config keeps it beside the scaling
+            config.setdefault("original_max_position_embeddings", scaling["original_max_position_embeddings"])
+    return parsed
+
+
 def dequantize(gguf: Path, target: Path, progress: Progress | None, reason: str, reader: Any = None) -> None:
     """Load the GGUF once in fp32, drop its quantizer and keep it as safetensors."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from racer_core.models.checkpoint.gguf_reader import open_checked
+
+    reader = reader or open_checked(gguf)  # a damaged file or another architecture: one line, nothing copied
     if progress:
         progress(f"Dequantizing {gguf.name} for {reason} (first load only)...", None)
     try:

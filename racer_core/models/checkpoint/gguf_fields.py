@@ -1,7 +1,7 @@
 """A GGUF's config and tokenizer from its own fields (llama.cpp's metadata
 keys), without transformers: what transformers' GGUF loading would write
 into a checkpoint folder, for the files this reads exactly. Both answer None
-for anything else (another architecture, a rope scaling, a sentencepiece
+for anything else (another architecture, a rope scaling it cannot state, a sentencepiece
 vocabulary, a pre-tokenizer regex of its own), and the parts folder is then
 made through transformers as before (gguf_parts.py)."""
 
@@ -12,7 +12,8 @@ from typing import Any
 from racer_core.models.byte_alphabet import bytes_to_unicode
 from racer_core.models.checkpoint.gguf_blocks import field_value
 
-ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
+ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+                 "phi3": "Phi3ForCausalLM"}
 """llama.cpp architectures whose config this module writes (Mistral's files say llama), and their classes."""
 
 SPLIT_PRE_TOKENIZERS = frozenset({
@@ -30,7 +31,8 @@ CONTROL, USER_DEFINED = 3, 4  # tokenizer.ggml.token_type values
 def config_from_fields(reader: Any) -> dict[str, Any] | None:
     """config.json for the GGUF's model, or None where this module does not write it."""
     arch = field_value(reader, "general.architecture")
-    if arch not in ARCHITECTURES or any(key.startswith(f"{arch}.rope.scaling.") for key in reader.fields):
+    scaling = rope_scaling_from_fields(reader)
+    if arch not in ARCHITECTURES or scaling is UNREAD:
         return None
 
     def number(key: str) -> Any:
@@ -38,27 +40,122 @@ def config_from_fields(reader: Any) -> dict[str, Any] | None:
 
     heads = int(number("attention.head_count"))
     hidden = int(number("embedding_length"))
+    head_dim = int(number("attention.key_length") or hidden // heads)
+    if arch == "phi3" and int(number("rope.dimension_count") or head_dim) != head_dim:
+        return None  # a partial rotary factor (Phi-4-mini): transformers' config and forward
     tokens = reader.get_field("tokenizer.ggml.tokens")
     config: dict[str, Any] = {
         "architectures": [ARCHITECTURES[arch]], "model_type": arch, "hidden_size": hidden,
         "intermediate_size": int(number("feed_forward_length")), "num_hidden_layers": int(number("block_count")),
         "num_attention_heads": heads, "num_key_value_heads": int(number("attention.head_count_kv") or heads),
-        "head_dim": int(number("attention.key_length") or hidden // heads),
+        "head_dim": head_dim,
         "max_position_embeddings": int(number("context_length")),
         "rms_norm_eps": float(number("attention.layer_norm_rms_epsilon")),
-        "rope_parameters": {"rope_theta": float(number("rope.freq_base") or 10000.0), "rope_type": "default"},
+        "rope_parameters": {"rope_theta": float(number("rope.freq_base") or 10000.0),
+                            **(scaling or {"rope_type": "default"})},
         "tie_word_embeddings": all(t.name != "output.weight" for t in reader.tensors),
         "vocab_size": int(number("vocab_size") or (len(tokens.data) if tokens is not None else 0)),
         "hidden_act": "silu", "attention_bias": arch == "qwen2", "mlp_bias": False, "dtype": "float32",
     }
     if arch == "qwen2":
         config["use_sliding_window"] = False
+    if arch == "phi3":  # llama.cpp applies the window its converter wrote (Phi-3-mini-4k: 2047)
+        config["sliding_window"] = int(number("attention.sliding_window") or 0) or None
     for name in ("bos", "eos", "pad", "unk"):
         key = "unknown" if name == "unk" else "padding" if name == "pad" else name
         value = field_value(reader, f"tokenizer.ggml.{key}_token_id")
         if value is not None:
             config[f"{name}_token_id"] = int(value)
     return config
+
+
+UNREAD: dict[str, Any] = {"rope_type": "unread"}
+"""rope_scaling_from_fields's answer for a scaling it cannot state (longrope's factor tensors, an unknown type)."""
+LLAMA3_BANDS = {"low_freq_factor": 1.0, "high_freq_factor": 4.0}
+"""Llama 3.1 and 3.2's rope bands (their config.json), which llama.cpp's rope_freqs tensor bakes in; their
+original context (8192) is found among powers of two."""
+
+
+def rope_scaling_from_fields(reader: Any) -> dict[str, Any] | None:
+    """transformers' rope parameters (without the theta) for the GGUF's rope
+    scaling: llama.cpp's rope.scaling.type / factor / original_context_length
+    keys (linear, yarn), the older rope.scale_linear, Llama 3's rope_freqs
+    tensor (the factor per frequency its converter computed, matched against
+    Llama 3's bands) or Phi-3's longrope factor tensors; None without scaling,
+    UNREAD for one it cannot state."""
+    arch = field_value(reader, "general.architecture")
+    kind = field_value(reader, f"{arch}.rope.scaling.type")
+    factor = field_value(reader, f"{arch}.rope.scaling.factor")
+    if kind is None and field_value(reader, f"{arch}.rope.scale_linear") is not None:
+        kind, factor = "linear", field_value(reader, f"{arch}.rope.scale_linear")
+    freqs = next((t for t in reader.tensors if t.name == "rope_freqs.weight"), None)
+    factors = {t.name: t for t in reader.tensors if t.name in ("rope_factors_long.weight", "rope_factors_short.weight")}
+    if factors:
+        return _longrope(reader, arch, factors) if len(factors) == 2 and kind in (None, "none") else UNREAD
+    if freqs is not None:
+        if kind not in (None, "none"):
+            return UNREAD
+        import numpy as np
+
+        found = np.asarray(freqs.data, dtype=np.float64).reshape(-1)
+        theta = float(field_value(reader, f"{arch}.rope.freq_base") or 10000.0)
+        for context in (2 ** k for k in range(5, 21)):
+            params = {"rope_type": "llama3", "factor": float(found.max()), **LLAMA3_BANDS,
+                      "original_max_position_embeddings": context}
+            if np.allclose(found, _llama3_factors(params, theta, 2 * len(found)), rtol=1e-5, atol=0):
+                return params
+        return UNREAD
+    if kind in (None, "none"):
+        return None
+    if kind == "linear" and factor:
+        return {"rope_type": "linear", "factor": float(factor)}
+    if kind == "yarn" and factor:
+        params = {"rope_type": "yarn", "factor": float(factor)}
+        context = field_value(reader, f"{arch}.rope.scaling.original_context_length")
+        if context is not None:
+            params["original_max_position_embeddings"] = int(context)
+        for key in ("beta_fast", "beta_slow"):
+            value = field_value(reader, f"{arch}.rope.scaling.yarn_{key}")
+            if value is not None:
+                params[key] = float(value)
+        return params
+    return UNREAD
+
+
+def _longrope(reader: Any, arch: str, factors: dict[str, Any]) -> dict[str, Any]:
+    """Phi-3-128k's and Phi-3.5's longrope: the long and short factor tensors, the original context, and the
+    attention factor llama.cpp's converter wrote (transformers computes the same one where it is absent)."""
+    import numpy as np
+
+    params: dict[str, Any] = {"rope_type": "longrope"}
+    for kind in ("long", "short"):
+        params[f"{kind}_factor"] = [float(v) for v in np.asarray(factors[f"rope_factors_{kind}.weight"].data).reshape(-1)]
+    context = field_value(reader, f"{arch}.rope.scaling.original_context_length")
+    if context is not None:
+        params["original_max_position_embeddings"] = int(context)
+    attention = field_value(reader, f"{arch}.rope.scaling.attn_factor")
+    if attention is not None:
+        params["attention_factor"] = float(attention)
+    return params
+
+
+def _llama3_factors(params: dict[str, Any], theta: float, dim: int) -> list[float]:
+    """convert_hf_to_gguf's rope_freqs for a Llama 3 rope: 1 for short wavelengths, `factor` for long ones, a blend."""
+    import math
+
+    factor, low, high = params["factor"], params["low_freq_factor"], params["high_freq_factor"]
+    context = params["original_max_position_embeddings"]
+    factors = []
+    for i in range(0, dim, 2):
+        wavelen = 2 * math.pi * theta ** (i / dim)
+        if wavelen < context / high:
+            factors.append(1.0)
+        elif wavelen > context / low:
+            factors.append(factor)
+        else:
+            smooth = (context / wavelen - low) / (high - low)
+            factors.append(1 / ((1 - smooth) / factor + smooth))
+    return factors
 
 
 def generation_config_from(config: dict[str, Any]) -> dict[str, Any]:

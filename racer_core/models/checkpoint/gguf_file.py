@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from racer_core.common.events import Progress
 from racer_core.models.checkpoint.base import Checkpoint
 from racer_core.models.checkpoint.files import read_json
-from racer_core.models.checkpoint.gguf_reader import MappedReader, open_reader, tensors_from_table
+from racer_core.models.checkpoint.gguf_reader import MappedReader, open_checked, open_reader, tensors_from_table
 
 if TYPE_CHECKING:
     from racer_core.models.formats.quant_weights import QuantWeight
@@ -103,7 +103,7 @@ def open_gguf(path: Path, blocks: bool, why_whole: str, progress: Progress | Non
     parts = cached_parts(path, progress)
     if parts is not None:  # its tensor table is there: the file is mapped, not parsed
         return GGUFCheckpoint(path, parts, True, name)
-    reader = open_reader(path)
+    reader = open_checked(path)
     folder = ensure_blocks_checkpoint(path, reader, progress) or ensure_dequantized(
         path, progress, reason="a model its blocks alone cannot serve (the line above says why)", reader=reader)
     return GGUFCheckpoint(path, folder, True, name, reader)

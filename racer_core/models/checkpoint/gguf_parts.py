@@ -32,6 +32,7 @@ from racer_core.models.checkpoint.gguf_reader import tensor_table
 
 log = logging.getLogger(__name__)
 SUFFIX = "-blocks"
+ROPE_TENSORS = ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight")
 
 
 def blocks_folder(gguf: Path) -> Path:
@@ -123,6 +124,8 @@ def write_parts_from_fields(gguf: Path, target: Path, reader: Any) -> bool:
     kept: dict[str, Any] = {}
     for tensor in reader.tensors:
         name = names.get(tensor.name)
+        if tensor.name in ROPE_TENSORS:
+            continue  # rope factors: in the config's rope_parameters (gguf_fields.rope_scaling_from_fields)
         if name is None:
             log.info("%s: tensor %s has no place in the parts folder; reading it through transformers",
                      gguf.name, tensor.name)

@@ -10,6 +10,22 @@ import numpy as np
 
 from racer_core.common.errors import ModelLoadError, first_line
 
+ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "qwen3_moe")
+"""general.architecture values of the GGUFs racer-tui runs (Mistral's and Mixtral's files say llama)."""
+
+
+def open_checked(path: Path) -> MappedReader:
+    """open_reader's reader of a GGUF of an architecture racer-tui runs; else one
+    line saying which it is, before anything is read into the cache."""
+    from racer_core.models.checkpoint.gguf_blocks import field_value
+
+    reader = open_reader(path)
+    arch = field_value(reader, "general.architecture")
+    if arch not in ARCHITECTURES:
+        raise ModelLoadError(f"{path.name} is a GGUF of architecture {arch!r}, which racer-tui does not run "
+                             f"(it runs GGUFs of {', '.join(ARCHITECTURES)})")
+    return reader
+
 
 def open_reader(path: Path) -> MappedReader:
     """gguf's GGUFReader over `path`, or a one-line ModelLoadError for a file it cannot parse (damaged, cut short)."""

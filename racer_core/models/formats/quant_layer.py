@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from racer_core.models.formats.quant_weights import QuantWeight
+from racer_core.models.formats.quant_weights import BLOCK_LINEARS, QuantParts
 from racer_core.verify.attention import masked_below
 
 DISABLE_ENV = "RACER_FUSED_LAYERS"
@@ -31,6 +31,13 @@ DISABLE_ENV = "RACER_FUSED_LAYERS"
 
 def _vector(t: torch.Tensor | None) -> np.ndarray | None:
     return None if t is None else t.detach().float().contiguous().numpy()
+
+
+def _spec(weight: Any) -> Any:
+    """A linear as DecoderLayers takes it: (type, blocks), or a list of them for QuantParts (q|k|v only)."""
+    if isinstance(weight, QuantParts):
+        return [(part.kernel_type, part.blocks) for part in weight.parts]
+    return (weight.kernel_type, weight.blocks)
 
 
 class FusedLayers:
@@ -43,7 +50,7 @@ class FusedLayers:
         specs = []
         for layer in weights.layers:
             specs.append((
-                *((w.kernel_type, w.blocks) for w in (layer.qkv, layer.o, layer.gate_up, layer.down)),
+                *(_spec(w) for w in (layer.qkv, layer.o, layer.gate_up, layer.down)),
                 _vector(layer.input_norm), _vector(layer.post_norm), _vector(layer.qkv_bias),
                 _vector(layer.q_norm), _vector(layer.k_norm),
             ))
@@ -60,7 +67,7 @@ class FusedLayers:
         if os.environ.get(DISABLE_ENV, "1") == "0" or not weights.layers:
             return False
         linears = [w for layer in weights.layers for w in (layer.qkv, layer.o, layer.gate_up, layer.down)]
-        if not all(isinstance(w, QuantWeight) for w in linears):
+        if not all(isinstance(w, BLOCK_LINEARS) for w in linears):
             return False
         if len({(w.isa, w.acts) for w in linears}) != 1:
             return False

@@ -1,4 +1,4 @@
-"""Linear weights kept in a GGUF's own blocks (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K), multiplied
+"""Linear weights kept in a GGUF's own blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K), multiplied
 by the tree kernel (quant/quant.hpp).
 
 A small model's CPU step reads every weight once; a 4-bit block holds 32
@@ -44,8 +44,9 @@ REPACK_ENV = "RACER_QUANT_REPACK"
 """'0' keeps q8 weights in the file's block layout (the previous kernel, for comparisons); else repacked where supported."""
 ISA_ENV = "RACER_QUANT_ISA"
 """Limit the kernel to an ISA class ('avx2'); cpu_class.py sets it with the libraries' limits."""
-Q4_0, Q4_1, Q8_0, Q4_K, Q6_K = 2, 3, 8, 12, 14
-TYPE_NAMES = {Q4_0: "Q4_0", Q4_1: "Q4_1", Q8_0: "Q8_0", Q4_K: "Q4_K", Q6_K: "Q6_K"}
+Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K = 2, 3, 6, 7, 8, 12, 13, 14
+TYPE_NAMES = {Q4_0: "Q4_0", Q4_1: "Q4_1", Q5_0: "Q5_0", Q5_1: "Q5_1", Q8_0: "Q8_0", Q4_K: "Q4_K", Q5_K: "Q5_K",
+              Q6_K: "Q6_K"}
 """ggml's type ids the kernel reads."""
 
 
@@ -108,12 +109,12 @@ def supported(qtype: int) -> bool:
 
 def bytes_per_block(qtype: int) -> int:
     """Bytes of one block (ggml's layouts: 32 values; 256 for the K types)."""
-    return {Q4_0: 18, Q4_1: 20, Q8_0: 34, Q4_K: 144, Q6_K: 210}[qtype]
+    return {Q4_0: 18, Q4_1: 20, Q5_0: 22, Q5_1: 24, Q8_0: 34, Q4_K: 144, Q5_K: 176, Q6_K: 210}[qtype]
 
 
 def values_per_block(qtype: int) -> int:
-    """Values in one block: 32, or 256 for Q4_K and Q6_K."""
-    return 256 if qtype in (Q4_K, Q6_K) else 32
+    """Values in one block: 32, or 256 for the K types."""
+    return 256 if qtype in (Q4_K, Q5_K, Q6_K) else 32
 
 
 def row_bytes(qtype: int, cols: int) -> int:
@@ -211,15 +212,57 @@ class QuantWeight:
         return torch.from_numpy(_quant.dequantize(self.qtype, self.file_blocks(), rows, cols, self.isa))
 
 
+class QuantParts:
+    """A fused linear (q|k|v) whose parts are QuantWeights of different block
+    types (Q4_K_M and Q5_K_M give some layers' v Q6_K, their q and k Q4_K or
+    Q5_K): each part multiplied alone, the outputs side by side, as a stack of
+    one type would give them; still row-invariant."""
+
+    __slots__ = ("parts", "shape", "dtype", "device", "isa", "acts")
+
+    def __init__(self, parts: list[QuantWeight]) -> None:
+        if len({(int(p.shape[1]), p.isa, p.acts) for p in parts}) != 1:
+            raise ValueError("parts of one width, ISA and activation mode only")
+        self.parts = list(parts)
+        self.shape = torch.Size((sum(int(p.shape[0]) for p in parts), int(parts[0].shape[1])))
+        self.dtype, self.device, self.isa, self.acts = torch.float32, torch.device("cpu"), parts[0].isa, parts[0].acts
+
+    def __call__(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        out = torch.cat([part(x) for part in self.parts], dim=-1)
+        return out if bias is None else out + bias
+
+    def numel(self) -> int:
+        return self.shape.numel()
+
+    @property
+    def type_names(self) -> set[str]:
+        return {part.type_name for part in self.parts}
+
+    def plain(self) -> torch.Tensor:
+        return torch.cat([part.plain() for part in self.parts])
+
+
+BLOCK_LINEARS = (QuantWeight, QuantParts)
+"""The linears multiplied in their blocks."""
+
+
+def stack_blocks(parts: list[QuantWeight]) -> QuantWeight | QuantParts:
+    """One linear of `parts` stacked: a QuantWeight where they share a block type, else their QuantParts."""
+    if len(parts) == 1:
+        return parts[0]
+    return QuantWeight.stack(parts) if len({p.qtype for p in parts}) == 1 else QuantParts(parts)
+
+
 def is_quant(weights: Any) -> bool:
     """Whether a lean_forward.LeanWeights' layers multiply with block-quantized weights."""
-    return any(isinstance(w, QuantWeight) for layer in weights.layers for w in (layer.qkv, layer.gate_up))
+    return any(isinstance(w, BLOCK_LINEARS) for layer in weights.layers for w in (layer.qkv, layer.gate_up))
 
 
 def describe(weights: Any) -> str | None:
     """'gguf Q4_1+Q8_0' for a LeanWeights with block-quantized linears (their types), else None."""
-    found = {w.type_name for layer in weights.layers for w in (layer.qkv, layer.o, layer.gate_up, layer.down)
-             if isinstance(w, QuantWeight)}
+    found = {name for layer in weights.layers for w in (layer.qkv, layer.o, layer.gate_up, layer.down)
+             for name in ([w.type_name] if isinstance(w, QuantWeight) else
+                          w.type_names if isinstance(w, QuantParts) else [])}
     if isinstance(weights.lm_head, QuantWeight):
         found.add(weights.lm_head.type_name)
     return "gguf " + "+".join(sorted(found)) if found else None

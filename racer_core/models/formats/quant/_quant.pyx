@@ -152,6 +152,8 @@ cdef extern from "layer.hpp" namespace "racer_quant":
 
     cdef struct LayerWeights:
         QuantLinear qkv, o, gate_up, down
+        QuantLinear qkv_split[3]
+        int qkv_parts
         const float* input_norm
         const float* post_norm
         const float* qkv_bias
@@ -206,8 +208,9 @@ cdef class DecoderLayers:
     """A model's decoder layers on block-quantized linears, run by layer.hpp.
 
     Each spec is (qkv, o, gate_up, down, input_norm, post_norm, qkv_bias,
-    q_norm, k_norm): the linears as (type, blocks), the rest float32 numpy
-    vectors or None. The arrays are kept alive here."""
+    q_norm, k_norm): the linears as (type, blocks), qkv also as a list of up
+    to three (type, blocks) parts stacked in order (of different types), the
+    rest float32 numpy vectors or None. The arrays are kept alive here."""
 
     cdef vector[LayerWeights] layers
     cdef LayerShape shape
@@ -225,12 +228,27 @@ cdef class DecoderLayers:
         self.keep = specs
         cdef int64_t nq = heads * head_dim, width = nq + 2 * kv_heads * head_dim
         cdef LayerWeights w
+        cdef int64_t stacked
         for spec in specs:
             qkv, o, gate_up, down, input_norm, post_norm, qkv_bias, q_norm, k_norm = spec
+            split = list(qkv) if isinstance(qkv, list) else []
             if not q8:
-                for linear in (qkv, o, gate_up, down):
+                for linear in (*split, o, gate_up, down) if split else (qkv, o, gate_up, down):
                     _check_plain(linear[0])
-            w.qkv = _linear(qkv, width, hidden)
+            if split:
+                if not 1 <= len(split) <= 3:
+                    raise ValueError("qkv in one to three parts")
+                stacked = 0
+                for i, part in enumerate(split):
+                    w.qkv_split[i] = _linear(part, part[1].shape[0], hidden)
+                    stacked += part[1].shape[0]
+                if stacked != width:
+                    raise ValueError(f"qkv parts of {stacked} rows in all: the layer needs {width}")
+                w.qkv_parts = len(split)
+                w.qkv.blocks = NULL
+            else:
+                w.qkv = _linear(qkv, width, hidden)
+                w.qkv_parts = 0
             w.o = _linear(o, hidden, nq)
             w.gate_up = _linear(gate_up, 2 * inter, hidden)
             w.down = _linear(down, hidden, inter)

@@ -91,9 +91,37 @@ bool fits(const racer_quant::QuantLinear& w, int64_t rows, int64_t cols) {
         && cols % racer_quant::block_values(w.type) == 0;
 }
 
+// Whether the layer's q|k|v weight (one, or its parts) holds `width` rows of `cols` values.
+bool qkv_fits(const racer_quant::LayerWeights& w, int64_t width, int64_t cols) {
+    if (w.qkv_parts == 0) return fits(w.qkv, width, cols);
+    if (w.qkv_parts < 0 || w.qkv_parts > 3) return false;
+    int64_t rows = 0;
+    for (int i = 0; i < w.qkv_parts; ++i) {
+        if (!fits(w.qkv_split[i], w.qkv_split[i].rows, cols)) return false;
+        rows += w.qkv_split[i].rows;
+    }
+    return rows == width;
+}
+
 struct Scratch {
-    std::vector<float> x, qkv, attn, gate_up, act, out;
+    std::vector<float> x, qkv, attn, gate_up, act, out, part;
 };
+
+// q|k|v of x into y (T x width): one weight, or each part alone into `part`,
+// then side by side: each output the bits its part's product gives.
+void qkv_linear(const racer_quant::LayerShape& s, const racer_quant::LayerWeights& w, const float* x, int64_t T,
+                float* y, int64_t width, std::vector<float>& part) {
+    if (w.qkv_parts == 0) return linear(s, w.qkv, x, T, y);
+    int64_t at = 0;
+    for (int i = 0; i < w.qkv_parts; ++i) {
+        const racer_quant::QuantLinear& p = w.qkv_split[i];
+        part.resize(static_cast<size_t>(T * p.rows));
+        linear(s, p, x, T, part.data());
+        for (int64_t t = 0; t < T; ++t)
+            std::memcpy(y + t * width + at, part.data() + t * p.rows, sizeof(float) * static_cast<size_t>(p.rows));
+        at += p.rows;
+    }
+}
 
 }  // namespace
 
@@ -104,7 +132,7 @@ void decoder_layer(const LayerShape& s, const LayerWeights& w, float* h, int64_t
     const int64_t H = s.hidden, D = s.head_dim, nq = s.heads * D, nkv = s.kv_heads * D, width = nq + 2 * nkv;
     if (T <= 0 || D <= 0 || D % 2 || s.heads <= 0 || s.kv_heads <= 0 || s.heads % s.kv_heads)
         throw std::invalid_argument("decoder_layer: bad shape");
-    if (!fits(w.qkv, width, H) || !fits(w.o, H, nq) || !fits(w.gate_up, 2 * s.inter, H) || !fits(w.down, H, s.inter))
+    if (!qkv_fits(w, width, H) || !fits(w.o, H, nq) || !fits(w.gate_up, 2 * s.inter, H) || !fits(w.down, H, s.inter))
         throw std::invalid_argument("decoder_layer: a weight's shape does not fit the layer");
     int64_t total = 0;
     for (int64_t p = 0; p < n_parts; ++p) total += parts[p].rows;
@@ -124,7 +152,7 @@ void decoder_layer(const LayerShape& s, const LayerWeights& w, float* h, int64_t
     float* x = m.x.data();
 #pragma omp parallel for num_threads(row_threads) schedule(static) if (row_threads > 1)
     for (int64_t t = 0; t < T; ++t) rms_norm(h + t * H, w.input_norm, H, s.eps, x + t * H);
-    linear(s, w.qkv, m.x.data(), T, m.qkv.data());
+    qkv_linear(s, w, m.x.data(), T, m.qkv.data(), width, m.part);
     float* qkv = m.qkv.data();
 #pragma omp parallel for num_threads(row_threads) schedule(static) if (row_threads > 1)
     for (int64_t t = 0; t < T; ++t) {

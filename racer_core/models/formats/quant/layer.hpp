@@ -28,6 +28,10 @@ struct QuantLinear {  // a (rows, cols) weight in ggml blocks of `type`
 
 struct LayerWeights {
     QuantLinear qkv, o, gate_up, down;       // qkv: q heads, k heads, v heads; gate_up: gate, then up
+    // q, k and v of different block types (Q4_K_M gives some layers' v Q6_K): qkv_parts of them in
+    // qkv_split, each multiplied alone, their outputs side by side; 0: qkv is one weight.
+    QuantLinear qkv_split[3];
+    int qkv_parts;
     const float* input_norm;                 // hidden
     const float* post_norm;                  // hidden
     const float* qkv_bias;                   // qkv.rows, or null

@@ -23,8 +23,11 @@ int64_t block_bytes(int type) {
     switch (type) {
         case Q4_0: return 18;
         case Q4_1: return 20;
+        case Q5_0: return 22;
+        case Q5_1: return 24;
         case Q8_0: return 34;
         case Q4_K: return 144;
+        case Q5_K: return 176;
         case Q6_K: return 210;
         default: return 0;
     }
@@ -33,8 +36,8 @@ int64_t block_bytes(int type) {
 int64_t block_values(int type) {
     if (is_repacked(type)) type &= ~REPACKED;
     switch (type) {
-        case Q4_0: case Q4_1: case Q8_0: return 32;
-        case Q4_K: case Q6_K: return 256;
+        case Q4_0: case Q4_1: case Q5_0: case Q5_1: case Q8_0: return 32;
+        case Q4_K: case Q5_K: case Q6_K: return 256;
         default: return 0;
     }
 }

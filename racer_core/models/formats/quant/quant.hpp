@@ -17,7 +17,7 @@
 
 namespace racer_quant {
 
-enum Type : int { Q4_0 = 2, Q4_1 = 3, Q8_0 = 8, Q4_K = 12, Q6_K = 14 };  // ggml's type ids
+enum Type : int { Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q4_K = 12, Q5_K = 13, Q6_K = 14 };  // ggml's type ids
 enum Isa : int { NONE = 0, AVX2 = 1, AVX512 = 2 };
 
 // Added to Q4_0, Q4_1 or Q8_0: the blocks of each eight rows interleaved for
@@ -30,7 +30,7 @@ bool is_repacked(int type);
 // Bytes per block of `type` (32 values; 256 for the K types), 0 if unknown (a repacked type: its base type's).
 int64_t block_bytes(int type);
 
-// Values per block of `type`: 32, or 256 for Q4_K and Q6_K (0 if unknown).
+// Values per block of `type`: 32, or 256 for Q4_K, Q5_K and Q6_K (0 if unknown).
 int64_t block_values(int type);
 
 // The best ISA this CPU has (AVX2 needs AVX2+FMA+F16C; AVX512 also F+BW+VL).

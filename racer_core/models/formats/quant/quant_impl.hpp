@@ -57,16 +57,37 @@ inline void unpack_k_part(__m128i bytes8, bool is_signed, __m256 d1, __m256 m1, 
     _mm256_storeu_ps(out, sub ? _mm256_sub_ps(v, m1) : v);
 }
 
-inline void unpack_q4_k(const uint8_t* sb, int s, float* out) {
+// 32 quants (bytes in element order) through unpack_k_part, 8 at a time: d1 * q, minus m1 where `sub`.
+inline void unpack_k_parts(__m256i q, bool is_signed, __m256 d1, __m256 m1, bool sub, float* out) {
+    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    for (int i = 0; i < 4; ++i) unpack_k_part(parts[i], is_signed, d1, m1, sub, out + 8 * i);
+}
+
+// Q5_0: d * (q - 16).
+inline void unpack_q5_0(const uint8_t* b, float* out) {
+    const __m256i q = _mm256_sub_epi8(q5_quants(b + 2), _mm256_set1_epi8(16));
+    unpack_k_parts(q, true, _mm256_set1_ps(half_to_float(b)), _mm256_setzero_ps(), false, out);
+}
+
+// Q5_1: d * q + m (mul then add, as ggml: d * q - (-m) is that sum exactly).
+inline void unpack_q5_1(const uint8_t* b, float* out) {
+    unpack_k_parts(q5_quants(b + 4), false, _mm256_set1_ps(half_to_float(b)), _mm256_set1_ps(-half_to_float(b + 2)),
+                   true, out);
+}
+
+// Q4_K and Q5_K sub-block s with its quants q: (d * sc) * q - dmin * m.
+inline void unpack_k_scaled(const uint8_t* sb, int s, __m256i q, float* out) {
     int sc, m;
     q4k_scale_min(sb + 4, s, &sc, &m);
     const __m256 d1 = _mm256_set1_ps(half_to_float(sb) * static_cast<float>(sc));
     const __m256 m1 = _mm256_set1_ps(half_to_float(sb + 2) * static_cast<float>(m));
-    const __m256i q = q4k_quants(sb, s);
-    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
-    const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
-    for (int i = 0; i < 4; ++i) unpack_k_part(parts[i], false, d1, m1, true, out + 8 * i);
+    unpack_k_parts(q, false, d1, m1, true, out);
 }
+
+inline void unpack_q4_k(const uint8_t* sb, int s, float* out) { unpack_k_scaled(sb, s, q4k_quants(sb, s), out); }
+
+inline void unpack_q5_k(const uint8_t* sb, int s, float* out) { unpack_k_scaled(sb, s, q5k_quants(sb, s), out); }
 
 inline void unpack_q6_k(const uint8_t* sb, int s, float* out) {
     int first, second;
@@ -86,7 +107,10 @@ inline void unpack32(const uint8_t* row, int64_t b, float* out) {
     if constexpr (TYPE == racer_quant::Q4_0) unpack_q4_0(blk, out);
     else if constexpr (TYPE == racer_quant::Q4_1) unpack_q4_1(blk, out);
     else if constexpr (TYPE == racer_quant::Q8_0) unpack_q8_0(blk, out);
+    else if constexpr (TYPE == racer_quant::Q5_0) unpack_q5_0(blk, out);
+    else if constexpr (TYPE == racer_quant::Q5_1) unpack_q5_1(blk, out);
     else if constexpr (TYPE == racer_quant::Q4_K) unpack_q4_k(blk, static_cast<int>(b & 7), out);
+    else if constexpr (TYPE == racer_quant::Q5_K) unpack_q5_k(blk, static_cast<int>(b & 7), out);
     else unpack_q6_k(blk, static_cast<int>(b & 7), out);
 }
 

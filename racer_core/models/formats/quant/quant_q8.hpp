@@ -61,8 +61,8 @@ void q8_quantize_rows(const float* x, int64_t T, int64_t cols, int8_t* q, float*
             q8_quantize_block(x + t * cols + 32 * b, q + t * cols + 32 * b, d + t * nb + b, s + t * nb + b);
 }
 
-// Block b's 32 quants as bytes in element order: Q4 nibbles 0..15 (unsigned),
-// Q8_0's own int8, Q6_K's quants minus 32 (signed).
+// Block b's 32 quants as bytes in element order: Q4 nibbles 0..15 and Q5
+// quants 0..31 (unsigned), Q8_0's own int8, Q6_K's quants minus 32 (signed).
 template <int TYPE>
 inline __m256i q8_weights(const uint8_t* row, int64_t b) {
     const uint8_t* blk = layout_block<TYPE>(row, b);
@@ -70,6 +70,10 @@ inline __m256i q8_weights(const uint8_t* row, int64_t b) {
         return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
     } else if constexpr (TYPE == racer_quant::Q4_K) {
         return q4k_quants(blk, static_cast<int>(b & 7));
+    } else if constexpr (TYPE == racer_quant::Q5_K) {
+        return q5k_quants(blk, static_cast<int>(b & 7));
+    } else if constexpr (TYPE == racer_quant::Q5_0 || TYPE == racer_quant::Q5_1) {
+        return q5_quants(blk + (TYPE == racer_quant::Q5_1 ? 4 : 2));
     } else if constexpr (TYPE == racer_quant::Q6_K) {
         return q6k_quants(blk, static_cast<int>(b & 7));
     } else {
@@ -83,7 +87,7 @@ inline __m256i q8_weights(const uint8_t* row, int64_t b) {
 template <int TYPE>
 inline float q8_scale(const uint8_t* row, int64_t b) {
     const uint8_t* blk = layout_block<TYPE>(row, b);
-    if constexpr (TYPE == racer_quant::Q4_K) {
+    if constexpr (TYPE == racer_quant::Q4_K || TYPE == racer_quant::Q5_K) {
         int sc, m;
         q4k_scale_min(blk + 4, static_cast<int>(b & 7), &sc, &m);
         return layout_half(blk) * static_cast<float>(sc);
@@ -102,11 +106,11 @@ inline __m256i q6k_multipliers(const uint8_t* row, int64_t b) {
 }
 
 // The block's term independent of its quants, per unit of s = dx * sum(qx):
-// Q4_0's values are d * (q - 8), Q4_1's d * q + m, Q4_K's (d * sc) * q - dmin * m;
-// Q8_0 and Q6_K have none.
+// Q4_0's values are d * (q - 8), Q5_0's d * (q - 16), Q4_1's and Q5_1's d * q + m,
+// Q4_K's and Q5_K's (d * sc) * q - dmin * m; Q8_0 and Q6_K have none.
 template <int TYPE>
 constexpr bool q8_has_offset() {
-    return TYPE == racer_quant::Q4_0 || TYPE == racer_quant::Q4_1 || TYPE == racer_quant::Q4_K;
+    return TYPE != racer_quant::Q8_0 && TYPE != racer_quant::Q6_K;
 }
 
 template <int TYPE>
@@ -114,9 +118,11 @@ inline float q8_offset(const uint8_t* row, int64_t b) {
     const uint8_t* blk = layout_block<TYPE>(row, b);
     if constexpr (TYPE == racer_quant::Q4_0) {
         return -8.0f * layout_half(blk);
-    } else if constexpr (TYPE == racer_quant::Q4_1) {
+    } else if constexpr (TYPE == racer_quant::Q5_0) {
+        return -16.0f * layout_half(blk);
+    } else if constexpr (TYPE == racer_quant::Q4_1 || TYPE == racer_quant::Q5_1) {
         return layout_half(blk + 2);
-    } else if constexpr (TYPE == racer_quant::Q4_K) {
+    } else if constexpr (TYPE == racer_quant::Q4_K || TYPE == racer_quant::Q5_K) {
         int sc, m;
         q4k_scale_min(blk + 4, static_cast<int>(b & 7), &sc, &m);
         return -(layout_half(blk + 2) * static_cast<float>(m));

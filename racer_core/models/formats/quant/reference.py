@@ -8,9 +8,12 @@ from __future__ import annotations
 import numpy as np
 
 BLOCK = 32
-LAYOUT = {2: ("Q4_0", 18), 3: ("Q4_1", 20), 8: ("Q8_0", 34), 12: ("Q4_K", 144), 14: ("Q6_K", 210)}
+LAYOUT = {2: ("Q4_0", 18), 3: ("Q4_1", 20), 6: ("Q5_0", 22), 7: ("Q5_1", 24), 8: ("Q8_0", 34), 12: ("Q4_K", 144),
+          13: ("Q5_K", 176), 14: ("Q6_K", 210)}
 """ggml type id -> (name, bytes per block: 32 values, 256 for the K types)."""
 SUPER = 256
+K_TYPES = (12, 13, 14)
+"""Q4_K, Q5_K, Q6_K: 256 values a super-block."""
 
 
 def _half(b: np.ndarray) -> np.ndarray:
@@ -28,6 +31,34 @@ def _q4_k(b: np.ndarray) -> np.ndarray:
     return ((d * sc)[..., None] * q - (dmin * m)[..., None]).reshape(-1, SUPER)
 
 
+def _q5_k(b: np.ndarray) -> np.ndarray:
+    """Q5_K super-blocks (n, 176) -> (n, 256): Q4_K's scales and nibbles, each
+    quant's fifth bit in qh (32 bytes: sub-block s's bit s of byte l)."""
+    d, dmin, scales, qh, qs = _half(b[:, 0:2]), _half(b[:, 2:4]), b[:, 4:16].astype(np.int32), b[:, 16:48], b[:, 48:]
+    lo, hi, mix = scales[:, 0:4], scales[:, 4:8], scales[:, 8:12]
+    sc = np.concatenate([lo & 63, (mix & 0x0F) | ((lo >> 6) << 4)], axis=1).astype(np.float32)
+    m = np.concatenate([hi & 63, (mix >> 4) | ((hi >> 6) << 4)], axis=1).astype(np.float32)
+    chunks = qs.reshape(-1, 4, 32)
+    low = np.stack([chunks & 0x0F, chunks >> 4], axis=2).reshape(-1, 8, 32).astype(np.int32)
+    high = np.stack([(qh >> s) & 1 for s in range(8)], axis=1).astype(np.int32)  # (n, 8, 32)
+    q = (low | (high << 4)).astype(np.float32)
+    return ((d * sc)[..., None] * q - (dmin * m)[..., None]).reshape(-1, SUPER)
+
+
+def _q5(qtype: int, b: np.ndarray) -> np.ndarray:
+    """Q5_0 (22 bytes: d, qh, 16 nibble bytes; d * (q - 16)) and Q5_1 (24: d, m,
+    qh, 16; d * q + m) blocks (n, size) -> (n, 32); value j's fifth bit is bit j of qh."""
+    d = _half(b[:, 0:2])
+    first = 4 if qtype == 7 else 2
+    qh = np.ascontiguousarray(b[:, first : first + 4]).view("<u4").reshape(-1, 1)
+    qs = b[:, first + 4 :]
+    bits = ((qh >> np.arange(32, dtype=np.uint32)) & 1).astype(np.int32)
+    q = np.concatenate([qs & 0x0F, qs >> 4], axis=1).astype(np.int32) | (bits << 4)
+    if qtype == 6:
+        return d * (q - 16).astype(np.float32)
+    return d * q.astype(np.float32) + _half(b[:, 2:4])
+
+
 def _q6_k(b: np.ndarray) -> np.ndarray:
     """Q6_K super-blocks (n, 210) -> (n, 256): (d * sc) * (q - 32), one int8 scale per 16 values."""
     ql, qh, sc, d = b[:, :128], b[:, 128:192], b[:, 192:208].view(np.int8).astype(np.float32), _half(b[:, 208:210])
@@ -43,10 +74,12 @@ def _q6_k(b: np.ndarray) -> np.ndarray:
 def dequantize(qtype: int, blocks: np.ndarray, rows: int, cols: int) -> np.ndarray:
     """The (rows, cols) float32 values of `blocks` (rows x bytes per row, uint8)."""
     _, size = LAYOUT[qtype]
-    if qtype in (12, 14):
+    if qtype in K_TYPES:
         b = np.asarray(blocks, dtype=np.uint8).reshape(rows * cols // SUPER, size)
-        return (_q4_k(b) if qtype == 12 else _q6_k(b)).reshape(rows, cols)
+        return {12: _q4_k, 13: _q5_k, 14: _q6_k}[qtype](b).reshape(rows, cols)
     b = np.asarray(blocks, dtype=np.uint8).reshape(rows * cols // BLOCK, size)
+    if qtype in (6, 7):
+        return _q5(qtype, b).reshape(rows, cols)
     d = b[:, 0:2].copy().view(np.float16).astype(np.float32)
     if qtype == 8:  # Q8_0: d, 32 int8
         return (d * b[:, 2:].view(np.int8).astype(np.float32)).reshape(rows, cols)
