@@ -58,13 +58,21 @@ def _groups(result: BenchResult, categories: bool) -> list[tuple[str, dict[str, 
 def bench_tables(result: BenchResult, *, categories: bool = True, style: LabelStyle | None = None) -> list[Table]:
     """One table per category, then all questions: tok/s, MAT, speedup and its
     spread over questions, equality with ar; when the answers carry references
-    (math suites), the all-questions table adds each method's accuracy."""
+    (math suites), the all-questions table adds each method's accuracy; when
+    they carry schemas (a constrained suite), every table splits MAT into the
+    grammar's forced tokens per step and the rest, and adds the replies that
+    parse and validate."""
     base = result.baseline if result.baseline in result.records else None
     headers = ["method", "questions", "tokens", "tok/s", "MAT", f"vs {base or 'ar'}", "per question", "same as ar"]
     scores = score_methods(result.records)  # math suites: a speed-up that changed answers must show
     failures = result.failure_count() > 0
     if failures:
         headers.insert(2, "failed")
+    constrained = result.constrained
+    if constrained:
+        at = headers.index("MAT") + 1
+        headers[at:at] = ["MAT grammar", "MAT other"]
+        headers.append("valid")
     tables = []
     groups = _groups(result, categories)
     for i, (name, rows) in enumerate(groups):
@@ -80,9 +88,11 @@ def bench_tables(result: BenchResult, *, categories: bool = True, style: LabelSt
                 str(s.tokens),
                 fmt(s.tokens_per_s, ".1f"),
                 fmt(s.mat, ".2f"),
+                *([fmt(s.mat_grammar, ".2f"), fmt(s.mat_without_grammar, ".2f")] if constrained else []),
                 fmt(v.speedup, ".2f") + ("x" if v.speedup is not None else ""),
                 v.spread_text,
                 v.same_text,
+                *([result.validity(label, category).text] if constrained else []),
                 *([_accuracy(scores.get(label))] if scored else []),
             )
         tables.append(table)

@@ -11,6 +11,10 @@ count against a method). Each question may be answered several times
 question the engine fails on is recorded with its error and the run goes on,
 as the original's does.
 
+A question with a JSON Schema (a constrained suite, racer_core/bench/constrained.py)
+is answered under `Grammar("json_schema", schema)`; its answer keeps the schema,
+so the results can check each reply against it.
+
 MAT counts tree verification steps only: the first event of a turn is the
 prefill, which yields one token from the prompt alone, so it is timed but not
 counted as a step (as the original counts it).
@@ -25,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from racer_core.bench.answers import AnswerRecord, AnswerWriter, Choice, answer_path, read_answers
+from racer_core.bench.constrained import grammar_for
 from racer_core.bench.images import images_of_turn, takes_images, without_image_questions
 from racer_core.bench.results import BenchResult, load_results
 from racer_core.bench.suites import Question
@@ -38,7 +43,9 @@ from racer_core.common.events import (
     EngineInfo,
     GenerationConfig,
     ShouldStop,
+    Source,
     StepEvent,
+    source_spec,
 )
 from racer_core.common.stats import UNSTEPPED_METHODS, is_verification_step
 
@@ -336,6 +343,8 @@ def _answer_question(
     choices = []
     warm_from = previous if warm else None
     error = None
+    if q.schema is not None:  # the question's own constraint; the run's config has none (run_config stays per run)
+        config = replace(config, grammar=grammar_for(q.schema))
     for i in range(num_choices):
         cfg = choice_config(config, i) if num_choices > 1 else config
         try:
@@ -350,7 +359,7 @@ def _answer_question(
             warm_from = conv
     record = AnswerRecord(
         q.question_id, q.category, model, config.method, tuple(choices), time.time(), run_config,
-        reference=q.reference, error=error,
+        reference=q.reference, error=error, schema=q.schema,
     )
     return record, warm_from
 
@@ -436,6 +445,7 @@ def answer_choice(
     progress(cfg.method, question_index, q, None, False)
     stepped = cfg.method not in UNSTEPPED_METHODS
     texts, counts, walls, accept, steps, ids, margins = [], [], [], [], [], [], []
+    by_source: dict[str, int] = {}
     for turn_index, turn in enumerate(q.turns):
         spent0 = progress.spent
         # only a question with images passes them: text-only engines' send takes none
@@ -455,6 +465,7 @@ def answer_choice(
             if is_verification_step(ev) or (not stepped and ev.pieces):
                 accept.append(ev.accept_length)
                 turn_steps += 1
+                _count_sources(ev, by_source)
             progress(cfg.method, question_index, q, ev, False)
         wall = _clock() - t0 - (progress.spent - spent0)
         if last is None or not last.finished:
@@ -481,7 +492,16 @@ def answer_choice(
         token_ids=tuple(ids),
         # kept only when every token has one (greedy, an engine that reports them)
         tie_margins=tuple(margins) if margins and None not in margins else None,  # type: ignore[arg-type]
+        accepted_by_source=by_source if stepped else None,
     )
+
+
+def _count_sources(event: StepEvent, counts: dict[str, int]) -> None:
+    """Add a counted step's drafted tokens to their sources' counts (the model's own bonus token is none)."""
+    for piece in event.pieces:
+        if piece.source != Source.MODEL:
+            key = source_spec(piece.source).key
+            counts[key] = counts.get(key, 0) + 1
 
 
 def _warm_up(
