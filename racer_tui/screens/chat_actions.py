@@ -46,6 +46,7 @@ BANG_COMMANDS: list[tuple[str, str]] = [
     ("!!load PATH", "Open a saved conversation as a new chat"),
     ("!!copy", "Copy the last reply"),
     ("!!copy code", "Copy the last code block of the last reply (F11, or a click on a code block in Markdown)"),
+    ("!!json PROMPT", "Send PROMPT; its reply is one JSON object (Settings: JSON mode for every reply)"),
     ("!!reset", "Start a new chat"),
     ("!!exit", "Quit"),
 ]

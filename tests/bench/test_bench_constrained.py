@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from dataclasses import replace
 
 import jsonschema
 import pytest
@@ -45,31 +44,13 @@ GREEDY = GenerationConfig(max_new_tokens=64)
 
 
 class SchemaEngine(FakeEngine):
-    """The scripted engine with a reply per prompt; under a grammar, the drafted
-    tokens of every other step are the grammar's forced ones (Source.GRAMMAR)."""
+    """The scripted engine with a reply per prompt, forcing grammar tokens under a grammar."""
+
+    def __init__(self) -> None:
+        super().__init__(forced=True)
 
     def reply_for(self, user_text: str) -> str:
         return REPLIES.get(user_text, self.reply)
-
-    def reply_steps(self, prompt, config, should_stop):
-        steps = super().reply_steps(prompt, config, should_stop)
-        emitted = None
-        try:
-            event = next(steps)
-            while True:
-                if config.grammar is not None and event.step % 2 == 0:
-                    event = _forced(event)
-                yield event
-                event = next(steps)
-        except StopIteration as stop:
-            emitted = stop.value
-        return emitted
-
-
-def _forced(event: StepEvent) -> StepEvent:
-    """The event with its drafted tokens (all but the bonus) relabelled as grammar-forced."""
-    pieces = tuple(p if p.source == Source.MODEL else replace(p, source=Source.GRAMMAR) for p in event.pieces)
-    return replace(event, pieces=pieces)
 
 
 def test_structured_suite_has_twenty_questions_each_with_a_valid_schema():
