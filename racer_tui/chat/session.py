@@ -130,6 +130,7 @@ class TakenBack:
 
     message: StoredMessage
     kept: list[StoredMessage]
+    reply_stats: dict = field(default_factory=dict)  # the reply's stored statistics (its grammar: regenerate keeps it)
 
 
 class ChatSession:
@@ -368,4 +369,5 @@ class ChatSession:
         if self.conv is not None:  # from its end: its oldest turns may be cut to the context (fit_context)
             system = sum(1 for m in self.conv.messages if m["role"] == "system")
             trim_conversation(self.conv, max(system, len(self.conv.messages) - (len(messages) - last_user)))
-        return TakenBack(messages[last_user], kept)
+        reply = next((m for m in messages[last_user + 1:] if m.role == "assistant"), None)
+        return TakenBack(messages[last_user], kept, dict(reply.stats or {}) if reply is not None else {})

@@ -61,9 +61,16 @@ async def test_json_prefix_constrains_one_reply_and_is_left_out_of_the_message(s
     assert Source.GRAMMAR in {s for s, _ in turn.runs}
     assert registry.GRAMMAR.colour in {str(span.style) for span in turn._text.spans}
 
+    await pilot.press("f12")  # regenerated as it was asked: JSON
+    await wait_for(pilot, lambda: len(engine.configs) == 2 and not chat.generating)
+    assert engine.configs[1].grammar == JSON and engine.prompts[1][0] == "list three colours"
+
     await _send(pilot, chat, engine, "and now in words")  # the next reply is free again
-    assert engine.configs[1].grammar is None
+    assert engine.configs[2].grammar is None
     assert "JSON" not in _status(chat)
+    await pilot.press("f12")
+    await wait_for(pilot, lambda: len(engine.configs) == 4 and not chat.generating)
+    assert engine.configs[3].grammar is None
 
 
 async def test_json_prefix_alone_sends_nothing(start_app: StartApp) -> None:
