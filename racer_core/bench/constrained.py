@@ -16,8 +16,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import jsonschema
-
 from racer_core.common.grammar import JSON_SCHEMA, Grammar
 
 STRUCTURED_EXTRA = "structured"
@@ -30,6 +28,8 @@ def schema_problem(schema: Any) -> str | None:
     """Why `schema` is not a usable JSON Schema (one line), or None when it is."""
     if not isinstance(schema, dict):
         return "schema must be a JSON object"
+    import jsonschema  # here: only a suite with schemas pays for its import
+
     try:
         jsonschema.validators.validator_for(schema).check_schema(schema)
     except jsonschema.SchemaError as exc:
@@ -53,6 +53,8 @@ def check_output(text: str, schema: str) -> Verdict:
         value = json.loads(text)
     except ValueError:
         return "unparsable"
+    import jsonschema
+
     loaded = json.loads(schema)
     validator = jsonschema.validators.validator_for(loaded)(loaded)
     return "valid" if validator.is_valid(value) else "invalid"
