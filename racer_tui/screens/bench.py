@@ -22,6 +22,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from racer_core.bench.answers import default_answer_dir
 from racer_core.bench.board import BenchBoard
+from racer_core.bench.constrained import structured_refusal
 from racer_core.bench.results import BenchResult, load_results
 from racer_core.bench.runner import BenchProgress, check_repeats, run_benchmark
 from racer_core.bench.suites import Question, load_suite, suite_name
@@ -37,7 +38,8 @@ from racer_tui.redraw_pace import RedrawPace
 from racer_tui.widgets.bench_charts import CategoryChart, FlightChart, HistogramChart, SpeedChart, SpeedLegend
 from racer_tui.widgets.bench_tables import progress_table, speedup_table
 
-SUITES = [("built-in questions", "builtin"), ("HumanEval prompts", "humaneval"), ("a question file…", "file")]
+SUITES = [("built-in questions", "builtin"), ("HumanEval prompts", "humaneval"),
+          ("structured output (JSON schemas)", "structured"), ("a question file…", "file")]
 DEFAULT_METHODS = ("ar", "racer")
 BENCH_MAX_NEW_TOKENS = DEFAULTS.max_new_tokens  # as `racer-tui bench` runs by default
 
@@ -103,6 +105,8 @@ def select_questions(suite: str, begin: str, end: str) -> list[Question]:
     questions = load_suite(suite)[first:last]
     if not questions:
         raise RacerError(f"no questions selected from {suite} (it has {len(load_suite(suite))})")
+    if (refusal := structured_refusal(questions, suite_name(suite))) is not None:  # schemas need llguidance
+        raise RacerError(refusal)
     return questions
 
 

@@ -1,16 +1,20 @@
-"""The chat's JSON mode: `!!json PROMPT` for one reply, the setting for every
-reply; the engine gets Grammar("json_object"), the prompt goes without the
-prefix, the status line and the reply's note say JSON, and the grammar's
-forced tokens show in its colour."""
+"""Structured output in the app. The chat's JSON mode: `!!json PROMPT` for one
+reply, the setting for every reply; the engine gets Grammar("json_object"),
+the prompt goes without the prefix, the status line and the reply's note say
+JSON, and the grammar's forced tokens show in its colour. The dashboard's
+`structured` suite: a schema per question, refused in one line without llguidance."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
 from app_pilot import StartApp
-from fake_engine import FakeEngine, ready_chat, wait_for
+from fake_engine import FakeEngine, open_dashboard, ready_chat, wait_for
 
+from racer_core.bench import constrained
+from racer_core.bench.runner import WARMUP_PROMPT
 from racer_core.common import registry
 from racer_core.common.events import Source
 from racer_core.common.grammar import Grammar
@@ -102,3 +106,31 @@ async def test_the_json_mode_setting_constrains_every_reply(start_app: StartApp,
     assert "JSON" in _status(chat)
     saved = json.loads((tmp_path / "config" / "settings.json").read_text())
     assert saved["json_mode"] is True
+
+
+async def test_the_dashboard_runs_the_structured_suite_under_each_schema(start_app: StartApp) -> None:
+    engine = FakeEngine(forced=True)
+    pilot = await start_app(engine)
+    bench = await open_dashboard(pilot)
+    bench.query_one("#suite").value = "structured"
+    bench.query_one("#q-end").value = "2"
+    bench.action_start()
+    await wait_for(pilot, lambda: bench.result is not None)
+    runs = [c for c, (text, _) in zip(engine.configs, engine.prompts, strict=True) if text != WARMUP_PROMPT]
+    assert runs and all(c.grammar is not None and c.grammar.kind == "json_schema" for c in runs)
+    assert bench.result.constrained
+    assert bench.result.method_totals()["racer"].stats.grammar > 0
+
+
+async def test_the_dashboard_refuses_the_structured_suite_without_llguidance(
+    start_app: StartApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = FakeEngine()
+    pilot = await start_app(engine)
+    bench = await open_dashboard(pilot)
+    monkeypatch.setattr(constrained.importlib.util, "find_spec", lambda name: None)
+    bench.query_one("#suite").value = "structured"
+    bench.action_start()
+    await pilot.pause()
+    assert not bench.running and engine.configs == []
+    assert any("[structured]" in str(n.message) for n in pilot.app._notifications)
