@@ -87,7 +87,8 @@ def test_the_runner_gives_each_constrained_question_its_schema_as_the_grammar():
     engine = SchemaEngine()
     result = run_benchmark(engine, QUESTIONS, ["ar", "racer"], GREEDY)
     sent = {(c.method, text): c.grammar for c, (text, _) in zip(engine.configs, engine.prompts, strict=True)}
-    assert sent[("racer", WARMUP_PROMPT)] is None  # the warm-up is plain
+    # a constrained run warms up under JSON mode: the grammar engine's first use is not timed
+    assert sent[("ar", WARMUP_PROMPT)] == sent[("racer", WARMUP_PROMPT)] == Grammar("json_object")
     for method in ("ar", "racer"):
         assert sent[(method, "Who is Ada?")] == Grammar("json_schema", schema_text(PERSON))
         assert sent[(method, "Where is Ada?")] == Grammar("json_schema", schema_text(CITY))
@@ -164,8 +165,10 @@ def test_answer_files_keep_the_schema_and_sources_for_the_report(tmp_path):
 
 def test_an_unconstrained_run_keeps_its_tables_and_summary():
     plain = [q for q in QUESTIONS if q.schema is None]
-    result = run_benchmark(SchemaEngine(), plain, ["ar", "racer"], GREEDY)
+    engine = SchemaEngine()
+    result = run_benchmark(engine, plain, ["ar", "racer"], GREEDY)
     assert not result.constrained
+    assert all(c.grammar is None for c in engine.configs)  # the warm-up too
     assert "validity" not in result.to_summary()["methods"]["racer"]
     assert len(bench_tables(result, categories=False)) == 1  # all questions; no constrained table
 
