@@ -338,7 +338,7 @@ class ChatScreen(ChatActions, Screen):
             self.run_bang_from(message.prompt, text)
             return
         if self._editing is not None and self._editing == self.chat_id:
-            if self.resend_edited(text):
+            if self.resend_edited(text, as_json):
                 message.prompt.clear()
             return
         engine = self.host.ready_engine()

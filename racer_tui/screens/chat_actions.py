@@ -191,15 +191,15 @@ class ChatActions:
         self.notify("The last message stays as it was; Enter now sends the prompt as a new message.")
         return True
 
-    def resend_edited(self, text: str) -> bool:
-        """Submit while editing: replace the last exchange by `text` and its reply."""
+    def resend_edited(self, text: str, as_json: bool = False) -> bool:
+        """Submit while editing: replace the last exchange by `text` and its reply (`as_json`: `!!json` was typed)."""
         engine = self._ready_engine()
         if engine is None:
             return False
         taken = self._drop_last_exchange()
         if taken is None:
             return False
-        return self.send(engine, text, self._images_again(taken.message))  # an edit changes the words only
+        return self.send(engine, text, self._images_again(taken.message), as_json=as_json)  # an edit changes the words
 
     def action_remove_last(self) -> None:
         if not self._busy() and self._drop_last_exchange() is not None:

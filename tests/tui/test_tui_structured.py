@@ -134,3 +134,15 @@ async def test_the_dashboard_refuses_the_structured_suite_without_llguidance(
     await pilot.pause()
     assert not bench.running and engine.configs == []
     assert any("[structured]" in str(n.message) for n in pilot.app._notifications)
+
+
+async def test_an_edited_message_sent_with_the_prefix_is_answered_as_json(start_app: StartApp) -> None:
+    engine = FakeEngine()
+    pilot = await start_app(engine)
+    chat = await ready_chat(pilot)
+    await _send(pilot, chat, engine, "colours")
+    await pilot.press("up")  # the last message comes back to edit
+    await pilot.pause()
+    await _send(pilot, chat, engine, "!!json colours")
+    assert [c.grammar for c in engine.configs] == [None, JSON]
+    assert engine.prompts[-1][1] == [{"role": "user", "content": "colours"}]  # it replaced the exchange
