@@ -30,7 +30,8 @@ SCRIPTS = ROOT / "scripts"
 SHORT = ["--question-begin", "14", "--question-end", "15", "--max-new-tokens", "4"]  # one built-in question
 COVERED = {  # every script, and the test that runs it (a new script without one fails the last test)
     "accept_compare.py", "api_load.py", "api_soak.py", "bit_exact_check.py", "busy_machine.py",
-    "context_count_cost.py", "draft_replay.py", "dtype_e2e.py", "first_start.py", "gpu_check.py", "kernel_floor.py",
+    "context_count_cost.py", "draft_replay.py", "dtype_e2e.py", "first_start.py", "gpu_check.py", "grammar_engines.py",
+    "kernel_floor.py",
     "linear_cost.py", "llama_cpp_anchor.py", "llama_cpp_step_cost.py", "logits_rule_speed.py",
     "prob_replay.py", "reply_memory.py", "sanitize.sh", "screenshots.py", "step_overhead.py",
     "structured_targets.py", "tui_speed.py", "verify_cost.py",
@@ -131,6 +132,15 @@ def test_context_count_cost(capsys: pytest.CaptureFixture[str]) -> None:
 def test_logits_rule_speed(tiny_checkpoint: str, capsys: pytest.CaptureFixture[str]) -> None:
     run("logits_rule_speed.py", *SHORT, "--compare", "pair_rows", "--model", tiny_checkpoint)
     assert "racer no-pair" in capsys.readouterr().out
+
+
+def test_grammar_engines(tiny_checkpoint: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """On the tiny tokenizer; an engine that is not installed is skipped by the script itself."""
+    pytest.importorskip("llguidance")
+    run("grammar_engines.py", "--model", tiny_checkpoint, "--rounds", "1", "--replies", "8")
+    out = capsys.readouterr().out
+    assert "llguidance tool_call" in out and "FAILS" not in out and "racer_core.structured" in out
+    assert "tool_call   racer/ar" in out
 
 
 def test_reply_memory_and_bit_exact_check(tiny_checkpoint: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -60,9 +60,24 @@ def check_method(method: str, config: GenerationConfig | None = None, *, head: b
         if config.logprobs is not None and not spec.logprobs:
             raise CapabilityError(f"logprobs is not supported with method {method} (transformers' generate "
                                   "here reports no logits)", "logprobs")
+        if config.grammar is not None:
+            check_grammar(spec)
     if images and not reads_images:
         raise CapabilityError(f"{model} reads text only: it cannot take an image", "messages")
     return spec
+
+
+def check_grammar(spec: registry.MethodSpec) -> None:
+    """A CapabilityError in one line where a reply's grammar (structured output)
+    cannot run: an anchor (transformers' generate, not racer's decoder) or the
+    [structured] extra missing."""
+    from racer_core.structured.library import EXTRA_HINT, available
+
+    if spec.kind == registry.ANCHOR:
+        raise CapabilityError(f"structured output is not supported with method {spec.name} (an anchor runs "
+                              "transformers' generate); use ar or a drafting method", "response_format")
+    if not available():
+        raise CapabilityError(EXTRA_HINT, "response_format")
 
 
 def check_for(engine: Engine, config: GenerationConfig, images: bool = False) -> registry.MethodSpec:

@@ -124,7 +124,7 @@ class StepRecord:
         return cls.build(
             tree.tokens, tree.parents, tree.depths, tree.sources, tree.context, tree.rank,
             path, bonus, tree.rows, tree.drafted or tree.size, tree.rule,
-            None if selection is None else selection.probabilities[selection.chosen],
+            tree.path_estimates(),
             () if selection is None else selection.options,
             -1 if selection is None else selection.best,
             "" if selection is None else selection.gate,

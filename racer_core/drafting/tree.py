@@ -33,6 +33,13 @@ class Tree:
     fed: int = 0  # rows the pass feeds when more than `size` (a cheaper padded size); 0: `size`
     drafted: int = 0  # nodes in the tree this one was cut from; 0: `size`
     selection: Selection | None = None  # the tree policy's choice and what led to it
+    estimates: np.ndarray | None = None  # P(path accepted) per node where nodes changed after the choice (rebuilt)
+
+    def path_estimates(self) -> np.ndarray | None:
+        """The tree policy's P(path accepted) per node, None where no policy chose the tree."""
+        if self.estimates is not None:
+            return self.estimates
+        return None if self.selection is None else self.selection.probabilities[self.selection.chosen]
 
     @property
     def size(self) -> int:
@@ -63,13 +70,8 @@ class Tree:
     def of(cls, tokens: Sequence[int] | np.ndarray, parents: Sequence[int] | np.ndarray, source: int,
            rule: str = "own") -> Tree:
         """A tree given by parents, every node but the root proposed by `source`."""
-        size = len(tokens)
         parent = np.asarray(parents, dtype=np.int64)
-        depths = np.zeros(size, dtype=np.int64)
-        ancestors = np.eye(size, dtype=bool)
-        for i in range(1, size):
-            depths[i] = depths[parent[i]] + 1
-            ancestors[i] |= ancestors[parent[i]]
+        depths, ancestors = _shape(parent)
         return cls.shaped(np.asarray(tokens, dtype=np.int64), parent, depths, ancestors, source, rule)
 
     @classmethod
@@ -86,6 +88,44 @@ class Tree:
     def root_only(cls, root: int) -> Tree:
         """Plain decoding: the root alone."""
         return cls.of([root], [-1], 0, "plain")
+
+
+def rebuilt(tree: Tree, nodes: Sequence[int], parents: Sequence[int], tokens: Sequence[int],
+            sources: Sequence[int]) -> Tree:
+    """`tree` with nodes dropped or added (the grammar's pruning and forced
+    drafts, racer_core/structured/tree_walk.py): new node i is old node
+    `nodes[i]` (-1 for an added one, racer's features left 0 and -1), under
+    new node `parents[i]`, holding `tokens[i]` from `sources[i]`. A parent
+    comes before its children; the padded size is dropped. The policy's
+    selection stays as it chose (its drafter learns from it); an added node's
+    path estimate is its parent's (the grammar forces it)."""
+    old = np.asarray(nodes, dtype=np.int64)
+    kept = old >= 0
+    parent = np.asarray(parents, dtype=np.int64)
+    depths, ancestors = _shape(parent)
+    context = np.zeros(len(old), dtype=np.int64)
+    rank = np.full(len(old), -1, dtype=np.int64)
+    context[kept], rank[kept] = tree.context[old[kept]], tree.rank[old[kept]]
+    before = tree.path_estimates()
+    estimates = None
+    if before is not None:
+        estimates = np.zeros(len(old), dtype=np.float64)
+        for i, o in enumerate(old):
+            estimates[i] = before[o] if o >= 0 else estimates[parent[i]]
+    return replace(tree, tokens=np.asarray(tokens, dtype=np.int64), parents=parent, depths=depths, ancestors=ancestors,
+                   sources=np.asarray(sources, dtype=np.uint8), context=context, rank=rank, fed=0,
+                   estimates=estimates)
+
+
+def _shape(parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The depths and ancestor mask of a tree given by parents (a parent before its children)."""
+    size = len(parents)
+    depths = np.zeros(size, dtype=np.int64)
+    ancestors = np.eye(size, dtype=bool)
+    for i in range(1, size):
+        depths[i] = depths[parents[i]] + 1
+        ancestors[i] |= ancestors[parents[i]]
+    return depths, ancestors
 
 
 def cut(tree: Tree, policy: TreePolicy, load: tuple[int, int] = (0, 0)) -> Tree:

@@ -31,6 +31,7 @@ from racer_core.engine.multimodal import ImageSpan, VisionPrompt
 from racer_core.engine.openmp_threads import follow_free_cores
 from racer_core.models.eagle3_head import Eagle3Head
 from racer_core.models.lean_forward import Part
+from racer_core.structured.reply import ReplyGrammar, start_grammar
 from racer_core.verify.near_tie import tie_margins
 from racer_core.verify.penalties import penalties_of
 from racer_core.verify.sampling import TokenSampler, accept, token_logprobs
@@ -76,6 +77,7 @@ class ModelRuntime:
     lean: Callable[..., Any] | None = None  # the lean text forward (lean_forward.py), where the model has one
     head: Eagle3Head | None = None  # an EAGLE-3 draft head (--draft-model), for method eagle3
     rope_switch: int | None = None  # longrope's first long-factor position (tree_attention.rope_switch_of)
+    tokenizer: Any = None  # compiles a reply's grammar for this vocabulary (racer_core/structured)
 
 
 class SequenceDecoder:
@@ -267,38 +269,46 @@ class SequenceDecoder:
         base = len(self.cached)
         prev = self.cached[-1] if self.cached else -1  # the token before the root
         tree = reply.drafter.draft(root, prev, reply.budget, load)
+        allowed = None
+        if reply.grammar is not None:  # pruned, grown by forced tokens, a mask per node
+            tree, allowed = reply.grammar.constrain(tree)
         if _straddles(self.rt.rope_switch, base + self.offset, tree.depths):
             # One pass ropes all its nodes on one side of the switch; plain
             # decoding ropes each on its own: the few steps before it verify the root alone.
             tree = Tree.root_only(root)
+            allowed = None if allowed is None else allowed[:1]
         tokens, depths, ancestors = tree.padded()
         mask = self.rt.masks.build(base, ancestors, depths)
         ids = torch.from_numpy(tokens).to(self.rt.device)
         positions = torch.from_numpy(depths + base + self.offset).to(self.rt.device)
         capture = reply.drafter.capture_layers
-        return Pending(reply, root, prev, base, tree, ids, positions, mask, capture, t0, time.perf_counter())
+        return Pending(reply, root, prev, base, tree, ids, positions, mask, capture, t0, time.perf_counter(), allowed)
 
     def complete(self, pending: Pending, logits: torch.Tensor) -> tuple[Step, int]:
         """Accept along the verified tree's `logits` (one row per fed token or
         per node), commit the cache and teach the drafter."""
         reply, tree, base = pending.reply, pending.draft, pending.base
-        logits = logits[: tree.size]  # padding rows are dropped
+        raw = logits[: tree.size]  # padding rows are dropped
         if self.rt.device.type == "cuda":
             torch.cuda.synchronize()  # so verify_s is the forward pass alone
         t2 = time.perf_counter()
+        # Under a grammar each row chooses among its node's allowed tokens, as constrained plain decoding does.
+        logits = raw if pending.allowed is None else ReplyGrammar.masked(raw, pending.allowed)
         path, bonus = accept(logits, tree.tokens, tree.parents, reply.sampler, reply.generated)
         tokens, sources, reason = reply.take(tree, path, bonus, self.rt.eos_ids)
+        if reply.grammar is not None:
+            reply.grammar.advance(tokens)
         # node path[i] chose token i: its logits' top-2 gap is that token's tie margin
         margins = self._margins(logits[path[: len(tokens)]], reply) if tokens else []
         self.cache.commit(base, path)
         self.cached.extend(int(tree.tokens[i]) for i in path)
-        top = reply.drafter.verified(tree, logits, path, tokens, self.captured)
+        top = reply.drafter.verified(tree, raw, path, tokens, self.captured)  # it learns the model, not the grammar
         if self.rows is not None:
             self.rows.extend(top[path] if top is not None else [None] * len(path))
         record = StepRecord.of_tree(tree, path, bonus)
         t3 = time.perf_counter()
         step = Step(tokens, sources, tree.size, tree.rows, pending.t1 - pending.t0, t2 - pending.t1, t3 - t2,
-                    reason, record, margins, _logprobs(reply, logits[path[: len(tokens)]], tokens))
+                    reason, record, margins, _logprobs(reply, raw[path[: len(tokens)]], tokens))
         return step, bonus
 
     def _margins(self, rows: torch.Tensor, reply: _Reply) -> list[float]:
@@ -335,6 +345,8 @@ class SequenceDecoder:
             budget=None if config.max_num_draft == "auto" else int(config.max_num_draft),
             drafter=drafter,
             logprobs=config.logprobs,
+            grammar=start_grammar(config.grammar, self.rt.tokenizer, self.rt.vocab_size, self.rt.eos_ids,
+                                  drafts=spec.kind != registry.PLAIN),  # ar stays plain decoding
         )
 
     def _begin(self, prompt: list[int], reply: _Reply, vision: VisionPrompt | None
@@ -343,14 +355,17 @@ class SequenceDecoder:
         start = time.perf_counter()
         fresh = self._sync_prompt(prompt, vision.spans if vision else [])
         self.offset = vision.offset if vision else 0
-        logits = yield from self._feed(fresh, reply.drafter, vision)
+        raw = yield from self._feed(fresh, reply.drafter, vision)
+        logits = raw if reply.grammar is None else ReplyGrammar.masked(raw[None, :], reply.grammar.first())[0]
         root = reply.sampler.sample(reply.sampler.penalized(logits, ()))
         reply.generated.append(root)
+        if reply.grammar is not None:
+            reply.grammar.advance([root])
         reply.drafter.start([t for t in prompt if t not in self.rt.placeholder_ids], root)
         reason = "eos" if root in self.rt.eos_ids else ("length" if reply.max_new <= 1 else None)
         margins = self._margins(logits[None, :], reply)
         return Step([root], [Source.MODEL], len(fresh), 1, 0.0, time.perf_counter() - start, 0.0, reason,
-                    margins=margins, logprobs=_logprobs(reply, logits[None, :], [root]))
+                    margins=margins, logprobs=_logprobs(reply, raw[None, :], [root]))
 
 
 @dataclass
@@ -362,6 +377,7 @@ class _Reply:
     budget: int | None  # None: the drafter's own size (racer: the tree policy's)
     drafter: Drafter
     logprobs: int | None = None  # top alternatives per token's log-probability (None: none asked)
+    grammar: ReplyGrammar | None = None  # what the reply must match (config.grammar), followed token by token
     generated: list[int] = field(default_factory=list)
 
     def take(
@@ -459,6 +475,7 @@ class Pending:
     capture: tuple[int, ...]
     t0: float
     t1: float
+    allowed: np.ndarray | None = None  # under a grammar: per node, the tokens its row may choose
 
 
 def _straddles(switch: int | None, root: int, depths: np.ndarray) -> bool:
@@ -480,5 +497,6 @@ def _chunks(count: int, base: int, images: list[ImageSpan]) -> Iterator[tuple[in
 
 
 def _logprobs(reply: _Reply, rows: torch.Tensor, tokens: list[int]) -> list[tuple[float, list[tuple[int, float]]]] | None:
-    """The tokens' log-probabilities from the rows that chose them, only when the reply asks."""
+    """The tokens' log-probabilities from the rows that chose them, only when the reply asks: the
+    model's own, before any processor (a grammar's mask included, so none is -inf)."""
     return None if reply.logprobs is None else token_logprobs(rows, tokens, reply.logprobs)

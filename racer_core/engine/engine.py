@@ -147,6 +147,7 @@ class RacerEngine:
             lean=self.lean,
             head=loaded.head,
             rope_switch=rope_switch_of(model.config),
+            tokenizer=tokenizer,
         )
 
     @property

@@ -17,8 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from racer_core.engine.chat_image import ChatImage, image_from_pixels
-from racer_tui.api.neutral_fields import NO_TOOLS, shown
+from racer_tui.api import tools
+from racer_tui.api.neutral_fields import NO_FUNCTIONS, shown
 from racer_tui.api.protocol import ImagePart, Message, TextPart, bad_request
+from racer_tui.api.structured import FieldError
+from racer_tui.api.tools import ToolPlan
 
 ROLES = {"developer": "system"}  # OpenAI's newer name for the system role
 
@@ -36,22 +39,38 @@ class ChatPrompt:
         return bool(self.attached or self.history_images)
 
 
-def chat_prompt(messages: list[Message]) -> ChatPrompt:
-    """Check and split the messages (decoding their images); a 400 names the first bad one."""
+def chat_prompt(messages: list[Message], plan: ToolPlan | None = None) -> ChatPrompt:
+    """Check and split the messages (decoding their images); a 400 names the
+    first bad one. Tool calls and results become the generic format's turns
+    (tools.py); `plan`'s tools are described in the system message."""
     if not messages:
         raise bad_request("messages must hold at least one message", "messages")
     turns: list[tuple[dict[str, str], tuple[ChatImage, ...]]] = []
+    names: dict[str, str] = {}  # tool call id -> its function's name, for the results
     for i, message in enumerate(messages):
         _check_plain(message, f"messages.{i}")
         text, images = _content(message, f"messages.{i}.content")
         if images and message.role != "user":
             raise bad_request("only user messages may carry images", f"messages.{i}.content")
-        turns.append(({"role": ROLES.get(message.role, message.role), "content": text}, images))
+        role = ROLES.get(message.role, message.role)
+        try:
+            if message.tool_calls:
+                names.update(_call_names(message.tool_calls))
+                calls = tools.call_text(message.tool_calls, f"messages.{i}.tool_calls")
+                text = f"{text}\n\n{calls}" if text else calls
+            if role == "tool":
+                role, text = "user", _tool_result(message, text, names, f"messages.{i}")
+        except FieldError as exc:
+            raise bad_request(exc.message, exc.param) from None
+        turns.append(({"role": role, "content": text}, images))
+    if plan is not None:
+        _describe_tools(turns, plan.system_text())
+    roles = [turn["role"] for turn, _ in turns]
     prefill = ""
-    if len(turns) >= 2 and messages[-1].role == "assistant" and messages[-2].role == "user":
+    if len(turns) >= 2 and roles[-1] == "assistant" and roles[-2] == "user":
         prefill = turns.pop()[0]["content"]
     last_index = len(turns) - 1
-    if messages[last_index].role != "user":
+    if roles[last_index] != "user":
         raise bad_request("the last message must be the user's (or the user's and then an assistant prefill)",
                           f"messages.{len(messages) - 1}.role")
     *history, (last, attached) = turns
@@ -67,20 +86,52 @@ def chat_prompt(messages: list[Message]) -> ChatPrompt:
 
 
 def _check_plain(message: Message, where: str) -> None:
-    """Tool turns, tool calls, refusals and audio: refused by name (their empty values pass)."""
-    if message.role in ("tool", "function"):
-        raise bad_request(f"{message.role} messages are not supported: {NO_TOOLS}", f"{where}.role")
-    for name in ("tool_calls", "function_call", "tool_call_id", "refusal", "audio"):
+    """The legacy function turns and calls, refusals and audio: refused by name (their empty values pass)."""
+    if message.role == "function":
+        raise bad_request(f"function messages are not supported: {NO_FUNCTIONS}", f"{where}.role")
+    for name in ("function_call", "refusal", "audio"):
         value = getattr(message, name)
         if value not in (None, []):
-            raise bad_request(f"{name} {shown(value)} is not supported in a message: {NO_TOOLS}, no refusals "
+            raise bad_request(f"{name} {shown(value)} is not supported in a message: {NO_FUNCTIONS}, no refusals "
                               "and no audio", f"{where}.{name}")
-    if message.content is None:
+    if message.tool_calls not in (None, []) and message.role != "assistant":
+        raise bad_request("only assistant messages carry tool_calls", f"{where}.tool_calls")
+    if message.role == "tool" and not isinstance(message.tool_call_id, str):
+        raise bad_request("a tool message needs its tool_call_id (a string)", f"{where}.tool_call_id")
+    if message.role != "tool" and message.tool_call_id is not None:
+        raise bad_request("only tool messages carry a tool_call_id", f"{where}.tool_call_id")
+    if message.content is None and not (message.role == "assistant" and message.tool_calls):
         raise bad_request("content is required", f"{where}.content")
 
 
+def _call_names(tool_calls: Any) -> dict[str, str]:
+    if not isinstance(tool_calls, list):
+        return {}
+    return {c["id"]: c["function"]["name"] for c in tool_calls if isinstance(c, dict) and isinstance(c.get("id"), str)
+            and isinstance(c.get("function"), dict) and isinstance(c["function"].get("name"), str)}
+
+
+def _tool_result(message: Message, text: str, names: dict[str, str], where: str) -> str:
+    call_id = message.tool_call_id
+    assert isinstance(call_id, str)  # _check_plain
+    if call_id not in names:
+        raise FieldError(f"tool_call_id {call_id!r} answers no tool call of an earlier assistant message",
+                         f"{where}.tool_call_id")
+    return tools.result_text(names[call_id], call_id, text)
+
+
+def _describe_tools(turns: list[tuple[dict[str, str], tuple[ChatImage, ...]]], text: str) -> None:
+    """The tools' description at the end of the first system message (a new one first where none is)."""
+    first, images = turns[0] if turns else ({}, ())
+    if first.get("role") == "system":
+        turns[0] = ({"role": "system", "content": f"{first['content']}\n\n{text}"}, images)
+    else:
+        turns.insert(0, ({"role": "system", "content": text}, ()))
+
+
 def _content(message: Message, where: str) -> tuple[str, tuple[ChatImage, ...]]:
-    parts: list[Any] = [TextPart(type="text", text=message.content)] if isinstance(message.content, str) else message.content
+    content = message.content or ""  # an assistant turn of tool calls only
+    parts: list[Any] = [TextPart(type="text", text=content)] if isinstance(content, str) else content
     other = next((k for k, p in enumerate(parts) if not isinstance(p, TextPart | ImagePart)), None)
     if other is not None:
         raise bad_request(f"{parts[other].type} parts are not supported: text and image_url only", f"{where}.{other}")

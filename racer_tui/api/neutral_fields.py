@@ -1,10 +1,10 @@
 """OpenAI's request fields this server takes only at their neutral values.
 
 Clients and frameworks send many of OpenAI's fields by default, at values that
-change nothing (`tools: []`, `logit_bias: {}`, `store: false`). Those
+change nothing (`functions: []`, `logit_bias: {}`, `store: false`). Those
 pass; any other value of them is refused in one sentence that names the field
 and the value and says what is not supported, never ignored: a request that
-asks for tool calls or JSON output must not get plain text as if it had them.
+asks for logit bias or stored completions must not be answered as if it had them.
 """
 
 from __future__ import annotations
@@ -22,10 +22,6 @@ def _is(*values: Any) -> Callable[[Any], bool]:
     return lambda value: any(value is v or (type(value) is type(v) and value == v) for v in values)
 
 
-def _any_bool(value: Any) -> bool:
-    return isinstance(value, bool)
-
-
 def _string_map(value: Any) -> bool:
     return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
 
@@ -34,7 +30,7 @@ def _text_only(value: Any) -> bool:
     return value == ["text"]
 
 
-NO_TOOLS = "this server makes no tool or function calls"
+NO_FUNCTIONS = "the legacy functions API is not supported; use tools"
 Rule = tuple[Callable[[Any], bool], str]
 
 # field -> (is it neutral?, what is not supported); null is always neutral
@@ -48,12 +44,8 @@ def _string(value: Any) -> bool:
 
 CHAT: dict[str, Rule] = {
     "logit_bias": (_empty, "no logit bias (only {})"),
-    "tools": (_empty, f"{NO_TOOLS} (only [])"),
-    "tool_choice": (_is("none", "auto"), f"{NO_TOOLS} (only \"none\", or \"auto\" with no tools)"),
-    "functions": (_empty, f"{NO_TOOLS} (only [])"),
-    "function_call": (_is("none", "auto"), f"{NO_TOOLS} (only \"none\", or \"auto\" with no functions)"),
-    "parallel_tool_calls": (_any_bool, f"{NO_TOOLS} (true or false, which changes nothing)"),
-    "response_format": (_is({"type": "text"}), "no JSON mode or structured outputs (only {\"type\": \"text\"})"),
+    "functions": (_empty, f"{NO_FUNCTIONS} (only [])"),
+    "function_call": (_is("none", "auto"), f"{NO_FUNCTIONS} (only \"none\", or \"auto\" with no functions)"),
     "store": (_is(False), "completions are stored nowhere (only false)"),
     "metadata": (_string_map, "metadata maps strings to strings (it is accepted and kept nowhere)"),
     "service_tier": (_is("auto", "default"), "one service tier (only \"auto\" or \"default\")"),

@@ -10,9 +10,10 @@ other value refused in words that name it. Unknown fields are refused, as
 OpenAI does, rather than silently ignored.
 
 Beside OpenAI's fields, `top_k`, `min_p` and `repetition_penalty` (as
-llama.cpp's and vLLM's servers take them), and the racer-tui extension, one object `racer`: the decoding
-method and its drafting settings (any GenerationConfig field OpenAI has no
-name for).
+llama.cpp's and vLLM's servers take them), `grammar` (llama.cpp's GBNF), and
+the racer-tui extension, one object `racer`: the decoding method and its
+drafting settings (any GenerationConfig field OpenAI has no name for), and
+`racer.grammar`, a regex or grammar the reply must match (structured.py).
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from racer_core.common.capabilities import CapabilityError
 from racer_core.common.config import FIELDS, ConfigError, GenerationConfig
 from racer_core.common.errors import InputError
-from racer_tui.api import neutral_fields
+from racer_core.common.grammar import Grammar
+from racer_tui.api import neutral_fields, structured, tools
+from racer_tui.api.tools import ToolPlan
 
 MAX_CHOICES = 16
 """Most choices (`n`) one request may ask for: each is a whole reply on the one engine."""
@@ -128,6 +131,7 @@ class _Sampling(_Strict):
     presence_penalty: float | None = None
     repetition_penalty: float | None = None  # not OpenAI's: vLLM's and transformers'
     logit_bias: Any = None  # OpenAI's, taken at its neutral value only (neutral_fields), as those below
+    grammar: Any = None  # not OpenAI's: llama.cpp's server's GBNF grammar (structured.gbnf_alias)
 
 
 class ChatRequest(_Sampling):
@@ -175,6 +179,7 @@ class Sampling:
     stream: bool
     include_usage: bool
     max_tokens_given: bool  # False: the reply may run to the end of the context
+    tools: ToolPlan | None = None  # the reply is read back as tool calls (tools.py)
 
 
 def read_json(body: bytes) -> dict[str, Any]:
@@ -231,10 +236,14 @@ def sampling(request: _Sampling, default_method: str, max_tokens: int | None = N
     stops = (request.stop,) if isinstance(request.stop, str) else tuple(request.stop or ())
     if len(stops) > MAX_STOPS or any(not s for s in stops):
         raise bad_request(f"stop takes at most {MAX_STOPS} sequences, none of them empty", "stop")
+    constraint, tool_plan = _constraint(request)
     fields: dict[str, Any] = {"method": default_method}
     for name, value in (request.racer or {}).items():
+        if name == "grammar":
+            continue
         if name not in RACER_FIELDS:
-            raise bad_request(f"racer.{name} is not a racer-tui setting; the extension takes {', '.join(RACER_FIELDS)}",
+            raise bad_request(f"racer.{name} is not a racer-tui setting; the extension takes "
+                              f"{', '.join((*RACER_FIELDS, 'grammar'))}",
                               f"racer.{name}")
         fields[name] = value
     limit = request.max_tokens
@@ -261,13 +270,40 @@ def sampling(request: _Sampling, default_method: str, max_tokens: int | None = N
     try:
         for name, value in fields.items():  # each by its own rule, named as the request names it
             FIELDS[name].check(_param_name(name), value)
-        config = GenerationConfig(**fields)
+        config = GenerationConfig(**fields, grammar=constraint)
     except ConfigError as exc:
         raise bad_request(str(exc), exc.field) from None
     if request.stream_options is not None and not request.stream:
         raise bad_request("stream_options is only allowed with stream true", "stream_options")
     include_usage = bool(request.stream_options and request.stream_options.include_usage)
-    return Sampling(config, request.n, stops, request.stream, include_usage, given)
+    return Sampling(config, request.n, stops, request.stream, include_usage, given, tool_plan)
+
+
+def _constraint(request: _Sampling) -> tuple[Grammar | None, ToolPlan | None]:
+    """The reply's one constraint (structured.py) and its tools (tools.py), or a
+    400 naming the field in a wrong shape. With tools the constraint is the
+    tool-call form's, a response_format the form of a plain answer."""
+    try:
+        given = {"grammar": structured.gbnf_alias(request.grammar)}
+        if request.racer and request.racer.get("grammar") is not None:
+            given["racer.grammar"] = structured.racer_grammar(request.racer["grammar"])
+        if not isinstance(request, ChatRequest):
+            return structured.one_constraint(given), None
+        answer = structured.response_format(request.response_format)
+        given["response_format"] = answer
+        constraint = structured.one_constraint(given)
+        schema = None if answer is None else json.loads(answer.text) if answer.text else {"type": "object"}
+        plan = tools.plan(request.tools, request.tool_choice, request.parallel_tool_calls, schema)
+        if plan is None:
+            return constraint, None
+        if constraint is not None and constraint is not answer:
+            field = next(name for name, g in given.items() if g is constraint)
+            raise structured.FieldError(f"tools and {field} both constrain the reply; give one of them", field)
+        return plan.grammar(), plan
+    except structured.FieldError as exc:
+        raise bad_request(exc.message, exc.param) from None
+    except InputError as exc:  # the Grammar's own shape check
+        raise bad_request(str(exc)) from None
 
 
 def _logprobs(request: _Sampling) -> int | None:

@@ -30,6 +30,8 @@ from starlette.routing import Route
 from racer_core.common.capabilities import check_for
 from racer_core.common.errors import InputError
 from racer_core.common.events import Engine
+from racer_tui.api import responses as responses_api
+from racer_tui.api import tools
 from racer_tui.api.chat_input import chat_prompt
 from racer_tui.api.generate import ChoiceEnd, Delta, Started, chat_work, completion_work
 from racer_tui.api.protocol import (
@@ -109,6 +111,7 @@ class ApiServer:
             Route("/v1/models/{model:path}", self._guarded(self.model_info), methods=["GET"]),
             Route("/v1/chat/completions", self._guarded(self.chat), methods=["POST"]),
             Route("/v1/completions", self._guarded(self.completions), methods=["POST"]),
+            Route("/v1/responses", self._guarded(self.responses), methods=["POST"]),
         ]
 
         async def http_error(request: Request, exc: Exception) -> Response:
@@ -170,7 +173,7 @@ class ApiServer:
     async def chat(self, request: Request) -> Response:
         req = parse(ChatRequest, read_json(await self._body(request)))
         plan = sampling(req, self.settings.default_method, self.settings.max_tokens)
-        prompt = await run_in_threadpool(chat_prompt, req.messages)  # decodes images
+        prompt = await run_in_threadpool(chat_prompt, req.messages, plan.tools)  # decodes images
         check_for(self.engine, plan.config, images=prompt.has_images)
         return await self._answer(request, "chat", plan, chat_work(self.engine, prompt, plan, self.worker.step))
 
@@ -185,6 +188,19 @@ class ApiServer:
         check_for(self.engine, plan.config)
         work = completion_work(self.engine, prompts[0], plan, self.worker.step)
         return await self._answer(request, "completion", plan, work)
+
+    async def responses(self, request: Request) -> Response:
+        """The Responses API's basic text and structured cases, as the chat request they amount to."""
+        body = read_json(await self._body(request))
+        try:
+            req = parse(ChatRequest, responses_api.chat_body(body))
+            plan = sampling(req, self.settings.default_method, self.settings.max_tokens)
+        except ApiError as exc:
+            raise responses_api.refused_param(exc) from None
+        prompt = await run_in_threadpool(chat_prompt, req.messages)
+        check_for(self.engine, plan.config)
+        work = chat_work(self.engine, prompt, plan, self.worker.step)
+        return await self._answer(request, "chat", plan, work, lambda chat: responses_api.response(chat, body))
 
     # -- one request through the engine ------------------------------------------
 
@@ -207,7 +223,9 @@ class ApiServer:
                 raise too_big
         return bytes(body)
 
-    async def _answer(self, request: Request, endpoint: str, plan: Sampling, work: Callable[[Job], None]) -> Response:
+    async def _answer(self, request: Request, endpoint: str, plan: Sampling, work: Callable[[Job], None],
+                      reshape: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> Response:
+        """The job's answer, streamed or whole (`reshape`: the whole answer in another API's shape)."""
         prefix = "chatcmpl" if endpoint == "chat" else "cmpl"
         job = Job(f"{prefix}-{uuid.uuid4().hex[:24]}", endpoint, plan.config.method, _client(request), work,
                   asyncio.get_running_loop())
@@ -220,9 +238,16 @@ class ApiServer:
             assert isinstance(first, Started)
             shape = _Shape(job.id, self.model, endpoint, plan)
             if plan.stream:
+                # the reply's start (its first step, or what the engine refused there: a grammar it
+                # cannot compile) comes before the headers, so a refusal is a 400, not a broken stream
+                opening = await _next(job, watch)
+                if isinstance(opening, BaseException):
+                    raise opening
                 watch.cancel()
-                return EventSourceResponse(_stream(job, shape), ping=15, headers={"Cache-Control": "no-cache"})
-            return JSONResponse(await _collect(job, watch, shape))
+                return EventSourceResponse(_stream(job, shape, opening), ping=15,
+                                           headers={"Cache-Control": "no-cache"})
+            whole = await _collect(job, watch, shape)
+            return JSONResponse(whole if reshape is None else reshape(whole))
         finally:
             watch.cancel()
 
@@ -303,27 +328,42 @@ async def _collect(job: Job, watch: asyncio.Future[None], shape: _Shape) -> dict
     for i in range(n):
         text = "".join(p.text for p in pieces[i])
         body = {"message": {"role": "assistant", "content": text}} if shape.endpoint == "chat" else {"text": text}
-        choices.append({"index": i, **body, "logprobs": shape.logprobs(pieces[i], 0), "finish_reason": ends[i].finish_reason,
+        reason = ends[i].finish_reason
+        if shape.plan.tools is not None:
+            content, calls = tools.read_reply(text)
+            body, reason = {"message": tools.message(content, calls)}, "tool_calls" if calls else reason
+        choices.append({"index": i, **body, "logprobs": shape.logprobs(pieces[i], 0), "finish_reason": reason,
                         "racer": {**ends[i].tally.to_json(shape.plan.config.method), "tokens": pieces_json(pieces[i])}})
     return {**shape.envelope(False, choices), "usage": shape.usage(job, [ends[i].tally for i in range(n)])}
 
 
-async def _stream(job: Job, shape: _Shape) -> AsyncIterator[ServerSentEvent]:
+async def _items(job: Job, opening: Any) -> AsyncIterator[Any]:
+    """The job's items from `opening` (taken already) to FINISHED."""
+    item = opening
+    while item is not FINISHED:
+        yield item
+        item = await job.items.get()
+
+
+async def _stream(job: Job, shape: _Shape, opening: Any) -> AsyncIterator[ServerSentEvent]:
     """OpenAI's chunks, one per engine step and choice, then [DONE]."""
     tallies: list[Tally] = []
     opened: set[int] = set()
     offsets: dict[int, int] = {}  # each choice's text so far, in characters (the completions' text_offset)
+    held: dict[int, list[Any]] = {}  # a tool-call reply's tokens per choice, until it ends
     usage = {"usage": None} if shape.plan.include_usage else {}
 
     def event(choices: list[dict[str, Any]], **extra: Any) -> ServerSentEvent:
         return ServerSentEvent(data=json.dumps({**shape.envelope(True, choices), **extra}))
 
     try:
-        while (item := await job.items.get()) is not FINISHED:
+        async for item in _items(job, opening):
             if isinstance(item, BaseException):
                 yield ServerSentEvent(data=json.dumps(as_api_error(item).body()))
                 return
-            if isinstance(item, Delta):
+            if isinstance(item, Delta) and shape.plan.tools is not None:
+                held.setdefault(item.index, []).extend(item.pieces)  # read back once the reply is whole
+            elif isinstance(item, Delta):
                 offset = offsets.get(item.index, 0)
                 fragment = shape.piece(item.index, item.pieces, item.index not in opened, offset,
                                        {"finish_reason": None, "racer": {"tokens": pieces_json(item.pieces)}})
@@ -332,8 +372,18 @@ async def _stream(job: Job, shape: _Shape) -> AsyncIterator[ServerSentEvent]:
                 yield event([fragment], **usage)
             elif isinstance(item, ChoiceEnd):
                 tallies.append(item.tally)
+                reason = item.finish_reason
+                if shape.plan.tools is not None:
+                    pieces = held.pop(item.index, [])
+                    content, calls = tools.read_reply("".join(p.text for p in pieces))
+                    reason = "tool_calls" if calls else reason
+                    for k, delta in enumerate(tools.deltas(content, calls)):
+                        extra = {"logprobs": shape.logprobs(pieces, 0), "racer": {"tokens": pieces_json(pieces)}} if k == 0 else {}
+                        yield event([{"index": item.index, "delta": delta, "logprobs": None, "finish_reason": None,
+                                      **extra}], **usage)
+                    opened.add(item.index)
                 fragment = shape.piece(item.index, [], item.index not in opened, 0, {
-                    "finish_reason": item.finish_reason, "racer": item.tally.to_json(shape.plan.config.method)})
+                    "finish_reason": reason, "racer": item.tally.to_json(shape.plan.config.method)})
                 opened.add(item.index)
                 yield event([fragment], **usage)
         if shape.plan.include_usage:

@@ -25,8 +25,8 @@ from racer_tui.host_names import normal_origin
 
 HELP = "serve the model over an OpenAI-compatible HTTP API"
 DESCRIPTION = (
-    "Serve one model over an OpenAI-compatible HTTP API (/v1/chat/completions, /v1/completions, /v1/models, "
-    "/health), decoding with RACER unless a request asks otherwise; each answer carries the speculative "
+    "Serve one model over an OpenAI-compatible HTTP API (/v1/chat/completions, /v1/completions, /v1/responses, "
+    "/v1/models, /health), decoding with RACER unless a request asks otherwise; each answer carries the speculative "
     "statistics. From a terminal a live monitor shows the requests."
 )
 EPILOG = (

@@ -66,3 +66,42 @@ def test_an_assistant_prefill_is_continued_on_the_embedded_tokenizer(engine) -> 
         text = "".join(c.choices[0].delta.content or "" for c in streamed if c.choices)
     reply = whole.choices[0].message.content
     assert reply and reply == text and not reply.startswith("Sure")
+
+
+PLACE = {"type": "object", "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
+         "required": ["city", "country"], "additionalProperties": False}
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city.",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+                          "additionalProperties": False}}}
+
+
+def test_structured_replies_on_the_embedded_model_equal_constrained_ar(engine) -> None:
+    # The real server, model and grammar engine: a schema-constrained reply and a required tool call are
+    # valid, racer's equal ar's token for token, and the grammar's forced tokens were accepted as drafts.
+    pytest.importorskip("llguidance")
+    import json
+
+    import jsonschema
+
+    messages = [{"role": "user", "content": "What is the weather in Lyon?"}]
+    schema_format = {"type": "json_schema", "json_schema": {"name": "place", "schema": PLACE, "strict": True}}
+    with running(engine) as service:
+        api = client(service)
+
+        def ask(method: str, **fields):
+            return api.chat.completions.create(model="smollm2", messages=messages, max_tokens=60, temperature=0,
+                                               extra_body={"racer": {"method": method, "max_num_draft": 16}},
+                                               **fields)
+
+        placed = {m: ask(m, response_format=schema_format) for m in ("ar", "racer")}
+        called = {m: ask(m, tools=[WEATHER], tool_choice="required", parallel_tool_calls=False) for m in ("ar", "racer")}
+    text = placed["racer"].choices[0].message.content
+    assert text == placed["ar"].choices[0].message.content
+    jsonschema.validate(json.loads(text), PLACE)
+    calls = {m: [(c.function.name, c.function.arguments) for c in r.choices[0].message.tool_calls]
+             for m, r in called.items()}
+    assert calls["racer"] == calls["ar"] and calls["racer"][0][0] == "get_weather"
+    jsonschema.validate(json.loads(calls["racer"][0][1]), WEATHER["function"]["parameters"])
+    assert called["racer"].choices[0].finish_reason == "tool_calls"
+    for reply in (placed["racer"], called["racer"]):
+        assert reply.usage.model_extra["racer"]["accepted_by_source"]["grammar"] > 0

@@ -93,9 +93,7 @@ def test_every_completion_field_at_its_neutral_value_changes_nothing(service) ->
 
 REFUSED = [
     ("chat", "logit_bias", {"5": 10}),
-    ("chat", "tools", [{"type": "function", "function": {"name": "f", "parameters": {}}}]),
-    ("chat", "tool_choice", "required"),
-    ("chat", "response_format", {"type": "json_object"}),
+    ("chat", "functions", [{"name": "f", "parameters": {}}]),
     ("chat", "store", True),
     ("chat", "service_tier", "priority"),
     ("chat", "modalities", ["text", "audio"]),
@@ -119,14 +117,14 @@ def test_a_value_not_implemented_is_refused_naming_the_field_and_the_value(servi
 
 
 @pytest.mark.parametrize(("message", "says"), [
-    ({"role": "tool", "content": "42", "tool_call_id": "c1"}, "tool messages are not supported"),
-    ({"role": "assistant", "content": None,
-      "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
-     "tool_calls [{"),
+    ({"role": "tool", "content": "42", "tool_call_id": "c1"}, "answers no tool call of an earlier assistant message"),
+    ({"role": "function", "name": "f", "content": "42"}, "function messages are not supported"),
+    ({"role": "assistant", "content": "", "function_call": {"name": "f", "arguments": "{}"}},
+     "function_call {"),
     ({"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}]},
      "input_audio parts are not supported"),
 ])
-def test_tool_turns_and_other_parts_are_refused_by_name(service, message, says) -> None:
+def test_legacy_function_turns_unanswered_tool_results_and_other_parts_are_refused_by_name(service, message, says) -> None:
     answer = http(service, "/v1/chat/completions",
                   json.dumps({"messages": [*MESSAGES, message, {"role": "user", "content": "and?"}]}))
     assert answer.status == 400 and says in answer.json()["error"]["message"], answer.text

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from racer_core.models.byte_alphabet import bytes_to_unicode
 from racer_core.models.checkpoint.gguf_blocks import field_value
 
 ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
@@ -82,7 +83,7 @@ def tokenizer_from_fields(reader: Any) -> tuple[Any, dict[str, Any]] | None:
     tokens = reader.get_field("tokenizer.ggml.tokens").contents()
     types_field = reader.get_field("tokenizer.ggml.token_type")
     types = types_field.contents() if types_field is not None else [0] * len(tokens)
-    spelling = _bytes_to_unicode()
+    spelling = bytes_to_unicode()
     alphabet = set(spelling.values())
     vocab = {token if set(token) <= alphabet else "".join(spelling[b] for b in token.encode("utf-8")): index
              for index, token in enumerate(tokens)}
@@ -106,17 +107,3 @@ def tokenizer_from_fields(reader: Any) -> tuple[Any, dict[str, Any]] | None:
     if template is not None:
         config["chat_template"] = template
     return tokenizer, config
-
-
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's printable spelling of each byte (the byte-level BPE alphabet)."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) \
-        + list(range(ord("®"), ord("ÿ") + 1))
-    chars = list(printable)
-    extra = 0
-    for byte in range(256):
-        if byte not in printable:
-            printable.append(byte)
-            chars.append(256 + extra)
-            extra += 1
-    return dict(zip(printable, (chr(c) for c in chars), strict=True))
