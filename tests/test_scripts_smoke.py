@@ -176,9 +176,9 @@ def test_structured_targets(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 def test_structured_targets_refuses_in_one_line_without_llguidance(monkeypatch: pytest.MonkeyPatch,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    from racer_core.bench import constrained
+    from racer_core.structured import library
 
-    monkeypatch.setattr(constrained.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(library, "available", lambda: False)
     assert _main("structured_targets.py")(["--question-end", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "[structured]" in err

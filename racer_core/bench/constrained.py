@@ -10,16 +10,14 @@ constraint: an engine that ignored the grammar shows up here.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from racer_core.common import registry
+from racer_core.common.capabilities import CapabilityError, check_grammar
 from racer_core.common.grammar import JSON_SCHEMA, Grammar
-
-STRUCTURED_EXTRA = "structured"
-STRUCTURED_LIBRARY = "llguidance"
 
 Verdict = Literal["valid", "invalid", "unparsable"]
 
@@ -99,11 +97,14 @@ def validity(records: Iterable[Any]) -> Validity:
     return Validity(**counts)
 
 
-def structured_refusal(questions: Iterable[Any], suite: str) -> str | None:
-    """One line when the questions need the [structured] extra and it is missing, else None."""
+def structured_refusal(questions: Iterable[Any], suite: str, methods: Iterable[str] = ()) -> str | None:
+    """One line when the questions have schemas and a method cannot follow them (an anchor)
+    or the [structured] extra is missing, else None."""
     if not any(q.schema is not None for q in questions):
         return None
-    if importlib.util.find_spec(STRUCTURED_LIBRARY) is not None:
-        return None
-    return (f"suite {suite} constrains its replies with JSON schemas: it needs the optional extra "
-            f"[{STRUCTURED_EXTRA}] ({STRUCTURED_LIBRARY}; pip install -e '.[{STRUCTURED_EXTRA}]')")
+    for spec in [*(registry.method(m) for m in methods), registry.method("ar")]:
+        try:
+            check_grammar(spec)
+        except CapabilityError as exc:
+            return f"suite {suite} constrains its replies with JSON schemas: {exc}"
+    return None

@@ -68,7 +68,7 @@ _clock = time.perf_counter  # a module attribute so tests can drive time by hand
 
 WARMUP_PROMPT = "Name three colours of the rainbow in one short sentence."
 WARMUP_TOKENS = 16
-WARMUP_GRAMMAR = Grammar(JSON_OBJECT)  # a constrained run's warm-up: any JSON object
+SUITE_GRAMMAR = Grammar(JSON_OBJECT)  # a constrained run's warm-up and checks: any JSON object
 
 
 def check_repeats(value: int | str) -> int:
@@ -265,7 +265,8 @@ def run_benchmark(
     returns True; the question in flight is then dropped.
     """
     methods, paths = check_run(methods, num_choices, answer_dir, answer_file, resume)
-    check_methods_for(engine, config, methods)  # a missing library or head, penalties an anchor cannot apply
+    # a missing library or head, penalties an anchor cannot apply; a grammar (a constrained suite) it cannot follow
+    check_methods_for(engine, with_suite_grammar(config, questions), methods)
     repeats = check_repeats(repeats)
     questions, skipped = without_image_questions(questions, takes_images(engine))
     start = start_run(
@@ -280,7 +281,7 @@ def run_benchmark(
     writers: dict[str, AnswerWriter] = {}
     try:
         if warmup:
-            _warm_up(engine, methods, warm_up_config(config, questions), should_stop, system_prompt)
+            _warm_up(engine, methods, with_suite_grammar(config, questions), should_stop, system_prompt)
         # opened after the warm-up: a run that fails that early keeps the old answers
         for m, path in paths.items():
             writers[m] = AnswerWriter(path, append=resume)
@@ -507,10 +508,11 @@ def _count_sources(event: StepEvent, counts: dict[str, int]) -> None:
             counts[key] = counts.get(key, 0) + 1
 
 
-def warm_up_config(config: GenerationConfig, questions: Sequence[Question]) -> GenerationConfig:
-    """The warm-up's config: under JSON mode when the questions are constrained, so the
-    grammar engine's first-use costs (its view of the vocabulary) stay out of the first timed reply."""
-    return replace(config, grammar=WARMUP_GRAMMAR) if any(q.schema is not None for q in questions) else config
+def with_suite_grammar(config: GenerationConfig, questions: Sequence[Question]) -> GenerationConfig:
+    """`config` in JSON mode when any question is constrained: what the methods are checked
+    against before the run (an anchor follows no grammar), and the warm-up's, so the grammar
+    engine's first-use costs (its view of the vocabulary) stay out of the first timed reply."""
+    return replace(config, grammar=SUITE_GRAMMAR) if any(q.schema is not None for q in questions) else config
 
 
 def _warm_up(

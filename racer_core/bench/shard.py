@@ -32,7 +32,7 @@ from racer_core.bench.runner import (
     _warm_up,
     check_run,
     start_run,
-    warm_up_config,
+    with_suite_grammar,
 )
 from racer_core.bench.suites import Question
 from racer_core.common.errors import InputError, RacerError
@@ -188,7 +188,7 @@ def run_sharded(
     methods, paths = check_run(methods, num_choices, answer_dir, answer_file, resume)
     ray = start_ray(plan)
     remote = ray.remote(num_cpus=plan.cpus_per_worker, num_gpus=plan.gpus_per_worker, max_restarts=0)(ShardWorker)
-    warm_config = warm_up_config(config, questions)  # a constrained suite warms the grammar engine up too
+    warm_config = with_suite_grammar(config, questions)  # a constrained suite warms the grammar engine up too
     actors = [remote.remote(loader, methods, warm_config, system_prompt, warmup) for _ in range(plan.workers)]
     try:
         info, reads_images = _first_info(ray, actors)

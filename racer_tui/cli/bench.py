@@ -195,7 +195,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser, *, engine_loa
 def _run(args: argparse.Namespace, loader: EngineLoader) -> int:
     # validate the questions and the worker plan before the slow model load: bad input fails at once
     questions, name = questions_of(args)
-    if (refusal := structured_refusal(questions, name)) is not None:  # a schema per question needs llguidance
+    if (refusal := structured_refusal(questions, name, args.methods)) is not None:  # a schema per question needs llguidance
         print_error(refusal)
         return 2
     plan = shard_plan(args)

@@ -22,9 +22,8 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from racer_core.bench.answers import default_answer_dir
 from racer_core.bench.board import BenchBoard
-from racer_core.bench.constrained import structured_refusal
 from racer_core.bench.results import BenchResult, load_results
-from racer_core.bench.runner import BenchProgress, check_repeats, run_benchmark
+from racer_core.bench.runner import BenchProgress, check_repeats, run_benchmark, with_suite_grammar
 from racer_core.bench.suites import Question, load_suite, suite_name
 from racer_core.common.capabilities import check_methods_for
 from racer_core.common.config import DEFAULTS
@@ -105,8 +104,6 @@ def select_questions(suite: str, begin: str, end: str) -> list[Question]:
     questions = load_suite(suite)[first:last]
     if not questions:
         raise RacerError(f"no questions selected from {suite} (it has {len(load_suite(suite))})")
-    if (refusal := structured_refusal(questions, suite_name(suite))) is not None:  # schemas need llguidance
-        raise RacerError(refusal)
     return questions
 
 
@@ -278,7 +275,7 @@ class BenchScreen(Screen):
             max_new_tokens = self._max_new_tokens()
             repeats = self._repeats()
             config = self.host.settings.generation.replace(max_new_tokens=max_new_tokens)
-            check_methods_for(engine, config, methods)
+            check_methods_for(engine, with_suite_grammar(config, questions), methods)  # schemas: a grammar
         except RacerError as exc:
             self.notify(str(exc), title="Cannot start", severity="error", timeout=10)
             return

@@ -20,6 +20,7 @@ from racer_core.bench.suites import Question, load_suite, parse_questions
 from racer_core.common.errors import InputError
 from racer_core.common.events import GenerationConfig, Source, StepEvent
 from racer_core.common.grammar import Grammar
+from racer_core.structured import library
 from racer_tui.cli import main
 
 PERSON = {
@@ -187,7 +188,18 @@ def test_bench_refuses_a_constrained_suite_in_one_line_without_llguidance(monkey
 
 def test_the_refusal_needs_a_schema_and_a_missing_library(monkeypatch):
     assert constrained.structured_refusal(QUESTIONS[3:], "plain") is None
-    monkeypatch.setattr(constrained.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setattr(library, "available", lambda: True)
     assert constrained.structured_refusal(QUESTIONS, "mini") is None
-    monkeypatch.setattr(constrained.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(library, "available", lambda: False)
     assert "[structured]" in constrained.structured_refusal(QUESTIONS, "mini")
+
+
+def test_an_anchor_cannot_follow_a_schema_and_is_refused_before_the_run(capsys):
+    engine = SchemaEngine()
+    with pytest.raises(InputError, match="structured output is not supported with method hf"):
+        run_benchmark(engine, QUESTIONS, ["ar", "hf"], GREEDY)
+    assert engine.configs == []  # not even a warm-up
+    run_benchmark(SchemaEngine(), QUESTIONS[3:], ["ar", "hf"], GREEDY)  # unconstrained: the anchor runs
+    rc = main(["bench", "structured", "--methods", "ar,hf"], engine_loader=lambda **kw: pytest.fail("loaded"))
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and "method hf" in err

@@ -13,11 +13,11 @@ import pytest
 from app_pilot import StartApp
 from fake_engine import FakeEngine, open_dashboard, ready_chat, wait_for
 
-from racer_core.bench import constrained
 from racer_core.bench.runner import WARMUP_PROMPT
 from racer_core.common import registry
 from racer_core.common.events import Source
 from racer_core.common.grammar import Grammar
+from racer_core.structured import library
 from racer_tui.chat.json_mode import split_json_prefix
 from racer_tui.screens.chat import ChatScreen
 from racer_tui.screens.settings import SettingsScreen
@@ -128,7 +128,7 @@ async def test_the_dashboard_refuses_the_structured_suite_without_llguidance(
     engine = FakeEngine()
     pilot = await start_app(engine)
     bench = await open_dashboard(pilot)
-    monkeypatch.setattr(constrained.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(library, "available", lambda: False)
     bench.query_one("#suite").value = "structured"
     bench.action_start()
     await pilot.pause()
