@@ -63,9 +63,11 @@ def test_structured_suite_has_twenty_questions_each_with_a_valid_schema():
         schema = json.loads(q.schema)
         jsonschema.validators.validator_for(schema).check_schema(schema)
         assert len(q.turns) == 1
-        # a list is bounded as the passage is: a small model that repeats a record
-        # must still close the JSON within max new tokens (unbounded, 8 of 20 replies ran out at 256)
-        assert all("maxItems" in a for a in _arrays(schema)), q.question_id
+        # lists bounded as the passage is, free text by length: a small model that repeats a record
+        # or a word must still close the JSON within max new tokens (unbounded, 8 of 20 replies ran
+        # out at 256 on the embedded model; with lists bounded, 1 still did inside a string)
+        assert all("maxItems" in a for a in _typed(schema, "array")), q.question_id
+        assert all({"maxLength", "enum", "pattern"} & set(t) for t in _typed(schema, "string")), q.question_id
     for q in (q for q in questions if q.category == "tool_call"):
         # a tool call is {"name": ..., "arguments": {...}}, one tool or a choice of them
         for option in json.loads(q.schema).get("anyOf", [json.loads(q.schema)]):
@@ -73,13 +75,13 @@ def test_structured_suite_has_twenty_questions_each_with_a_valid_schema():
             assert "const" in option["properties"]["name"]
 
 
-def _arrays(node: object) -> list[dict]:
-    """Every array schema inside `node`."""
+def _typed(node: object, kind: str) -> list[dict]:
+    """Every schema of type `kind` inside `node`."""
     if isinstance(node, dict):
-        own = [node] if node.get("type") == "array" else []
-        return own + [a for v in node.values() for a in _arrays(v)]
+        own = [node] if node.get("type") == kind else []
+        return own + [a for v in node.values() for a in _typed(v, kind)]
     if isinstance(node, list):
-        return [a for v in node for a in _arrays(v)]
+        return [a for v in node for a in _typed(v, kind)]
     return []
 
 
