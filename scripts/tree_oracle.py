@@ -4,7 +4,7 @@
     python scripts/tree_oracle.py report /tmp/oracle/steps.json   # no model: the tables, in seconds
     python scripts/tree_oracle.py record --out /tmp/quiet --curve 1:10.4,2:11,4:14.3,8:23.9   # the policies weigh this curve
     python scripts/tree_oracle.py report /tmp/oracle/steps.json --rounds 5   # and the choice timed alone
-    python scripts/tree_oracle.py replay /tmp/oracle/steps.json   # this code's policy on the recorded trees (a check)
+    python scripts/tree_oracle.py replay /tmp/oracle/steps.json   # this code's policy on the recorded trees: x ar, MAT, of the ceiling
 
 docs/performance.md ("where racer's speed is, step by step") has the tables and what they say.
 
@@ -408,6 +408,14 @@ def rule_choice(policy: GivenChances, step: dict, chances: np.ndarray) -> np.nda
     return policy.choose(SimpleNamespace(context=np.asarray(step["tree"]["context"]))).chosen
 
 
+def run_ceiling(steps: list[Scored], sizes: EfficientSizes, over: float = 0.0) -> Rates:
+    """The whole-run oracle's tokens and seconds (`run_oracle`), each step also paying `over` seconds."""
+    whole = Rates()
+    for s, k in zip(steps, run_oracle([min(len(s.path), s.known) - 1 for s in steps], sizes, over), strict=True):
+        whole.add(s.category, k + 1, cost(sizes, k + 1) + over)
+    return whole
+
+
 def speed_tables(doc: dict, sizes: EfficientSizes, methods: list[str], python_s: float,
                  extra: dict[str, float], curve: CostCurve | None = None) -> dict[str, Rates]:
     """Per method its actual choices, the policy's own before the gate ("intended"),
@@ -423,11 +431,9 @@ def speed_tables(doc: dict, sizes: EfficientSizes, methods: list[str], python_s:
         nodes = calibration(doc)
         mapping, rates = calibration_map(nodes), fine_rates(nodes)
     for method in methods:
-        actual, intended, ceiling, roots, whole = Rates(), Rates(), Rates(), Rates(), Rates()
+        actual, intended, ceiling, roots = Rates(), Rates(), Rates(), Rates()
         steps = scored_steps(doc, method)
-        over = python_s + extra[method]
-        for s, k in zip(steps, run_oracle([min(len(s.path), s.known) - 1 for s in steps], sizes, over), strict=True):
-            whole.add(s.category, k + 1, cost(sizes, k + 1) + over)
+        whole = run_ceiling(steps, sizes, python_s + extra[method])
         for s in steps:
             over = python_s + extra[method]
             if method == methods[0]:
@@ -724,7 +730,7 @@ def choice_without_interference(doc: dict, curve: CostCurve, rounds: int) -> flo
     return float(np.mean(times))
 
 
-def replay_policy(doc: dict, curve: CostCurve) -> tuple[Rates, Rates]:
+def replay_policy(doc: dict, curve: CostCurve) -> tuple[Rates, Rates, int]:
     """(the recorded choices, this code's TreePolicy) on a recording's racer
     trees, by the curve alone: one policy across the questions, each step's
     tree chosen from, then labelled as the engine labels it (record, learn).
@@ -734,12 +740,13 @@ def replay_policy(doc: dict, curve: CostCurve) -> tuple[Rates, Rates]:
     token per t(1)) up to the next one, for want of a tree there -- so the
     replay errs against a policy that accepts more. The trees are the
     recorded ones: in a live run the logits table learns from the rows a step
-    fed, so the trees themselves differ."""
+    fed, so the trees themselves differ. The third value counts the replayed
+    steps, its plain ones included (for its MAT)."""
     from racer_core.drafting.tree import Tree
 
     sizes = EfficientSizes.from_curve(curve, LARGEST)
     policy = TreePolicy(curve, largest=LARGEST)
-    recorded, replayed = Rates(), Rates()
+    recorded, replayed, steps = Rates(), Rates(), 0
     for q in doc["questions"]:
         run = q["methods"].get("racer")
         if run is None:
@@ -751,6 +758,7 @@ def replay_policy(doc: dict, curve: CostCurve) -> tuple[Rates, Rates]:
             if root < now:
                 continue
             replayed.add(q["category"], root - now, (root - now) * cost(sizes, 1))  # plain steps up to this root
+            steps += root - now
             t = step["tree"]
             tree = replace(Tree.of(t["tokens"], t["parents"], 1), context=np.asarray(t["context"], dtype=np.int64),
                            rank=np.asarray(t["rank"], dtype=np.int64))
@@ -758,22 +766,28 @@ def replay_policy(doc: dict, curve: CostCurve) -> tuple[Rates, Rates]:
             selection = policy.choose(tree)
             made = min(accepted_in(path, selection.chosen) + 1, known)
             replayed.add(q["category"], made, cost(sizes, selection.fed))
+            steps += 1
             policy.record(tree, root, selection)
             now = root + made
             policy.learn(reply[: now + 1])
         replayed.add(q["category"], max(0, at - now), max(0, at - now) * cost(sizes, 1))
+        steps += max(0, at - now)
         policy.learn(reply, final=True)
-    return recorded, replayed
+    return recorded, replayed, steps
 
 
 def replay(args: argparse.Namespace) -> None:
     doc = load_recording(args.steps)
     curve = parse_curve(args.curve) if args.curve else CostCurve(doc["curve"]["sizes"], doc["curve"]["seconds"])
-    recorded, replayed = replay_policy(doc, curve)
-    ar = 1.0 / cost(EfficientSizes.from_curve(curve, LARGEST), 1)
-    print("category | recorded racer (x ar) | this policy replayed (x ar)")
+    recorded, replayed, steps = replay_policy(doc, curve)
+    sizes = EfficientSizes.from_curve(curve, LARGEST)
+    ar = 1.0 / cost(sizes, 1)
+    ceiling = run_ceiling(scored_steps(doc, "racer"), sizes)  # report's "ceiling (whole run)", the curve alone
+    print("category | recorded racer (x ar) | this policy replayed (x ar) | recorded trees' ceiling (x ar)")
     for key in [*dict.fromkeys(q["category"] for q in doc["questions"]), "all"]:
-        print(f"{key} | {recorded.rate(key) / ar:.3f} | {replayed.rate(key) / ar:.3f}")
+        print(f"{key} | {recorded.rate(key) / ar:.3f} | {replayed.rate(key) / ar:.3f} | {ceiling.rate(key) / ar:.3f}")
+    print(f"replayed: MAT {replayed.tokens['all'] / steps:.3f} ({steps} steps, plain ones included), "
+          f"{replayed.rate('all') / ceiling.rate('all'):.3f} of the ceiling")
 
 
 def parse_curve(text: str) -> CostCurve:

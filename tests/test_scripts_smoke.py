@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts"
 SHORT = ["--question-begin", "14", "--question-end", "15", "--max-new-tokens", "4"]  # one built-in question
 COVERED = {  # every script, and the test that runs it (a new script without one fails the last test)
-    "accept_compare.py", "api_load.py", "api_soak.py", "bit_exact_check.py", "busy_machine.py",
+    "accept_compare.py", "api_load.py", "api_profile.py", "api_soak.py", "bit_exact_check.py", "busy_machine.py",
     "context_count_cost.py", "draft_replay.py", "dtype_e2e.py", "first_start.py", "gpu_check.py", "grammar_engines.py",
     "kernel_floor.py",
     "linear_cost.py", "llama_cpp_anchor.py", "llama_cpp_step_cost.py", "logits_rule_speed.py",
@@ -245,6 +245,18 @@ def test_api_load_and_api_soak_against_a_tiny_server(capsys: pytest.CaptureFixtu
         run("api_soak.py", "--url", url, "--requests", "4", "--clients", "2", "--max-tokens", "4")
     out = capsys.readouterr().out
     assert "racer/ar given" in out and '"passed": true' in out
+
+
+def test_api_profile_splits_a_loaded_servers_cpu(capsys: pytest.CaptureFixture[str]) -> None:
+    # The embedded model served in this process, api_load.py's clients in a process of their own.
+    pytest.importorskip("openai")
+    from racer_core.engine.loop import EngineLoop
+
+    passes = EngineLoop._pass
+    run("api_profile.py", "--clients", "1", "--requests", "1", "--max-tokens", "4", "--cprofile", "--top", "3")
+    out = capsys.readouterr().out
+    assert "% of the cores" in out and "the server's own" in out and "engine loop: CPU by function" in out
+    assert EngineLoop._pass is passes  # its timers are taken off again
 
 
 class FakeLlama:

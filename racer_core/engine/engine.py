@@ -480,6 +480,10 @@ def step_events(engine: RacerEngine, decoder: SequenceDecoder, prompt: list[int]
             pixels = vision.generate_inputs() if vision is not None else {}
             steps = generate_with_transformers(engine, prompt, config, should_stop, pixels)
         else:  # the engine loop's thread runs the passes; this one reads their Steps
+            if config.grammar is not None:  # compiled here (and kept), not on the loop every sequence waits for
+                from racer_core.structured.compile import check_grammar
+
+                check_grammar(engine, config.grammar)
             steps = engine.loop.submit(decoder.steps(prompt, config, should_stop, vision))
         yield from _events(engine, steps, detok)
 
@@ -487,7 +491,7 @@ def step_events(engine: RacerEngine, decoder: SequenceDecoder, prompt: list[int]
 def _events(engine: RacerEngine, steps: Iterator[Any], detok: IncrementalDecoder) -> Iterator[StepEvent]:
     """The decoder's steps as StepEvents, their tokens cut into text by `detok`."""
     for count, step in enumerate(steps, 1):
-        texts = [detok.push(t) for t in step.tokens]
+        texts = detok.push_all(step.tokens)  # the pass's tokens at once
         if step.finish_reason is not None and texts:
             texts[-1] += detok.flush()
         logprobs = _token_logprobs(engine, step.tokens, step.logprobs)

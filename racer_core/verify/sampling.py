@@ -21,8 +21,13 @@ def greedy_choices(logits: torch.Tensor) -> list[int]:
 
     Taken in fp32: the conversion is exact, and torch's argmax over bf16 rows
     of a 49k vocabulary is about 4x slower on the CPU than over fp32 ones
-    (1.4 ms against 0.4 for 16 rows), a few percent of a verification step."""
-    return logits.float().argmax(dim=-1).tolist()
+    (1.4 ms against 0.4 for 16 rows), a few percent of a verification step.
+    On the CPU numpy's argmax (the same first index) is about 10x faster
+    again than torch's: every sequence's every step takes it on the engine loop."""
+    rows = logits.float()
+    if rows.device.type == "cpu":
+        return rows.numpy().argmax(axis=-1).tolist()
+    return rows.argmax(dim=-1).tolist()
 
 
 class TokenSampler:

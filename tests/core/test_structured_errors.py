@@ -83,3 +83,25 @@ def test_a_grammar_is_checked_for_the_loaded_model_before_a_reply() -> None:
     check_grammar(engine, Grammar("json_object"))
     with pytest.raises(InputError, match="Invalid type: strin"):
         check_grammar(engine, Grammar("json_schema", '{"type": "strin"}'))
+
+
+def test_a_reply_compiles_its_grammar_before_the_loop_runs_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The engine loop steps every sequence: a grammar compiled there (with the vocabulary, about a second
+    # the first time) would stall the others. The chat or request thread that starts the reply compiles it.
+    import threading
+
+    from racer_core.structured import compile as compiling
+
+    threads: list[str] = []
+    real = compiling.compile_grammar
+
+    def recording(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(compiling, "compile_grammar", recording)
+    engine = structured_engine("llama")
+    config = GenerationConfig(method="racer", max_new_tokens=4, grammar=Grammar("regex", "(fox|dog) [a-z]+"))
+    chat = engine.new_conversation()
+    assert list(chat.send("Name an animal.", config))
+    assert threads and threads[0] == threading.current_thread().name

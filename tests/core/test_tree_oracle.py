@@ -213,8 +213,10 @@ def test_the_whole_run_oracle_takes_rows_a_step_alone_would_not() -> None:
 def test_the_replay_covers_the_reply_once_whatever_the_policy_accepts() -> None:
     # The replayed policy's acceptance, not the recorded steps', decides where
     # its next root lies: no token is counted twice, none left out.
-    recorded, replayed = tree_oracle.replay_policy(_doc(), CostCurve([1, 2, 4, 8, 64], [0.010, 0.010, 0.010, 0.040, 0.320]))
+    recorded, replayed, steps = tree_oracle.replay_policy(_doc(), CostCurve([1, 2, 4, 8, 64],
+                                                                            [0.010, 0.010, 0.010, 0.040, 0.320]))
     assert recorded.tokens["all"] == replayed.tokens["all"] == 4  # the reply after its first token
+    assert 1 <= steps <= 4  # one step per token at most, its plain ones included
     assert recorded.rate("all") == pytest.approx(4 / 0.020)
 
 
