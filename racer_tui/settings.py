@@ -31,6 +31,7 @@ class Settings:
     system_prompt: str = ""
     markdown: bool = False  # show replies as Markdown (while they stream too)
     learn_from_chats: bool = True  # drafts start from earlier chats (racer_core/drafting/corpus.py)
+    json_mode: bool = False  # every chat reply is one JSON object (racer_tui/chat/json_mode.py; !!json for one)
     recent_models: tuple[str, ...] = ()  # model paths that loaded, the latest first (F5 offers them)
 
     def replace(self, **changes: Any) -> Settings:
@@ -54,6 +55,7 @@ APP_FIELDS: dict[str, tuple[type, ...]] = {
     "system_prompt": (str,),
     "markdown": (bool,),
     "learn_from_chats": (bool,),
+    "json_mode": (bool,),
     "recent_models": (list,),
 }
 _JSON_TYPE = {str: "text", bool: "true or false", type(None): "null", list: "a list of paths"}

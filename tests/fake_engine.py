@@ -17,6 +17,8 @@ Test controls:
   rows in its event's curve_s, and `slowdown`: each step takes that many
   times STEP_TIMES (a machine busy with other work);
 - `diverge`: methods whose token ids differ from the others' (equality checks);
+- `forced`: under a config's grammar, the drafted tokens of every even step
+  are the grammar's forced ones (Source.GRAMMAR), as racer_core/structured's are;
 - `vary`: shorten the reply by a prompt-dependent amount (livelier charts);
 - `vision`: take images with a message (else refuse them in one line, as a
   text-only model does); `images` records what each message carried;
@@ -100,9 +102,11 @@ def _chunk_sizes(method: str, count: int) -> list[int]:
     return sizes
 
 
-def _source(method: str, step: int, k: int, last: bool) -> Source:
+def _source(method: str, step: int, k: int, last: bool, forced: bool = False) -> Source:
     if last or (step == 0 and method not in ONE_EVENT):  # the bonus token; the prefill's token
         return Source.MODEL  # the bonus token
+    if forced:
+        return Source.GRAMMAR
     if method == "logits" or (method == "racer" and (step + k) % 3 == 2):
         return Source.LOGITS
     return Source.RETRIEVAL
@@ -153,6 +157,7 @@ class FakeEngine:
     curve: Callable[[int], float] | None = None  # prices each step's rows (StepEvent.curve_s)
     slowdown: float = 1.0  # steps take this many times STEP_TIMES
     diverge: frozenset[str] = frozenset()
+    forced: bool = False
     vision: bool = False
     images: list[list[tuple[str, str]]] = field(default_factory=list)  # (path, sha256) per message sent
     prompts: list[tuple[str, list[dict[str, str]]]] = field(default_factory=list)
@@ -244,8 +249,9 @@ class FakeEngine:
                 yield StepEvent(step + 1, (), 0, budget, 0.0, 0.0, 0.0, True, "cancelled")
                 return "".join(emitted)
             chunk = words[i : i + n]
+            grammar = self.forced and config.grammar is not None and step % 2 == 1  # event step + 1 is even
             pieces = tuple(
-                TokenPiece(id_base + i + k, text, _source(method, step, k, k == len(chunk) - 1))
+                TokenPiece(id_base + i + k, text, _source(method, step, k, k == len(chunk) - 1, grammar))
                 for k, text in enumerate(chunk)
             )
             if self.step_hook is not None:

@@ -34,7 +34,7 @@ COVERED = {  # every script, and the test that runs it (a new script without one
     "kernel_floor.py",
     "linear_cost.py", "llama_cpp_anchor.py", "llama_cpp_step_cost.py", "logits_rule_speed.py",
     "prob_replay.py", "reply_memory.py", "sanitize.sh", "screenshots.py", "step_overhead.py",
-    "tui_speed.py", "verify_cost.py",
+    "structured_targets.py", "tui_speed.py", "verify_cost.py",
 }
 ELSEWHERE = {"tree_oracle.py": "tests/core/test_tree_oracle.py"}  # runs there on the tiny model, with its checks
 
@@ -166,6 +166,22 @@ def test_draft_replay_record_and_replay_then_prob_replay(tiny_checkpoint: str, t
 def test_dtype_e2e(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run("dtype_e2e.py", *SHORT, "--setups", "auto:auto", "--answer-dir", str(tmp_path))
     assert "tokens/s against auto-auto" in capsys.readouterr().out
+
+
+def test_structured_targets(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run("structured_targets.py", "--question-end", "1", "--max-new-tokens", "4", "--answer-dir", str(tmp_path))
+    out = capsys.readouterr().out
+    assert "constrained replies" in out and "speedup: racer" in out and "validity: ar" in out
+
+
+def test_structured_targets_refuses_in_one_line_without_llguidance(monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from racer_core.structured import library
+
+    monkeypatch.setattr(library, "available", lambda: False)
+    assert _main("structured_targets.py")(["--question-end", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "[structured]" in err
 
 
 def test_busy_machine(capsys: pytest.CaptureFixture[str]) -> None:

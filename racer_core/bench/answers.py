@@ -14,7 +14,11 @@ settings that produced it, so `--resume` never mixes runs made with different
 settings); each choice also carries `token_ids` (per turn, so runs can be
 compared token for token) and, in greedy runs, `tie_margins` (per turn, each
 token's top-2 logit gap in ulps, so a divergence can be told from rounding:
-racer_core.verify.near_tie). Readers accept lines without them. A question the
+racer_core.verify.near_tie) and `accepted_by_source` (the drafted tokens its
+verification steps accepted, by source key, as the API reports them: a
+grammar's forced tokens count under `grammar`). A question with a JSON Schema
+(a constrained suite) keeps it as `schema`, so validity can be checked from
+the file alone. Readers accept lines without them. A question the
 engine failed on has an `error` field with the reason, and only the choices
 finished before the failure (no text stands in for a reply); `--resume`
 answers it again.
@@ -34,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from racer_core.bench.constrained import schema_text
 from racer_core.common.errors import InputError
 
 DATA_DIR_ENV = "RACER_TUI_DATA_DIR"  # read by racer_core.common.paths.data_dir
@@ -51,6 +56,8 @@ class Choice:
     decoding_steps: tuple[int, ...] | None = None  # verification steps per turn; None in files without it
     token_ids: tuple[tuple[int, ...], ...] | None = None  # per turn; None in foreign files
     tie_margins: tuple[tuple[float, ...], ...] | None = None  # per turn and token, greedy (racer_core.verify.near_tie)
+    # source key -> drafted tokens the counted steps accepted (bonus tokens left out); None in files without it
+    accepted_by_source: dict[str, int] | None = field(default=None, hash=False)
 
     def to_json(self) -> dict[str, Any]:
         obj: dict[str, Any] = {"index": self.index, "turns": list(self.turns)}
@@ -65,6 +72,8 @@ class Choice:
             obj["token_ids"] = [list(t) for t in self.token_ids]
         if self.tie_margins is not None:
             obj["tie_margins"] = [list(t) for t in self.tie_margins]
+        if self.accepted_by_source is not None:
+            obj["accepted_by_source"] = dict(self.accepted_by_source)
         return obj
 
     @classmethod
@@ -82,6 +91,7 @@ class Choice:
         steps = obj.get("decoding_steps")
         ids = obj.get("token_ids")
         margins = obj.get("tie_margins")
+        by_source = obj.get("accepted_by_source")
         return cls(
             index=int(obj.get("index", position)),
             turns=turns,
@@ -91,6 +101,7 @@ class Choice:
             decoding_steps=None if steps is None else tuple(int(n) for n in steps),
             token_ids=None if ids is None else tuple(tuple(int(t) for t in turn) for turn in ids),
             tie_margins=None if margins is None else tuple(tuple(float(g) for g in turn) for turn in margins),
+            accepted_by_source=None if by_source is None else {str(k): int(n) for k, n in by_source.items()},
         )
 
 
@@ -114,6 +125,7 @@ class AnswerRecord:
     reference: tuple[str, ...] | None = None  # the question's expected final answer(s), for scoring
     # why the question failed: then `choices` holds only the choices finished before the failure
     error: str | None = None
+    schema: str | None = None  # the JSON Schema (JSON text) the replies had to match: a constrained question
 
     @classmethod
     def single(
@@ -158,6 +170,10 @@ class AnswerRecord:
     def accept_lengths(self) -> tuple[int, ...]:
         return tuple(n for c in self.choices for n in c.accept_lengths)
 
+    def accepted_from(self, source_key: str) -> int:
+        """Drafted tokens that source accepted over every choice (0 where a file does not say)."""
+        return sum((c.accepted_by_source or {}).get(source_key, 0) for c in self.choices)
+
     @property
     def tokens(self) -> int:
         return sum(sum(c.new_tokens) for c in self.choices)
@@ -183,6 +199,8 @@ class AnswerRecord:
             obj["config"] = self.config
         if self.error is not None:
             obj["error"] = self.error
+        if self.schema is not None:
+            obj["schema"] = json.loads(self.schema)
         return obj
 
     @classmethod
@@ -213,6 +231,7 @@ class AnswerRecord:
                 answer_id=str(obj.get("answer_id", "")),
                 reference=_reference(obj.get("reference")),
                 error=error,
+                schema=_schema(obj.get("schema")),
             )
         except (KeyError, IndexError, TypeError, ValueError) as exc:
             raise ValueError(f"not an answer ({type(exc).__name__}: {exc})") from None
@@ -223,6 +242,14 @@ def _reference(value: Any) -> tuple[str, ...] | None:
         return None
     items = value if isinstance(value, list) else [value]
     return tuple(str(v) for v in items) or None
+
+
+def _schema(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError("schema must be a JSON object")
+    return schema_text(value)
 
 
 def new_answer_id() -> str:

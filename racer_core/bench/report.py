@@ -58,7 +58,10 @@ def _groups(result: BenchResult, categories: bool) -> list[tuple[str, dict[str, 
 def bench_tables(result: BenchResult, *, categories: bool = True, style: LabelStyle | None = None) -> list[Table]:
     """One table per category, then all questions: tok/s, MAT, speedup and its
     spread over questions, equality with ar; when the answers carry references
-    (math suites), the all-questions table adds each method's accuracy."""
+    (math suites), the all-questions table adds each method's accuracy; when
+    they carry schemas (a constrained suite), a last table splits each
+    method's MAT into the grammar's forced tokens per step and the rest, and
+    counts the replies that parse and validate (constrained_table)."""
     base = result.baseline if result.baseline in result.records else None
     headers = ["method", "questions", "tokens", "tok/s", "MAT", f"vs {base or 'ar'}", "per question", "same as ar"]
     scores = score_methods(result.records)  # math suites: a speed-up that changed answers must show
@@ -90,7 +93,24 @@ def bench_tables(result: BenchResult, *, categories: bool = True, style: LabelSt
     if warnings:  # under the last table: the one the dashboard shows too
         tables[-1].caption = Text("\n".join(f"WARNING {w}" for w in warnings), style="bold red")
         tables[-1].caption_justify = "left"
+    if result.constrained:
+        tables.append(constrained_table(result, style))
     return tables
+
+
+def constrained_table(result: BenchResult, style: LabelStyle | None = None) -> Table:
+    """A constrained suite's own figures per method, over all questions: MAT,
+    its grammar-forced part and the rest (tokens per verification step), and
+    how many replies parse as JSON and validate against their schema."""
+    headers = ["method", "replies", "MAT", "MAT grammar", "MAT other", "valid", "invalid", "not JSON"]
+    table = _table("constrained replies (a JSON schema each)", headers)
+    for label, row in result.method_totals().items():
+        s, valid = row.stats, result.validity(label)
+        table.add_row(
+            _label(label, style), str(valid.total), fmt(s.mat, ".2f"), fmt(s.mat_grammar, ".2f"),
+            fmt(s.mat_without_grammar, ".2f"), valid.text, str(valid.invalid), str(valid.unparsable),
+        )
+    return table
 
 
 def _accuracy(score: MathScore | None) -> str:

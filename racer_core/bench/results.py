@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from racer_core.bench.answers import AnswerRecord, read_answers, scan_answers
+from racer_core.bench.constrained import Validity, validity
 from racer_core.bench.suites import report_categories
 from racer_core.common import registry
 from racer_core.common.counts import counted
@@ -146,6 +147,15 @@ class BenchResult:
         fold = self._fold()
         return {k: r for k, r in recs.items() if fold.get(r.category, r.category) == category}
 
+    @property
+    def constrained(self) -> bool:
+        """Whether any answer had a schema to match (a constrained suite): the tables then show validity."""
+        return any(r.schema is not None for r in self._all_records())
+
+    def validity(self, label: str, category: str | None = None) -> Validity:
+        """How many of a label's constrained replies (in `category`) parse and validate, checked from their text."""
+        return validity(self._select(label, category).values())
+
     def method_totals(self) -> dict[str, Row]:
         return {label: self.totals(label) for label in self.methods}
 
@@ -224,9 +234,9 @@ class BenchResult:
             "greedy": self.greedy,
             "completed": self.completed,
             "answer_dir": None if self.answer_dir is None else str(self.answer_dir),
-            "methods": {label: {**t.to_json(), "failed": self.failed(label)} for label, t in self.method_totals().items()},
+            "methods": {label: self._row_json(t, label) for label, t in self.method_totals().items()},
             "categories": {
-                cat: {label: {**t.to_json(), "failed": self.failed(label, cat)} for label, t in rows.items()}
+                cat: {label: self._row_json(t, label, cat) for label, t in rows.items()}
                 for cat, rows in self.category_totals().items()
             },
             "failed": self.failure_count(),
@@ -235,6 +245,12 @@ class BenchResult:
         }
         summary.update(extra)
         return summary
+
+
+    def _row_json(self, row: Row, label: str, category: str | None = None) -> dict[str, Any]:
+        """A summary row: the totals, failures and, for a constrained suite, validity."""
+        extra = {"validity": self.validity(label, category).to_json()} if self.constrained else {}
+        return {**row.to_json(), "failed": self.failed(label, category), **extra}
 
 
 WIDE_SPREAD = 3.0
@@ -247,7 +263,7 @@ def tally(records: Iterable[AnswerRecord]) -> Stats:
     """The Stats of some answers."""
     stats = Stats()
     for r in records:
-        stats.add_reply(r.tokens, r.seconds, r.accept_lengths, r.method)
+        stats.add_reply(r.tokens, r.seconds, r.accept_lengths, r.method, r.accepted_from(registry.GRAMMAR.key))
     return stats
 
 

@@ -11,6 +11,11 @@ count against a method). Each question may be answered several times
 question the engine fails on is recorded with its error and the run goes on,
 as the original's does.
 
+A question with a JSON Schema (a constrained suite, racer_core/bench/constrained.py)
+is answered under `Grammar("json_schema", schema)`; its answer keeps the schema,
+so the results can check each reply against it. Such a run's warm-up replies
+are in JSON mode, so the grammar engine's first use is not timed either.
+
 MAT counts tree verification steps only: the first event of a turn is the
 prefill, which yields one token from the prompt alone, so it is timed but not
 counted as a step (as the original counts it).
@@ -25,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from racer_core.bench.answers import AnswerRecord, AnswerWriter, Choice, answer_path, read_answers
+from racer_core.bench.constrained import grammar_for
 from racer_core.bench.images import images_of_turn, takes_images, without_image_questions
 from racer_core.bench.results import BenchResult, load_results
 from racer_core.bench.suites import Question
@@ -38,8 +44,11 @@ from racer_core.common.events import (
     EngineInfo,
     GenerationConfig,
     ShouldStop,
+    Source,
     StepEvent,
+    source_spec,
 )
+from racer_core.common.grammar import JSON_OBJECT, Grammar
 from racer_core.common.stats import UNSTEPPED_METHODS, is_verification_step
 
 __all__ = [
@@ -59,6 +68,7 @@ _clock = time.perf_counter  # a module attribute so tests can drive time by hand
 
 WARMUP_PROMPT = "Name three colours of the rainbow in one short sentence."
 WARMUP_TOKENS = 16
+SUITE_GRAMMAR = Grammar(JSON_OBJECT)  # a constrained run's warm-up and checks: any JSON object
 
 
 def check_repeats(value: int | str) -> int:
@@ -255,7 +265,8 @@ def run_benchmark(
     returns True; the question in flight is then dropped.
     """
     methods, paths = check_run(methods, num_choices, answer_dir, answer_file, resume)
-    check_methods_for(engine, config, methods)  # a missing library or head, penalties an anchor cannot apply
+    # a missing library or head, penalties an anchor cannot apply; a grammar (a constrained suite) it cannot follow
+    check_methods_for(engine, with_suite_grammar(config, questions), methods)
     repeats = check_repeats(repeats)
     questions, skipped = without_image_questions(questions, takes_images(engine))
     start = start_run(
@@ -270,7 +281,7 @@ def run_benchmark(
     writers: dict[str, AnswerWriter] = {}
     try:
         if warmup:
-            _warm_up(engine, methods, config, should_stop, system_prompt)
+            _warm_up(engine, methods, with_suite_grammar(config, questions), should_stop, system_prompt)
         # opened after the warm-up: a run that fails that early keeps the old answers
         for m, path in paths.items():
             writers[m] = AnswerWriter(path, append=resume)
@@ -336,6 +347,8 @@ def _answer_question(
     choices = []
     warm_from = previous if warm else None
     error = None
+    if q.schema is not None:  # the question's own constraint; the run's config has none (run_config stays per run)
+        config = replace(config, grammar=grammar_for(q.schema))
     for i in range(num_choices):
         cfg = choice_config(config, i) if num_choices > 1 else config
         try:
@@ -350,7 +363,7 @@ def _answer_question(
             warm_from = conv
     record = AnswerRecord(
         q.question_id, q.category, model, config.method, tuple(choices), time.time(), run_config,
-        reference=q.reference, error=error,
+        reference=q.reference, error=error, schema=q.schema,
     )
     return record, warm_from
 
@@ -436,6 +449,7 @@ def answer_choice(
     progress(cfg.method, question_index, q, None, False)
     stepped = cfg.method not in UNSTEPPED_METHODS
     texts, counts, walls, accept, steps, ids, margins = [], [], [], [], [], [], []
+    by_source: dict[str, int] = {}
     for turn_index, turn in enumerate(q.turns):
         spent0 = progress.spent
         # only a question with images passes them: text-only engines' send takes none
@@ -455,6 +469,7 @@ def answer_choice(
             if is_verification_step(ev) or (not stepped and ev.pieces):
                 accept.append(ev.accept_length)
                 turn_steps += 1
+                _count_sources(ev, by_source)
             progress(cfg.method, question_index, q, ev, False)
         wall = _clock() - t0 - (progress.spent - spent0)
         if last is None or not last.finished:
@@ -481,7 +496,23 @@ def answer_choice(
         token_ids=tuple(ids),
         # kept only when every token has one (greedy, an engine that reports them)
         tie_margins=tuple(margins) if margins and None not in margins else None,  # type: ignore[arg-type]
+        accepted_by_source=by_source if stepped else None,
     )
+
+
+def _count_sources(event: StepEvent, counts: dict[str, int]) -> None:
+    """Add a counted step's drafted tokens to their sources' counts (the model's own bonus token is none)."""
+    for piece in event.pieces:
+        if piece.source != Source.MODEL:
+            key = source_spec(piece.source).key
+            counts[key] = counts.get(key, 0) + 1
+
+
+def with_suite_grammar(config: GenerationConfig, questions: Sequence[Question]) -> GenerationConfig:
+    """`config` in JSON mode when any question is constrained: what the methods are checked
+    against before the run (an anchor follows no grammar), and the warm-up's, so the grammar
+    engine's first-use costs (its view of the vocabulary) stay out of the first timed reply."""
+    return replace(config, grammar=SUITE_GRAMMAR) if any(q.schema is not None for q in questions) else config
 
 
 def _warm_up(

@@ -32,6 +32,7 @@ from racer_core.bench.runner import (
     _warm_up,
     check_run,
     start_run,
+    with_suite_grammar,
 )
 from racer_core.bench.suites import Question
 from racer_core.common.errors import InputError, RacerError
@@ -187,7 +188,8 @@ def run_sharded(
     methods, paths = check_run(methods, num_choices, answer_dir, answer_file, resume)
     ray = start_ray(plan)
     remote = ray.remote(num_cpus=plan.cpus_per_worker, num_gpus=plan.gpus_per_worker, max_restarts=0)(ShardWorker)
-    actors = [remote.remote(loader, methods, config, system_prompt, warmup) for _ in range(plan.workers)]
+    warm_config = with_suite_grammar(config, questions)  # a constrained suite warms the grammar engine up too
+    actors = [remote.remote(loader, methods, warm_config, system_prompt, warmup) for _ in range(plan.workers)]
     try:
         info, reads_images = _first_info(ray, actors)
         questions, skipped = without_image_questions(questions, reads_images)

@@ -3,8 +3,10 @@ a benchmark by name from a data folder laid out like the original RACER's.
 
 A question file holds one JSON object a line in the Spec-Bench / MT-Bench format
 `{"question_id": ..., "category": "...", "turns": ["...", ...]}`, optionally with
-`reference` (the expected final answer: a string, a number or a list of them)
-and `level`; other fields are ignored. A file of raw HumanEval tasks
+`reference` (the expected final answer: a string, a number or a list of them),
+`level` and `schema` (a JSON Schema every reply must match: the runner
+constrains the replies with it, racer_core/bench/constrained.py); other fields
+are ignored. The built-in `structured` suite is such a file. A file of raw HumanEval tasks
 (`task_id`, `prompt`, ...) is read as coding questions. The whole file is
 validated before anything runs, so a bad line fails fast with its file and line
 number and nothing gets written.
@@ -25,10 +27,12 @@ from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 
+from racer_core.bench.constrained import schema_problem, schema_text
 from racer_core.bench.images import TurnImages, parse_turn_images
 from racer_core.common.errors import InputError, json_error_text
 
-BUILTIN_SUITES = ("builtin", "humaneval")
+BUILTIN_SUITES = ("builtin", "humaneval", "structured")
+PACKAGED_SUITES = ("builtin", "structured")  # files in racer_core/bench/data
 BENCH_NAMES = ("spec_bench", "mt_bench", "gsm8k", "mgsm", "math", "aime", "human_eval")
 MATH_BENCHES = frozenset({"gsm8k", "mgsm", "math", "aime"})
 DEFAULT_DATA_ROOT = Path("data")
@@ -55,6 +59,7 @@ class Question:
     images: TurnImages = ()  # per turn, absolute paths; () for a text-only question
     reference: Reference | None = None  # accepted final answers (any one counts)
     level: int | str | None = None
+    schema: str | None = None  # the JSON Schema (as JSON text) every reply must match; None: unconstrained
 
 
 def report_categories(categories: Iterable[str]) -> dict[str, str]:
@@ -113,13 +118,18 @@ def parse_questions(lines: Iterable[str], source: str) -> list[Question]:
         level = obj.get("level")
         if isinstance(level, bool) or not isinstance(level, int | str | None):
             raise InputError(f"{where}: level must be a number or a string")
+        schema = obj.get("schema")
+        if schema is not None and (problem := schema_problem(schema)) is not None:
+            raise InputError(f"{where}: {problem}")
         # answers are matched by id, so ids must be unique (1 and "1" collide too)
         key = str(qid)
         if key in seen:
             raise InputError(f"{where}: question_id {qid!r} repeats line {seen[key]}")
         seen[key] = lineno
         images = parse_turn_images(obj.get("images"), len(turns), Path(source).parent, where)
-        questions.append(Question(qid, category, tuple(turns), images, reference, level))
+        questions.append(Question(
+            qid, category, tuple(turns), images, reference, level, None if schema is None else schema_text(schema)
+        ))
     if not questions:
         raise InputError(f"{source}: no questions")
     return questions
@@ -136,10 +146,10 @@ def load_question_file(path: str | Path) -> list[Question]:
     return parse_questions(text.splitlines(), str(path))
 
 
-def load_builtin() -> list[Question]:
-    """The project's own questions (package data)."""
-    data = resources.files("racer_core.bench") / "data" / "builtin.jsonl"
-    return parse_questions(data.read_text(encoding="utf-8").splitlines(), "builtin.jsonl")
+def load_builtin(name: str = "builtin") -> list[Question]:
+    """The project's own questions (package data): `builtin`, or `structured` (a schema per question)."""
+    data = resources.files("racer_core.bench") / "data" / f"{name}.jsonl"
+    return parse_questions(data.read_text(encoding="utf-8").splitlines(), f"{name}.jsonl")
 
 
 HUMANEVAL_INSTRUCTION = (
@@ -184,8 +194,8 @@ def load_humaneval() -> list[Question]:
 
 def load_suite(suite: str) -> list[Question]:
     """A built-in suite by name, else a question file by path."""
-    if suite == "builtin":
-        return load_builtin()
+    if suite in PACKAGED_SUITES:
+        return load_builtin(suite)
     if suite == "humaneval":
         return load_humaneval()
     path = Path(suite)

@@ -36,6 +36,7 @@ class Stats:
     speeds: list[float] = field(default_factory=list)  # tokens/s of each finished reply
     stepped: bool = True  # False once an anchor's reply is summed in: no MAT then
     against_curve: CurveSpeed = field(default_factory=lambda: CurveSpeed())  # the steps the cost curve priced (defined below)
+    grammar: int = 0  # of `accepted`, the tokens a reply's grammar forced (registry.GRAMMAR): counted apart in MAT
 
     def add_step(self, event: StepEvent) -> None:
         """One StepEvent of a reply in progress; its own timings are the time."""
@@ -44,12 +45,16 @@ class Stats:
         self.seconds += seconds
         if is_verification_step(event):
             self._steps([event.accept_length])
+            self.grammar += sum(1 for p in event.pieces if p.source == registry.GRAMMAR.id)
             if event.curve_s is not None:
                 self.against_curve.add(event.accept_length, seconds, event.curve_s)
 
-    def add_reply(self, tokens: int, seconds: float, accept_lengths: list[int] | tuple[int, ...], method: str) -> None:
-        """One finished reply (an answer record's totals)."""
+    def add_reply(
+        self, tokens: int, seconds: float, accept_lengths: list[int] | tuple[int, ...], method: str, grammar: int = 0
+    ) -> None:
+        """One finished reply (an answer record's totals; `grammar` of its accepted tokens were forced)."""
         self.replies += 1
+        self.grammar += grammar
         self.tokens += tokens
         self.seconds += seconds
         if seconds > 0:
@@ -74,6 +79,7 @@ class Stats:
             self.speeds + other.speeds,
             self.stepped and other.stepped,
             self.against_curve.plus(other.against_curve),
+            self.grammar + other.grammar,
         )
 
     @property
@@ -87,6 +93,16 @@ class Stats:
     @property
     def mat(self) -> float | None:
         return self.accepted / self.steps if self.stepped and self.steps else None
+
+    @property
+    def mat_grammar(self) -> float | None:
+        """The part of MAT the grammar forced: its tokens per step."""
+        return self.grammar / self.steps if self.mat is not None else None
+
+    @property
+    def mat_without_grammar(self) -> float | None:
+        """MAT without the grammar's forced tokens: what the model and the other sources gave per step."""
+        return (self.accepted - self.grammar) / self.steps if self.mat is not None else None
 
     def length_counts(self) -> Counter[int]:
         """Accepted length -> how many steps accepted that many tokens."""
@@ -188,6 +204,8 @@ class Row:
             "seconds": round(s.seconds, 6),
             "tokens_per_s": _round(s.tokens_per_s),
             "mat": _round(s.mat),
+            "mat_grammar": _round(s.mat_grammar),
+            "mat_without_grammar": _round(s.mat_without_grammar),
             "speedup_vs_ar": _round(v.speedup),
             "identical_to_ar": v.identical,
             "identical_questions": v.identical_questions,

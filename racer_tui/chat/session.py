@@ -22,6 +22,7 @@ from racer_core.common.errors import RacerError
 from racer_core.common.events import ContextUsage, Conversation, Engine, StepEvent
 from racer_core.common.stats import Stats
 from racer_tui.chat.attachments import intact_images, stored
+from racer_tui.chat.json_mode import reply_grammar
 from racer_tui.history import HistoryError, HistoryStore, Run, StoredMessage, title_for
 
 if TYPE_CHECKING:
@@ -119,6 +120,7 @@ class Turn:
             "method": self.config.method,
             "finish_reason": finish_reason,
             **({"temperature": temperature} if temperature else {}),
+            **({"grammar": self.config.grammar.kind} if self.config.grammar is not None else {}),
         }
 
 
@@ -128,6 +130,7 @@ class TakenBack:
 
     message: StoredMessage
     kept: list[StoredMessage]
+    reply_stats: dict = field(default_factory=dict)  # the reply's stored statistics (its grammar: regenerate keeps it)
 
 
 class ChatSession:
@@ -234,18 +237,21 @@ class ChatSession:
 
     def begin(self, engine: Engine, text: str, images: list[ChatImage] | None = None, *,
               typed: str | None = None, attached: list[ChatImage] | None = None,
-              temperature: float | None = None) -> Turn:
+              temperature: float | None = None, as_json: bool = False) -> Turn:
         """Start a reply to `text` with its `images`: the chat (made by its first
         message) gets the question and the reply's row; the caller runs
         `turn.conv.send`. RacerError (HistoryError included) when nothing was
         sent. Should the reply fail, `roll_back` gives back `typed` (default:
         `text`) and `attached` (default: `images`). `temperature`: this reply's
-        instead of the settings' (a sampled regeneration)."""
+        instead of the settings' (a sampled regeneration). `as_json`: this reply is
+        one JSON object (`!!json`), as every reply is with the json_mode setting."""
         images = list(images or [])
         settings = self._settings()
         config = settings.generation
         if temperature is not None:
             config = config.replace(temperature=temperature)
+        if (grammar := reply_grammar(as_json, settings.json_mode)) is not None:
+            config = config.replace(grammar=grammar)
         made_chat = None
         if self.chat_id is None:
             self.chat_id = made_chat = self.history.create_chat(title_for(text), settings.system_prompt)
@@ -363,4 +369,5 @@ class ChatSession:
         if self.conv is not None:  # from its end: its oldest turns may be cut to the context (fit_context)
             system = sum(1 for m in self.conv.messages if m["role"] == "system")
             trim_conversation(self.conv, max(system, len(self.conv.messages) - (len(messages) - last_user)))
-        return TakenBack(messages[last_user], kept)
+        reply = next((m for m in messages[last_user + 1:] if m.role == "assistant"), None)
+        return TakenBack(messages[last_user], kept, dict(reply.stats or {}) if reply is not None else {})

@@ -26,6 +26,7 @@ from typing import Any
 
 import racer_tui.cli.options as o
 from racer_core.bench.answers import DATA_DIR_ENV, default_answer_dir
+from racer_core.bench.constrained import structured_refusal
 from racer_core.bench.report import ProgressDisplay, bench_tables, plain_console, print_tables
 from racer_core.bench.results import BenchResult
 from racer_core.bench.runner import check_repeats, run_benchmark
@@ -52,7 +53,10 @@ EPILOG = (
     "then question 2, ...), after one untimed warm-up reply each. Answers go to "
     f"ANSWER_DIR/METHOD.jsonl (default under the user data folder, or ${DATA_DIR_ENV}). "
     "A question the engine fails on is recorded with its error and the run goes on. "
-    "Exit status: 0 done, 1 run-time error or a failed question, 2 usage error, 128 + the signal's number when "
+    "A question with a JSON schema (the `structured` suite) is answered under it and the tables add MAT "
+    "split into the grammar's forced tokens and the rest, and the replies that parse and validate; such a "
+    "suite needs the [structured] extra. "
+    "Exit status: 0 done, 1 run-time error or a failed question, 2 usage error or a missing extra, 128 + the signal's number when "
     "stopped by Ctrl-C (130), SIGTERM (143) or SIGHUP (129); finished answers are kept "
     "(rerun with --resume to continue)."
 )
@@ -191,6 +195,9 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser, *, engine_loa
 def _run(args: argparse.Namespace, loader: EngineLoader) -> int:
     # validate the questions and the worker plan before the slow model load: bad input fails at once
     questions, name = questions_of(args)
+    if (refusal := structured_refusal(questions, name, args.methods)) is not None:  # a schema per question needs llguidance
+        print_error(refusal)
+        return 2
     plan = shard_plan(args)
     config = args.config
     system_prompt = args.system_prompt or None

@@ -24,7 +24,7 @@ def add_suite_arguments(p: argparse.ArgumentParser) -> None:
         "suite",
         nargs="?",
         metavar="SUITE",
-        help="'builtin', 'humaneval', or a question file (Spec-Bench / MT-Bench .jsonl)",
+        help="'builtin', 'humaneval', 'structured' (JSON schemas), or a question file (Spec-Bench / MT-Bench .jsonl)",
     )
     which = p.add_mutually_exclusive_group()
     which.add_argument("--bench", metavar="SUITE", help="the same as SUITE")

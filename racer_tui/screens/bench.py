@@ -23,7 +23,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from racer_core.bench.answers import default_answer_dir
 from racer_core.bench.board import BenchBoard
 from racer_core.bench.results import BenchResult, load_results
-from racer_core.bench.runner import BenchProgress, check_repeats, run_benchmark
+from racer_core.bench.runner import BenchProgress, check_repeats, run_benchmark, with_suite_grammar
 from racer_core.bench.suites import Question, load_suite, suite_name
 from racer_core.common.capabilities import check_methods_for
 from racer_core.common.config import DEFAULTS
@@ -37,7 +37,8 @@ from racer_tui.redraw_pace import RedrawPace
 from racer_tui.widgets.bench_charts import CategoryChart, FlightChart, HistogramChart, SpeedChart, SpeedLegend
 from racer_tui.widgets.bench_tables import progress_table, speedup_table
 
-SUITES = [("built-in questions", "builtin"), ("HumanEval prompts", "humaneval"), ("a question file…", "file")]
+SUITES = [("built-in questions", "builtin"), ("HumanEval prompts", "humaneval"),
+          ("structured output (JSON schemas)", "structured"), ("a question file…", "file")]
 DEFAULT_METHODS = ("ar", "racer")
 BENCH_MAX_NEW_TOKENS = DEFAULTS.max_new_tokens  # as `racer-tui bench` runs by default
 
@@ -274,7 +275,7 @@ class BenchScreen(Screen):
             max_new_tokens = self._max_new_tokens()
             repeats = self._repeats()
             config = self.host.settings.generation.replace(max_new_tokens=max_new_tokens)
-            check_methods_for(engine, config, methods)
+            check_methods_for(engine, with_suite_grammar(config, questions), methods)  # schemas: a grammar
         except RacerError as exc:
             self.notify(str(exc), title="Cannot start", severity="error", timeout=10)
             return

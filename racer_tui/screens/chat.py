@@ -24,6 +24,7 @@ from racer_core.common.events import ContextUsage, Conversation, Engine, Generat
 from racer_core.common.stats import Stats, is_verification_step
 from racer_core.engine.chat_image import ChatImage, split_inline_images
 from racer_tui.chat.attachments import read_attachment, stored
+from racer_tui.chat.json_mode import JSON_GRAMMAR, JSON_PREFIX, grammar_label, split_json_prefix
 from racer_tui.chat.session import ChatSession
 from racer_tui.chat.step_log import StepLog
 from racer_tui.commands import CHAT_COMMANDS
@@ -70,6 +71,8 @@ def reply_note(stats: dict) -> str:
         parts.append(stats["method"])
     if stats.get("temperature"):
         parts.append(f"T {stats['temperature']:g}")
+    if label := grammar_label(stats.get("grammar")):
+        parts.append(label)
     note = FINISH_NOTES.get(stats.get("finish_reason") or "")
     if note:
         parts.append(note)
@@ -122,6 +125,7 @@ class ChatScreen(ChatActions, Screen):
         self._stop = threading.Event()
         self._reply_turn: ReplyTurn | None = None  # the streaming reply's view
         self._reply_method = ""
+        self._reply_grammar: str | None = None  # the shown reply's grammar kind (its constraint), if any
         self.steps = StepLog()  # the open chat's draft trees, for the inspector
         self._chart_reply: int | None = None  # whose steps the chart shows (None: a stored reply)
         self._end_after_markdown = False  # scroll to the end once the last reply's Markdown is laid out
@@ -216,9 +220,11 @@ class ChatScreen(ChatActions, Screen):
     def show_status(self) -> None:
         budget = self.budget if self.budget is not None else self.host.settings.generation.max_num_draft
         method = self._reply_method or self.host.settings.generation.method
+        # the shown reply's constraint; before any reply, the one the next gets from the settings
+        kind = self._reply_grammar if self._reply_method else JSON_GRAMMAR.kind if self.host.settings.json_mode else None
         trend = None if self.folding.shown("chart", self.size.width) else self.query_one(StepChart).lengths
         self.query_one(StatusLine).show(self.stats, budget, method, self.host.engine_info, trend, self.context,
-                                        self.pending_tokens)
+                                        self.pending_tokens, grammar_label(kind))
 
     def count_context(self) -> None:
         """The open chat's context use, as the model would read it next (after
@@ -324,11 +330,15 @@ class ChatScreen(ChatActions, Screen):
         text = message.text.strip()
         if not text or self._busy():
             return
-        if text.startswith("!!"):  # the original chat's commands
+        text, as_json = split_json_prefix(text)
+        if as_json and not text:
+            self.notify(f"usage: {JSON_PREFIX} PROMPT (the reply is one JSON object)", severity="warning")
+            return
+        if text.startswith("!!") and not as_json:  # the original chat's commands
             self.run_bang_from(message.prompt, text)
             return
         if self._editing is not None and self._editing == self.chat_id:
-            if self.resend_edited(text):
+            if self.resend_edited(text, as_json):
                 message.prompt.clear()
             return
         engine = self.host.ready_engine()
@@ -340,7 +350,7 @@ class ChatScreen(ChatActions, Screen):
             self.notify(str(exc), title="Image", severity="error", timeout=10)
             return
         attached = self.attached
-        if self.send(engine, words, images, typed=text, attached=attached):
+        if self.send(engine, words, images, typed=message.text.strip(), attached=attached, as_json=as_json):
             message.prompt.clear()
             self.attached = []
             self.query_one(AttachmentBar).show([])
@@ -386,15 +396,17 @@ class ChatScreen(ChatActions, Screen):
 
     def send(self, engine: Engine, text: str, images: list[ChatImage] | None = None, *,
              typed: str | None = None, attached: list[ChatImage] | None = None,
-             temperature: float | None = None) -> bool:
+             temperature: float | None = None, as_json: bool = False) -> bool:
         """Start a reply to `text` with its `images`; False when it could not
         start (the user was told why). Should the reply fail, the prompt gets
         back `typed` (default: `text`) and the attachments `attached` (default: `images`).
-        `temperature`: this reply's, instead of the settings' (a sampled regeneration)."""
+        `temperature`: this reply's, instead of the settings' (a sampled regeneration);
+        `as_json`: this reply is one JSON object (`!!json`)."""
         if not self.host.claim_engine("chat"):
             return False
         try:
-            turn = self.session.begin(engine, text, images, typed=typed, attached=attached, temperature=temperature)
+            turn = self.session.begin(engine, text, images, typed=typed, attached=attached, temperature=temperature,
+                                      as_json=as_json)
         except RacerError as exc:  # HistoryError included: nothing was sent, the text stays typed
             self.host.release_engine()
             self.notify(str(exc), severity="error", timeout=10)
@@ -406,6 +418,7 @@ class ChatScreen(ChatActions, Screen):
         self.stats = turn.stats
         self.budget = None
         self._reply_method = turn.config.method
+        self._reply_grammar = turn.config.grammar.kind if turn.config.grammar is not None else None
         self._stop.clear()
         view = self.conversation_view
         self._reply_turn = ReplyTurn()
@@ -540,6 +553,7 @@ class ChatScreen(ChatActions, Screen):
         self.stats = Stats()
         self.budget = None
         self._reply_method = ""
+        self._reply_grammar = None
         self.query_one(StepChart).reset()
         self._show_system_prompt()
         self.count_context()  # the chat now open (chat_id), or a new one
@@ -595,6 +609,7 @@ class ChatScreen(ChatActions, Screen):
         self._chart_reply = reply_id
         self.budget = None
         self._reply_method = stats.get("method", "")
+        self._reply_grammar = stats.get("grammar")
         self.show_status()
 
     def on_option_list_option_selected(self, event: ChatList.OptionSelected) -> None:

@@ -19,6 +19,7 @@ from racer_core.common.config import ConfigError, GenerationConfig
 from racer_core.common.errors import InputError
 from racer_tui.chat import json_file as chat_file
 from racer_tui.chat.attachments import intact_images
+from racer_tui.chat.json_mode import JSON_GRAMMAR
 from racer_tui.commands import PaletteEntry
 from racer_tui.history import ChatMatch, HistoryError, StoredMessage, title_for
 from racer_tui.screens.chat_dialogs import LineScreen, SearchScreen
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
     from racer_core.common.events import Engine
     from racer_core.engine.chat_image import ChatImage
-    from racer_tui.chat.session import ChatSession
+    from racer_tui.chat.session import ChatSession, TakenBack
     from racer_tui.chat.step_log import StepLog
     from racer_tui.host import Host
 
@@ -46,6 +47,7 @@ BANG_COMMANDS: list[tuple[str, str]] = [
     ("!!load PATH", "Open a saved conversation as a new chat"),
     ("!!copy", "Copy the last reply"),
     ("!!copy code", "Copy the last code block of the last reply (F11, or a click on a code block in Markdown)"),
+    ("!!json PROMPT", "Send PROMPT; its reply is one JSON object (Settings: JSON mode for every reply)"),
     ("!!reset", "Start a new chat"),
     ("!!exit", "Quit"),
 ]
@@ -89,7 +91,7 @@ class ChatActions:
         def _busy(self) -> bool: ...
         def _history_failed(self, exc: HistoryError) -> None: ...
         def send(self, engine: Engine, text: str, images: list[ChatImage] | None = None, *,
-                 temperature: float | None = None) -> bool: ...
+                 temperature: float | None = None, as_json: bool = False) -> bool: ...
         def refresh_sidebar(self) -> None: ...
         def count_context(self) -> None: ...
         def show_stored_stats(self, stats: dict, reply_id: int | None) -> None: ...
@@ -109,9 +111,9 @@ class ChatActions:
         self.host.release_engine()  # send() claims it again at once
         return engine
 
-    def _drop_last_exchange(self) -> StoredMessage | None:
-        """Remove the last user message and the reply after it; return the
-        message (None, with a notice, when there is none)."""
+    def _drop_last_exchange(self) -> TakenBack | None:
+        """Remove the last user message and the reply after it; return them
+        (None, with a notice, when there is none)."""
         try:
             taken = self.session.take_back_last()
         except HistoryError as exc:
@@ -133,7 +135,7 @@ class ChatActions:
         self.show_stored_stats(stats, replies[-1].reply_id if replies else None)
         self.count_context()  # the chat is shorter now
         self.refresh_sidebar()
-        return taken.message
+        return taken
 
     def _images_again(self, message: StoredMessage) -> list[ChatImage]:
         """A message's images read again to resend it; those gone or changed are
@@ -149,10 +151,14 @@ class ChatActions:
         engine = self._ready_engine()
         if engine is None:
             return
-        message = self._drop_last_exchange()
-        if message is None:
+        taken = self._drop_last_exchange()
+        if taken is None:
             return
-        sent = self.send(engine, message.content, self._images_again(message), temperature=temperature)
+        message = taken.message
+        # a !!json reply comes again as JSON (stored as its grammar's kind)
+        as_json = taken.reply_stats.get("grammar") == JSON_GRAMMAR.kind
+        sent = self.send(engine, message.content, self._images_again(message), temperature=temperature,
+                         as_json=as_json)
         if not sent and not self._prompt().text.strip():
             self._prompt().text = message.content  # the message stays, ready to send again
 
@@ -185,15 +191,15 @@ class ChatActions:
         self.notify("The last message stays as it was; Enter now sends the prompt as a new message.")
         return True
 
-    def resend_edited(self, text: str) -> bool:
-        """Submit while editing: replace the last exchange by `text` and its reply."""
+    def resend_edited(self, text: str, as_json: bool = False) -> bool:
+        """Submit while editing: replace the last exchange by `text` and its reply (`as_json`: `!!json` was typed)."""
         engine = self._ready_engine()
         if engine is None:
             return False
-        message = self._drop_last_exchange()
-        if message is None:
+        taken = self._drop_last_exchange()
+        if taken is None:
             return False
-        return self.send(engine, text, self._images_again(message))  # an edit changes the words only
+        return self.send(engine, text, self._images_again(taken.message), as_json=as_json)  # an edit changes the words
 
     def action_remove_last(self) -> None:
         if not self._busy() and self._drop_last_exchange() is not None:

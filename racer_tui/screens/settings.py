@@ -75,6 +75,8 @@ class SettingsScreen(ModalScreen[Settings | None]):
                              value=thinking_key(g.enable_thinking), allow_blank=False, id="enable_thinking")
                 yield Label("Learn from chats")
                 yield Switch(self.settings.learn_from_chats, id="learn_from_chats")
+                yield Label("JSON mode (every reply)")
+                yield Switch(self.settings.json_mode, id="json_mode")
             yield Static("", id="settings-errors")
             with Horizontal(classes="buttons"):
                 yield Button("Save", id="save", variant="primary")
@@ -106,6 +108,7 @@ class SettingsScreen(ModalScreen[Settings | None]):
         values["method"] = self.query_one("#method", Select).value
         values["enable_thinking"] = thinking_value(self.query_one("#enable_thinking", Select).value)
         values["learn_from_chats"] = self.query_one("#learn_from_chats", Switch).value
+        values["json_mode"] = self.query_one("#json_mode", Switch).value
         return self.settings.replace(**values), []
 
     def action_save(self) -> None:

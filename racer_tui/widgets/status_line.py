@@ -44,10 +44,10 @@ def context_text(usage: ContextUsage, pending: int = 0) -> str:
 
 def status_parts(stats: Stats | None, budget: int | str | None, method: str,
                  info: EngineInfo | None, context: ContextUsage | None = None,
-                 pending: int = 0) -> list[tuple[str, str]]:
+                 pending: int = 0, constraint: str | None = None) -> list[tuple[str, str]]:
     """The status line's parts as (name, text), in the order shown; `context`
     None when the engine cannot say (or no model is loaded); `pending`: the
-    typed message's tokens."""
+    typed message's tokens; `constraint`: what the reply was held to ("JSON"), after the method."""
     parts: list[tuple[str, str]] = []
     if stats is not None and stats.steps:
         # far below the cost curve's speed, the speed part says why (racer_core.common.stats.busy_notice)
@@ -62,6 +62,8 @@ def status_parts(stats: Stats | None, budget: int | str | None, method: str,
         parts.append(("context", context_text(context, pending)))
     parts.append(("budget", f"budget {budget if budget is not None else '–'}"))
     parts.append(("method", method))
+    if constraint:
+        parts.append(("constraint", constraint))
     if info is not None:
         parts += [("model", info.model), ("device", f"{info.device} {info.dtype}")]
     else:
@@ -107,6 +109,7 @@ class StatusLine(Static):
         trend: Sequence[int] | None = None,
         context: ContextUsage | None = None,
         pending: int = 0,
+        constraint: str | None = None,
     ) -> None:
         """`trend`: accepted tokens per step, drawn as a sparkline in front (the
         one-line chart when the acceptance panel is folded away)."""
@@ -115,6 +118,6 @@ class StatusLine(Static):
             line.append(sparkline(trend, TREND_STEPS) or "no steps", style=rgb(CHART_GREEN))
             line.append(SEPARATOR)
         width = self.app.size.width - 2  # the line spans the terminal, less its padding (also mid-resize)
-        parts = status_parts(stats, budget, method, info, context, pending)
+        parts = status_parts(stats, budget, method, info, context, pending, constraint)
         line.append(fit_parts(parts, max(20, width - len(line)), context_first=pending > 0))
         self.update(line)
