@@ -22,6 +22,7 @@ CORE_LAYERS: tuple[tuple[str, ...], ...] = (
     (f"{CORE}.budget", f"{CORE}.verify"),  # the cost curve and tree policy; the verifier's pieces
     (f"{CORE}.models",),  # finding, reading and running a model
     (f"{CORE}.drafting",),  # the drafters (eagle3's head is a model)
+    (f"{CORE}.structured",),  # a reply's grammar over a drafted tree (masks, pruning, forced drafts)
     (f"{CORE}.engine",),  # load_engine, conversations, the decoder
     (f"{CORE}.bench", f"{CORE}.testing"),  # the benchmark runner; tiny test models
     (CORE,),  # the package's __init__

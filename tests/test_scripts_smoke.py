@@ -176,7 +176,7 @@ def test_structured_targets(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 def test_structured_targets_refuses_in_one_line_without_llguidance(monkeypatch: pytest.MonkeyPatch,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    from racer_core.structured import library
+    from racer_core.common import grammar_engine as library
 
     monkeypatch.setattr(library, "available", lambda: False)
     assert _main("structured_targets.py")(["--question-end", "1"]) == 2

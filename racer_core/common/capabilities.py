@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from racer_core.common import registry
+from racer_core.common import grammar_engine, registry
 from racer_core.common.config import GenerationConfig
 from racer_core.common.errors import InputError
 
@@ -71,13 +71,11 @@ def check_grammar(spec: registry.MethodSpec) -> None:
     """A CapabilityError in one line where a reply's grammar (structured output)
     cannot run: an anchor (transformers' generate, not racer's decoder) or the
     [structured] extra missing."""
-    from racer_core.structured.library import EXTRA_HINT, available
-
     if spec.kind == registry.ANCHOR:
         raise CapabilityError(f"structured output is not supported with method {spec.name} (an anchor runs "
                               "transformers' generate); use ar or a drafting method", "response_format")
-    if not available():
-        raise CapabilityError(EXTRA_HINT, "response_format")
+    if not grammar_engine.available():
+        raise CapabilityError(grammar_engine.EXTRA_HINT, "response_format")
 
 
 def check_for(engine: Engine, config: GenerationConfig, images: bool = False) -> registry.MethodSpec:

@@ -15,8 +15,8 @@ from typing import Any
 
 from racer_core.common.errors import InputError, first_line
 from racer_core.common.grammar import GBNF, JSON_OBJECT, JSON_SCHEMA, LARK, REGEX, Grammar
+from racer_core.common.grammar_engine import llguidance
 from racer_core.structured.json_style import JSON_STYLE
-from racer_core.structured.library import llguidance
 from racer_core.structured.matcher import GrammarMatcher
 from racer_core.structured.vocabulary import vocabulary
 

@@ -19,7 +19,7 @@ from functools import lru_cache
 from typing import Any
 
 from racer_core.common.errors import InputError
-from racer_core.structured.library import llguidance
+from racer_core.common.grammar_engine import llguidance
 
 _BYTE_TOKEN = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 

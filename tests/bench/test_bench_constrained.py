@@ -17,10 +17,10 @@ from racer_core.bench.constrained import Validity, check_output, schema_text, va
 from racer_core.bench.report import bench_tables
 from racer_core.bench.runner import WARMUP_PROMPT, load_results, run_benchmark
 from racer_core.bench.suites import Question, load_suite, parse_questions
+from racer_core.common import grammar_engine as library
 from racer_core.common.errors import InputError
 from racer_core.common.events import GenerationConfig, Source, StepEvent
 from racer_core.common.grammar import Grammar
-from racer_core.structured import library
 from racer_tui.cli import main
 
 PERSON = {

@@ -9,11 +9,11 @@ import sys
 import pytest
 from structured_helpers import PROMPT_TEXT, structured_engine
 
+from racer_core.common import grammar_engine as library
 from racer_core.common.capabilities import CapabilityError, check_method
 from racer_core.common.errors import InputError
 from racer_core.common.events import GenerationConfig
 from racer_core.common.grammar import Grammar
-from racer_core.structured import library
 from racer_core.structured.compile import compile_grammar
 
 pytest.importorskip("llguidance")

@@ -14,10 +14,10 @@ from app_pilot import StartApp
 from fake_engine import FakeEngine, open_dashboard, ready_chat, wait_for
 
 from racer_core.bench.runner import WARMUP_PROMPT
+from racer_core.common import grammar_engine as library
 from racer_core.common import registry
 from racer_core.common.events import Source
 from racer_core.common.grammar import Grammar
-from racer_core.structured import library
 from racer_tui.chat.json_mode import split_json_prefix
 from racer_tui.screens.chat import ChatScreen
 from racer_tui.screens.settings import SettingsScreen
