@@ -115,11 +115,12 @@ class FakeConversation:
     warm_from: FakeConversation | None = None
     learn: bool = False
     notice: str | None = None
-    messages: list[dict[str, str]] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
     images: dict[int, tuple] = field(default_factory=dict)  # message index -> its images, as the real one
 
     def send(self, user_text: str, config: GenerationConfig, should_stop: ShouldStop | None = None,
-             images: Sequence[Any] = (), prefill: str = "") -> Iterator[StepEvent]:
+             images: Sequence[Any] = (), prefill: str = "",
+             tools: Sequence[dict[str, Any]] | None = None) -> Iterator[StepEvent]:
         engine = self.engine
         check_for(engine, config, images=bool(images))
         if prefill and engine.vision:
@@ -129,6 +130,7 @@ class FakeConversation:
         if images:
             self.images[len(self.messages) - 1] = tuple(images)
         engine.prompts.append((user_text, list(self.messages)))
+        engine.tools_sent.append(None if tools is None else list(tools))
         engine.configs.append(config)
         engine.learned.append(self.learn)
         if engine.fail_with is not None:
@@ -136,7 +138,8 @@ class FakeConversation:
         emitted = yield from engine.reply_steps(user_text, config, should_stop)
         self.messages.append({"role": "assistant", "content": prefill + emitted})
 
-    def prompt_ids(self, enable_thinking: bool | None = False, prefill: str = "") -> list[int]:
+    def prompt_ids(self, enable_thinking: bool | None = False, prefill: str = "",
+                   tools: Sequence[dict[str, Any]] | None = None) -> list[int]:
         """Each message's words after 4 template tokens, then 3 for the reply's start and the prefill's words."""
         return self.engine.chat_ids(self.messages, prefill)
 
@@ -155,7 +158,9 @@ class FakeEngine:
     diverge: frozenset[str] = frozenset()
     vision: bool = False
     images: list[list[tuple[str, str]]] = field(default_factory=list)  # (path, sha256) per message sent
-    prompts: list[tuple[str, list[dict[str, str]]]] = field(default_factory=list)
+    prompts: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
+    tools_sent: list[list[dict[str, Any]] | None] = field(default_factory=list)  # per send: the template's tools
+    template_tools: str | None = None  # tool_syntax: the syntax its "template" writes (None: the generic form)
     conversations: list[FakeConversation] = field(default_factory=list)
     configs: list[GenerationConfig] = field(default_factory=list)
     learned: list[bool] = field(default_factory=list)  # per send: did the chat learn (racer_core/drafting/corpus.py)
@@ -207,6 +212,10 @@ class FakeEngine:
     @property
     def reads_images(self) -> bool:
         return self.vision
+
+    @property
+    def tool_syntax(self) -> str | None:
+        return self.template_tools
 
     def text_ids(self, text: str) -> list[int]:
         """A token id per word (as the replies are cut), from its text."""
