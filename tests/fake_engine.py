@@ -125,7 +125,8 @@ class FakeConversation:
         check_for(engine, config, images=bool(images))
         if prefill and engine.vision:
             raise InputError("an assistant prefill is supported for text-only models only")
-        self.messages.append({"role": "user", "content": user_text})
+        if user_text or not self.messages or self.messages[-1]["role"] != "tool":  # the real one's rule
+            self.messages.append({"role": "user", "content": user_text})
         engine.images.append([(i.path, i.sha256) for i in images])
         if images:
             self.images[len(self.messages) - 1] = tuple(images)

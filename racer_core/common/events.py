@@ -156,7 +156,8 @@ class Conversation(Protocol):
 
         `prefill` starts the reply with that text: the model continues it and the
         events carry the continuation only (a model that reads images refuses it).
-        `tools` (OpenAI's tool objects) go to the chat template, which describes
+        An empty `user_text` where the last message is a `tool` turn adds no user
+        turn: the reply answers the tool results. `tools` (OpenAI's tool objects) go to the chat template, which describes
         them in its own words (Engine.tool_syntax says whether it has any).
         The last event has finished=True. `should_stop` is checked before every
         step; when it returns True the reply ends with finish_reason

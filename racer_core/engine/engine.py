@@ -415,26 +415,30 @@ class ChatConversation:
         # The original CLI's inline syntax: <image>PATH</image> anywhere in the message.
         user_text, inline = split_inline_images(user_text) if "<image>" in user_text else (user_text, [])
         images = [*images, *(load_image(path) for path in inline)]
-        if not user_text.strip():
+        answers_tools = not user_text and bool(self.messages) and self.messages[-1]["role"] == "tool"
+        if not user_text.strip() and not answers_tools:
             raise InputError("the message is empty")
         check_for(self.engine, config, images=bool(images))
         if prefill and self.engine.vision is not None:
             raise InputError("an assistant prefill is supported for text-only models only")
-        self.messages.append({"role": "user", "content": user_text})
+        if not answers_tools:  # after tool results (the last turns) the reply answers them: no user turn
+            self.messages.append({"role": "user", "content": user_text})
         if images:
             self.images[len(self.messages) - 1] = tuple(images)
         try:
             vision = self.vision_prompt(config.enable_thinking) if self.engine.vision is not None else None
             prompt = vision.ids if vision is not None else self.prompt_ids(config.enable_thinking, prefill, tools)
         except BaseException:
-            self._drop_last_user_message()
+            if not answers_tools:
+                self._drop_last_user_message()
             raise
         detok = IncrementalDecoder(self.engine.tokenizer)
         try:
             yield from step_events(self.engine, self.decoder, prompt, config, detok, should_stop, vision)
         except BaseException:
             # Keep the conversation consistent: a failed turn leaves no half reply.
-            self._drop_last_user_message()
+            if not answers_tools:
+                self._drop_last_user_message()
             raise
         self.messages.append({"role": "assistant", "content": prefill + detok.text()})
         self._teach_corpus()
