@@ -119,20 +119,23 @@ class FakeConversation:
     warm_from: FakeConversation | None = None
     learn: bool = False
     notice: str | None = None
-    messages: list[dict[str, str]] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
     images: dict[int, tuple] = field(default_factory=dict)  # message index -> its images, as the real one
 
     def send(self, user_text: str, config: GenerationConfig, should_stop: ShouldStop | None = None,
-             images: Sequence[Any] = (), prefill: str = "") -> Iterator[StepEvent]:
+             images: Sequence[Any] = (), prefill: str = "",
+             tools: Sequence[dict[str, Any]] | None = None) -> Iterator[StepEvent]:
         engine = self.engine
         check_for(engine, config, images=bool(images))
         if prefill and engine.vision:
             raise InputError("an assistant prefill is supported for text-only models only")
-        self.messages.append({"role": "user", "content": user_text})
+        if user_text or not self.messages or self.messages[-1]["role"] != "tool":  # the real one's rule
+            self.messages.append({"role": "user", "content": user_text})
         engine.images.append([(i.path, i.sha256) for i in images])
         if images:
             self.images[len(self.messages) - 1] = tuple(images)
         engine.prompts.append((user_text, list(self.messages)))
+        engine.tools_sent.append(None if tools is None else list(tools))
         engine.configs.append(config)
         engine.learned.append(self.learn)
         if engine.fail_with is not None:
@@ -140,7 +143,8 @@ class FakeConversation:
         emitted = yield from engine.reply_steps(user_text, config, should_stop)
         self.messages.append({"role": "assistant", "content": prefill + emitted})
 
-    def prompt_ids(self, enable_thinking: bool | None = False, prefill: str = "") -> list[int]:
+    def prompt_ids(self, enable_thinking: bool | None = False, prefill: str = "",
+                   tools: Sequence[dict[str, Any]] | None = None) -> list[int]:
         """Each message's words after 4 template tokens, then 3 for the reply's start and the prefill's words."""
         return self.engine.chat_ids(self.messages, prefill)
 
@@ -160,7 +164,9 @@ class FakeEngine:
     forced: bool = False
     vision: bool = False
     images: list[list[tuple[str, str]]] = field(default_factory=list)  # (path, sha256) per message sent
-    prompts: list[tuple[str, list[dict[str, str]]]] = field(default_factory=list)
+    prompts: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
+    tools_sent: list[list[dict[str, Any]] | None] = field(default_factory=list)  # per send: the template's tools
+    template_tools: str | None = None  # tool_syntax: the syntax its "template" writes (None: the generic form)
     conversations: list[FakeConversation] = field(default_factory=list)
     configs: list[GenerationConfig] = field(default_factory=list)
     learned: list[bool] = field(default_factory=list)  # per send: did the chat learn (racer_core/drafting/corpus.py)
@@ -212,6 +218,10 @@ class FakeEngine:
     @property
     def reads_images(self) -> bool:
         return self.vision
+
+    @property
+    def tool_syntax(self) -> str | None:
+        return self.template_tools
 
     def text_ids(self, text: str) -> list[int]:
         """A token id per word (as the replies are cut), from its text."""

@@ -143,18 +143,22 @@ class Batcher(Protocol):
 class Conversation(Protocol):
     """A chat whose automaton and logits table persist across turns."""
 
-    messages: list[dict[str, str]]
+    messages: list[dict[str, Any]]  # role and content; a tool turn's tool_call_id, an assistant turn's tool_calls
     images: dict[int, tuple[Any, ...]]  # message index -> its attached images (a text-only model's stays empty)
     learn: bool  # add this chat to the model's chat corpus after each reply (only if opened with learn=True)
     notice: str | None  # one line for the user from opening the chat (a damaged corpus moved aside)
 
     def send(self, user_text: str, config: GenerationConfig, should_stop: ShouldStop | None = None,
-             images: Sequence[Any] = (), prefill: str = "") -> Iterator[StepEvent]:
+             images: Sequence[Any] = (), prefill: str = "",
+             tools: Sequence[dict[str, Any]] | None = None) -> Iterator[StepEvent]:
         """Append the user turn (with its images: racer_core.engine.chat_image.ChatImage;
         a text-only model refuses them with an InputError), stream the reply one event per step.
 
         `prefill` starts the reply with that text: the model continues it and the
         events carry the continuation only (a model that reads images refuses it).
+        An empty `user_text` where the last message is a `tool` turn adds no user
+        turn: the reply answers the tool results. `tools` (OpenAI's tool objects) go to the chat template, which describes
+        them in its own words (Engine.tool_syntax says whether it has any).
         The last event has finished=True. `should_stop` is checked before every
         step; when it returns True the reply ends with finish_reason
         "cancelled" and the conversation keeps what was generated so far.
@@ -163,9 +167,10 @@ class Conversation(Protocol):
         """
         ...
 
-    def prompt_ids(self, enable_thinking: bool | None = False, prefill: str = "") -> list[int]:
+    def prompt_ids(self, enable_thinking: bool | None = False, prefill: str = "",
+                   tools: Sequence[dict[str, Any]] | None = None) -> list[int]:
         """The chat (its messages and images) as the model reads it, up to the
-        reply; with `prefill`, ending in that start of the reply."""
+        reply; with `prefill`, ending in that start of the reply; `tools` as send's."""
         ...
 
 
@@ -176,6 +181,12 @@ class Engine(Protocol):
     @property
     def reads_images(self) -> bool:
         """Whether the model takes images with a message (a vision-language model)."""
+        ...
+
+    @property
+    def tool_syntax(self) -> str | None:
+        """The tool-call syntax the chat template writes itself (racer_core.common.tool_syntax.HERMES),
+        or None: the template has no tools (a caller describes them in its own form)."""
         ...
 
     def token_text(self, token_id: int) -> str:

@@ -38,6 +38,7 @@ from racer_core.common.events import (
     TokenPiece,
 )
 from racer_core.common.step_record import StepRecord
+from racer_core.common.tool_syntax import tool_syntax
 from racer_core.drafting.corpus import Corpus, corpus_path
 from racer_core.engine.curve_in_background import CurveInBackground, Interrupted
 from racer_core.engine.decoder import ModelRuntime, SequenceDecoder
@@ -154,6 +155,14 @@ class RacerEngine:
     def reads_images(self) -> bool:
         """The Engine protocol's: a vision-language model loaded with its processor."""
         return self.vision is not None
+
+    @property
+    def tool_syntax(self) -> str | None:
+        """The Engine protocol's: the chat template's own tool-call syntax (racer_core.common.tool_syntax;
+        a vision-language model's processor renders its chats: None)."""
+        if not hasattr(self, "_tool_syntax"):
+            self._tool_syntax = None if self.vision is not None else tool_syntax(self.tokenizer)
+        return self._tool_syntax
 
     @property
     def model(self) -> Any:
@@ -360,7 +369,7 @@ class ChatConversation:
 
     def __init__(self, engine: RacerEngine, system_prompt: str | None = None, corpus: Corpus | None = None) -> None:
         self.engine = engine
-        self.messages: list[dict[str, str]] = []
+        self.messages: list[dict[str, Any]] = []
         self.images: dict[int, tuple[ChatImage, ...]] = {}  # message index -> its attached images
         if system_prompt:
             self.messages.append({"role": "system", "content": system_prompt})
@@ -391,38 +400,45 @@ class ChatConversation:
         """The chat through a VL model's processor: each message's images as image parts before its text."""
         return vision_prompt(self.engine, self.messages, self.images, enable_thinking)
 
-    def prompt_ids(self, enable_thinking: bool | None = False, prefill: str = "") -> list[int]:
+    def prompt_ids(self, enable_thinking: bool | None = False, prefill: str = "",
+                   tools: Sequence[dict[str, Any]] | None = None) -> list[int]:
         """The chat as the model reads it, up to the reply; `prefill`: the reply's
-        given start, which the model continues (a text model's only)."""
-        return chat_prompt_ids(self.engine, self.messages, self.images, enable_thinking, prefill)
+        given start, which the model continues (a text model's only); `tools`:
+        passed to the chat template, which describes them in its own words."""
+        return chat_prompt_ids(self.engine, self.messages, self.images, enable_thinking, prefill, tools)
 
     def send(self, user_text: str, config: GenerationConfig, should_stop: ShouldStop | None = None,
-             images: Sequence[ChatImage] = (), prefill: str = "") -> Iterator[StepEvent]:
+             images: Sequence[ChatImage] = (), prefill: str = "",
+             tools: Sequence[dict[str, Any]] | None = None) -> Iterator[StepEvent]:
         """The Conversation protocol's send; `prefill` starts the reply with that
         text (the model continues it; the events carry the continuation only)."""
         # The original CLI's inline syntax: <image>PATH</image> anywhere in the message.
         user_text, inline = split_inline_images(user_text) if "<image>" in user_text else (user_text, [])
         images = [*images, *(load_image(path) for path in inline)]
-        if not user_text.strip():
+        answers_tools = not user_text and bool(self.messages) and self.messages[-1]["role"] == "tool"
+        if not user_text.strip() and not answers_tools:
             raise InputError("the message is empty")
         check_for(self.engine, config, images=bool(images))
         if prefill and self.engine.vision is not None:
             raise InputError("an assistant prefill is supported for text-only models only")
-        self.messages.append({"role": "user", "content": user_text})
+        if not answers_tools:  # after tool results (the last turns) the reply answers them: no user turn
+            self.messages.append({"role": "user", "content": user_text})
         if images:
             self.images[len(self.messages) - 1] = tuple(images)
         try:
             vision = self.vision_prompt(config.enable_thinking) if self.engine.vision is not None else None
-            prompt = vision.ids if vision is not None else self.prompt_ids(config.enable_thinking, prefill)
+            prompt = vision.ids if vision is not None else self.prompt_ids(config.enable_thinking, prefill, tools)
         except BaseException:
-            self._drop_last_user_message()
+            if not answers_tools:
+                self._drop_last_user_message()
             raise
         detok = IncrementalDecoder(self.engine.tokenizer)
         try:
             yield from step_events(self.engine, self.decoder, prompt, config, detok, should_stop, vision)
         except BaseException:
             # Keep the conversation consistent: a failed turn leaves no half reply.
-            self._drop_last_user_message()
+            if not answers_tools:
+                self._drop_last_user_message()
             raise
         self.messages.append({"role": "assistant", "content": prefill + detok.text()})
         self._teach_corpus()
@@ -447,11 +463,13 @@ def vision_prompt(engine: RacerEngine, messages: Sequence[dict[str, str]],
     return engine.vision.render(parts, attached, enable_thinking)
 
 
-def chat_prompt_ids(engine: RacerEngine, messages: Sequence[dict[str, str]],
+def chat_prompt_ids(engine: RacerEngine, messages: Sequence[dict[str, Any]],
                     images: Mapping[int, Sequence[ChatImage]], enable_thinking: bool | None = False,
-                    prefill: str = "") -> list[int]:
+                    prefill: str = "", tools: Sequence[dict[str, Any]] | None = None) -> list[int]:
     """`messages` as the model reads them, up to the reply; `prefill`: the
-    reply's given start, which the model continues (a text model's only)."""
+    reply's given start, which the model continues (a text model's only);
+    `tools`: the chat template's (it describes them; a tool turn and an
+    assistant turn's tool_calls it renders itself)."""
     if engine.vision is not None:
         if prefill:
             raise InputError("an assistant prefill is supported for text-only models only")
@@ -461,7 +479,7 @@ def chat_prompt_ids(engine: RacerEngine, messages: Sequence[dict[str, str]],
         turns = [*messages, {"role": "assistant", "content": prefill}] if prefill else list(messages)
         text = tokenizer.apply_chat_template(
             turns, tokenize=False, add_generation_prompt=not prefill, continue_final_message=bool(prefill),
-            **thinking_switch(enable_thinking),
+            **({"tools": list(tools)} if tools else {}), **thinking_switch(enable_thinking),
         )
     else:  # a base model: plain concatenation of the turns
         text = "\n\n".join(m["content"] for m in messages) + "\n\n" + prefill

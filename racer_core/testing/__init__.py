@@ -26,11 +26,46 @@ _CHAT_TEMPLATE = (
 )
 
 
+# Qwen2.5's tool format, shortened: the tools described in the system turn,
+# calls in <tool_call> tags, results as <tool_response> in a user turn. (A
+# newline right after a tag is written as an expression: transformers trims it.)
+_NL = "{{ '\\n' }}"
+_HERMES_TEMPLATE = (
+    "{%- if tools %}<|im_start|>system\n{% if messages[0]['role'] == 'system' %}{{ messages[0]['content'] }}"
+    "{% else %}You are a helpful assistant.{% endif %}" + _NL + "\n# Tools\n\nYou may call one or more functions "
+    "to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:"
+    "\n<tools>{% for tool in tools %}" + _NL + "{{ tool | tojson }}{% endfor %}" + _NL + "</tools>\n\nFor each "
+    "function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:"
+    "\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
+    "{% elif messages[0]['role'] == 'system' %}<|im_start|>system\n{{ messages[0]['content'] }}<|im_end|>\n"
+    "{% endif %}"
+    "{% for m in messages %}{% if m['role'] == 'system' and loop.first %}"
+    "{% elif m['role'] == 'assistant' and m['tool_calls'] %}<|im_start|>assistant"
+    "{% if m['content'] %}" + _NL + "{{ m['content'] }}{% endif %}"
+    "{% for call in m['tool_calls'] %}{% set call = call['function'] %}" + _NL + "<tool_call>\n{\"name\": \""
+    "{{ call['name'] }}\", \"arguments\": {{ call['arguments'] | tojson }}}\n</tool_call>{% endfor %}"
+    "<|im_end|>\n"
+    "{% elif m['role'] == 'tool' %}{% if loop.first or messages[loop.index0 - 1]['role'] != 'tool' %}"
+    "<|im_start|>user{% endif %}" + _NL + "<tool_response>\n{{ m['content'] }}\n</tool_response>"
+    "{% if loop.last or messages[loop.index0 + 1]['role'] != 'tool' %}<|im_end|>\n{% endif %}"
+    "{% else %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
 @lru_cache(maxsize=1)
 def tiny_tokenizer() -> Any:
     """A byte-level BPE tokenizer of TINY_VOCAB ids with a ChatML template."""
     tokenizer = bpe_tokenizer(())
     tokenizer.chat_template = _CHAT_TEMPLATE
+    return tokenizer
+
+
+@lru_cache(maxsize=1)
+def tiny_hermes_tokenizer() -> Any:
+    """tiny_tokenizer's vocabulary with a Qwen-style chat template that supports tools (Hermes' <tool_call>)."""
+    tokenizer = bpe_tokenizer(())
+    tokenizer.chat_template = _HERMES_TEMPLATE
     return tokenizer
 
 

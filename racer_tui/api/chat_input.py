@@ -1,7 +1,9 @@
 """OpenAI chat messages as a racer conversation: the turns before the last
 user message are its history, the last one is what the engine is sent. A last
 assistant message after it is a prefill: the reply continues that text (as
-llama.cpp's server does), and only the continuation is returned.
+llama.cpp's server does), and only the continuation is returned. With a
+chat template that renders tools itself (tools.py), tool turns and calls stay
+as they are, and the last turns may be tool results, which the reply answers.
 
 Images come only inside the request, as `data:` URLs: the server fetches no
 address and reads no file. For the same reason the chat's own inline syntax,
@@ -28,46 +30,48 @@ ROLES = {"developer": "system"}  # OpenAI's newer name for the system role
 
 @dataclass
 class ChatPrompt:
-    history: list[dict[str, str]]  # the messages before the last user message, as the engine keeps them
-    text: str  # the last user message
+    history: list[dict[str, Any]]  # the messages before the last user message, as the engine keeps them
+    text: str  # the last user message ("" after tool results in the template's own format: the reply answers them)
     attached: tuple[ChatImage, ...] = ()  # its images
     history_images: dict[int, tuple[ChatImage, ...]] = field(default_factory=dict)  # history index -> images
     prefill: str = ""  # the start of the reply, given by a last assistant message
+    tools: list[dict[str, Any]] | None = None  # for the chat template, which describes them itself (tools.py)
 
     @property
     def has_images(self) -> bool:
         return bool(self.attached or self.history_images)
 
 
-def chat_prompt(messages: list[Message], plan: ToolPlan | None = None) -> ChatPrompt:
+def chat_prompt(messages: list[Message], plan: ToolPlan | None = None, native_tools: bool = False) -> ChatPrompt:
     """Check and split the messages (decoding their images); a 400 names the
     first bad one. Tool calls and results become the generic format's turns
-    (tools.py); `plan`'s tools are described in the system message."""
+    (tools.py) and `plan`'s tools are described in the system message; with
+    `native_tools` (the template renders tools) they stay as they are, for it."""
     if not messages:
         raise bad_request("messages must hold at least one message", "messages")
-    turns: list[tuple[dict[str, str], tuple[ChatImage, ...]]] = []
+    turns: list[tuple[dict[str, Any], tuple[ChatImage, ...]]] = []
     names: dict[str, str] = {}  # tool call id -> its function's name, for the results
     for i, message in enumerate(messages):
         _check_plain(message, f"messages.{i}")
         text, images = _content(message, f"messages.{i}.content")
         if images and message.role != "user":
             raise bad_request("only user messages may carry images", f"messages.{i}.content")
-        role = ROLES.get(message.role, message.role)
         try:
-            if message.tool_calls:
-                names.update(_call_names(message.tool_calls))
-                calls = tools.call_text(message.tool_calls, f"messages.{i}.tool_calls")
-                text = f"{text}\n\n{calls}" if text else calls
-            if role == "tool":
-                role, text = "user", _tool_result(message, text, names, f"messages.{i}")
+            turn = _turn(message, text, names, native_tools, f"messages.{i}")
         except FieldError as exc:
             raise bad_request(exc.message, exc.param) from None
-        turns.append(({"role": role, "content": text}, images))
-    if plan is not None:
+        turns.append((turn, images))
+    if plan is not None and not native_tools:
         _describe_tools(turns, plan.system_text())
     roles = [turn["role"] for turn, _ in turns]
+    if native_tools and roles[-1] == "tool":  # the reply answers the results: no user turn follows
+        return ChatPrompt(history=[m for m, _ in turns], text="",
+                          tools=plan.template_tools() if plan is not None else None,
+                          history_images={i: imgs for i, (_, imgs) in enumerate(turns) if imgs})
     prefill = ""
     if len(turns) >= 2 and roles[-1] == "assistant" and roles[-2] == "user":
+        if "tool_calls" in turns[-1][0]:
+            raise bad_request("an assistant prefill cannot carry tool_calls", f"messages.{len(messages) - 1}.tool_calls")
         prefill = turns.pop()[0]["content"]
     last_index = len(turns) - 1
     if roles[last_index] != "user":
@@ -82,7 +86,27 @@ def chat_prompt(messages: list[Message], plan: ToolPlan | None = None) -> ChatPr
         attached=attached,
         history_images={i: imgs for i, (_, imgs) in enumerate(history) if imgs},
         prefill=prefill,
+        tools=plan.template_tools() if plan is not None else None,
     )
+
+
+def _turn(message: Message, text: str, names: dict[str, str], native_tools: bool, where: str) -> dict[str, Any]:
+    """One message as the engine keeps it: in the generic form a call is the assistant's
+    text and a result a user turn; for a template with tools both stay as they are."""
+    role = ROLES.get(message.role, message.role)
+    if message.tool_calls:
+        names.update(_call_names(message.tool_calls))
+        if native_tools:
+            return {"role": role, "content": text, "tool_calls": tools.template_calls(message.tool_calls,
+                                                                                     f"{where}.tool_calls")}
+        calls = tools.call_text(message.tool_calls, f"{where}.tool_calls")
+        text = f"{text}\n\n{calls}" if text else calls
+    if role == "tool":
+        name, call_id = _tool_result(message, names, where)
+        if native_tools:
+            return {"role": "tool", "tool_call_id": call_id, "name": name, "content": text}
+        role, text = "user", tools.result_text(name, call_id, text)
+    return {"role": role, "content": text}
 
 
 def _check_plain(message: Message, where: str) -> None:
@@ -111,16 +135,17 @@ def _call_names(tool_calls: Any) -> dict[str, str]:
             and isinstance(c.get("function"), dict) and isinstance(c["function"].get("name"), str)}
 
 
-def _tool_result(message: Message, text: str, names: dict[str, str], where: str) -> str:
+def _tool_result(message: Message, names: dict[str, str], where: str) -> tuple[str, str]:
+    """A tool turn's (function name, tool_call_id): the id must answer an earlier call."""
     call_id = message.tool_call_id
     assert isinstance(call_id, str)  # _check_plain
     if call_id not in names:
         raise FieldError(f"tool_call_id {call_id!r} answers no tool call of an earlier assistant message",
                          f"{where}.tool_call_id")
-    return tools.result_text(names[call_id], call_id, text)
+    return names[call_id], call_id
 
 
-def _describe_tools(turns: list[tuple[dict[str, str], tuple[ChatImage, ...]]], text: str) -> None:
+def _describe_tools(turns: list[tuple[dict[str, Any], tuple[ChatImage, ...]]], text: str) -> None:
     """The tools' description at the end of the first system message (a new one first where none is)."""
     first, images = turns[0] if turns else ({}, ())
     if first.get("role") == "system":

@@ -81,7 +81,8 @@ def chat_work(engine: Engine, prompt: ChatPrompt, sampling: Sampling, step: Step
             def should_stop(stops: StopText = stops) -> bool:
                 return job.should_stop() or stops.hit
 
-            events = conv.send(prompt.text, choice(sampling.config, i), should_stop, prompt.attached, prompt.prefill)
+            events = conv.send(prompt.text, choice(sampling.config, i), should_stop, prompt.attached, prompt.prefill,
+                               prompt.tools)
             if not _stream_choice(job, i, events, stops, step):
                 return
 
@@ -130,10 +131,11 @@ def _stream_choice(job: Job, index: int, events: Iterator[StepEvent], stops: Sto
 
 def _chat_prompt_length(conv: Conversation, prompt: ChatPrompt, config: GenerationConfig) -> int:
     """The prompt's tokens as `conv` renders them (a model that reads images refuses a prefill here)."""
-    conv.messages = [*prompt.history, {"role": "user", "content": prompt.text}]
+    asked = [{"role": "user", "content": prompt.text}] if prompt.text else []  # none after tool results
+    conv.messages = [*prompt.history, *asked]
     _set_images(conv, {**prompt.history_images, len(prompt.history): prompt.attached} if prompt.attached
                 else prompt.history_images)
-    length = len(conv.prompt_ids(config.enable_thinking, prompt.prefill))
+    length = len(conv.prompt_ids(config.enable_thinking, prompt.prefill, prompt.tools))
     conv.images = {}
     return length
 

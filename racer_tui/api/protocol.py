@@ -216,11 +216,13 @@ def _is_type_tag(part: Any) -> bool:
                     "list[tagged-union[TextPart,ImagePart,OtherPart]]")
 
 
-def sampling(request: _Sampling, default_method: str, max_tokens: int | None = None) -> Sampling:
+def sampling(request: _Sampling, default_method: str, max_tokens: int | None = None,
+             tool_syntax: str | None = None) -> Sampling:
     """The request's GenerationConfig (checked by its rules), choices and stops.
 
     `max_tokens`: what a request that names no limit gets (None: the room
-    left in the context, which the engine then enforces)."""
+    left in the context, which the engine then enforces). `tool_syntax`: the
+    chat template's own (Engine.tool_syntax; None: the generic form)."""
     chat = isinstance(request, ChatRequest)
     refused = neutral_fields.first_not_neutral(dict(request), neutral_fields.CHAT if chat else neutral_fields.COMPLETION)
     if refused is not None:
@@ -236,7 +238,7 @@ def sampling(request: _Sampling, default_method: str, max_tokens: int | None = N
     stops = (request.stop,) if isinstance(request.stop, str) else tuple(request.stop or ())
     if len(stops) > MAX_STOPS or any(not s for s in stops):
         raise bad_request(f"stop takes at most {MAX_STOPS} sequences, none of them empty", "stop")
-    constraint, tool_plan = _constraint(request)
+    constraint, tool_plan = _constraint(request, tool_syntax)
     fields: dict[str, Any] = {"method": default_method}
     for name, value in (request.racer or {}).items():
         if name == "grammar":
@@ -279,7 +281,7 @@ def sampling(request: _Sampling, default_method: str, max_tokens: int | None = N
     return Sampling(config, request.n, stops, request.stream, include_usage, given, tool_plan)
 
 
-def _constraint(request: _Sampling) -> tuple[Grammar | None, ToolPlan | None]:
+def _constraint(request: _Sampling, tool_syntax: str | None) -> tuple[Grammar | None, ToolPlan | None]:
     """The reply's one constraint (structured.py) and its tools (tools.py), or a
     400 naming the field in a wrong shape. With tools the constraint is the
     tool-call form's, a response_format the form of a plain answer."""
@@ -293,7 +295,7 @@ def _constraint(request: _Sampling) -> tuple[Grammar | None, ToolPlan | None]:
         given["response_format"] = answer
         constraint = structured.one_constraint(given)
         schema = None if answer is None else json.loads(answer.text) if answer.text else {"type": "object"}
-        plan = tools.plan(request.tools, request.tool_choice, request.parallel_tool_calls, schema)
+        plan = tools.plan(request.tools, request.tool_choice, request.parallel_tool_calls, schema, tool_syntax)
         if plan is None:
             return constraint, None
         if constraint is not None and constraint is not answer:

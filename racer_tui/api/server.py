@@ -172,8 +172,9 @@ class ApiServer:
 
     async def chat(self, request: Request) -> Response:
         req = parse(ChatRequest, read_json(await self._body(request)))
-        plan = sampling(req, self.settings.default_method, self.settings.max_tokens)
-        prompt = await run_in_threadpool(chat_prompt, req.messages, plan.tools)  # decodes images
+        syntax = self.engine.tool_syntax  # the template's own tool format, or None: the generic form
+        plan = sampling(req, self.settings.default_method, self.settings.max_tokens, syntax)
+        prompt = await run_in_threadpool(chat_prompt, req.messages, plan.tools, syntax is not None)  # decodes images
         check_for(self.engine, plan.config, images=prompt.has_images)
         return await self._answer(request, "chat", plan, chat_work(self.engine, prompt, plan, self.worker.step))
 
@@ -330,7 +331,7 @@ async def _collect(job: Job, watch: asyncio.Future[None], shape: _Shape) -> dict
         body = {"message": {"role": "assistant", "content": text}} if shape.endpoint == "chat" else {"text": text}
         reason = ends[i].finish_reason
         if shape.plan.tools is not None:
-            content, calls = tools.read_reply(text)
+            content, calls = shape.plan.tools.read_reply(text)
             body, reason = {"message": tools.message(content, calls)}, "tool_calls" if calls else reason
         choices.append({"index": i, **body, "logprobs": shape.logprobs(pieces[i], 0), "finish_reason": reason,
                         "racer": {**ends[i].tally.to_json(shape.plan.config.method), "tokens": pieces_json(pieces[i])}})
@@ -375,7 +376,7 @@ async def _stream(job: Job, shape: _Shape, opening: Any) -> AsyncIterator[Server
                 reason = item.finish_reason
                 if shape.plan.tools is not None:
                     pieces = held.pop(item.index, [])
-                    content, calls = tools.read_reply("".join(p.text for p in pieces))
+                    content, calls = shape.plan.tools.read_reply("".join(p.text for p in pieces))
                     reason = "tool_calls" if calls else reason
                     for k, delta in enumerate(tools.deltas(content, calls)):
                         extra = {"logprobs": shape.logprobs(pieces, 0), "racer": {"tokens": pieces_json(pieces)}} if k == 0 else {}

@@ -53,7 +53,7 @@ def real_engine() -> Any:
 
 def test_the_protocols_declare_what_the_front_ends_use() -> None:
     assert {"context_limit", "reads_images", "text_ids", "complete", "refresh_cost_curve", "batched",
-            "new_conversation", "context_usage", "forget_chats", "token_text", "info"} <= set(members(Engine))
+            "new_conversation", "context_usage", "forget_chats", "token_text", "info", "tool_syntax"} <= set(members(Engine))
     assert {"messages", "images", "learn", "notice", "send", "prompt_ids"} <= set(members(Conversation))
 
 
