@@ -13,6 +13,8 @@ import pytest
 
 gguf = pytest.importorskip("gguf")
 
+from gguf_families import write_tokenizer_fields  # noqa: E402
+
 from racer_core.models.checkpoint.gguf_fields import (  # noqa: E402
     SPLIT_PRE_TOKENIZERS,
     config_from_fields,
@@ -88,27 +90,12 @@ def test_the_embedded_gguf_config_from_its_fields_is_transformers() -> None:
 def _tiny_gguf(path: Path, pre: str = "smollm", model: str = "gpt2") -> Path:
     """A GGUF of no tensors whose fields describe racer_core.testing's tiny byte-level BPE,
     its ChatML specials marked control and one user-defined token added."""
-    from racer_core.testing import tiny_tokenizer
-
-    backend = json.loads(tiny_tokenizer().backend_tokenizer.to_str())
-    vocab = backend["model"]["vocab"]
-    tokens = sorted(vocab, key=vocab.get) + ["<think>"]
-    types = [3 if t.startswith("<|") else 1 for t in tokens[:-1]] + [4]
-    merges = [m if isinstance(m, str) else " ".join(m) for m in backend["model"]["merges"]]
     writer = gguf.GGUFWriter(str(path), "llama")
     for add, value in ((writer.add_block_count, 2), (writer.add_context_length, 256), (writer.add_embedding_length, 64),
                        (writer.add_feed_forward_length, 128), (writer.add_head_count, 4), (writer.add_head_count_kv, 2),
                        (writer.add_rope_freq_base, 10000.0), (writer.add_layer_norm_rms_eps, 1e-5)):
         add(value)
-    writer.add_tokenizer_model(model)
-    writer.add_tokenizer_pre(pre)
-    writer.add_token_list(tokens)
-    writer.add_token_types(types)
-    writer.add_token_merges(merges)
-    writer.add_bos_token_id(vocab["<|im_start|>"])
-    writer.add_eos_token_id(vocab["<|im_end|>"])
-    writer.add_pad_token_id(vocab["<|endoftext|>"])
-    writer.add_chat_template(tiny_tokenizer().chat_template)
+    write_tokenizer_fields(writer, pre, model)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
