@@ -44,12 +44,10 @@ from racer_core.common.events import (
     EngineInfo,
     GenerationConfig,
     ShouldStop,
-    Source,
     StepEvent,
-    source_spec,
 )
 from racer_core.common.grammar import JSON_OBJECT, Grammar
-from racer_core.common.stats import UNSTEPPED_METHODS, is_verification_step
+from racer_core.common.stats import UNSTEPPED_METHODS, count_sources, is_verification_step
 
 __all__ = [
     "BenchProgress",
@@ -469,7 +467,7 @@ def answer_choice(
             if is_verification_step(ev) or (not stepped and ev.pieces):
                 accept.append(ev.accept_length)
                 turn_steps += 1
-                _count_sources(ev, by_source)
+                count_sources(ev, by_source)
             progress(cfg.method, question_index, q, ev, False)
         wall = _clock() - t0 - (progress.spent - spent0)
         if last is None or not last.finished:
@@ -498,14 +496,6 @@ def answer_choice(
         tie_margins=tuple(margins) if margins and None not in margins else None,  # type: ignore[arg-type]
         accepted_by_source=by_source if stepped else None,
     )
-
-
-def _count_sources(event: StepEvent, counts: dict[str, int]) -> None:
-    """Add a counted step's drafted tokens to their sources' counts (the model's own bonus token is none)."""
-    for piece in event.pieces:
-        if piece.source != Source.MODEL:
-            key = source_spec(piece.source).key
-            counts[key] = counts.get(key, 0) + 1
 
 
 def with_suite_grammar(config: GenerationConfig, questions: Sequence[Question]) -> GenerationConfig:

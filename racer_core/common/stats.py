@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from racer_core.common import registry
+from racer_core.common.events import Source, source_spec
 
 if TYPE_CHECKING:
     from racer_core.common.events import StepEvent
@@ -156,6 +157,14 @@ def is_verification_step(event: Any) -> bool:
     """Whether a reply's StepEvent counts as a step: not the prefill (step 1),
     and not a closing event that carries no tokens."""
     return bool(event.pieces) and event.step > 1
+
+
+def count_sources(event: Any, counts: dict[str, int]) -> None:
+    """Add a step's accepted drafts to `counts` by their source's API key (the model's own bonus is none)."""
+    for piece in event.pieces:
+        if piece.source != Source.MODEL:
+            key = source_spec(piece.source).key
+            counts[key] = counts.get(key, 0) + 1
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import Any
 
 from racer_core.common import registry
 from racer_core.common.events import Source, StepEvent, TokenLogprob, TokenPiece
-from racer_core.common.stats import Stats, is_verification_step
+from racer_core.common.stats import Stats, count_sources, is_verification_step
 
 SOURCE_NAMES = {Source(spec.id): spec.key for spec in registry.sources()}
 
@@ -35,10 +35,7 @@ class Tally:
         self.stats.add_step(event)
         if is_verification_step(event):
             self.drafted += max(event.tree_size - 1, 0)
-            for piece in event.pieces:
-                if piece.source != Source.MODEL:
-                    key = SOURCE_NAMES[piece.source]
-                    self.by_source[key] = self.by_source.get(key, 0) + 1
+            count_sources(event, self.by_source)
 
     @property
     def tokens(self) -> int:
