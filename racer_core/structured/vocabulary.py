@@ -20,14 +20,13 @@ from typing import Any
 
 from racer_core.common.errors import InputError
 from racer_core.common.grammar_engine import llguidance
+from racer_core.models.byte_alphabet import bytes_to_unicode
 
 _BYTE_TOKEN = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
 
 @lru_cache(maxsize=1)
 def _byte_of_char() -> dict[str, int]:
-    from racer_core.models.byte_alphabet import bytes_to_unicode
-
     return {char: byte for byte, char in bytes_to_unicode().items()}
 
 
