@@ -65,6 +65,12 @@ class Drafter:
         them this drafter has state for (the decoder feeds the rest again)."""
         return length
 
+    def reads_prompt_logits(self) -> bool:
+        """Whether `prefilled` reads every prompt row's logits (racer's table
+        learns them). Else the prefill computes only each chunk's last row's:
+        the head over every prompt row was about a quarter of a prefill."""
+        return False
+
     def prefilled(self, cached: list[int], base: int, logits: Any, captured: Any) -> list[np.ndarray | None] | None:
         """Prompt positions `base` on of `cached` were fed, with their logits (and
         the states entering `capture_layers`). Returns what it learned per

@@ -86,6 +86,9 @@ class RacerDrafter(Drafter):
         self.policy = self.setup.policy_for(config.method) if auto else None  # type: ignore[misc]
         self.generated = []
 
+    def reads_prompt_logits(self) -> bool:
+        return self.use_table and self.automaton is not None
+
     def prefilled(self, cached: list[int], base: int, logits: Any, captured: Any) -> list[np.ndarray | None] | None:
         """The table learns each new position's top-k, keyed by its token and (previous token, token)."""
         chunk = cached[base:]

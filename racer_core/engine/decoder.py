@@ -142,20 +142,23 @@ class SequenceDecoder:
         return prompt[common:]
 
     def _ask(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
-             capture: tuple[int, ...] = (), **extra: Any) -> Generator[Forward, torch.Tensor, torch.Tensor]:
+             capture: tuple[int, ...] = (), last_only: bool = False, **extra: Any
+             ) -> Generator[Forward, torch.Tensor, torch.Tensor]:
         """Ask whoever drives this sequence (`run_alone`, or the engine loop,
-        racer_core/engine/loop.py) for the logits of one forward pass."""
-        return (yield Forward(self, tokens, positions, mask, capture, extra))
+        racer_core/engine/loop.py) for the logits of one forward pass (of its
+        last row only, with `last_only`, where the lean forward runs it)."""
+        return (yield Forward(self, tokens, positions, mask, capture, extra, last_only))
 
     def _forward(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
-                 capture: tuple[int, ...] = (), **extra: Any) -> torch.Tensor:
+                 capture: tuple[int, ...] = (), last_only: bool = False, **extra: Any) -> torch.Tensor:
         """The logits of a pass of its own, run now on the calling thread; with
         `capture` (layer ids, eagle3's) the states entering those layers,
         concatenated, are left in `self.captured`."""
         if self.rt.lean is not None and not extra and positions.ndim == 1:
             if not capture:
-                return self.rt.lean(tokens, positions, mask, self.cache)
-            logits, self.captured = self.rt.lean(tokens, positions, mask, self.cache, capture=capture)
+                return self.rt.lean(tokens, positions, mask, self.cache, last_only=last_only)
+            logits, self.captured = self.rt.lean(tokens, positions, mask, self.cache, capture=capture,
+                                                 last_only=last_only)
             return logits
         # 1D positions are the text ones; (3, T) ones are multimodal rotary positions.
         out = self.rt.model(
@@ -186,6 +189,7 @@ class SequenceDecoder:
         last = None
         offset = len(self.cached)
         capture = drafter.capture_layers if drafter is not None else ()
+        last_only = drafter is None or not drafter.reads_prompt_logits()
         for start, end in _chunks(len(tokens), offset, vision.spans if vision else []):
             chunk = tokens[start:end]
             base = len(self.cached)
@@ -198,7 +202,7 @@ class SequenceDecoder:
             if vision is not None:
                 extra = {k: v.to(self.rt.device) for k, v in vision.pixel_inputs(base, base + len(chunk)).items()}
             logits = yield from self._ask(ids, positions, self.rt.masks.causal(base, len(chunk)), capture=capture,
-                                          **extra)
+                                          last_only=last_only, **extra)
             self.cached.extend(chunk)
             learned = drafter.prefilled(self.cached, base, logits, self.captured) if drafter is not None else None
             if self.rows is not None:
@@ -412,6 +416,7 @@ class Forward:
     mask: torch.Tensor
     capture: tuple[int, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)  # a vision prompt's pixel inputs
+    last_only: bool = False  # only the last row's logits are needed (a prompt chunk no drafter reads)
 
     @property
     def rows(self) -> int:
@@ -424,12 +429,12 @@ class Forward:
                 and self.positions.ndim == 1)
 
     def part(self) -> Part:
-        return Part(self.ids, self.positions, self.mask, self.decoder.cache)
+        return Part(self.ids, self.positions, self.mask, self.decoder.cache, last_only=self.last_only)
 
     def run(self) -> torch.Tensor:
         """This request as a pass of its own, on the calling thread."""
         follow_free_cores(self.decoder.rt.lean)
-        return self.decoder._forward(self.ids, self.positions, self.mask, self.capture, **self.extra)
+        return self.decoder._forward(self.ids, self.positions, self.mask, self.capture, self.last_only, **self.extra)
 
 
 def run_alone(steps: Generator[Forward | Step, Any, None]) -> Iterator[Step]:

@@ -201,12 +201,13 @@ class LeanForward:
         return found
 
     def __call__(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: Any,
-                 logit_rows: int | None = None, capture: tuple[int, ...] = ()) -> Any:
-        """Logits (T, vocab) for the T fed tokens; only the first `logit_rows` rows if given.
+                 logit_rows: int | None = None, capture: tuple[int, ...] = (), last_only: bool = False) -> Any:
+        """Logits (T, vocab) for the T fed tokens; only the first `logit_rows` rows if given,
+        only the last row's ((1, vocab)) with `last_only`.
 
         With `capture` (layer ids, as an EAGLE-3 head names them): (logits, the
         states entering those layers concatenated, (T, len(capture) * hidden))."""
-        (logits, captured), = self._run([Part(ids, positions, mask, cache, logit_rows)], capture)
+        (logits, captured), = self._run([Part(ids, positions, mask, cache, logit_rows, last_only)], capture)
         return (logits, captured) if capture else logits
 
     def batch(self, parts: Sequence[Part]) -> list[torch.Tensor]:
@@ -278,10 +279,14 @@ class LeanForward:
         # Only the rows whose logits are asked for go through the head.
         keep, start = [], 0
         for part, size in zip(parts, sizes, strict=True):
-            keep.append((start, start + (size if part.logit_rows is None else min(part.logit_rows, size))))
+            if part.last_only:
+                keep.append((start + size - 1, start + size))
+            else:
+                keep.append((start, start + (size if part.logit_rows is None else min(part.logit_rows, size))))
             start += size
         if len(parts) == 1:
-            rows = h[0, keep[0][0] : keep[0][1]] if parts[0].logit_rows is not None else h[0]
+            whole = parts[0].logit_rows is None and not parts[0].last_only
+            rows = h[0] if whole else h[0, keep[0][0] : keep[0][1]]
         else:
             rows = torch.cat([h[0, a:b] for a, b in keep])
         logits = linear(_rms(rows, w.final_norm, w.eps), w.lm_head)
@@ -303,6 +308,7 @@ class Part:
     mask: torch.Tensor  # (1, 1, T, L + T) additive, over the sequence's cache then these rows
     cache: Any  # the sequence's TreeCache; the rows' keys and values are appended to it
     logit_rows: int | None = None  # only the first rows' logits (None: all)
+    last_only: bool = False  # only the last row's logits (a prompt chunk whose other rows no drafter reads)
 
 
 def config_supported(config: Any) -> bool:
