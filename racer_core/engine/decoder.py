@@ -142,12 +142,13 @@ class SequenceDecoder:
         return prompt[common:]
 
     def _ask(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
-             capture: tuple[int, ...] = (), last_only: bool = False, **extra: Any
+             capture: tuple[int, ...] = (), last_only: bool = False, prompt_left: int = 0, **extra: Any
              ) -> Generator[Forward, torch.Tensor, torch.Tensor]:
         """Ask whoever drives this sequence (`run_alone`, or the engine loop,
         racer_core/engine/loop.py) for the logits of one forward pass (of its
-        last row only, with `last_only`, where the lean forward runs it)."""
-        return (yield Forward(self, tokens, positions, mask, capture, extra, last_only))
+        last row only, with `last_only`, where the lean forward runs it);
+        `prompt_left`: a prompt chunk's rows and the prompt's after it."""
+        return (yield Forward(self, tokens, positions, mask, capture, extra, last_only, prompt_left))
 
     def _forward(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
                  capture: tuple[int, ...] = (), last_only: bool = False, **extra: Any) -> torch.Tensor:
@@ -202,7 +203,7 @@ class SequenceDecoder:
             if vision is not None:
                 extra = {k: v.to(self.rt.device) for k, v in vision.pixel_inputs(base, base + len(chunk)).items()}
             logits = yield from self._ask(ids, positions, self.rt.masks.causal(base, len(chunk)), capture=capture,
-                                          last_only=last_only, **extra)
+                                          last_only=last_only, prompt_left=len(tokens) - start, **extra)
             self.cached.extend(chunk)
             learned = drafter.prefilled(self.cached, base, logits, self.captured) if drafter is not None else None
             if self.rows is not None:
@@ -417,6 +418,7 @@ class Forward:
     capture: tuple[int, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)  # a vision prompt's pixel inputs
     last_only: bool = False  # only the last row's logits are needed (a prompt chunk no drafter reads)
+    prompt_left: int = 0  # a prompt chunk's: its rows and the prompt's still to come (0: a step)
 
     @property
     def rows(self) -> int:

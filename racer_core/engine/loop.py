@@ -18,12 +18,16 @@ against. Each iteration of the loop
        rows of the rest), then asks for its pass. A pass waits for the readers
        at most `read_wait_s` while others could go on,
     4. runs one pass: the oldest requests first, as many as stay within
-       `max_rows` rows (the first always goes, however large), through one
+       `max_rows` rows (the first always goes, however large; one that does
+       not fit is passed over for the younger ones that do), through one
        LeanForward.batch; a request the batch does not take (a stock or
        vision forward, eagle3's captured states) runs as a pass of its own.
-       A request left out is the oldest at the next pass: none waits more than
-       one pass for room. A prefill chunk is one request, so a long prompt
-       shares passes with the others' steps,
+       A request left out is the oldest at the next pass. A prefill chunk is
+       one request, so a long prompt shares passes with the others' steps.
+       Among the prompt chunks, the prompt with the least left goes first
+       (shortest prompt first: requests that come together do not all wait
+       for the longest one's passes before their first token), unless a chunk
+       has been put behind `PROMPT_WAITS` times: then it keeps its age's place,
     5. hands each taken sequence its logits (step 2 of the next iteration
        completes it).
 
@@ -57,6 +61,8 @@ IDLE_EXIT_S = 2.0
 """The loop's thread ends after this long without sequences."""
 READ_WAIT_S = 0.05
 """How long a pass waits at most for the readers of the last one (see `_read_ones`)."""
+PROMPT_WAITS = 4
+"""Passes a prompt chunk may be put behind shorter prompts before it keeps its place by age."""
 
 Steps = Generator[Forward | Step, Any, None]
 _LOOPS: weakref.WeakSet[EngineLoop] = weakref.WeakSet()
@@ -100,6 +106,7 @@ class _Sequence:
     taken: int = 0  # ...and read: its next step is prepared once its reader has read the last one
     last_rows: int = 0  # its rows in its last pass
     abandoned: bool = False  # its reader stopped reading
+    passed_over: int = 0  # passes its current prompt chunk has waited through
 
     @property
     def awaiting(self) -> bool:
@@ -306,19 +313,46 @@ class EngineLoop:
         sequence.out.put(error if error is not None else _END)
 
     def _take(self) -> list[_Sequence]:
-        """The next pass's sequences: the oldest requests within the rows budget."""
+        """The next pass's sequences: the oldest requests within the rows budget
+        (the shortest prompts' chunks first, `_shortest_prompts_first`)."""
+        self._shortest_prompts_first()
         first = self._asking.popleft()
         taken = [first]
         if first.request is not None and first.request.batchable:
             rows = first.request.rows
+            left: deque[_Sequence] = deque()
             while self._asking:
-                request = self._asking[0].request
+                sequence = self._asking.popleft()
+                request = sequence.request
                 assert request is not None
-                if not request.batchable or rows + request.rows > self.max_rows:
+                if not request.batchable:
+                    self._asking.appendleft(sequence)
                     break
-                taken.append(self._asking.popleft())
+                if rows + request.rows > self.max_rows:
+                    left.append(sequence)  # no room: a younger one may fit
+                    continue
+                taken.append(sequence)
                 rows += request.rows
+            self._asking.extendleft(reversed(left))
+        for sequence in self._asking:
+            if sequence.request is not None and sequence.request.prompt_left:
+                sequence.passed_over += 1
+        for sequence in taken:
+            sequence.passed_over = 0
         return taken
+
+    def _shortest_prompts_first(self) -> None:
+        """Reorder the asking prompt chunks among the places they hold: those
+        put behind `PROMPT_WAITS` times first (by age), then by the prompt left."""
+        places = [i for i, s in enumerate(self._asking) if s.request is not None and s.request.prompt_left]
+        if len(places) < 2:
+            return
+        chunks = [self._asking[i] for i in places]
+        overdue = [s for s in chunks if s.passed_over >= PROMPT_WAITS]
+        rest = sorted((s for s in chunks if s.passed_over < PROMPT_WAITS),
+                      key=lambda s: s.request.prompt_left)  # type: ignore[union-attr] - stable: by age among equals
+        for i, sequence in zip(places, overdue + rest, strict=True):
+            self._asking[i] = sequence
 
     def _pass(self) -> None:
         taken = self._take()

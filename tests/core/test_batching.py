@@ -20,6 +20,7 @@ from racer_core.budget.cost_curve import CostCurve
 from racer_core.budget.tree_policy import TreePolicy
 from racer_core.common.events import GenerationConfig, Source
 from racer_core.engine.engine import RacerEngine
+from racer_core.engine.loop import PROMPT_WAITS, EngineLoop
 from racer_core.testing import tiny_model
 from racer_core.testing.bit_exact import batch_mismatches
 
@@ -257,3 +258,51 @@ def test_a_failing_pass_fails_its_sequences_only(alone: RacerEngine, monkeypatch
         _concurrently(engine, requests, first=2)
     monkeypatch.undo()
     assert _generate(engine, _prompt(3), config, on_loop=True)[0] == _generate(alone, _prompt(3), config)[0]
+
+
+
+def _asking(loop: EngineLoop, *requests: tuple[int, int]) -> list[Any]:
+    """Sequences asking in this order for passes of (rows, prompt left) (0 left: a step)."""
+    from types import SimpleNamespace
+
+    from racer_core.engine.loop import _Sequence
+
+    made = []
+    for rows, left in requests:
+        sequence = _Sequence(steps=iter(()), seat=None)  # type: ignore[arg-type]
+        sequence.request = SimpleNamespace(rows=rows, prompt_left=left, batchable=True)  # type: ignore[assignment]
+        made.append(sequence)
+    loop._asking.extend(made)
+    return made
+
+
+def test_the_shortest_prompts_go_first_and_steps_fill_the_room() -> None:
+    """Prompt chunks by the prompt left, shortest first, in the places prompt chunks
+    hold; one that does not fit is passed over for a younger one that does."""
+    loop = EngineLoop(max_rows=24)
+    long, step, short, middle, step2 = _asking(loop, (21, 21), (1, 0), (9, 9), (15, 15), (2, 0))
+    # in the prompt chunks' places: short, step, middle, long, step2; 9 + 1 + 15 > 24, 9 + 1 + 2 fits
+    assert loop._take() == [short, step, step2]
+    assert list(loop._asking) == [middle, long]  # the oldest of the next pass, by the prompt left
+    assert middle.passed_over == long.passed_over == 1
+
+
+def test_a_long_prompt_is_put_behind_shorter_ones_at_most_prompt_waits_passes() -> None:
+    loop = EngineLoop(max_rows=20)
+    long, *_ = _asking(loop, (19, 19))
+    for waited in range(PROMPT_WAITS):
+        fresh = _asking(loop, (9, 9), (9, 9))
+        assert loop._take() == fresh, waited  # two short prompts fill the pass; the long one waits
+        assert long.passed_over == waited + 1
+    _asking(loop, (9, 9))
+    assert loop._take() == [long]  # overdue: it goes first, however many shorter ones came
+    assert long.passed_over == 0
+
+
+def test_prompts_prefilled_shortest_first_give_what_each_gets_alone(alone: RacerEngine) -> None:
+    engine = _engine(batched=True, max_rows=24)
+    config = GenerationConfig(method="racer", max_new_tokens=6, temperature=0.0, max_num_draft=4)
+    requests = [([(5 * n + k) % SMALL_VOCAB for k in range(n)], config) for n in (21, 9, 15)]
+    got = _concurrently(engine, requests, first=3)
+    for (prompt, config_), (tokens, _) in zip(requests, got, strict=True):
+        assert tokens == _generate(alone, prompt, config_)[0]
