@@ -71,12 +71,6 @@ class Drafter:
         the head over every prompt row was about a quarter of a prefill."""
         return False
 
-    def prompt_logits_optional(self) -> bool:
-        """Whether it can do without the prompt rows' logits (all but each
-        chunk's last) while other sequences share the engine: the loop then has
-        only the last row computed, and `prefilled` gets that row alone."""
-        return False
-
     def prefilled(self, cached: list[int], base: int, logits: Any, captured: Any) -> list[np.ndarray | None] | None:
         """Prompt positions `base` on of `cached` were fed, with their logits (and
         the states entering `capture_layers`). Returns what it learned per

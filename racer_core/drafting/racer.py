@@ -89,27 +89,16 @@ class RacerDrafter(Drafter):
     def reads_prompt_logits(self) -> bool:
         return self.use_table and self.automaton is not None
 
-    def prompt_logits_optional(self) -> bool:
-        # Under the cost policy, with others sharing the passes: the head over every
-        # prompt row is about a quarter of a prefill, and the table learns from every
-        # step as well. The paper's fixed budget keeps the paper's table.
-        return self.policy is not None
-
     def prefilled(self, cached: list[int], base: int, logits: Any, captured: Any) -> list[np.ndarray | None] | None:
-        """The table learns each new position's top-k, keyed by its token and
-        (previous token, token); only the last position's when `logits` holds its row alone."""
+        """The table learns each new position's top-k, keyed by its token and (previous token, token)."""
         chunk = cached[base:]
         learned: list[np.ndarray | None] = [None] * len(chunk)
         automaton = self.automaton
         if not self.use_table or automaton is None:
             return learned
         rows = [i for i, t in enumerate(chunk) if t not in self.setup.placeholder_ids]
-        at = rows
-        if logits.shape[0] < len(chunk):  # the last row only (prompt_logits_optional)
-            rows = [i for i in rows if i == len(chunk) - 1]
-            at = [logits.shape[0] - 1] * len(rows)
         if rows:
-            top = torch.topk(logits[at], automaton.top_k, dim=-1).indices.cpu().numpy()
+            top = torch.topk(logits[rows], automaton.top_k, dim=-1).indices.cpu().numpy()
             prev = [cached[base + i - 1] if base + i else -1 for i in rows]
             automaton.update(np.asarray([chunk[i] for i in rows], dtype=np.int64), top, prev)
             for i, row in zip(rows, top, strict=True):

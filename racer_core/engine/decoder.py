@@ -142,14 +142,13 @@ class SequenceDecoder:
         return prompt[common:]
 
     def _ask(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
-             capture: tuple[int, ...] = (), last_only: bool = False, prompt_left: int = 0,
-             rows_optional: bool = False, **extra: Any) -> Generator[Forward, torch.Tensor, torch.Tensor]:
+             capture: tuple[int, ...] = (), last_only: bool = False, prompt_left: int = 0, **extra: Any
+             ) -> Generator[Forward, torch.Tensor, torch.Tensor]:
         """Ask whoever drives this sequence (`run_alone`, or the engine loop,
         racer_core/engine/loop.py) for the logits of one forward pass (of its
         last row only, with `last_only`, where the lean forward runs it);
-        `prompt_left`: a prompt chunk's rows and the prompt's after it;
-        `rows_optional`: the loop may ask for the last row only."""
-        return (yield Forward(self, tokens, positions, mask, capture, extra, last_only, prompt_left, rows_optional))
+        `prompt_left`: a prompt chunk's rows and the prompt's after it."""
+        return (yield Forward(self, tokens, positions, mask, capture, extra, last_only, prompt_left))
 
     def _forward(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
                  capture: tuple[int, ...] = (), last_only: bool = False, **extra: Any) -> torch.Tensor:
@@ -192,7 +191,6 @@ class SequenceDecoder:
         offset = len(self.cached)
         capture = drafter.capture_layers if drafter is not None else ()
         last_only = drafter is None or not drafter.reads_prompt_logits()
-        optional = not last_only and drafter is not None and drafter.prompt_logits_optional()
         for start, end in _chunks(len(tokens), offset, vision.spans if vision else []):
             chunk = tokens[start:end]
             base = len(self.cached)
@@ -205,8 +203,7 @@ class SequenceDecoder:
             if vision is not None:
                 extra = {k: v.to(self.rt.device) for k, v in vision.pixel_inputs(base, base + len(chunk)).items()}
             logits = yield from self._ask(ids, positions, self.rt.masks.causal(base, len(chunk)), capture=capture,
-                                          last_only=last_only, prompt_left=len(tokens) - start,
-                                          rows_optional=optional, **extra)
+                                          last_only=last_only, prompt_left=len(tokens) - start, **extra)
             self.cached.extend(chunk)
             learned = drafter.prefilled(self.cached, base, logits, self.captured) if drafter is not None else None
             if self.rows is not None:
@@ -422,7 +419,6 @@ class Forward:
     extra: dict[str, Any] = field(default_factory=dict)  # a vision prompt's pixel inputs
     last_only: bool = False  # only the last row's logits are needed (a prompt chunk no drafter reads)
     prompt_left: int = 0  # a prompt chunk's: its rows and the prompt's still to come (0: a step)
-    rows_optional: bool = False  # all its rows' logits are read, but the loop may ask for the last only
 
     @property
     def rows(self) -> int:

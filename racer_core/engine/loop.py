@@ -27,10 +27,7 @@ against. Each iteration of the loop
        Among the prompt chunks, the prompt with the least left goes first
        (shortest prompt first: requests that come together do not all wait
        for the longest one's passes before their first token), unless a chunk
-       has been put behind `PROMPT_WAITS` times: then it keeps its age's place.
-       While other sequences are active, a prompt chunk whose drafter can do
-       without its rows' logits (racer under its cost policy) has only its
-       last row's computed,
+       has been put behind `PROMPT_WAITS` times: then it keeps its age's place,
     5. hands each taken sequence its logits (step 2 of the next iteration
        completes it).
 
@@ -360,10 +357,6 @@ class EngineLoop:
     def _pass(self) -> None:
         taken = self._take()
         requests = [s.request for s in taken]
-        if len(self._active) > 1:  # others wait on this pass: no logits a drafter can do without
-            for request in requests:
-                if request is not None and request.rows_optional:
-                    request.last_only = True
         lean = requests[0].decoder.rt.lean  # type: ignore[union-attr]
         try:
             if len(requests) == 1:  # a pass of its own (it follows the free cores itself)

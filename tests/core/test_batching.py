@@ -157,9 +157,7 @@ def test_sampling_stays_exact_per_request_with_its_own_seed(alone: RacerEngine) 
 
 def test_a_cancelled_request_leaves_at_its_next_step_and_the_others_finish_exactly(alone: RacerEngine) -> None:
     engine = _engine(batched=True)
-    # a fixed budget: the same drafts as alone, so the same steps (under its cost policy racer's
-    # table skips the prompt rows while others wait, and a step may accept fewer drafts than alone)
-    requests = [(_prompt(i), GenerationConfig(method="racer", max_new_tokens=40, temperature=0.0, max_num_draft=8))
+    requests = [(_prompt(i), GenerationConfig(method="racer", max_new_tokens=40, temperature=0.0))
                 for i in range(3)]
     got = _concurrently(engine, requests, first=3, stop_after={1: 3})
     tokens, _ = got[1]
@@ -308,41 +306,3 @@ def test_prompts_prefilled_shortest_first_give_what_each_gets_alone(alone: Racer
     got = _concurrently(engine, requests, first=3)
     for (prompt, config_), (tokens, _) in zip(requests, got, strict=True):
         assert tokens == _generate(alone, prompt, config_)[0]
-
-
-def _prefilled_rows(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
-    """(logits rows, chunk length) of each prompt chunk racer's drafter learns from."""
-    from racer_core.drafting.racer import RacerDrafter
-
-    seen: list[tuple[int, int]] = []
-    prefilled = RacerDrafter.prefilled
-
-    def spy(self: RacerDrafter, cached: list[int], base: int, logits: Any, captured: Any) -> Any:
-        seen.append((int(logits.shape[0]), len(cached) - base))
-        return prefilled(self, cached, base, logits, captured)
-
-    monkeypatch.setattr(RacerDrafter, "prefilled", spy)
-    return seen
-
-
-@pytest.mark.parametrize("budget", ["auto", 4])
-def test_racer_skips_the_prompt_rows_logits_only_under_its_policy_with_others_waiting(
-        monkeypatch: pytest.MonkeyPatch, alone: RacerEngine, budget: Any) -> None:
-    """Alone, racer's table learns every prompt row; with others sharing the loop,
-    under its cost policy the prefill computes each chunk's last row only (the
-    paper's fixed budget keeps every row). Outputs equal each request alone."""
-    seen = _prefilled_rows(monkeypatch)
-    config = GenerationConfig(method="racer", max_new_tokens=6, temperature=0.0, max_num_draft=budget)
-    _generate(alone, _prompt(0), config)
-    assert seen and all(rows == length for rows, length in seen)
-    seen.clear()
-    engine = _engine(batched=True)
-    requests = [(_prompt(i), config) for i in range(3)]
-    got = _concurrently(engine, requests, first=3)
-    for (prompt, config_), (tokens, _) in zip(requests, got, strict=True):
-        assert tokens == _generate(alone, prompt, config_)[0]
-    together = [(rows, length) for rows, length in seen[: len(requests)]]
-    if budget == "auto":
-        assert all(rows == 1 < length for rows, length in together), together
-    else:
-        assert all(rows == length for rows, length in together), together
