@@ -1,7 +1,8 @@
 """A prompt's logits are computed only where they are read: every row for
-racer (its logits table learns each prompt position's top-k), only each
-chunk's last row for a method whose drafter reads none (ar, suffix, ...).
-The last row is the same bits either way, so the first token cannot move."""
+racer under the paper's fixed budget (its logits table learns each prompt
+position's top-k), only each chunk's last row otherwise (ar, suffix, racer
+under its cost policy, whose table learns from the steps). The last row is
+the same bits either way, so the first token cannot move."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def test_the_last_row_alone_is_the_same_bits_as_among_all(batched: bool) -> None
         assert torch.equal(last[0], every[-1]), name
 
 
-def _head_rows(engine: Any, method: str, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+def _head_rows(engine: Any, config: GenerationConfig, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The rows each pass of a reply sent through the head."""
     seen: list[int] = []
     head = LeanForward._head
@@ -66,18 +67,17 @@ def _head_rows(engine: Any, method: str, monkeypatch: pytest.MonkeyPatch) -> lis
 
     monkeypatch.setattr(LeanForward, "_head", counting)
     chat = engine.new_conversation()
-    list(chat.send("the cat sat on the mat and the cat sat on the mat", GenerationConfig(method=method,
-                                                                                          max_new_tokens=3)))
+    list(chat.send("the cat sat on the mat and the cat sat on the mat", config))
     monkeypatch.setattr(LeanForward, "_head", head)
     return seen
 
 
-def test_only_racer_pays_for_every_prompt_row(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_only_the_papers_racer_pays_for_every_prompt_row(monkeypatch: pytest.MonkeyPatch) -> None:
     engine = tiny_engine("llama", seed=0)
     assert engine.runtime.lean is not None
-    ar = _head_rows(engine, "ar", monkeypatch)
-    racer = _head_rows(engine, "racer", monkeypatch)
-    assert ar[0] == 1, f"ar's prefill sent {ar[0]} rows through the head"
-    assert racer[0] > 10, f"racer's table needs every prompt row's logits, got {racer[0]}"
-    suffix = _head_rows(engine, "suffix", monkeypatch)
-    assert suffix[0] == 1
+    for method, budget in (("ar", "auto"), ("suffix", "auto"), ("racer", "auto")):
+        rows = _head_rows(engine, GenerationConfig(method=method, max_new_tokens=3, max_num_draft=budget),
+                          monkeypatch)
+        assert rows[0] == 1, f"{method}'s prefill sent {rows[0]} rows through the head"
+    paper = _head_rows(engine, GenerationConfig(method="racer", max_new_tokens=3, max_num_draft=8), monkeypatch)
+    assert paper[0] > 10, f"the paper's table learns every prompt row, got {paper[0]}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pytest
 from engine_helpers import PROMPT, engine_for, run
 
 from racer_core.budget.cost_curve import CostCurve
@@ -15,6 +16,7 @@ from racer_core.budget.draft_gate import MIN_EVIDENCE, DraftGate
 from racer_core.budget.tree_policy import TreePolicy
 from racer_core.common.events import GenerationConfig
 from racer_core.drafting.automaton import Automaton
+from racer_core.drafting.racer import RacerDrafter
 
 # A CPU where a second token costs 40% more than a first, 64 tokens 60% more.
 CURVE = CostCurve([1, 2, 64], [1.0, 1.4, 1.6])
@@ -134,8 +136,10 @@ def test_a_long_automaton_match_drafts_during_a_pause() -> None:
     assert len(selection.chosen) > 1 and "resumed" in selection.gate and selection.intended is None
 
 
-def test_paused_steps_are_plain_decoding_and_say_so() -> None:
+def test_paused_steps_are_plain_decoding_and_say_so(monkeypatch: pytest.MonkeyPatch) -> None:
     engine = engine_for("llama")  # random weights: few drafts are accepted
+    # The table learns every prompt row (as the paper's does), so the optimist has drafts from the first step.
+    monkeypatch.setattr(RacerDrafter, "reads_prompt_logits", lambda self: self.use_table)
     # Scripted: a curve where a tree of 64 costs 3 tokens, and a policy whose
     # estimates stay optimistic, so only the gate's score can stop the loss.
     engine._curve = CostCurve([1, 2, 64], [1.0, 2.0, 3.0])
