@@ -14,7 +14,7 @@ import torch
 from gguf import GGMLQuantizationType, quants
 
 from racer_core.models.families import family_of
-from racer_core.models.formats.quant_weights import QuantWeight
+from racer_core.models.formats.quant_weights import QuantParts, QuantWeight
 from racer_core.models.lean_forward import LeanForward, weights_from_model
 
 
@@ -25,6 +25,13 @@ def the_kernel() -> tuple[ModuleType, list[str]]:
     if kernel.best() == "none":
         pytest.skip("the kernel needs AVX2+FMA+F16C", allow_module_level=True)
     return kernel, ["avx2"] + (["avx512"] if kernel.best() == "avx512" else [])
+
+
+def repacked_types(weights) -> set[str]:
+    """The block types of a LeanWeights' linears (the head and QuantParts' parts too) multiplied repacked."""
+    linears = [w for layer in weights.layers for w in (layer.qkv, layer.o, layer.gate_up, layer.down)]
+    parts = [p for w in [*linears, weights.lm_head] for p in (w.parts if isinstance(w, QuantParts) else [w])]
+    return {p.type_name for p in parts if isinstance(p, QuantWeight) and p.repacked}
 
 
 def quant_weight(plain: torch.Tensor, qtype: GGMLQuantizationType, acts: str | None = None) -> QuantWeight:
