@@ -14,6 +14,7 @@ import torch
 from gguf import GGMLQuantizationType, quants
 
 from racer_core.models.families import family_of
+from racer_core.models.formats.quant import reference
 from racer_core.models.formats.quant_weights import QuantParts, QuantWeight
 from racer_core.models.lean_forward import LeanForward, weights_from_model
 
@@ -82,12 +83,7 @@ K_BYTES = {12: 144, 13: 176, 14: 210}
 def random_k_blocks(qtype: int, rows: int, cols: int, rng: np.random.Generator) -> np.ndarray:
     """(rows, bytes per row) random Q4_K, Q5_K or Q6_K blocks (gguf's numpy has no K
     quantizer): any bytes are a valid block once its fp16 scales are finite."""
-    n = rows * cols // 256
-    b = rng.integers(0, 256, (n, K_BYTES[qtype]), dtype=np.uint8)
-    at = (208,) if qtype == 14 else (0, 2)  # Q6_K's d / Q4_K's and Q5_K's d, dmin
-    for offset in at:
-        b[:, offset : offset + 2] = rng.uniform(1e-3, 0.05, n).astype(np.float16).view(np.uint8).reshape(n, 2)
-    return b.reshape(rows, -1)
+    return reference.random_blocks(qtype, rows, cols, rng)
 
 
 def _f16(values: np.ndarray) -> np.ndarray:

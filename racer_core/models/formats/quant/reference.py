@@ -16,6 +16,21 @@ K_TYPES = (12, 13, 14)
 """Q4_K, Q5_K, Q6_K: 256 values a super-block."""
 
 
+SCALES = {2: (0,), 3: (0, 2), 6: (0,), 7: (0, 2), 8: (0,), 12: (0, 2), 13: (0, 2), 14: (208,)}
+"""type -> byte offsets of its fp16 scales (d; Q4_1's and Q5_1's m; the K types' d and dmin, Q6_K's d)."""
+
+
+def random_blocks(qtype: int, rows: int, cols: int, rng: np.random.Generator) -> np.ndarray:
+    """(rows, bytes per row) random blocks of `qtype` (for tests and benchmarks): random bytes,
+    which are a valid block once its fp16 scales are finite (here 0.001 to 0.05)."""
+    values, size = (SUPER if qtype in K_TYPES else BLOCK), LAYOUT[qtype][1]
+    n = rows * cols // values
+    b = rng.integers(0, 256, (n, size), dtype=np.uint8)
+    for offset in SCALES[qtype]:
+        b[:, offset : offset + 2] = rng.uniform(1e-3, 0.05, n).astype(np.float16).view(np.uint8).reshape(n, 2)
+    return b.reshape(rows, -1)
+
+
 def _half(b: np.ndarray) -> np.ndarray:
     return b.copy().view(np.float16).astype(np.float32)
 
