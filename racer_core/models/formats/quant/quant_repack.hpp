@@ -290,7 +290,7 @@ inline void rp_tile(const uint8_t* w, int64_t group_bytes, int64_t nb, const int
     }
     if constexpr (ONE_PASS) {
         for (int g = 0; g < G; ++g)
-            for (int r = 0; r < R; ++r) acc[g][r] = _mm256_add_ps(acc[g][r], off[g % OG][r % OR]);
+            for (int r = 0; r < R; ++r) acc[g][r] = _mm256_add_ps(acc[g][r], off[g][r]);
     } else if constexpr (rp_has_offset<TYPE>()) {
         for (int g = 0; g < G; ++g) {
             __m256 sum[R];
