@@ -5,6 +5,7 @@ RACER_SANITIZE=1 builds with AddressSanitizer and UndefinedBehaviorSanitizer
 """
 
 import os
+from glob import glob
 
 import numpy as np
 from Cython.Build import cythonize
@@ -37,6 +38,7 @@ quant = Extension(
              "racer_core/models/formats/quant/quant_vnni.cpp", "racer_core/models/formats/quant/layer.cpp",
              "racer_core/verify/attention_kernel.cpp"],
     include_dirs=["racer_core/models/formats/quant", "racer_core/verify", np.get_include()],
+    depends=sorted(glob("racer_core/models/formats/quant/*.hpp") + glob("racer_core/verify/*.h*")),  # rebuilt when a header changes
     language="c++",
     extra_compile_args=[*compile_args, "-fopenmp", "-ffp-contract=off"],
     extra_link_args=[*link_args, "-fopenmp", "-pthread"],

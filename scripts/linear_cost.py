@@ -14,10 +14,16 @@ Formats (--formats, a comma list; a `-1t` suffix runs a format on one thread):
     int8w     torch's weight-only int8 kernel (aten._weight_int8pack_mm), activations --dtype
     fp32      packed once for oneDNN as the engine does (formats/packed_linear.py), float32
     fp16      fbgemm's float16 weights, float32 arithmetic (--fp16-weights, formats/half_weights.py)
-  on the embedded GGUF's own blocks (formats/quant_weights.py):
+  on the embedded GGUF's own blocks (formats/quant_weights.py), or random blocks of --qtype and --shapes:
     q4        the Q4_1/Q8_0 blocks in the tree kernel, float32 activations
-    q4q8      the same blocks, activations quantized to 8 bits per block (the engine's default)
+    q4q8      the same blocks, activations quantized to 8 bits per block (the engine's default:
+              repacked where the type allows, quant/repack.py)
+    q4q8file  the same, the blocks in the file's layout (RACER_QUANT_REPACK=0's kernel)
     q8q8      the same values quantized again to Q8_0 blocks (W8A8)
+
+`--qtype Q4_K --shapes 2048x2048,5632x2048` times one matrix of each shape of random
+blocks of that type (rows x cols) instead of the model's step (--layers and --split-head
+do not apply; the dense formats multiply their dequantized values).
 
 Rounds are interleaved (round r: every size, every format), so a busy moment on a
 shared machine hits all alike (racer_core/bench/timing.py); the fastest and the
@@ -30,6 +36,7 @@ accepted path's lm_head rows).
     python scripts/linear_cost.py --formats fp32-1t,fp16-1t,q4-1t,q4q8-1t --clock cpu   # a loaded machine
     python scripts/linear_cost.py --formats flinear,onednn,mkl,int8 --dtype float32
     python scripts/linear_cost.py --formats flinear,int8w --dtype bfloat16 --sizes 1,8,16,32 --split-head
+    python scripts/linear_cost.py --formats q4q8file-1t,q4q8-1t --qtype Q4_K --shapes 2048x2048,5632x2048 --clock cpu
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from racer_core.budget.cpu_class import ISA_CHOICES, reexec_with_isa  # noqa: E402
 
 DENSE = ("flinear", "onednn", "mkl", "compiled", "int8", "int8w", "fp32", "fp16")
-BLOCKS = ("q4", "q4q8", "q8q8")
+BLOCKS = ("q4", "q4q8", "q4q8file", "q8q8")
 HIDDEN, INNER, KV, LAYERS, VOCAB = 576, 1536, 192, 30, 49152
 LAYER_SHAPES = [(HIDDEN + 2 * KV, HIDDEN), (HIDDEN, HIDDEN), (2 * INNER, HIDDEN), (HIDDEN, INNER)]
 Multiply = Callable[[dict[int, Any], int], object]  # (inputs by width, T) -> the linears' outputs
@@ -72,6 +79,29 @@ def gguf_blocks(layers: int) -> list[Any]:
                   blocks[f"{name}mlp.down_proj.weight"]]
     fused.append(blocks["model.embed_tokens.weight"])  # the tied Q8_0 head
     return fused
+
+
+def random_blocks(qtype_name: str, shapes: list[tuple[int, int]]) -> list[Any]:
+    """One QuantWeight of random `qtype_name` blocks per (rows, cols) shape."""
+    import numpy as np
+
+    from racer_core.models.formats.quant import reference
+    from racer_core.models.formats.quant_weights import TYPE_NAMES, QuantWeight
+
+    qtype = {name: code for code, name in TYPE_NAMES.items()}[qtype_name]
+    rng = np.random.default_rng(0)
+    return [QuantWeight(reference.random_blocks(qtype, rows, cols, rng), qtype, rows, cols) for rows, cols in shapes]
+
+
+def parse_shapes(text: str, values: int) -> list[tuple[int, int]]:
+    """'2048x2048,5632x2048' -> [(2048, 2048), (5632, 2048)]; cols a multiple of `values`."""
+    shapes = []
+    for item in text.split(","):
+        rows, _, cols = item.strip().partition("x")
+        if not (rows.isdigit() and cols.isdigit()) or int(rows) < 1 or int(cols) < 1 or int(cols) % values:
+            raise ValueError(f"shape {item!r}: ROWSxCOLS with COLS a positive multiple of {values}")
+        shapes.append((int(rows), int(cols)))
+    return shapes
 
 
 def random_weights(layers: int) -> list[Any]:
@@ -139,7 +169,8 @@ def multiplier(kind: str, plain: list[Any], blocks: list[Any], dtype: Any, sizes
         ws = [QuantWeight(quants.quantize(w.plain().numpy(), GGMLQuantizationType.Q8_0), 8, *w.shape, acts="q8")
               for w in blocks]
     else:
-        ws = [QuantWeight(w.file_blocks(), w.qtype, *w.shape, acts="float" if kind == "q4" else "q8") for w in blocks]
+        ws = [QuantWeight(w.file_blocks(), w.qtype, *w.shape, acts="float" if kind == "q4" else "q8",
+                          repacked=False if kind == "q4q8file" else None) for w in blocks]
     return lambda xs, t: [w(xs[w.shape[1]]) for w in ws]
 
 
@@ -187,6 +218,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="the dense formats' weights (auto: embedded when a block format is asked for)")
     parser.add_argument("--layers", type=int, default=LAYERS, help="decoder layers (the model's 30; fewer for a quick try)")
     parser.add_argument("--split-head", action="store_true", help="the decoder linears and the lm_head apart")
+    parser.add_argument("--qtype", choices=("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K"),
+                        help="random blocks of this type in --shapes instead of the model's step")
+    parser.add_argument("--shapes", default="2048x2048,5632x2048", help="with --qtype: ROWSxCOLS, comma list")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: process CPU time, robust on a shared machine for -1t formats")
     parser.add_argument("--isa", choices=ISA_CHOICES, default="native",
@@ -199,6 +233,15 @@ def main(argv: list[str] | None = None) -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     kinds = {f.removesuffix("-1t") for f in formats}
     source = args.weights if args.weights != "auto" else ("embedded" if kinds & set(BLOCKS) else "random")
+    shapes: list[tuple[int, int]] = []
+    if args.qtype:
+        if args.split_head or "compiled" in kinds:
+            parser.error("--qtype times its --shapes alone: no --split-head, no compiled")
+        try:
+            shapes = parse_shapes(args.shapes, 256 if args.qtype.endswith("_K") else 32)
+        except ValueError as error:
+            parser.error(str(error))
+        source = f"random {args.qtype} blocks {args.shapes}"
     reexec_with_isa(args.isa)
 
     import torch
@@ -210,31 +253,34 @@ def main(argv: list[str] | None = None) -> None:
     dtype = getattr(torch, args.dtype)
     if not 1 <= args.layers <= LAYERS:
         parser.error(f"--layers takes 1 to {LAYERS}")
-    blocks = gguf_blocks(args.layers) if source == "embedded" else []
+    blocks = random_blocks(args.qtype, shapes) if shapes else gguf_blocks(args.layers) if source == "embedded" else []
     plain = [w.plain() for w in blocks] if blocks else random_weights(args.layers)
     parts = {"layers": slice(0, -1), "head": slice(-1, None)} if args.split_head else {"all": slice(None)}
     made = {(kind, part): multiplier(kind, plain[cut], blocks[cut], dtype, sizes)
             for kind in sorted(kinds) for part, cut in parts.items()}
     threads = torch.get_num_threads()
     gen = torch.Generator().manual_seed(1)
-    inputs = {(t, d): {w: torch.randn(t, w, generator=gen).to(d) for w in (HIDDEN, INNER)}
+    widths = {int(w.shape[1]) for w in plain} | {HIDDEN, INNER}
+    inputs = {(t, d): {w: torch.randn(t, w, generator=gen).to(d) for w in sorted(widths)}
               for t in sizes for d in {acts_dtype(k, dtype) for k in kinds}}
     keys = [(t, fmt, part) for t in sizes for fmt in formats for part in parts]
     calls = [lambda t=t, f=f, p=p: made[f.removesuffix("-1t"), p](inputs[t, acts_dtype(f.removesuffix("-1t"), dtype)], t)
              for t, f, p in keys]
-    print(f"CPU class {describe()}, kernel ISA {kernel_isa()}, torch threads {threads}; {source} weights, "
-          f"{args.layers} layers, --dtype {args.dtype}")
+    what = source if shapes else f"{source} weights, {args.layers} layers"
+    print(f"CPU class {describe()}, kernel ISA {kernel_isa()}, torch threads {threads}; {what}, --dtype {args.dtype}")
     with torch.inference_mode():
         spans = timed_rounds(calls, args.rounds, clock=time.perf_counter if args.clock == "wall" else time.process_time,
                              before=lambda i: torch.set_num_threads(1 if keys[i][1].endswith("-1t") else threads),
                              after=lambda i: torch.set_num_threads(threads))
     got = {key: fastest_and_median(s) for key, s in zip(keys, spans, strict=True)}
     columns = [(f, p) for f in formats for p in parts]
-    print(f"{args.clock} ms for a step's linears, fastest / median of {args.rounds} interleaved rounds "
+    subject, digits = ("the matrices", 3) if shapes else ("a step's linears", 1)
+    print(f"{args.clock} ms for {subject}, fastest / median of {args.rounds} interleaved rounds "
           f"(x = against the format's own T={sizes[0]})")
     print("T".rjust(4) + "".join(f"{f if p == 'all' else f + ' ' + p:>26}" for f, p in columns))
     for t in sizes:
-        cells = [f"{got[t, f, p][0] * 1e3:8.1f} /{got[t, f, p][1] * 1e3:7.1f} ({got[t, f, p][0] / got[sizes[0], f, p][0]:4.2f}x)"
+        cells = [f"{got[t, f, p][0] * 1e3:8.{digits}f} /{got[t, f, p][1] * 1e3:7.{digits}f} "
+                 f"({got[t, f, p][0] / got[sizes[0], f, p][0]:4.2f}x)"
                  for f, p in columns]
         print(f"{t:4d}" + "".join(f"{c:>26}" for c in cells))
     if args.split_head:

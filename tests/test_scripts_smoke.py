@@ -104,6 +104,16 @@ def test_linear_cost_every_other_format_on_the_embedded_weights(capsys: pytest.C
     assert "embedded weights" in out and "against q4q8" in out
 
 
+def test_linear_cost_on_random_blocks_of_a_type_both_layouts(capsys: pytest.CaptureFixture[str]) -> None:
+    run("linear_cost.py", "--formats", "q4q8file,q4q8-1t,q4,fp32", "--qtype", "Q4_K", "--shapes", "16x256,8x512",
+        "--sizes", "1,2", "--rounds", "1", "--clock", "cpu")
+    out = capsys.readouterr().out
+    assert "random Q4_K blocks 16x256,8x512" in out and "against q4q8file" in out
+    with pytest.raises(SystemExit):
+        _main("linear_cost.py")(["--qtype", "Q6_K", "--shapes", "16x200"])
+    assert "a positive multiple of 256" in capsys.readouterr().err
+
+
 def test_linear_cost_refuses_an_unknown_format(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         _main("linear_cost.py")(["--formats", "fp64"])

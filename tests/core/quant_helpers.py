@@ -14,7 +14,8 @@ import torch
 from gguf import GGMLQuantizationType, quants
 
 from racer_core.models.families import family_of
-from racer_core.models.formats.quant_weights import QuantWeight
+from racer_core.models.formats.quant import reference
+from racer_core.models.formats.quant_weights import QuantParts, QuantWeight
 from racer_core.models.lean_forward import LeanForward, weights_from_model
 
 
@@ -25,6 +26,13 @@ def the_kernel() -> tuple[ModuleType, list[str]]:
     if kernel.best() == "none":
         pytest.skip("the kernel needs AVX2+FMA+F16C", allow_module_level=True)
     return kernel, ["avx2"] + (["avx512"] if kernel.best() == "avx512" else [])
+
+
+def repacked_types(weights) -> set[str]:
+    """The block types of a LeanWeights' linears (the head and QuantParts' parts too) multiplied repacked."""
+    linears = [w for layer in weights.layers for w in (layer.qkv, layer.o, layer.gate_up, layer.down)]
+    parts = [p for w in [*linears, weights.lm_head] for p in (w.parts if isinstance(w, QuantParts) else [w])]
+    return {p.type_name for p in parts if isinstance(p, QuantWeight) and p.repacked}
 
 
 def quant_weight(plain: torch.Tensor, qtype: GGMLQuantizationType, acts: str | None = None) -> QuantWeight:
@@ -75,12 +83,7 @@ K_BYTES = {12: 144, 13: 176, 14: 210}
 def random_k_blocks(qtype: int, rows: int, cols: int, rng: np.random.Generator) -> np.ndarray:
     """(rows, bytes per row) random Q4_K, Q5_K or Q6_K blocks (gguf's numpy has no K
     quantizer): any bytes are a valid block once its fp16 scales are finite."""
-    n = rows * cols // 256
-    b = rng.integers(0, 256, (n, K_BYTES[qtype]), dtype=np.uint8)
-    at = (208,) if qtype == 14 else (0, 2)  # Q6_K's d / Q4_K's and Q5_K's d, dmin
-    for offset in at:
-        b[:, offset : offset + 2] = rng.uniform(1e-3, 0.05, n).astype(np.float16).view(np.uint8).reshape(n, 2)
-    return b.reshape(rows, -1)
+    return reference.random_blocks(qtype, rows, cols, rng)
 
 
 def _f16(values: np.ndarray) -> np.ndarray:

@@ -14,13 +14,13 @@ import torch
 from engine_helpers import PROMPT, prompt_logits, run
 from gguf import GGMLQuantizationType as Q
 from gguf_families import FAMILIES, HEAD_DIM, LAYERS, MIXES, write_family_gguf
-from quant_helpers import the_kernel
+from quant_helpers import repacked_types, the_kernel
 
 from racer_core.common.errors import RacerError
 from racer_core.common.events import Source
 from racer_core.engine.engine import RacerEngine
 from racer_core.models import loader
-from racer_core.models.formats.quant_weights import activations_as, describe
+from racer_core.models.formats.quant_weights import activations_as, describe, repacking
 from racer_core.models.reader import LeanModel
 
 the_kernel()
@@ -68,7 +68,8 @@ def test_a_family_gguf_loads_to_the_model_it_was_written_from(family, mix, tmp_p
     dequantized = loader.load(path, dtype="float32")  # the whole model dequantized, float32
     assert describe(dequantized.model.weights) is None
     _close(prompt_logits(dequantized.lean, LAYERS), want, FLOAT_ACTS)
-    q8 = loader.load(path)  # the default: 8-bit activations
+    q8 = loader.load(path)  # the default: 8-bit activations, Q4_K and Q6_K repacked (quant/repack.py)
+    assert repacked_types(q8.model.weights) == ({t.name for t in MIXES[mix]} & {"Q4_K", "Q6_K"} if repacking() else set())
     _close(prompt_logits(q8.lean, LAYERS), prompt_logits(dequantized.lean, LAYERS), Q8_ACTS)
     engine = RacerEngine.from_loaded(q8, eos_ids=frozenset())
     plain, _, _ = run(engine, PROMPT, method="ar", max_new_tokens=96)

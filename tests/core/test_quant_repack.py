@@ -14,18 +14,26 @@ from hypothesis import strategies as st
 
 gguf = pytest.importorskip("gguf")
 from gguf import quants  # noqa: E402
-from quant_helpers import the_kernel  # noqa: E402
+from quant_helpers import random_k_blocks, the_kernel  # noqa: E402
 
 from racer_core.models.formats.quant import reference, repack  # noqa: E402
 from racer_core.models.formats.quant_weights import QuantWeight, repacking_as  # noqa: E402
 
 _quant, ISAS = the_kernel()
 Q = gguf.GGMLQuantizationType
-TYPES = {2: Q.Q4_0, 3: Q.Q4_1, 8: Q.Q8_0}
+TYPES = {2: Q.Q4_0, 3: Q.Q4_1, 8: Q.Q8_0, 12: Q.Q4_K, 14: Q.Q6_K}
+K_TYPES = (12, 14)
+
+
+def _values(qtype: int) -> int:
+    """Values per block: 32, a K type's 256."""
+    return 256 if qtype in K_TYPES else 32
 
 
 def _blocks(qtype: int, rows: int, cols: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
+    if qtype in K_TYPES:  # random bytes: every 6-bit scale and min, every int8 scale (-128 included) occurs
+        return random_k_blocks(qtype, rows, cols, rng)
     w = rng.standard_normal((rows, cols)).astype(np.float32) * rng.uniform(0.01, 3.0, (rows, 1)).astype(np.float32)
     if qtype == 8:
         w[0, :32] = 0.0  # an all-zero block (d = 0)
@@ -51,7 +59,7 @@ def _repacked(qtype: int, packed: np.ndarray, rows: int, cols: int, x: np.ndarra
 @given(qtype=st.sampled_from(sorted(TYPES)), groups=st.integers(1, 6), blocks_per_row=st.integers(1, 9),
        seed=st.integers(0, 2**16), picks=st.lists(st.integers(0, 47), max_size=12))
 def test_repacking_only_moves_the_files_bytes(qtype, groups, blocks_per_row, seed, picks) -> None:
-    rows, cols = 8 * groups, 32 * blocks_per_row
+    rows, cols = 8 * groups, _values(qtype) * blocks_per_row
     blocks = _blocks(qtype, rows, cols, seed)
     packed = repack.repack(qtype, blocks)
     assert packed.shape == blocks.shape and packed.dtype == np.uint8
@@ -72,23 +80,45 @@ def test_the_layout_is_the_documented_one() -> None:
         assert np.array_equal(packed[32 + 32 * c : 64 + 32 * c], b[:8, 1, 4 + 4 * c : 8 + 4 * c].reshape(-1))
 
 
-@settings(max_examples=60, deadline=None)
+def test_the_k_layouts_are_the_documented_ones() -> None:
+    """Group 1, super-block 1. Q4_K: eight d, eight dmin, scale byte i of the eight rows at 32 + 8i,
+    then 4-byte pieces of the nibble bytes; Q6_K: 4-byte pieces of ql, then of qh, int8 scale i at
+    1536 + 8i, eight d."""
+    blocks = _blocks(12, 16, 512, seed=1)
+    b = blocks.reshape(16, 2, 144)[8:, 1]
+    packed = repack.repack(12, blocks).reshape(2, 2, 1152)[1, 1]
+    assert np.array_equal(packed[:16], b[:, 0:2].reshape(-1)) and np.array_equal(packed[16:32], b[:, 2:4].reshape(-1))
+    for i in range(12):
+        assert np.array_equal(packed[32 + 8 * i : 40 + 8 * i], b[:, 4 + i])
+    for c in range(32):
+        assert np.array_equal(packed[128 + 32 * c : 160 + 32 * c], b[:, 16 + 4 * c : 20 + 4 * c].reshape(-1))
+    blocks = _blocks(14, 16, 512, seed=1)
+    b = blocks.reshape(16, 2, 210)[8:, 1]
+    packed = repack.repack(14, blocks).reshape(2, 2, 1680)[1, 1]
+    for c in range(48):  # ql's 32 pieces, then qh's 16
+        assert np.array_equal(packed[32 * c : 32 * c + 32], b[:, 4 * c : 4 * c + 4].reshape(-1))
+    for i in range(16):
+        assert np.array_equal(packed[1536 + 8 * i : 1544 + 8 * i], b[:, 192 + i])
+    assert np.array_equal(packed[1664:], b[:, 208:210].reshape(-1))
+
+
+@settings(max_examples=100, deadline=None)
 @given(qtype=st.sampled_from(sorted(TYPES)), groups=st.integers(1, 9), blocks_per_row=st.integers(1, 11),
        t=st.integers(1, 33), isa=st.sampled_from(ISAS), threads=st.integers(1, 3), seed=st.integers(0, 2**16))
 def test_the_repacked_kernel_is_its_reference_bit_for_bit(qtype, groups, blocks_per_row, t, isa, threads,
                                                            seed) -> None:
-    rows, cols = 8 * groups, 32 * blocks_per_row
+    rows, cols = 8 * groups, _values(qtype) * (blocks_per_row if qtype not in K_TYPES else 1 + blocks_per_row % 4)
     blocks = _blocks(qtype, rows, cols, seed)
     x = _x(t, cols, seed + 1)
     got = _repacked(qtype, repack.repack(qtype, blocks), rows, cols, x, isa, threads)
     assert np.array_equal(got, reference.matmul_q8_repacked(qtype, blocks, rows, cols, x))
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(qtype=st.sampled_from(sorted(TYPES)), groups=st.integers(1, 7), blocks_per_row=st.integers(1, 8),
        t=st.integers(2, 33), seed=st.integers(0, 2**16))
 def test_a_row_alone_equals_it_in_a_tree(qtype, groups, blocks_per_row, t, seed) -> None:
-    rows, cols = 8 * groups, 32 * blocks_per_row
+    rows, cols = 8 * groups, _values(qtype) * (blocks_per_row if qtype not in K_TYPES else 1 + blocks_per_row % 3)
     packed = repack.repack(qtype, _blocks(qtype, rows, cols, seed))
     x = _x(t, cols, seed + 1)
     together = _repacked(qtype, packed, rows, cols, x, threads=2)
@@ -102,7 +132,7 @@ def test_a_row_alone_equals_it_in_a_tree(qtype, groups, blocks_per_row, t, seed)
 def test_the_repacked_kernel_is_as_close_to_the_float64_product_as_the_file_layouts(qtype: int) -> None:
     """A different summation order, the same arithmetic (int8 activations per 32-block, integer dots):
     both kernels lie within float32 summation error of the quantized activations' float64 product."""
-    rows, cols = 64, 32 * 24
+    rows, cols = 64, 768
     blocks = _blocks(qtype, rows, cols, seed=qtype)
     x = _x(9, cols, seed=7)
     want = reference.matmul_q8(qtype, blocks, rows, cols, x)
@@ -116,9 +146,10 @@ def test_the_repacked_kernel_is_as_close_to_the_float64_product_as_the_file_layo
 @pytest.mark.skipif(len(ISAS) < 2, reason="one ISA on this CPU")
 @pytest.mark.parametrize("qtype", sorted(TYPES))
 def test_the_repacked_kernel_gives_the_same_bits_on_every_isa(qtype: int) -> None:
-    blocks = repack.repack(qtype, _blocks(qtype, 40, 32 * 7, seed=qtype))
-    x = _x(11, 32 * 7, seed=3)
-    assert np.array_equal(_repacked(qtype, blocks, 40, 32 * 7, x, "avx2"), _repacked(qtype, blocks, 40, 32 * 7, x, "avx512"))
+    cols = 256 * 3 if qtype in K_TYPES else 32 * 7
+    blocks = repack.repack(qtype, _blocks(qtype, 40, cols, seed=qtype))
+    x = _x(11, cols, seed=3)
+    assert np.array_equal(_repacked(qtype, blocks, 40, cols, x, "avx2"), _repacked(qtype, blocks, 40, cols, x, "avx512"))
 
 
 def test_quant_weight_repacks_where_it_may() -> None:
@@ -142,6 +173,30 @@ def test_quant_weight_repacks_where_it_may() -> None:
         QuantWeight(_blocks(3, 12, 64, seed=2), 3, 12, 64, acts="q8", repacked=True)
 
 
+@pytest.mark.parametrize("qtype", K_TYPES)
+def test_quant_weight_multiplies_k_blocks_repacked_by_default(qtype: int) -> None:
+    """A Q4_K / Q6_K weight of whole groups of eight rows goes through the repacked kernel (its answer is
+    the repacked order's, which here differs from the file layout's); RACER_QUANT_REPACK=0 keeps the file's."""
+    rows, cols = 24, 1024
+    blocks = _blocks(qtype, rows, cols, seed=5)
+    x = torch.from_numpy(_x(5, cols, seed=6))
+    w = QuantWeight(blocks, qtype, rows, cols, acts="q8")
+    assert w.repacked and w.kernel_type == qtype | repack.REPACKED
+    assert np.array_equal(w.file_blocks(), blocks)
+    got = w(x)
+    assert torch.equal(got, torch.from_numpy(reference.matmul_q8_repacked(qtype, blocks, rows, cols, x.numpy())))
+    with repacking_as(False):
+        plain = QuantWeight(blocks, qtype, rows, cols, acts="q8")
+    assert not plain.repacked
+    file_layout = np.empty((5, rows), dtype=np.float32)
+    _quant.matmul_q8(qtype, blocks, rows, cols, x.numpy(), file_layout, "avx2", 1)
+    assert torch.equal(plain(x), torch.from_numpy(file_layout))
+    assert not torch.equal(got, plain(x))  # the two orders differ: the first check above tells them apart
+    assert torch.equal(w.plain(), plain.plain())
+    ids = torch.tensor([1, 23, 8])
+    assert torch.equal(w.rows(ids), plain.rows(ids))
+
+
 def test_repacked_blocks_are_refused_where_they_cannot_be_read() -> None:
     blocks = repack.repack(3, _blocks(3, 16, 64, seed=0))
     x = np.zeros((2, 64), dtype=np.float32)
@@ -154,8 +209,8 @@ def test_repacked_blocks_are_refused_where_they_cannot_be_read() -> None:
         assert "\n" not in str(error.value)
     with pytest.raises(ValueError, match="groups of 8 rows"):
         _quant.matmul_q8(rp, blocks[:12].copy(), 12, 64, x, np.zeros((2, 12), dtype=np.float32), "avx2", 1)
-    with pytest.raises(ValueError, match="unsupported block type"):
-        _quant.matmul_q8(12 | _quant.REPACKED, np.zeros((8, 144), dtype=np.uint8), 8, 256,
+    with pytest.raises(ValueError, match="unsupported block type"):  # Q5_K: not repacked
+        _quant.matmul_q8(13 | _quant.REPACKED, np.zeros((8, 176), dtype=np.uint8), 8, 256,
                          np.zeros((2, 256), dtype=np.float32), np.zeros((2, 8), dtype=np.float32), "avx2", 1)
     with pytest.raises(ValueError, match="cannot be repacked"):
-        repack.repack(12, np.zeros((8, 144), dtype=np.uint8))
+        repack.repack(13, np.zeros((8, 176), dtype=np.uint8))

@@ -17,7 +17,7 @@ from engine_helpers import PROMPT, SMALL_VOCAB, make_markov, prompt_logits, run
 
 from racer_core.engine.engine import RacerEngine
 from racer_core.models.families import family_of
-from racer_core.models.formats.quant_weights import QuantWeight, describe, kernel_isa
+from racer_core.models.formats.quant_weights import QuantWeight, describe, kernel_isa, repacking
 from racer_core.models.lean_forward import weights_from_model
 from racer_core.models.loader import LoadedModel
 from racer_core.testing import tiny_model
@@ -29,6 +29,7 @@ from quant_helpers import (  # noqa: E402
     quant_weight,
     quantized_lean,
     random_k_blocks,
+    repacked_types,
     wide_tiny_model,
     write_gguf,
 )
@@ -120,6 +121,8 @@ def test_greedy_drafting_on_block_weights_equals_plain(family: str, name: str, a
     model, lean, _ = _quantized_model(family, TYPES[name], markov=True, acts=acts)
     engine = RacerEngine.from_loaded(LoadedModel(model, None, None, f"tiny-{family}", lean), eos_ids=frozenset())
     assert engine.info.dtype == f"gguf {name}"
+    repackable = acts == "q8" and repacking() and name in ("Q4_0", "Q4_1", "Q8_0", "Q4_K", "Q6_K")
+    assert repacked_types(lean.weights) == ({name} if repackable else set())  # the default kernel (RACER_QUANT_REPACK=0: none)
     plain, _, _ = run(engine, PROMPT, method="ar", max_new_tokens=48)
     for method in ("racer", "recycling"):
         tokens, accepted, _ = run(engine, PROMPT, method=method, max_new_tokens=48)

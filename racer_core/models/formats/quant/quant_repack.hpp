@@ -1,41 +1,59 @@
-// The integer kernel on repacked blocks (Q4_0, Q4_1, Q8_0): eight output rows
-// ("columns" in llama.cpp's words) interleaved so that one vector holds one
-// 32-block's integer dot product for all eight, one lane each, and one float
-// multiply-add scales all eight at once. Included after quant_q8.hpp (its
-// activation quantizer) by one translation unit per ISA; needs DOT (as there,
-// plus PAIRS16: add maddubs' int16 pair sums of a Q4 block before one madd).
+// The integer kernel on repacked blocks (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K): eight
+// output rows ("columns" in llama.cpp's words) interleaved so that one vector
+// holds one 32-block's integer dot product for all eight, one lane each, and
+// one float multiply-add scales all eight at once. Included after quant_q8.hpp
+// (its activation quantizer) by one translation unit per ISA; needs DOT (as
+// there, plus PAIRS16: add maddubs' int16 pair sums of a Q4 block before one madd).
 //
-// A group of eight rows holds, per 32-block b, in this order (repack.py):
-//   d[8] (fp16), Q4_1 only: m[8] (fp16), then the quants in chunks of 32 bytes:
-//   chunk c = for each row j, bytes 4c..4c+3 of row j's own quant bytes.
-// Q4: 4 chunks; a chunk's low nibbles are elements 4c..4c+3 of each row, its
-// high nibbles elements 16+4c..16+4c+3. Q8_0: 8 chunks, elements 4c..4c+3.
+// A group of eight rows holds, per block b (a K type's 256-value super-block),
+// its fields in turn, each field's pieces side by side for the eight rows
+// (repack.py):
+//   Q4_0 / Q4_1 / Q8_0: d[8] (fp16), Q4_1 only: m[8] (fp16), then the quants
+//   in chunks of 32 bytes: chunk c = for each row j, bytes 4c..4c+3 of row j's
+//   quant bytes. Q4: 4 chunks; a chunk's low nibbles are elements 4c..4c+3 of
+//   each row, its high nibbles elements 16+4c..16+4c+3. Q8_0: 8 chunks, elements 4c..4c+3.
+//   Q4_K: d[8], dmin[8], scale byte i of the eight rows at 32 + 8i (i < 12), then
+//   its 128 nibble bytes as 32 chunks: chunk 8p + c holds elements 4c..4c+3 of
+//   sub-block 2p (low nibbles) and 2p + 1 (high) of each row.
+//   Q6_K: 32 chunks of its low nibbles (bytes 4c..4c+3 of each row's ql), 16 of
+//   its high bit pairs (of qh), int8 scale i of the eight rows at 1536 + 8i (i < 16), d[8].
 // Every byte is the file's byte, moved: no value changes, no memory is added.
 //
-// Each output y[t, o] = acc + off with, over blocks b ascending,
+// Each output y[t, o] = acc + off with, over 32-blocks b ascending (a K type's
+// sub-blocks in order),
 //   acc = fma(f32(dw_ob * dx_tb), f32(int dot of block b), acc)
-//   off = fma(offset_ob, s_tb, off)   (Q4_0: -8 dw, Q4_1: m; Q8_0 has none)
-// in the lane of column o, whatever the tile, the row count or the thread:
-// row-invariant, and the same bits on every ISA (the integer dots are exact).
+//   off = fma(offset_ob, s_tb, off)   (Q4_0: -8 dw, Q4_1: m, Q4_K: -(dmin * m); Q8_0, Q6_K have none)
+// with Q4_K's dw = d * sc and Q6_K's dw = d, its int8 scales inside the integer
+// dot (sc1 * dot of the first 16 values + sc2 * dot of the second), in the lane
+// of column o, whatever the tile, the row count or the thread: row-invariant,
+// and the same bits on every ISA (the integer dots are exact).
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 namespace {
 
 template <int TYPE>
-constexpr int rp_chunks() {  // 32-byte quant chunks per group block
-    return TYPE == racer_quant::Q8_0 ? 8 : 4;
+constexpr bool rp_k() {  // 256-value super-blocks of eight 32-blocks
+    return TYPE == racer_quant::Q4_K || TYPE == racer_quant::Q6_K;
 }
 
 template <int TYPE>
-constexpr int64_t rp_head() {  // bytes of scales before the chunks
-    return TYPE == racer_quant::Q4_1 ? 32 : 16;
-}
-
-template <int TYPE>
-constexpr int64_t rp_group_block() {  // bytes of one 32-block of eight rows
+constexpr int64_t rp_group_block() {  // bytes of one (super-)block of eight rows
     return 8 * layout_bytes<TYPE>();
 }
+
+template <int TYPE>
+constexpr bool rp_has_offset() {
+    return TYPE != racer_quant::Q8_0 && TYPE != racer_quant::Q6_K;
+}
+
+template <int TYPE, int R>
+constexpr int rp_step() {  // 32-blocks whose dots rp_block_dots gives at once (Q4_K, 1-2 rows: a sub-block pair's)
+    return TYPE == racer_quant::Q4_K && R <= 2 ? 2 : 1;
+}
+
+constexpr int64_t RP_Q6K_QH = 1024, RP_Q6K_SCALES = 1536, RP_Q6K_D = 1664;  // Q6_K's fields in a group block
 
 inline __m256i rp_bcast4(const int8_t* p) {  // four activation bytes in every lane
     int32_t v;
@@ -47,79 +65,241 @@ inline __m256 rp_halves(const uint8_t* p) {  // eight fp16 to float32
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// The integer dot products of block b (at blk) with R activation rows
-// (xq: row r's block at xq + r * cols): lane j of out[r] is row j's.
+inline __m256i rp_bytes(const uint8_t* p) {  // eight unsigned bytes, one int32 lane each
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+
+inline __m256i rp_load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// Q4_K's scales and mins of one group super-block, decoded once for its eight sub-blocks:
+// sc[8s + j] and m[8s + j] are row j's 6-bit scale and min of sub-block s (ggml's
+// get_scale_min_k4, on scale byte i of the eight rows at blk + 32 + 8i), d and dmin as float32.
+struct Q4kScales {
+    alignas(32) uint8_t sc[64], m[64];
+    __m256 d, dmin;
+};
+
+inline void rp_q4k_scales(const uint8_t* blk, Q4kScales* out) {
+    const __m256i v0 = rp_load(blk + 32), v1 = rp_load(blk + 64), v2 = rp_load(blk + 96);  // bytes 0-3, 4-7, 8-11
+    const __m256i six = _mm256_set1_epi8(63), four = _mm256_set1_epi8(0x0F), top = _mm256_set1_epi8(0x30);
+    const auto hi2 = [&](__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 2), top); };  // (byte >> 6) << 4
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out->sc), _mm256_and_si256(v0, six));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out->sc + 32), _mm256_or_si256(_mm256_and_si256(v2, four), hi2(v0)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out->m), _mm256_and_si256(v1, six));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out->m + 32),
+                       _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v2, 4), four), hi2(v1)));
+    out->d = rp_halves(blk);
+    out->dmin = rp_halves(blk + 16);
+}
+
+// Q4_K sub-block s's 6-bit scales (sc) or mins (!sc) of the eight rows, one int32 lane each,
+// read from the group block itself (as rp_q4k_scales decodes them).
+inline __m256i rp_q4k_scale(const uint8_t* blk, int s, bool sc) {
+    const uint8_t* b = blk + 32;
+    if (s < 4) return _mm256_and_si256(rp_bytes(b + 8 * (s + (sc ? 0 : 4))), _mm256_set1_epi32(63));
+    const __m256i mixed = rp_bytes(b + 8 * (s + 4));
+    const __m256i top = _mm256_slli_epi32(_mm256_srli_epi32(rp_bytes(b + 8 * (s - (sc ? 4 : 0))), 6), 4);
+    return _mm256_or_si256(sc ? _mm256_and_si256(mixed, _mm256_set1_epi32(15)) : _mm256_srli_epi32(mixed, 4), top);
+}
+
+// Block b's (sub-block s's) float scale of its integer dots, for the eight rows
+// (Q4_K's: d * sc, rounded once; from ks where given, else from the block).
+template <int TYPE>
+inline __m256 rp_dw(const uint8_t* blk, int s, const Q4kScales* ks) {
+    if constexpr (TYPE == racer_quant::Q4_K)
+        return ks ? _mm256_mul_ps(ks->d, _mm256_cvtepi32_ps(rp_bytes(ks->sc + 8 * s)))
+                  : _mm256_mul_ps(rp_halves(blk), _mm256_cvtepi32_ps(rp_q4k_scale(blk, s, true)));
+    else if constexpr (TYPE == racer_quant::Q6_K)
+        return rp_halves(blk + RP_Q6K_D);
+    else
+        return rp_halves(blk);
+}
+
+// Block b's (sub-block s's) term per unit of s = dx * sum(qx), for the eight rows.
+template <int TYPE>
+inline __m256 rp_offset(const uint8_t* blk, int s, const Q4kScales* ks) {
+    if constexpr (TYPE == racer_quant::Q4_1) {
+        return rp_halves(blk + 16);
+    } else if constexpr (TYPE == racer_quant::Q4_K) {  // -(dmin * m): the product rounded, then negated
+        const __m256 prod = ks ? _mm256_mul_ps(ks->dmin, _mm256_cvtepi32_ps(rp_bytes(ks->m + 8 * s)))
+                               : _mm256_mul_ps(rp_halves(blk + 16), _mm256_cvtepi32_ps(rp_q4k_scale(blk, s, false)));
+        return _mm256_xor_ps(prod, _mm256_set1_ps(-0.0f));
+    } else {
+        return _mm256_mul_ps(_mm256_set1_ps(-8.0f), rp_halves(blk));
+    }
+}
+
+// Q6_K's int8 scale i of the eight rows as a madd multiplier: both int16 halves of lane j row j's.
+inline __m256i rp_q6k_multiplier(const uint8_t* blk, int i) {
+    const __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + RP_Q6K_SCALES + 8 * i)));
+    return _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16));
+}
+
+// Adds the products of 4-bit quants u4 and activations x: with PAIRS16 maddubs' int16 pair sums
+// (a block's eight, at most 8 * 2 * 15 * 127, fit in int16), else DOT's int32 sums; rp_q4_sum finishes.
+inline __m256i rp_q4_add(__m256i acc, __m256i u4, __m256i x) {
+    if constexpr (DOT::PAIRS16) return _mm256_add_epi16(acc, _mm256_maddubs_epi16(u4, x));
+    else return DOT::dot_add(acc, u4, x);
+}
+
+// rp_q4_add of two pairs (PAIRS16: their pair sums added first, a shorter chain).
+inline __m256i rp_q4_add2(__m256i acc, __m256i u4a, __m256i xa, __m256i u4b, __m256i xb) {
+    if constexpr (DOT::PAIRS16)
+        return _mm256_add_epi16(acc, _mm256_add_epi16(_mm256_maddubs_epi16(u4a, xa), _mm256_maddubs_epi16(u4b, xb)));
+    else return DOT::dot_add(DOT::dot_add(acc, u4a, xa), u4b, xb);
+}
+
+inline __m256i rp_q4_sum(__m256i acc) {
+    if constexpr (DOT::PAIRS16) return _mm256_madd_epi16(acc, _mm256_set1_epi16(1));
+    else return acc;
+}
+
+// The integer dot products of block b (at blk; a K type's sub-block s) with R
+// activation rows (xq: row r's 32 values at xq + r * cols): lane j of out[r] is row j's
+// (Q4_K at 1-2 rows: of sub-blocks s and s + 1, out[r] and out[R + r]).
 template <int TYPE, int R>
-inline void rp_block_dots(const uint8_t* blk, const int8_t* xq, int64_t cols, __m256i* out) {
-    const uint8_t* q = blk + rp_head<TYPE>();
+inline void rp_block_dots(const uint8_t* blk, int s, const int8_t* xq, int64_t cols, __m256i* out) {
+    const __m256i mask = _mm256_set1_epi8(0x0F);
     if constexpr (TYPE == racer_quant::Q8_0) {
+        const uint8_t* q = blk + 16;
         for (int r = 0; r < R; ++r) out[r] = _mm256_setzero_si256();
         for (int c = 0; c < 8; ++c) {
-            const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * c));
+            const __m256i w = rp_load(q + 32 * c);
             const __m256i wabs = _mm256_sign_epi8(w, w);  // signed x signed: |w| times x with w's sign
             for (int r = 0; r < R; ++r)
                 out[r] = DOT::dot_add(out[r], wabs, _mm256_sign_epi8(rp_bcast4(xq + r * cols + 4 * c), w));
         }
-    } else {
-        const __m256i mask = _mm256_set1_epi8(0x0F);
-        if constexpr (DOT::PAIRS16) {  // 8 int16 pair sums of at most 2*15*127 each: no overflow
+    } else if constexpr (TYPE == racer_quant::Q6_K) {
+        // quants - 32 in -32..31: |w| times x with w's sign, maddubs pairs of at most 2*32*127; a
+        // 16-value half's four chunks added in int16 (at most 32512), then madd by its int8 scale
+        const int n = s >> 2, k = s & 3;
+        const uint8_t* ql = blk + 32 * (16 * n + 8 * (k & 1));
+        const uint8_t* qh = blk + RP_Q6K_QH + 32 * (8 * n);
+        const __m128i lo_shift = _mm_cvtsi32_si128(4 * (k >> 1)), hi_shift = _mm_cvtsi32_si128(2 * k);
+        for (int h = 0; h < 2; ++h) {
             __m256i s16[R];
-            for (int c = 0; c < 4; ++c) {
-                const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * c));
-                const __m256i lo = _mm256_and_si256(raw, mask), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+            for (int r = 0; r < R; ++r) s16[r] = _mm256_setzero_si256();
+            for (int c = 4 * h; c < 4 * h + 4; ++c) {
+                const __m256i lo = _mm256_and_si256(_mm256_srl_epi16(rp_load(ql + 32 * c), lo_shift), mask);
+                const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(rp_load(qh + 32 * c), hi_shift), _mm256_set1_epi8(0x03));
+                const __m256i w = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
+                const __m256i wabs = _mm256_sign_epi8(w, w);
                 for (int r = 0; r < R; ++r) {
-                    const int8_t* x = xq + r * cols;
-                    const __m256i both = _mm256_add_epi16(_mm256_maddubs_epi16(lo, rp_bcast4(x + 4 * c)),
-                                                          _mm256_maddubs_epi16(hi, rp_bcast4(x + 16 + 4 * c)));
-                    s16[r] = c ? _mm256_add_epi16(s16[r], both) : both;
+                    const __m256i p = _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(rp_bcast4(xq + r * cols + 4 * c), w));
+                    s16[r] = _mm256_add_epi16(s16[r], p);
                 }
             }
-            for (int r = 0; r < R; ++r) out[r] = _mm256_madd_epi16(s16[r], _mm256_set1_epi16(1));
-        } else {
-            for (int r = 0; r < R; ++r) out[r] = _mm256_setzero_si256();
-            for (int c = 0; c < 4; ++c) {
-                const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * c));
-                const __m256i lo = _mm256_and_si256(raw, mask), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
-                for (int r = 0; r < R; ++r) {
-                    const int8_t* x = xq + r * cols;
-                    out[r] = DOT::dot_add(DOT::dot_add(out[r], lo, rp_bcast4(x + 4 * c)), hi, rp_bcast4(x + 16 + 4 * c));
-                }
+            const __m256i mult = rp_q6k_multiplier(blk, 2 * s + h);
+            for (int r = 0; r < R; ++r) {
+                const __m256i part = _mm256_madd_epi16(s16[r], mult);
+                out[r] = h ? _mm256_add_epi32(out[r], part) : part;
             }
         }
+    } else if constexpr (TYPE == racer_quant::Q4_K) {
+        const uint8_t* q = blk + 128 + 256 * (s >> 1);  // 8 chunks of sub-blocks s & ~1 (low nibbles) and s | 1 (high)
+        if constexpr (rp_step<TYPE, R>() == 2) {  // s even: out[r] its dots, out[R + r] s + 1's
+            __m256i acc[2 * R];
+            for (int r = 0; r < 2 * R; ++r) acc[r] = _mm256_setzero_si256();
+            for (int c = 0; c < 8; ++c) {
+                const __m256i raw = rp_load(q + 32 * c);
+                const __m256i lo = _mm256_and_si256(raw, mask), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+                for (int r = 0; r < R; ++r) {
+                    const int8_t* x = xq + r * cols + 4 * c;
+                    acc[r] = rp_q4_add(acc[r], lo, rp_bcast4(x));
+                    acc[R + r] = rp_q4_add(acc[R + r], hi, rp_bcast4(x + 32));
+                }
+            }
+            for (int r = 0; r < 2 * R; ++r) out[r] = rp_q4_sum(acc[r]);
+        } else {  // sub-block s alone (more rows: fewer registers): chunks c and c + 4 together
+            const bool high = s & 1;  // the nibbles of s: the high ones for an odd s
+            __m256i acc[R];
+            for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_si256();
+            for (int c = 0; c < 4; ++c) {
+                const __m256i raw = rp_load(q + 32 * c), raw2 = rp_load(q + 32 * (c + 4));
+                const __m256i lo = _mm256_and_si256(raw, mask), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+                const __m256i a = high ? hi : lo;
+                const __m256i b = _mm256_and_si256(high ? _mm256_srli_epi16(raw2, 4) : raw2, mask);
+                for (int r = 0; r < R; ++r) {
+                    const int8_t* x = xq + r * cols;
+                    acc[r] = rp_q4_add2(acc[r], a, rp_bcast4(x + 4 * c), b, rp_bcast4(x + 16 + 4 * c));
+                }
+            }
+            for (int r = 0; r < R; ++r) out[r] = rp_q4_sum(acc[r]);
+        }
+    } else {  // Q4_0 / Q4_1: 4 chunks, low nibbles elements 4c..4c+3, high 16+4c..16+4c+3
+        const uint8_t* q = blk + (TYPE == racer_quant::Q4_1 ? 32 : 16);
+        __m256i acc[R];
+        for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_si256();
+        for (int c = 0; c < 4; ++c) {
+            const __m256i raw = rp_load(q + 32 * c);
+            const __m256i lo = _mm256_and_si256(raw, mask), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+            for (int r = 0; r < R; ++r) {
+                const int8_t* x = xq + r * cols;
+                acc[r] = rp_q4_add2(acc[r], lo, rp_bcast4(x + 4 * c), hi, rp_bcast4(x + 16 + 4 * c));
+            }
+        }
+        for (int r = 0; r < R; ++r) out[r] = rp_q4_sum(acc[r]);
     }
 }
 
-// G groups (8 G output rows) times R activation rows.
+// The group block holding 32-block b (a K type's super-block b / 8).
+template <int TYPE>
+inline const uint8_t* rp_block(const uint8_t* group, int64_t b) {
+    return group + (rp_k<TYPE>() ? b >> 3 : b) * rp_group_block<TYPE>();
+}
+
+// G groups (8 G output rows) times R activation rows. The offsets are a sum of
+// their own per column, in a second pass over the blocks (fewer registers);
+// Q4_K's at 1-2 rows in the same pass, its scales decoded once per super-block.
 template <int TYPE, int G, int R>
 inline void rp_tile(const uint8_t* w, int64_t group_bytes, int64_t nb, const int8_t* xq, const float* xd,
                     const float* xs, int64_t cols, float* y, int64_t ldy) {
-    constexpr int64_t GB = rp_group_block<TYPE>();
-    __m256 acc[G][R];
+    constexpr int STEP = rp_step<TYPE, R>();
+    constexpr bool ONE_PASS = TYPE == racer_quant::Q4_K && STEP == 2;
+    constexpr int OG = ONE_PASS ? G : 1, OR = ONE_PASS ? R : 1;
+    __m256 acc[G][R], off[OG][OR];  // off: the one pass's (a second pass keeps its own, fewer registers live)
+    Q4kScales ks[OG];
     for (int g = 0; g < G; ++g)
         for (int r = 0; r < R; ++r) acc[g][r] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
+    for (int g = 0; g < OG; ++g)
+        for (int r = 0; r < OR; ++r) off[g][r] = _mm256_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += STEP) {
+        const int s0 = static_cast<int>(b0 & 7);
         for (int g = 0; g < G; ++g) {
-            const uint8_t* blk = w + g * group_bytes + b * GB;
-            __m256i dots[R];
-            rp_block_dots<TYPE, R>(blk, xq + 32 * b, cols, dots);
-            const __m256 dw = rp_halves(blk);
-            for (int r = 0; r < R; ++r) {
-                const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(xd + r * nb + b));  // dw * dx, rounded once
-                acc[g][r] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(dots[r]), acc[g][r]);
+            const uint8_t* blk = rp_block<TYPE>(w + g * group_bytes, b0);
+            const Q4kScales* k = ONE_PASS ? &ks[g] : nullptr;
+            if constexpr (ONE_PASS) {
+                if (s0 == 0) rp_q4k_scales(blk, &ks[g]);
+            }
+            __m256i dots[STEP * R];
+            rp_block_dots<TYPE, R>(blk, s0, xq + 32 * b0, cols, dots);
+            for (int i = 0; i < STEP; ++i) {  // the 32-blocks in order
+                const int64_t b = b0 + i;
+                const __m256 dw = rp_dw<TYPE>(blk, s0 + i, k);
+                for (int r = 0; r < R; ++r) {
+                    const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(xd + r * nb + b));  // dw * dx, rounded once
+                    acc[g][r] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(dots[i * R + r]), acc[g][r]);
+                }
+                if constexpr (ONE_PASS) {
+                    const __m256 o = rp_offset<TYPE>(blk, s0 + i, k);
+                    for (int r = 0; r < OR; ++r)
+                        off[g][r] = _mm256_fmadd_ps(o, _mm256_broadcast_ss(xs + r * nb + b), off[g][r]);
+                }
             }
         }
     }
-    if constexpr (TYPE != racer_quant::Q8_0) {  // the offsets, a sum of their own per column
+    if constexpr (ONE_PASS) {
+        for (int g = 0; g < G; ++g)
+            for (int r = 0; r < R; ++r) acc[g][r] = _mm256_add_ps(acc[g][r], off[g][r]);
+    } else if constexpr (rp_has_offset<TYPE>()) {
         for (int g = 0; g < G; ++g) {
-            __m256 off[R];
-            for (int r = 0; r < R; ++r) off[r] = _mm256_setzero_ps();
+            __m256 sum[R];
+            for (int r = 0; r < R; ++r) sum[r] = _mm256_setzero_ps();
             for (int64_t b = 0; b < nb; ++b) {
-                const uint8_t* blk = w + g * group_bytes + b * GB;
-                const __m256 o = TYPE == racer_quant::Q4_1 ? rp_halves(blk + 16)
-                                                           : _mm256_mul_ps(_mm256_set1_ps(-8.0f), rp_halves(blk));
-                for (int r = 0; r < R; ++r) off[r] = _mm256_fmadd_ps(o, _mm256_broadcast_ss(xs + r * nb + b), off[r]);
+                const __m256 o = rp_offset<TYPE>(rp_block<TYPE>(w + g * group_bytes, b), static_cast<int>(b & 7), nullptr);
+                for (int r = 0; r < R; ++r) sum[r] = _mm256_fmadd_ps(o, _mm256_broadcast_ss(xs + r * nb + b), sum[r]);
             }
-            for (int r = 0; r < R; ++r) acc[g][r] = _mm256_add_ps(acc[g][r], off[r]);
+            for (int r = 0; r < R; ++r) acc[g][r] = _mm256_add_ps(acc[g][r], sum[r]);
         }
     }
     for (int g = 0; g < G; ++g)
@@ -169,7 +349,7 @@ void rp_matmul_typed(const uint8_t* w, int64_t rows, int64_t cols, const float* 
     const int64_t groups = rows / 8;
     // Few rows: several groups per tile keep independent accumulators in flight.
     if (T == 1) rp_groups<TYPE, DOT::G1, 1>(w, groups, nb, xq.data(), xd.data(), xs.data(), cols, T, y, rows, threads);
-    else if (T == 2) rp_groups<TYPE, DOT::G2, 2>(w, groups, nb, xq.data(), xd.data(), xs.data(), cols, T, y, rows, threads);
+    else if (T == 2) rp_groups<TYPE, TYPE == racer_quant::Q6_K ? 2 : DOT::G2, 2>(w, groups, nb, xq.data(), xd.data(), xs.data(), cols, T, y, rows, threads);
     else rp_groups<TYPE, 1, DOT::RR>(w, groups, nb, xq.data(), xd.data(), xs.data(), cols, T, y, rows, threads);
 }
 
@@ -179,6 +359,8 @@ void rp_matmul_any(int type, const uint8_t* w, int64_t rows, int64_t cols, const
         case racer_quant::Q4_0: rp_matmul_typed<racer_quant::Q4_0>(w, rows, cols, x, T, y, threads); break;
         case racer_quant::Q4_1: rp_matmul_typed<racer_quant::Q4_1>(w, rows, cols, x, T, y, threads); break;
         case racer_quant::Q8_0: rp_matmul_typed<racer_quant::Q8_0>(w, rows, cols, x, T, y, threads); break;
+        case racer_quant::Q4_K: rp_matmul_typed<racer_quant::Q4_K>(w, rows, cols, x, T, y, threads); break;
+        case racer_quant::Q6_K: rp_matmul_typed<racer_quant::Q6_K>(w, rows, cols, x, T, y, threads); break;
         default: break;
     }
 }

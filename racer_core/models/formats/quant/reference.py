@@ -16,32 +16,56 @@ K_TYPES = (12, 13, 14)
 """Q4_K, Q5_K, Q6_K: 256 values a super-block."""
 
 
+SCALES = {2: (0,), 3: (0, 2), 6: (0,), 7: (0, 2), 8: (0,), 12: (0, 2), 13: (0, 2), 14: (208,)}
+"""type -> byte offsets of its fp16 scales (d; Q4_1's and Q5_1's m; the K types' d and dmin, Q6_K's d)."""
+
+
+def random_blocks(qtype: int, rows: int, cols: int, rng: np.random.Generator) -> np.ndarray:
+    """(rows, bytes per row) random blocks of `qtype` (for tests and benchmarks): random bytes,
+    which are a valid block once its fp16 scales are finite (here 0.001 to 0.05)."""
+    values, size = (SUPER if qtype in K_TYPES else BLOCK), LAYOUT[qtype][1]
+    n = rows * cols // values
+    b = rng.integers(0, 256, (n, size), dtype=np.uint8)
+    for offset in SCALES[qtype]:
+        b[:, offset : offset + 2] = rng.uniform(1e-3, 0.05, n).astype(np.float16).view(np.uint8).reshape(n, 2)
+    return b.reshape(rows, -1)
+
+
 def _half(b: np.ndarray) -> np.ndarray:
     return b.copy().view(np.float16).astype(np.float32)
 
 
+def _k_scales(scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Q4_K's / Q5_K's 12 scale bytes (..., 12) -> 6-bit scales and mins (..., 8) int32 (ggml's get_scale_min_k4)."""
+    scales = scales.astype(np.int32)
+    lo, hi, mix = scales[..., 0:4], scales[..., 4:8], scales[..., 8:12]
+    sc = np.concatenate([lo & 63, (mix & 0x0F) | ((lo >> 6) << 4)], axis=-1)
+    m = np.concatenate([hi & 63, (mix >> 4) | ((hi >> 6) << 4)], axis=-1)
+    return sc, m
+
+
+def _k_nibbles(qs: np.ndarray) -> np.ndarray:
+    """A K super-block's 128 nibble bytes (n, 128) -> its 8 sub-blocks' quants (n, 8, 32) int32:
+    sub-blocks 2j and 2j+1 are chunk j's low, then high nibbles."""
+    chunks = qs.reshape(-1, 4, 32).astype(np.int32)
+    return np.stack([chunks & 0x0F, chunks >> 4], axis=2).reshape(-1, 8, 32)
+
+
 def _q4_k(b: np.ndarray) -> np.ndarray:
     """Q4_K super-blocks (n, 144) -> (n, 256): (d * sc) * q - dmin * m per 32-value sub-block."""
-    d, dmin, scales, qs = _half(b[:, 0:2]), _half(b[:, 2:4]), b[:, 4:16].astype(np.int32), b[:, 16:]
-    lo, hi, mix = scales[:, 0:4], scales[:, 4:8], scales[:, 8:12]
-    sc = np.concatenate([lo & 63, (mix & 0x0F) | ((lo >> 6) << 4)], axis=1).astype(np.float32)
-    m = np.concatenate([hi & 63, (mix >> 4) | ((hi >> 6) << 4)], axis=1).astype(np.float32)
-    chunks = qs.reshape(-1, 4, 32)  # sub-blocks 2j and 2j+1: chunk j's low, then high nibbles
-    q = np.stack([chunks & 0x0F, chunks >> 4], axis=2).reshape(-1, 8, 32).astype(np.float32)
+    d, dmin = _half(b[:, 0:2]), _half(b[:, 2:4])
+    sc, m = (v.astype(np.float32) for v in _k_scales(b[:, 4:16]))
+    q = _k_nibbles(b[:, 16:]).astype(np.float32)
     return ((d * sc)[..., None] * q - (dmin * m)[..., None]).reshape(-1, SUPER)
 
 
 def _q5_k(b: np.ndarray) -> np.ndarray:
     """Q5_K super-blocks (n, 176) -> (n, 256): Q4_K's scales and nibbles, each
     quant's fifth bit in qh (32 bytes: sub-block s's bit s of byte l)."""
-    d, dmin, scales, qh, qs = _half(b[:, 0:2]), _half(b[:, 2:4]), b[:, 4:16].astype(np.int32), b[:, 16:48], b[:, 48:]
-    lo, hi, mix = scales[:, 0:4], scales[:, 4:8], scales[:, 8:12]
-    sc = np.concatenate([lo & 63, (mix & 0x0F) | ((lo >> 6) << 4)], axis=1).astype(np.float32)
-    m = np.concatenate([hi & 63, (mix >> 4) | ((hi >> 6) << 4)], axis=1).astype(np.float32)
-    chunks = qs.reshape(-1, 4, 32)
-    low = np.stack([chunks & 0x0F, chunks >> 4], axis=2).reshape(-1, 8, 32).astype(np.int32)
+    d, dmin, qh = _half(b[:, 0:2]), _half(b[:, 2:4]), b[:, 16:48]
+    sc, m = (v.astype(np.float32) for v in _k_scales(b[:, 4:16]))
     high = np.stack([(qh >> s) & 1 for s in range(8)], axis=1).astype(np.int32)  # (n, 8, 32)
-    q = (low | (high << 4)).astype(np.float32)
+    q = (_k_nibbles(b[:, 48:]) | (high << 4)).astype(np.float32)
     return ((d * sc)[..., None] * q - (dmin * m)[..., None]).reshape(-1, SUPER)
 
 
@@ -59,16 +83,22 @@ def _q5(qtype: int, b: np.ndarray) -> np.ndarray:
     return d * q.astype(np.float32) + _half(b[:, 2:4])
 
 
-def _q6_k(b: np.ndarray) -> np.ndarray:
-    """Q6_K super-blocks (n, 210) -> (n, 256): (d * sc) * (q - 32), one int8 scale per 16 values."""
-    ql, qh, sc, d = b[:, :128], b[:, 128:192], b[:, 192:208].view(np.int8).astype(np.float32), _half(b[:, 208:210])
+def _q6_k_quants(b: np.ndarray) -> np.ndarray:
+    """Q6_K super-blocks (n, 210) -> their quants minus 32 (n, 256) int32, in element order."""
+    ql, qh = b[:, :128], b[:, 128:192]
     q = np.empty((b.shape[0], 2, 4, 32), dtype=np.int32)
     for n in range(2):  # each 128 values: four 32-value quarters
         low, high = ql[:, 64 * n : 64 * n + 64].reshape(-1, 2, 32), qh[:, 32 * n : 32 * n + 32]
         for k in range(4):
             nibble = (low[:, k & 1] >> (4 * (k >> 1))) & 0x0F
             q[:, n, k] = (nibble | (((high >> (2 * k)) & 3) << 4)).astype(np.int32) - 32
-    return ((d * sc)[..., None] * q.reshape(-1, 16, 16).astype(np.float32)).reshape(-1, SUPER)
+    return q.reshape(-1, SUPER)
+
+
+def _q6_k(b: np.ndarray) -> np.ndarray:
+    """Q6_K super-blocks (n, 210) -> (n, 256): (d * sc) * (q - 32), one int8 scale per 16 values."""
+    sc, d = b[:, 192:208].view(np.int8).astype(np.float32), _half(b[:, 208:210])
+    return ((d * sc)[..., None] * _q6_k_quants(b).reshape(-1, 16, 16).astype(np.float32)).reshape(-1, SUPER)
 
 
 def dequantize(qtype: int, blocks: np.ndarray, rows: int, cols: int) -> np.ndarray:
@@ -138,8 +168,20 @@ def _fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 
 def _integer_parts(qtype: int, blocks: np.ndarray, rows: int, cols: int):
-    """Q4_0, Q4_1, Q8_0 blocks as (quants int64 (rows, nb, 32) in element order,
-    d float32 (rows, nb), offset per unit of s float32 (rows, nb) or None)."""
+    """Q4_0, Q4_1, Q8_0, Q4_K, Q6_K blocks as (quants int64 (rows, nb, 32) in element order,
+    d float32 (rows, nb), offset per unit of s float32 (rows, nb) or None), per 32-block:
+    Q4_K's d is d * sc and its offset -(dmin * m); Q6_K's quants are q - 32 times their int8 scale."""
+    if qtype in (12, 14):
+        b = np.asarray(blocks, dtype=np.uint8).reshape(rows * cols // SUPER, LAYOUT[qtype][1])
+        if qtype == 14:
+            sc = b[:, 192:208].view(np.int8).astype(np.int64)
+            quants = _q6_k_quants(b).reshape(-1, 16, 16).astype(np.int64) * sc[..., None]
+            d = np.repeat(_half(b[:, 208:210]), 8, axis=1)
+            return quants.reshape(rows, -1, BLOCK), d.reshape(rows, -1), None
+        sc, m = _k_scales(b[:, 4:16])
+        d = _half(b[:, 0:2]) * sc.astype(np.float32)
+        offset = -(_half(b[:, 2:4]) * m.astype(np.float32))
+        return _k_nibbles(b[:, 16:]).astype(np.int64).reshape(rows, -1, BLOCK), d.reshape(rows, -1), offset.reshape(rows, -1)
     _, size = LAYOUT[qtype]
     b = np.asarray(blocks, dtype=np.uint8).reshape(rows, cols // BLOCK, size)
     d = _half(np.ascontiguousarray(b[..., 0:2])).reshape(rows, -1)
@@ -153,9 +195,9 @@ def _integer_parts(qtype: int, blocks: np.ndarray, rows: int, cols: int):
 
 def matmul_q8_repacked(qtype: int, blocks: np.ndarray, rows: int, cols: int, x: np.ndarray) -> np.ndarray:
     """The repacked kernel's float32 result bit for bit (quant_repack.hpp), from
-    the file's blocks: per output, over blocks b ascending,
+    the file's blocks: per output, over 32-blocks b ascending,
     acc = fma(f32(dw * dx), f32(integer dot), acc) and off = fma(offset, s, off);
-    then acc + off (Q8_0: acc)."""
+    then acc + off (Q8_0, Q6_K: acc)."""
     q, dx, sx = quantize_rows(x)
     t = q.shape[0]
     wq, dw, offset = _integer_parts(qtype, blocks, rows, cols)
