@@ -78,6 +78,21 @@ def test_app_never_imports_torch() -> None:
     assert proc.returncode == 0, f"racer_tui.app imported {proc.stdout.strip()}: {proc.stderr[-500:]}"
 
 
+
+def test_the_chat_start_imports_no_screen_it_does_not_show() -> None:
+    """`racer-tui`'s way to the first frame (its command line, the app, the loader) imports neither the
+    benchmark dashboard (its charts and tables) nor numpy: those held the first frame back (0.1-0.25 s
+    on the 2-core machine) while the engine's worker imports numpy with torch anyway."""
+    code = (
+        "import sys, racer_tui.cli; racer_tui.cli.build_parser().parse_args([]);"
+        "from racer_tui.app import RacerApp; from racer_tui.engine_loader import default_engine_factory;"
+        "print(','.join(m for m in ('numpy', 'racer_tui.screens.bench', 'racer_tui.widgets.bench_charts')"
+        " if m in sys.modules))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-500:]
+    assert proc.stdout.strip() == ""
+
 # -- layout --------------------------------------------------------------------
 
 
