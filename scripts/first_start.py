@@ -10,6 +10,7 @@ shows them, and ready.
 
     python scripts/first_start.py                      # a fresh cache: dequantize, cost curve; then later starts
     python scripts/first_start.py --models-from /work/cache --later 5   # reuse a dequantized model
+    python scripts/first_start.py --cpu-marks          # each milestone in the child's CPU seconds: where a start's work goes
 
 Settings, history and the cache go to temporary folders (deleted afterwards),
 so the user's own are neither read nor changed. Python may write bytecode in
@@ -35,8 +36,10 @@ CHILD = r"""
 import json, sys, time
 from pathlib import Path
 spawned = float(sys.argv[1])
+cpu_marks = sys.argv[3] == "cpu"
 def now():
-    return round(time.monotonic() - spawned, 2)
+    # CPU seconds of all threads (--cpu-marks): a busy machine stretches the wall time, hardly this
+    return round(time.process_time(), 2) if cpu_marks else round(time.monotonic() - spawned, 2)
 marks = {}
 from racer_tui.app import RacerApp
 from racer_tui.engine_loader import default_engine_factory
@@ -84,10 +87,10 @@ def child_environment(root: Path) -> dict[str, str]:
     return env
 
 
-def start(child: Path, env: dict[str, str], dtype: str) -> dict[str, float]:
-    """One app start in a fresh Python; its milestones in seconds from the spawn."""
+def start(child: Path, env: dict[str, str], dtype: str, cpu_marks: bool = False) -> dict[str, float]:
+    """One app start in a fresh Python; its milestones in seconds from the spawn (CPU seconds with `cpu_marks`)."""
     spawned = time.monotonic()
-    argv = [sys.executable, str(child), repr(spawned), dtype]
+    argv = [sys.executable, str(child), repr(spawned), dtype, "cpu" if cpu_marks else "wall"]
     out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
     lines = out.stdout.strip().splitlines()
     if out.returncode or not lines:
@@ -98,8 +101,8 @@ def start(child: Path, env: dict[str, str], dtype: str) -> dict[str, float]:
     return marks
 
 
-def show(label: str, marks: dict[str, float]) -> None:
-    steps = ", ".join(f"{k} {v:.1f}" for k, v in marks.items() if k not in ("ready", "cpu"))
+def show(label: str, marks: dict[str, float], digits: int = 1) -> None:
+    steps = ", ".join(f"{k} {v:.{digits}f}" for k, v in marks.items() if k not in ("ready", "cpu"))
     print(f"{label}: ready {marks['ready']:.1f} s, CPU {marks['cpu']:.1f} s  ({steps})", flush=True)
 
 
@@ -108,6 +111,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--models-from", type=Path, help="link this cache's models/ folder (no dequantize)")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--later", type=int, default=3, metavar="N", help="later starts to time (default 3)")
+    parser.add_argument("--cpu-marks", action="store_true",
+                        help="the milestones in the child's CPU seconds (all threads) instead of wall seconds; "
+                             "ready is then a CPU figure too")
     args = parser.parse_args(argv)
     print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()),
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}", flush=True)
@@ -119,10 +125,12 @@ def main(argv: list[str] | None = None) -> None:
         if args.models_from is not None:
             (root / "cache").mkdir()
             (root / "cache" / "models").symlink_to((args.models_from / "models").resolve())
-        show("first start" + (" (models linked)" if args.models_from else ""), start(child, env, args.dtype))
-        later = [start(child, env, args.dtype) for _ in range(args.later)]
+        first = start(child, env, args.dtype, args.cpu_marks)
+        digits = 2 if args.cpu_marks else 1  # CPU marks are steadier: their hundredths mean something
+        show("first start" + (" (models linked)" if args.models_from else ""), first, digits)
+        later = [start(child, env, args.dtype, args.cpu_marks) for _ in range(args.later)]
         for i, marks in enumerate(later):
-            show(f"later start {i + 1}", marks)
+            show(f"later start {i + 1}", marks, digits)
         for what in ("ready", "cpu"):
             if later:
                 values = [m[what] for m in later]

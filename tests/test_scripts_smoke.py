@@ -320,6 +320,20 @@ def test_first_start_with_a_stand_in_app(tmp_path: Path, monkeypatch: pytest.Mon
     assert all(e["RACER_TUI_DATA_DIR"] != str(tmp_path / "data") for e in envs)
 
 
+def test_first_start_asks_its_child_for_cpu_marks(monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    asked: list[str] = []
+
+    def child(argv: list[str], **options: object) -> subprocess.CompletedProcess[str]:
+        asked.append(argv[-1])
+        return subprocess.CompletedProcess(argv, 0, json.dumps({"ui imports": 0.35, "ready": 2.8, "cpu": 2.8}), "")
+
+    monkeypatch.setattr(subprocess, "run", child)
+    run("first_start.py", "--later", "1", "--cpu-marks")
+    assert asked == ["cpu", "cpu"] and "ui imports 0.35" in capsys.readouterr().out
+    run("first_start.py", "--later", "0")
+    assert asked[-1] == "wall"
+
 def test_first_start_says_when_the_app_failed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(subprocess, "run", lambda argv, **options: subprocess.CompletedProcess(
         argv, 0, json.dumps({"ui imports": 1.0, "failed": "no model installed"}), ""))

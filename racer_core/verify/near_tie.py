@@ -18,9 +18,10 @@ is there anyway).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 NEAR_TIE_ULPS = 2.0
 """The gap (in ulps of the top logit) at or below which two logits count as tied."""
@@ -39,6 +40,8 @@ def tie_margins(logits: Any, eps: float) -> list[float]:
     torch would compute it (every step but the subtraction is exact); on the
     CPU numpy's reductions over a 49k row are about 10x faster than torch's,
     and greedy replies take this every step on the engine loop."""
+    import numpy as np  # here: the results' and the command line's imports of Verdict need no numpy
+
     top = top_two(logits)
     _, exponent = np.frexp(np.abs(top[:, 0]))  # |x| = m * 2**e with m in [0.5, 1): k = e - 1
     ulp = np.exp2(exponent.astype(np.float32) - np.float32(1)) * np.float32(eps)
@@ -49,6 +52,8 @@ def tie_margins(logits: Any, eps: float) -> list[float]:
 def top_two(logits: Any) -> np.ndarray:
     """Each row's two largest values, largest first (a tied maximum twice), as
     fp32 numpy (as topk(2).values: the conversion is exact)."""
+    import numpy as np
+
     rows = logits.float()
     if rows.device.type != "cpu":
         return rows.topk(2, dim=-1).values.cpu().numpy()

@@ -104,3 +104,20 @@ def test_a_first_start_on_the_blocks_never_imports_transformers(tmp_path, monkey
     monkeypatch.setenv("RACER_TUI_CACHE_DIR", str(tmp_path / "fresh"))
     assert reply_in_a_fresh_process("") == ["False", "LeanModel", "FastTokenizer", "True"]
     assert gguf_parts.blocks_folder(embedded_gguf()).exists()
+
+
+def test_a_later_load_takes_the_blocks_without_importing_gguf(tmp_path, monkeypatch) -> None:
+    """A later start maps the file where the parts folder's tensor table says: gguf's reader (its import
+    0.05 s of CPU) is for the first load's parse only."""
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("RACER_TUI_CACHE_DIR", str(tmp_path / "fresh"))
+    loader.load()  # the first load: the parts folder and its tensor table
+    script = ("import sys\n"
+              "from racer_core.models import loader\n"
+              "loaded = loader.load()\n"
+              "print([m for m in ('gguf', 'transformers') if m in sys.modules], type(loaded.model).__name__)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["[]", "LeanModel"]

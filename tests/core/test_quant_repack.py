@@ -197,6 +197,27 @@ def test_quant_weight_multiplies_k_blocks_repacked_by_default(qtype: int) -> Non
     assert torch.equal(w.rows(ids), plain.rows(ids))
 
 
+@pytest.mark.parametrize("qtype", sorted(TYPES))
+def test_a_stack_of_repacked_parts_takes_their_blocks_as_they_are(qtype: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A load stacks q|k|v and gate|up of every layer: repacked parts (whole groups of eight rows) are
+    put one after another, not unpacked and repacked again (a start's load paid for it three times)."""
+    cols = 256 if qtype in K_TYPES else 64
+    parts = [QuantWeight(_blocks(qtype, rows, cols, seed=rows), qtype, rows, cols, acts="q8") for rows in (16, 8, 24)]
+    files = np.concatenate([p.file_blocks() for p in parts])
+
+    def moved_again(*args: object) -> None:
+        raise AssertionError("the parts' blocks were unpacked or repacked again")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(repack, "unpack", moved_again)
+        patched.setattr(repack, "repack", moved_again)
+        stacked = QuantWeight.stack(parts)
+    assert stacked.repacked and stacked.shape == (48, cols) and stacked.kernel_type == qtype | repack.REPACKED
+    assert np.array_equal(stacked.blocks, repack.repack(qtype, files))
+    assert np.array_equal(stacked.file_blocks(), files)
+    x = torch.from_numpy(_x(5, cols, seed=1))
+    assert torch.equal(stacked(x), torch.cat([p(x) for p in parts], dim=-1))  # row-invariant: each part's bits
+
 def test_repacked_blocks_are_refused_where_they_cannot_be_read() -> None:
     blocks = repack.repack(3, _blocks(3, 16, 64, seed=0))
     x = np.zeros((2, 64), dtype=np.float32)

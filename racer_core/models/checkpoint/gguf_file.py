@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING
 from racer_core.common.events import Progress
 from racer_core.models.checkpoint.base import Checkpoint
 from racer_core.models.checkpoint.files import read_json
-from racer_core.models.checkpoint.gguf_reader import MappedReader, open_checked, open_reader, tensors_from_table
+from racer_core.models.checkpoint.gguf_table import tensors_from_table
 
 if TYPE_CHECKING:
+    from racer_core.models.checkpoint.gguf_reader import MappedReader
     from racer_core.models.formats.quant_weights import QuantWeight
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,8 @@ class GGUFCheckpoint(Checkpoint):
 
     @cached_property
     def reader(self) -> MappedReader:
+        from racer_core.models.checkpoint.gguf_reader import open_reader  # imports gguf: a parse only
+
         return open_reader(self.path)
 
     def parsed_reader(self) -> MappedReader | None:
@@ -103,6 +106,8 @@ def open_gguf(path: Path, blocks: bool, why_whole: str, progress: Progress | Non
     parts = cached_parts(path, progress)
     if parts is not None:  # its tensor table is there: the file is mapped, not parsed
         return GGUFCheckpoint(path, parts, True, name)
+    from racer_core.models.checkpoint.gguf_reader import open_checked  # imports gguf: a first load only
+
     reader = open_checked(path)
     folder = ensure_blocks_checkpoint(path, reader, progress) or ensure_dequantized(
         path, progress, reason="a model its blocks alone cannot serve (the line above says why)", reader=reader)

@@ -28,7 +28,7 @@ from racer_core.models.checkpoint.gguf_dequantized import (
     set_aside_if_damaged,
     write_folder,
 )
-from racer_core.models.checkpoint.gguf_reader import tensor_table
+from racer_core.models.checkpoint.gguf_table import tensor_table
 
 log = logging.getLogger(__name__)
 SUFFIX = "-blocks"

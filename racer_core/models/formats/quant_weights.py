@@ -163,6 +163,13 @@ class QuantWeight:
         """One weight holding `parts`' rows one after another (a fused q|k|v or gate|up)."""
         if len({p.qtype for p in parts}) != 1 or len({p.shape[1] for p in parts}) != 1:
             raise ValueError("only weights of one block type and width stack")
+        if all(p.repacked for p in parts):
+            # Each part is whole groups of eight rows, repacked group by group: the stack's repacked
+            # blocks are the parts' one after another (no unpacking and repacking again at load).
+            stacked = cls(np.concatenate([p.blocks for p in parts]), parts[0].qtype,
+                          sum(int(p.shape[0]) for p in parts), int(parts[0].shape[1]), parts[0].acts, repacked=False)
+            stacked.repacked = True
+            return stacked
         blocks = np.concatenate([p.file_blocks() for p in parts])
         return cls(blocks, parts[0].qtype, blocks.shape[0], int(parts[0].shape[1]), parts[0].acts,
                    parts[0].repacked or None)
