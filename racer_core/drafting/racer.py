@@ -15,13 +15,13 @@ import time
 from typing import Any
 
 import numpy as np
-import torch
 
 from racer_core.budget.tree_policy import TreePolicy
 from racer_core.common import registry
 from racer_core.common.config import GenerationConfig
 from racer_core.drafting.automaton import Automaton, DraftTree
 from racer_core.drafting.protocol import Drafter, DrafterSetup
+from racer_core.drafting.top_k import top_k_rows
 from racer_core.drafting.tree import Tree, cut
 
 drafting_clock = time.perf_counter
@@ -95,7 +95,7 @@ class RacerDrafter(Drafter):
             return learned
         rows = [i for i, t in enumerate(chunk) if t not in self.setup.placeholder_ids]
         if rows:
-            top = torch.topk(logits[rows], automaton.top_k, dim=-1).indices.cpu().numpy()
+            top = top_k_rows(logits[rows], automaton.top_k)
             prev = [cached[base + i - 1] if base + i else -1 for i in rows]
             automaton.update(np.asarray([chunk[i] for i in rows], dtype=np.int64), top, prev)
             for i, row in zip(rows, top, strict=True):
@@ -137,7 +137,7 @@ class RacerDrafter(Drafter):
         self._full = None
         top = None
         if self.use_table:
-            top = torch.topk(logits, automaton.top_k, dim=-1).indices.cpu().numpy()
+            top = top_k_rows(logits, automaton.top_k)
             before = np.where(tree.parents >= 0, tree.tokens[np.maximum(tree.parents, 0)], self._prev)
             automaton.update(tree.tokens, top, before)
         if self.use_trie:
