@@ -18,7 +18,7 @@ the choices would pay again or the automaton matches a long context.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -27,7 +27,7 @@ from racer_core.budget.cost_curve import CostCurve
 from racer_core.budget.draft_gate import DraftGate
 from racer_core.budget.node_estimates import KindCounts, PathCalibration, kinds
 from racer_core.budget.tree_value import tree_value
-from racer_core.common.step_record import BudgetOption
+from racer_core.common.step_record import BudgetOption, BudgetOptions
 
 _CTX_EDGES = np.array([2, 3, 4, 6, 9])  # retrieval context -> 0 (none) .. 5
 _RANK_EDGES = np.array([0, 1, 2, 4])  # logits rank -1 (none), 0, 1, 2-3, 4+ -> 0 .. 4
@@ -88,7 +88,7 @@ class Selection:
     fed: int  # padded input size
     expected: float  # expected accepted drafts
     probabilities: np.ndarray  # P(path accepted) for every node of the drafted tree
-    options: tuple[BudgetOption, ...]  # the sizes weighed, smallest first
+    options: BudgetOptions | tuple[BudgetOption, ...]  # the sizes weighed, smallest first
     best: int  # index of the chosen option
     gate: str = ""  # the draft gate's decision in words ("" while drafting pays)
     intended: tuple[np.ndarray, int] | None = None  # the policy's (chosen, fed) when the gate paused it
@@ -198,18 +198,19 @@ class TreePolicy:
 
     def path_probabilities(self, tree: DraftTree) -> np.ndarray:
         """Estimated P(node accepted) for every node; 1 for the root."""
-        kind, raw, calibrated = self._estimates(tree)
+        buckets, kind, raw, calibrated = self._estimates(tree)
         # record() learns from the same estimates when it is handed this tree next
         # (replies sharing the policy may choose in between: then it works them out again)
-        self._last = (tree, kind, raw)
+        self._last = (tree, buckets, kind, raw)
         return calibrated
 
-    def _estimates(self, tree: DraftTree) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(each node's exact kind, the product of its path's edge chances,
-        that product read through the path calibration)."""
+    def _estimates(self, tree: DraftTree) -> tuple[tuple[np.ndarray, ...], np.ndarray, np.ndarray, np.ndarray]:
+        """(each node's bucket, its exact kind, the product of its path's edge
+        chances, that product read through the path calibration)."""
         kind = kinds(tree.context, tree.rank, tree.position_ids)
+        buckets = self._buckets(tree)
         with self._lock:
-            edge = self._kinds.chances(kind, (self._hits / self._trials)[self._buckets(tree)])
+            edge = self._kinds.chances(kind, (self._hits / self._trials)[buckets])
             table = self._calibration.table()
         edge[0] = 1.0
         parents = tree.parents
@@ -218,16 +219,22 @@ class TreePolicy:
             totals = np.bincount(parents[1:], weights=edge[1:], minlength=len(edge))
             scale = np.where(totals > 0.95, 0.95 / np.maximum(totals, 1e-9), 1.0)
             edge[1:] *= scale[parents[1:]]
-        raw = edge.copy()
-        depths = tree.position_ids
-        levels = [np.nonzero(depths == d)[0] for d in range(1, int(depths.max()) + 1 if len(depths) else 0)]
-        for at in levels:
-            raw[at] *= raw[parents[at]]
-        calibrated = PathCalibration.read(raw, table)
-        calibrated[0] = 1.0
-        for at in levels:  # a child is never likelier than its parent: the choice takes parents first
-            calibrated[at] = np.minimum(calibrated[at], calibrated[parents[at]])
-        return kind, raw, calibrated
+        # A path's chance is its parent's times its edge; a parent comes before
+        # its children, so one pass in node order (Python floats: a few
+        # dozen nodes cost less so than a numpy call per depth, and the
+        # products are the same IEEE ones).
+        up = parents.tolist()
+        product = edge.tolist()
+        for i in range(1, len(product)):
+            product[i] *= product[up[i]]
+        raw = np.array(product)
+        read = PathCalibration.read(raw, table).tolist()
+        if read:
+            read[0] = 1.0
+        for i in range(1, len(read)):  # a child is never likelier than its parent: the choice takes parents first
+            if read[up[i]] < read[i]:
+                read[i] = read[up[i]]
+        return buckets, kind, raw, np.array(read)
 
     def select(self, tree: DraftTree, load: tuple[int, int] = (0, 0)) -> tuple[np.ndarray, int, float]:
         """(node indices to verify, breadth-first, root first; padded input
@@ -244,35 +251,39 @@ class TreePolicy:
         # Each size's value at the load (tree_value): a tree pays only if its
         # drafts outweigh what its rows, and under load its drafting, add to
         # everyone's pass. Alone this is the plain (1 + drafts) / t(size).
+        # The sizes are weighed smallest first, up to the first that holds
+        # every node; a larger one must beat the best so far by 0.01%.
         others, base = load
         sizes = self.sizes_on(base)
-        best_n, best_value = 0, tree_value(float(sizes.seconds[0]), 1.0, load)
-        options = [BudgetOption(1, int(sizes.sizes[0]), 1.0, float(sizes.seconds[0]))]
-        best = 0
-        for size, seconds in zip(sizes.sizes, sizes.seconds, strict=True):
-            n = min(int(size) - 1, len(order))
-            value = tree_value(float(seconds), 1.0 + gains[n], load, self.drafting_s if n else 0.0)
-            if n > 0:
-                options.append(BudgetOption(n + 1, int(size), 1.0 + float(gains[n]), float(seconds)))
+        drafts = np.minimum(sizes.sizes - 1, len(order))
+        weighed = int(np.argmax(drafts == len(order))) + 1 if drafts[-1] == len(order) else len(drafts)
+        drafts, seconds = drafts[:weighed], sizes.seconds[:weighed]
+        expected = 1.0 + gains[drafts]
+        values = tree_value(seconds, expected, load, np.where(drafts > 0, self.drafting_s, 0.0)).tolist()
+        best_value, at = tree_value(float(sizes.seconds[0]), 1.0, load), -1
+        for i, value in enumerate(values):
             if value > best_value * 1.0001:
-                best_n, best_value, best = n, value, len(options) - 1
-            if n == len(order):
-                break
+                best_value, at = value, i
+        best_n = int(drafts[at]) if at >= 0 else 0
+        drafted = drafts > 0
+        best = int(np.count_nonzero(drafted[: at + 1])) if at >= 0 else 0  # the options: plain, then each drafted size
+        options = BudgetOptions([1, *(drafts[drafted] + 1).tolist()],
+                                [int(sizes.sizes[0]), *sizes.sizes[:weighed][drafted].tolist()],
+                                [1.0, *expected[drafted].tolist()], [float(sizes.seconds[0]), *seconds[drafted].tolist()])
         chosen = np.sort(np.concatenate([[0], order[:best_n]]))
         if others:
             with self._lock:
                 self.gate.chose(best_n > 0)
-        selection = Selection(chosen, sizes.padded(len(chosen)), float(gains[best_n]), probs, tuple(options), best,
-                              load=(others, base))
-        drafts = tree.context[1:]
+        contexts = tree.context[1:]
         with self._lock:
-            draft, why = self.gate.allows(int(drafts.max()) if len(drafts) else 0)
+            draft, why = self.gate.allows(int(contexts.max()) if len(contexts) else 0)
         if draft:
-            return replace(selection, gate=why)
+            return Selection(chosen, sizes.padded(len(chosen)), float(gains[best_n]), probs, options, best, why,
+                             load=(others, base))
         # Plain decoding: the root alone, one row; the policy's own choice is
         # kept so the gate can score it once the text is known.
-        return Selection(np.zeros(1, dtype=chosen.dtype), 1, 0.0, probs, tuple(options), 0, why, (chosen, selection.fed),
-                         (others, base))
+        return Selection(np.zeros(1, dtype=chosen.dtype), 1, 0.0, probs, options, 0, why,
+                         (chosen, sizes.padded(len(chosen))), (others, base))
 
     def record(self, tree: DraftTree, position: int, selection: Selection | None = None,
                pending: list | None = None) -> None:
@@ -289,9 +300,9 @@ class TreePolicy:
         choice = None if selection is None else (*(selection.intended or (selection.chosen, selection.fed)),
                                                  *selection.load, self.drafting_s)
         last = self._last  # one read: another reply's choice may replace it
-        kind, raw = last[1:] if last is not None and last[0] is tree else self._estimates(tree)[:2]
+        buckets, kind, raw = last[1:] if last is not None and last[0] is tree else self._estimates(tree)[:3]
         recorded = self._recorded if pending is None else pending
-        recorded.append((position, tree.tokens, tree.parents, tree.position_ids, self._buckets(tree), kind, raw, choice))
+        recorded.append((position, tree.tokens, tree.parents, tree.position_ids, buckets, kind, raw, choice))
 
     def learn(self, sequence: list[int], final: bool = False, pending: list | None = None) -> None:
         """Label the trees recorded in `pending` (record's) whose continuation `sequence` now holds."""

@@ -9,9 +9,9 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from racer_core.drafting.automaton._automaton import TOP_K_MAX
 from racer_core.drafting.automaton._automaton import top_k_rows as scan
+
 from racer_core.drafting.top_k import reference_top_k_rows, top_k_rows
 
 
