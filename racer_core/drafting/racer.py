@@ -158,11 +158,13 @@ class RacerDrafter(Drafter):
             self.policy.learn(self.generated, final=True, pending=self._recorded)
 
 
+_SOURCE_OF_BITS = np.array([0, registry.AUTOMATON.id, registry.LOGITS.id, registry.AUTOMATON.id], dtype=np.uint8)
+"""A node's Source id by its automaton bits (RETRIEVAL_BIT, LOGITS_BIT): retrieval's when it has that bit."""
+
+
 def _tree(tree: DraftTree, rule: str) -> Tree:
     """The automaton's tree with its bits read as this method's sources (both bits: the automaton's)."""
-    bits = tree.sources
-    sources = np.where(bits & RETRIEVAL_BIT, registry.AUTOMATON.id,
-                       np.where(bits & LOGITS_BIT, registry.LOGITS.id, 0)).astype(np.uint8)
+    sources = _SOURCE_OF_BITS[tree.sources]
     return Tree(tree.tokens, tree.parents, tree.position_ids, tree.attn_mask, sources, tree.context, tree.rank,
                 rule, drafted=tree.size)
 

@@ -92,3 +92,20 @@ def test_the_choices_are_the_pinned_ones() -> None:
 
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
     PINNED.write_text(json.dumps(run()) + "\n")
+
+
+def test_feature_tables_give_the_formulas_buckets_and_kinds() -> None:
+    """TreePolicy._features' lookups against the bucket edges and node_estimates.kinds, past every cap."""
+    from types import SimpleNamespace
+
+    from racer_core.budget.node_estimates import kinds
+    from racer_core.budget.tree_policy import _CTX_EDGES, _DEPTH_EDGES, _RANK_EDGES, _SHAPE
+
+    rng = np.random.default_rng(0)
+    context, rank, depth = rng.integers(0, 40, 5000), rng.integers(-3, 30, 5000), rng.integers(0, 40, 5000)
+    buckets, kind = TreePolicy(CURVE)._features(SimpleNamespace(context=context, rank=rank, position_ids=depth))
+    ctx = np.searchsorted(_CTX_EDGES, context, side="right")
+    rnk = np.where(rank < 0, 0, np.searchsorted(_RANK_EDGES, rank, side="right"))
+    dep = np.searchsorted(_DEPTH_EDGES, depth, side="right")
+    np.testing.assert_array_equal(buckets, np.ravel_multi_index((ctx, rnk, dep), _SHAPE))
+    np.testing.assert_array_equal(kind, kinds(context, rank, depth))
