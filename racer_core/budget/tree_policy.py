@@ -232,6 +232,8 @@ class TreePolicy:
         """(each node's bucket, its exact kind, the product of its path's edge
         chances, that product read through the path calibration)."""
         buckets, kind = self._features(tree)
+        if len(kind) == 1:  # the root alone (nothing drafted: 4 steps in 10): its chance is 1, whatever was learned
+            return buckets, kind, np.ones(1), np.ones(1)
         with self._lock:
             edge = self._kinds.chances(kind, np.take(self._hits / self._trials, buckets))
             table = self._calibration.table()
@@ -339,6 +341,8 @@ class TreePolicy:
             known = len(sequence) - 1 - position  # tokens known after the root
             if known < deepest and not final:
                 keep.append(item)
+                continue
+            if deepest == 0:  # the root alone: no node to label, no tree for the gate to score
                 continue
             on_path = np.zeros(len(tokens), dtype=bool)
             on_path[_text_path(tokens.tolist(), parents.tolist(), sequence[position + 1 : position + 1 + min(deepest, known)])] = True
