@@ -228,7 +228,7 @@ class TreePolicy:
         self._last = (tree, buckets, kind, raw)
         return calibrated
 
-    def _estimates(self, tree: DraftTree) -> tuple[tuple[np.ndarray, ...], np.ndarray, np.ndarray, np.ndarray]:
+    def _estimates(self, tree: DraftTree) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(each node's bucket, its exact kind, the product of its path's edge
         chances, that product read through the path calibration)."""
         buckets, kind = self._features(tree)
@@ -345,7 +345,8 @@ class TreePolicy:
             if deepest == 0:  # the root alone: no node to label, no tree for the gate to score
                 continue
             on_path = np.zeros(len(tokens), dtype=bool)
-            on_path[_text_path(tokens.tolist(), parents.tolist(), sequence[position + 1 : position + 1 + min(deepest, known)])] = True
+            text = sequence[position + 1 : position + 1 + min(deepest, known)]
+            on_path[_text_path(tokens.tolist(), parents.tolist(), text)] = True
             tested = on_path[np.maximum(parents, 0)] & (depths <= known)
             tested[0] = False
             with self._lock:
