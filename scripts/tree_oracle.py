@@ -42,7 +42,7 @@ import os
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -161,8 +161,8 @@ class Tap:
 
 
 @contextlib.contextmanager
-def tapped() -> Iterator[Tap]:
-    """Patches RacerDrafter, SuffixDrafter and TreePolicy (restored after) to record every step."""
+def tapped(now: Callable[[], float] = time.perf_counter) -> Iterator[Tap]:
+    """Patches RacerDrafter, SuffixDrafter and TreePolicy (restored after) to record every step, timing the phases by `now`."""
     from racer_core.drafting import racer as racer_module
     from racer_core.drafting.suffix import SuffixDrafter
 
@@ -176,11 +176,11 @@ def tapped() -> Iterator[Tap]:
         inner = originals[(cls, name)]
 
         def wrapper(*args, **kwargs):
-            start = clock()
+            start = now()
             try:
                 return inner(*args, **kwargs)
             finally:
-                tap.phase(phase, clock() - start)
+                tap.phase(phase, now() - start)
         return wrapper
 
     def drafting(cls):
@@ -188,9 +188,9 @@ def tapped() -> Iterator[Tap]:
 
         def draft(self, root, prev, limit, load=(0, 0)):
             tap.pending = {"phases": {}}
-            start = clock()
+            start = now()
             tree = inner(self, root, prev, limit, load)
-            tap.pending["phases"]["draft"] = clock() - start
+            tap.pending["phases"]["draft"] = now() - start
             full = getattr(self, "_full", None) or tree  # racer's whole tree, before the policy's cut
             tap.pending["tree"] = {k: getattr(full, k).tolist() for k in ("tokens", "parents", "depths", "context",
                                                                           "rank")}
@@ -211,23 +211,23 @@ def tapped() -> Iterator[Tap]:
         inner = originals[(cls, "verified")]
 
         def verified(self, tree, logits, path, emitted, captured):
-            start = clock()
+            start = now()
             try:
                 return inner(self, tree, logits, path, emitted, captured)
             finally:
                 if tap.pending is not None:
-                    tap.pending["phases"]["verified"] = clock() - start
+                    tap.pending["phases"]["verified"] = now() - start
                     tap.pending["emitted"] = [int(t) for t in emitted]
                     tap.steps.append(tap.pending)
                     tap.pending = None
         return verified
 
     def timed_cut(tree, policy, load=(0, 0)):
-        start = clock()
+        start = now()
         try:
             return cut(tree, policy, load)
         finally:
-            tap.phase("choose", clock() - start)
+            tap.phase("choose", now() - start)
 
     try:
         for cls in (racer_module.RacerDrafter, SuffixDrafter):
@@ -267,11 +267,9 @@ def record(args: argparse.Namespace) -> None:
     if args.curve:  # the policies weigh a given curve instead (keeping what the warm-up taught them)
         curve = parse_curve(args.curve).on_grid(curve.sizes)
         engine._use_curve(curve)
-    global clock
-    if args.cpu:  # the taps run on the engine loop's thread: its CPU time, not the wall's
-        clock = time.thread_time
     questions = []
-    with tapped() as tap:
+    # the taps run on the engine loop's thread: --cpu times that thread's CPU, not the wall
+    with tapped(time.thread_time if args.cpu else time.perf_counter) as tap:
         for q in load_suite(args.suite)[args.question_begin : args.question_end]:
             entry = {"question_id": q.question_id, "category": q.category, "methods": {}}
             for method in methods:
