@@ -23,7 +23,8 @@ else:
 
 extension = Extension(
     "racer_core.drafting.automaton._automaton",
-    sources=["racer_core/drafting/automaton/_automaton.pyx", "racer_core/drafting/automaton/automaton.cpp"],
+    sources=["racer_core/drafting/automaton/_automaton.pyx", "racer_core/drafting/automaton/automaton.cpp",
+             "racer_core/drafting/automaton/top_k.cpp"],
     include_dirs=["racer_core/drafting/automaton", np.get_include()],
     language="c++",
     extra_compile_args=compile_args,

@@ -3,6 +3,7 @@
     python scripts/tree_oracle.py record --out /tmp/oracle        # the model: answers and every step's tree
     python scripts/tree_oracle.py report /tmp/oracle/steps.json   # no model: the tables, in seconds
     python scripts/tree_oracle.py record --out /tmp/quiet --curve 1:10.4,2:11,4:14.3,8:23.9   # the policies weigh this curve
+    python scripts/tree_oracle.py record --out /tmp/cpu --cpu   # the drafter's phases by the loop thread's CPU time
     python scripts/tree_oracle.py report /tmp/oracle/steps.json --rounds 5   # and the choice timed alone
     python scripts/tree_oracle.py replay /tmp/oracle/steps.json   # this code's policy on the recorded trees: x ar, MAT, of the ceiling
 
@@ -41,7 +42,7 @@ import os
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -160,8 +161,8 @@ class Tap:
 
 
 @contextlib.contextmanager
-def tapped() -> Iterator[Tap]:
-    """Patches RacerDrafter, SuffixDrafter and TreePolicy (restored after) to record every step."""
+def tapped(now: Callable[[], float] = time.perf_counter) -> Iterator[Tap]:
+    """Patches RacerDrafter, SuffixDrafter and TreePolicy (restored after) to record every step, timing the phases by `now`."""
     from racer_core.drafting import racer as racer_module
     from racer_core.drafting.suffix import SuffixDrafter
 
@@ -175,11 +176,11 @@ def tapped() -> Iterator[Tap]:
         inner = originals[(cls, name)]
 
         def wrapper(*args, **kwargs):
-            start = clock()
+            start = now()
             try:
                 return inner(*args, **kwargs)
             finally:
-                tap.phase(phase, clock() - start)
+                tap.phase(phase, now() - start)
         return wrapper
 
     def drafting(cls):
@@ -187,9 +188,9 @@ def tapped() -> Iterator[Tap]:
 
         def draft(self, root, prev, limit, load=(0, 0)):
             tap.pending = {"phases": {}}
-            start = clock()
+            start = now()
             tree = inner(self, root, prev, limit, load)
-            tap.pending["phases"]["draft"] = clock() - start
+            tap.pending["phases"]["draft"] = now() - start
             full = getattr(self, "_full", None) or tree  # racer's whole tree, before the policy's cut
             tap.pending["tree"] = {k: getattr(full, k).tolist() for k in ("tokens", "parents", "depths", "context",
                                                                           "rank")}
@@ -210,23 +211,23 @@ def tapped() -> Iterator[Tap]:
         inner = originals[(cls, "verified")]
 
         def verified(self, tree, logits, path, emitted, captured):
-            start = clock()
+            start = now()
             try:
                 return inner(self, tree, logits, path, emitted, captured)
             finally:
                 if tap.pending is not None:
-                    tap.pending["phases"]["verified"] = clock() - start
+                    tap.pending["phases"]["verified"] = now() - start
                     tap.pending["emitted"] = [int(t) for t in emitted]
                     tap.steps.append(tap.pending)
                     tap.pending = None
         return verified
 
     def timed_cut(tree, policy, load=(0, 0)):
-        start = clock()
+        start = now()
         try:
             return cut(tree, policy, load)
         finally:
-            tap.phase("choose", clock() - start)
+            tap.phase("choose", now() - start)
 
     try:
         for cls in (racer_module.RacerDrafter, SuffixDrafter):
@@ -267,7 +268,8 @@ def record(args: argparse.Namespace) -> None:
         curve = parse_curve(args.curve).on_grid(curve.sizes)
         engine._use_curve(curve)
     questions = []
-    with tapped() as tap:
+    # the taps run on the engine loop's thread: --cpu times that thread's CPU, not the wall
+    with tapped(time.thread_time if args.cpu else time.perf_counter) as tap:
         for q in load_suite(args.suite)[args.question_begin : args.question_end]:
             entry = {"question_id": q.question_id, "category": q.category, "methods": {}}
             for method in methods:
@@ -288,7 +290,8 @@ def record(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     doc = {"model": engine.info.model, "dtype": engine.info.dtype, "curve": curve.to_json(), "load": load,
-           "curve_given": bool(args.curve), "max_new_tokens": args.max_new_tokens, "questions": questions}
+           "curve_given": bool(args.curve), "max_new_tokens": args.max_new_tokens, "questions": questions,
+           "clock": "cpu" if args.cpu else "wall"}
     (out / "steps.json").write_text(json.dumps(doc))
     print(f"{engine.info.model}: {len(questions)} questions recorded to {out / 'steps.json'}; "
           f"1-minute load {min(load):.2f}-{max(load):.2f}")
@@ -656,6 +659,9 @@ def print_overheads(doc: dict, methods: list[str], t1: float) -> None:
             print(f"| {m} ({name}) | " + " | ".join(f"{1e3 * value[k]:.3f}" for k in (*PHASES, "drafter", "decoder"))
                   + f" | {1e3 * python_s(doc, 'ar', stat):.3f} | {1e3 * beyond:.3f} | {beyond / t1:.3f} | "
                   f"{beyond / forward:.3f} |")
+    if doc.get("clock") == "cpu":
+        print("\n(the phases, so the drafter, by the loop thread's CPU time (record --cpu); decoder, ar's step and "
+              "beyond ar subtract them from the steps' wall-clock times: read the drafter's columns)")
     print("\n(each step's phases timed in-process during the recorded replies; drafter: the five before it, "
           "each step's sum; decoder: the rest of the step outside the forward; beyond ar: the whole step's "
           "Python against ar's, mean against mean and median against median; x ar's forward: against the "
@@ -813,6 +819,8 @@ def main(argv: list[str] | None = None) -> None:
     rec.add_argument("--methods", default="ar,racer,suffix", help="ar first: the others are compared with it")
     rec.add_argument("--tiny", action="store_true", help="the tiny random-weight model (a smoke test)")
     rec.add_argument("--curve", default="", help="rows:ms pairs the policies weigh instead of the measured curve")
+    rec.add_argument("--cpu", action="store_true", help="time the drafter's phases by the engine loop thread's CPU "
+                     "time (less moved by a busy machine); the steps' own timings stay wall-clock")
     rep = sub.add_parser("report", help="the tables from a recording (no model)")
     rep.add_argument("steps", help="a steps.json written by record")
     rep.add_argument("--rounds", type=int, default=0, help="also time the policy's choice alone on the recorded "

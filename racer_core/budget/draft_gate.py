@@ -66,6 +66,7 @@ class DraftGate:
     def __post_init__(self) -> None:
         self._seen = deque(maxlen=self.window)
         self._kept_root = 0  # choices under load in a row that kept the root alone
+        self._t: dict[int, float] = {}  # the curve read per size: observe() reads two a step
         self._skipped = 0  # probes' answers during such runs (every PROBE_EVERY-th drafts)
 
     @property
@@ -90,11 +91,20 @@ class DraftGate:
         (tree_value). Plain decoding would have made (others + 1) / t(base + 1) a second."""
         load = (others, base)
         tokens = others + gained
-        seconds = tokens / tree_value(self.curve(base + fed), gained, load, drafting_s)  # the pass's, drafting included
-        plain = seconds * tree_value(self.curve(base + 1), 1.0, load)  # plain decoding's tokens in those seconds
+        seconds = tokens / tree_value(self._seconds(base + fed), gained, load, drafting_s)  # the pass's, drafting included
+        plain = seconds * tree_value(self._seconds(base + 1), 1.0, load)  # plain decoding's tokens in those seconds
         self._seen.append((tokens, seconds, plain))
         if len(self._seen) >= self.min_evidence:
             self.paused = sum(g for g, _, _ in self._seen) < sum(p for _, _, p in self._seen)
+
+    def _seconds(self, rows: int) -> float:
+        """t(rows) by the gate's curve (which a new curve replaces with a new gate, TreePolicy.use_curve)."""
+        seconds = self._t.get(rows)
+        if seconds is None:
+            if len(self._t) > 4096:
+                self._t.clear()
+            seconds = self._t[rows] = self.curve(rows)
+        return seconds
 
     def chose(self, drafted: bool) -> None:
         """One choice under load: `drafted` if it kept a tree (which ends a run of kept roots)."""

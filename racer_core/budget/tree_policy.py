@@ -18,21 +18,39 @@ the choices would pay again or the automaton matches a long context.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field, replace
+from bisect import bisect_left
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 
 from racer_core.budget.cost_curve import CostCurve
 from racer_core.budget.draft_gate import DraftGate
-from racer_core.budget.node_estimates import KindCounts, PathCalibration, kinds
+from racer_core.budget.node_estimates import CTX_KINDS, DEPTH_KINDS, KindCounts, PathCalibration, kinds
 from racer_core.budget.tree_value import tree_value
-from racer_core.common.step_record import BudgetOption
+from racer_core.common.step_record import BudgetOption, BudgetOptions
 
 _CTX_EDGES = np.array([2, 3, 4, 6, 9])  # retrieval context -> 0 (none) .. 5
 _RANK_EDGES = np.array([0, 1, 2, 4])  # logits rank -1 (none), 0, 1, 2-3, 4+ -> 0 .. 4
 _DEPTH_EDGES = np.array([2, 3])  # depth 1, 2, 3+ -> 0 .. 2
 _SHAPE = (6, 5, 3)
+_RANK_CAP = 5  # rank + 1 capped: none, 0, 1, 2, 3, 4 and more -- what both the buckets and the kinds tell apart
+
+
+def _feature_tables() -> tuple[np.ndarray, np.ndarray]:
+    """Bucket (flat) and exact kind for every capped (context, rank + 1, depth):
+    a context past CTX_KINDS - 1, a rank past 3 and a depth past DEPTH_KINDS
+    fall in the same bucket and kind as the cap, so tables over the capped
+    values give each node's by one lookup (TreePolicy._features)."""
+    context, rank, depth = np.meshgrid(np.arange(CTX_KINDS), np.arange(_RANK_CAP + 1) - 1,
+                                       np.arange(DEPTH_KINDS + 1), indexing="ij")
+    ctx = np.searchsorted(_CTX_EDGES, context, side="right")
+    rnk = np.where(rank < 0, 0, np.searchsorted(_RANK_EDGES, rank, side="right"))
+    dep = np.searchsorted(_DEPTH_EDGES, depth, side="right")
+    return np.ravel_multi_index((ctx, rnk, dep), _SHAPE), kinds(context, rank, depth)
+
+
+_BUCKET, _KIND = _feature_tables()
 
 
 class DraftTree(Protocol):
@@ -69,6 +87,11 @@ class EfficientSizes:
     sizes: np.ndarray
     seconds: np.ndarray
 
+    def __post_init__(self) -> None:
+        # the choice reads them every step, as Python numbers (TreePolicy.choose)
+        self.size_list: list[int] = self.sizes.tolist()
+        self.seconds_list: list[float] = self.seconds.tolist()
+
     @classmethod
     def from_curve(cls, curve: CostCurve, largest: int) -> EfficientSizes:
         grid = np.arange(1, largest + 1)
@@ -79,7 +102,7 @@ class EfficientSizes:
 
     def padded(self, size: int) -> int:
         """The size to feed for a tree of `size` nodes."""
-        return int(self.sizes[np.searchsorted(self.sizes, size)]) if size <= self.sizes[-1] else size
+        return self.size_list[bisect_left(self.size_list, size)] if size <= self.size_list[-1] else size
 
 
 @dataclass(frozen=True)
@@ -88,7 +111,7 @@ class Selection:
     fed: int  # padded input size
     expected: float  # expected accepted drafts
     probabilities: np.ndarray  # P(path accepted) for every node of the drafted tree
-    options: tuple[BudgetOption, ...]  # the sizes weighed, smallest first
+    options: BudgetOptions | tuple[BudgetOption, ...]  # the sizes weighed, smallest first
     best: int  # index of the chosen option
     gate: str = ""  # the draft gate's decision in words ("" while drafting pays)
     intended: tuple[np.ndarray, int] | None = None  # the policy's (chosen, fed) when the gate paused it
@@ -189,27 +212,30 @@ class TreePolicy:
         """Starting acceptance per bucket, shaped like the buckets' index space."""
         return _prior()
 
-    def _buckets(self, tree: DraftTree) -> tuple[np.ndarray, ...]:
-        """Each node's bucket, one index array per dimension of `_prior()`."""
-        ctx = np.searchsorted(_CTX_EDGES, tree.context, side="right")
-        rank = np.where(tree.rank < 0, 0, np.searchsorted(_RANK_EDGES, tree.rank, side="right"))
-        depth = np.searchsorted(_DEPTH_EDGES, tree.position_ids, side="right")
-        return ctx, rank, depth
+    def _features(self, tree: DraftTree) -> tuple[np.ndarray, np.ndarray]:
+        """(each node's bucket, a flat index into the bucket counts; its exact
+        kind, node_estimates.kinds), both read from tables over the features' capped values."""
+        c = np.minimum(tree.context, CTX_KINDS - 1)
+        r = np.minimum(np.maximum(tree.rank + 1, 0), _RANK_CAP)
+        d = np.minimum(tree.position_ids, DEPTH_KINDS)
+        return _BUCKET[c, r, d], _KIND[c, r, d]
 
     def path_probabilities(self, tree: DraftTree) -> np.ndarray:
         """Estimated P(node accepted) for every node; 1 for the root."""
-        kind, raw, calibrated = self._estimates(tree)
+        buckets, kind, raw, calibrated = self._estimates(tree)
         # record() learns from the same estimates when it is handed this tree next
         # (replies sharing the policy may choose in between: then it works them out again)
-        self._last = (tree, kind, raw)
+        self._last = (tree, buckets, kind, raw)
         return calibrated
 
-    def _estimates(self, tree: DraftTree) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(each node's exact kind, the product of its path's edge chances,
-        that product read through the path calibration)."""
-        kind = kinds(tree.context, tree.rank, tree.position_ids)
+    def _estimates(self, tree: DraftTree) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(each node's bucket, its exact kind, the product of its path's edge
+        chances, that product read through the path calibration)."""
+        buckets, kind = self._features(tree)
+        if len(kind) == 1:  # the root alone (nothing drafted: 4 steps in 10): its chance is 1, whatever was learned
+            return buckets, kind, np.ones(1), np.ones(1)
         with self._lock:
-            edge = self._kinds.chances(kind, (self._hits / self._trials)[self._buckets(tree)])
+            edge = self._kinds.chances(kind, np.take(self._hits / self._trials, buckets))
             table = self._calibration.table()
         edge[0] = 1.0
         parents = tree.parents
@@ -218,16 +244,22 @@ class TreePolicy:
             totals = np.bincount(parents[1:], weights=edge[1:], minlength=len(edge))
             scale = np.where(totals > 0.95, 0.95 / np.maximum(totals, 1e-9), 1.0)
             edge[1:] *= scale[parents[1:]]
-        raw = edge.copy()
-        depths = tree.position_ids
-        levels = [np.nonzero(depths == d)[0] for d in range(1, int(depths.max()) + 1 if len(depths) else 0)]
-        for at in levels:
-            raw[at] *= raw[parents[at]]
-        calibrated = PathCalibration.read(raw, table)
-        calibrated[0] = 1.0
-        for at in levels:  # a child is never likelier than its parent: the choice takes parents first
-            calibrated[at] = np.minimum(calibrated[at], calibrated[parents[at]])
-        return kind, raw, calibrated
+        # A path's chance is its parent's times its edge; a parent comes before
+        # its children, so one pass in node order (Python floats: a few
+        # dozen nodes cost less so than a numpy call per depth, and the
+        # products are the same IEEE ones).
+        up = parents.tolist()
+        product = edge.tolist()
+        for i in range(1, len(product)):
+            product[i] *= product[up[i]]
+        raw = np.array(product)
+        read = PathCalibration.read(raw, table).tolist()
+        if read:
+            read[0] = 1.0
+        for i in range(1, len(read)):  # a child is never likelier than its parent: the choice takes parents first
+            if read[up[i]] < read[i]:
+                read[i] = read[up[i]]
+        return buckets, kind, raw, np.array(read)
 
     def select(self, tree: DraftTree, load: tuple[int, int] = (0, 0)) -> tuple[np.ndarray, int, float]:
         """(node indices to verify, breadth-first, root first; padded input
@@ -240,39 +272,44 @@ class TreePolicy:
         `load`: the other sequences in the step's pass and their rows."""
         probs = self.path_probabilities(tree)
         order = np.argsort(-probs[1:], kind="stable") + 1  # parents outrank children
-        gains = np.concatenate([[0.0], np.cumsum(probs[order])])  # expected drafts with n nodes
+        gains = [0.0, *np.cumsum(probs[order]).tolist()]  # expected drafts with n nodes
         # Each size's value at the load (tree_value): a tree pays only if its
         # drafts outweigh what its rows, and under load its drafting, add to
         # everyone's pass. Alone this is the plain (1 + drafts) / t(size).
+        # Python floats: the same IEEE arithmetic as numpy's scalars, a fraction of the time.
         others, base = load
         sizes = self.sizes_on(base)
-        best_n, best_value = 0, tree_value(float(sizes.seconds[0]), 1.0, load)
-        options = [BudgetOption(1, int(sizes.sizes[0]), 1.0, float(sizes.seconds[0]))]
-        best = 0
-        for size, seconds in zip(sizes.sizes, sizes.seconds, strict=True):
-            n = min(int(size) - 1, len(order))
-            value = tree_value(float(seconds), 1.0 + gains[n], load, self.drafting_s if n else 0.0)
+        count = len(gains) - 1
+        best_n, best_value, best = 0, tree_value(sizes.seconds_list[0], 1.0, load), 0
+        # the options (BudgetOptions' columns): the root alone, then each size with drafts
+        nodes, fed, expected, seconds = [1], [sizes.size_list[0]], [1.0], [sizes.seconds_list[0]]
+        for size, t in zip(sizes.size_list, sizes.seconds_list, strict=True):
+            n = min(size - 1, count)
+            value = tree_value(t, 1.0 + gains[n], load, self.drafting_s if n else 0.0)
             if n > 0:
-                options.append(BudgetOption(n + 1, int(size), 1.0 + float(gains[n]), float(seconds)))
+                nodes.append(n + 1)
+                fed.append(size)
+                expected.append(1.0 + gains[n])
+                seconds.append(t)
             if value > best_value * 1.0001:
-                best_n, best_value, best = n, value, len(options) - 1
-            if n == len(order):
+                best_n, best_value, best = n, value, len(nodes) - 1
+            if n == count:
                 break
+        options = BudgetOptions(nodes, fed, expected, seconds)
         chosen = np.sort(np.concatenate([[0], order[:best_n]]))
         if others:
             with self._lock:
                 self.gate.chose(best_n > 0)
-        selection = Selection(chosen, sizes.padded(len(chosen)), float(gains[best_n]), probs, tuple(options), best,
-                              load=(others, base))
-        drafts = tree.context[1:]
+        contexts = tree.context[1:]
         with self._lock:
-            draft, why = self.gate.allows(int(drafts.max()) if len(drafts) else 0)
+            draft, why = self.gate.allows(int(contexts.max()) if len(contexts) else 0)
         if draft:
-            return replace(selection, gate=why)
+            return Selection(chosen, sizes.padded(len(chosen)), gains[best_n], probs, options, best, why,
+                             load=(others, base))
         # Plain decoding: the root alone, one row; the policy's own choice is
         # kept so the gate can score it once the text is known.
-        return Selection(np.zeros(1, dtype=chosen.dtype), 1, 0.0, probs, tuple(options), 0, why, (chosen, selection.fed),
-                         (others, base))
+        return Selection(np.zeros(1, dtype=chosen.dtype), 1, 0.0, probs, options, 0, why,
+                         (chosen, sizes.padded(len(chosen))), (others, base))
 
     def record(self, tree: DraftTree, position: int, selection: Selection | None = None,
                pending: list | None = None) -> None:
@@ -289,38 +326,37 @@ class TreePolicy:
         choice = None if selection is None else (*(selection.intended or (selection.chosen, selection.fed)),
                                                  *selection.load, self.drafting_s)
         last = self._last  # one read: another reply's choice may replace it
-        kind, raw = last[1:] if last is not None and last[0] is tree else self._estimates(tree)[:2]
+        buckets, kind, raw = last[1:] if last is not None and last[0] is tree else self._estimates(tree)[:3]
         recorded = self._recorded if pending is None else pending
-        recorded.append((position, tree.tokens, tree.parents, tree.position_ids, self._buckets(tree), kind, raw, choice))
+        depths = tree.position_ids
+        # its deepest node: learn() waits for that many tokens after the root, checking each step
+        recorded.append((position, tree.tokens, tree.parents, depths, int(depths.max()), buckets, kind, raw, choice))
 
     def learn(self, sequence: list[int], final: bool = False, pending: list | None = None) -> None:
         """Label the trees recorded in `pending` (record's) whose continuation `sequence` now holds."""
         recorded = self._recorded if pending is None else pending
         keep = []
         for item in recorded:
-            position, tokens, parents, depths, buckets, kind, raw, choice = item
+            position, tokens, parents, depths, deepest, buckets, kind, raw, choice = item
             known = len(sequence) - 1 - position  # tokens known after the root
-            if known < int(depths.max()) and not final:
+            if known < deepest and not final:
                 keep.append(item)
                 continue
+            if deepest == 0:  # the root alone: no node to label, no tree for the gate to score
+                continue
             on_path = np.zeros(len(tokens), dtype=bool)
-            on_path[0] = True
-            node = 0
-            for d in range(1, min(int(depths.max()), known) + 1):
-                nxt = np.nonzero((parents == node) & (tokens == sequence[position + d]))[0]
-                if len(nxt) == 0:
-                    break
-                node = int(nxt[0])
-                on_path[node] = True
+            text = sequence[position + 1 : position + 1 + min(deepest, known)]
+            on_path[_text_path(tokens.tolist(), parents.tolist(), text)] = True
             tested = on_path[np.maximum(parents, 0)] & (depths <= known)
             tested[0] = False
             with self._lock:
                 if tested.any():
                     self._hits *= self.decay
                     self._trials *= self.decay
-                    np.add.at(self._trials, tuple(b[tested] for b in buckets), 1.0)
+                    # flat views of the counts (made C-contiguous here, scaled in place)
+                    np.add.at(self._trials.reshape(-1), buckets[tested], 1.0)
                     passed = tested & on_path
-                    np.add.at(self._hits, tuple(b[passed] for b in buckets), 1.0)
+                    np.add.at(self._hits.reshape(-1), buckets[passed], 1.0)
                     self._kinds.observe(kind[tested], on_path[tested], self.decay)
                 labelled = depths <= known  # every node whose path the text decides
                 labelled[0] = False
@@ -331,3 +367,19 @@ class TreePolicy:
                     # the root (1) + the drafts it would accept, beside the pass's others
                     self.gate.observe(fed, int(on_path[chosen].sum()), others, base, drafting_s)
         recorded[:] = keep
+
+
+def _text_path(tokens: list[int], parents: list[int], text: list[int]) -> list[int]:
+    """The nodes `text` (the tokens after the root) follows from the root, root
+    first: at each depth the first child holding the text's token. A parent
+    comes before its children, so one forward pass finds them."""
+    path, node, i = [0], 0, 1
+    for token in text:
+        while i < len(tokens) and (parents[i] != node or tokens[i] != token):
+            i += 1
+        if i == len(tokens):
+            break
+        node = i
+        path.append(node)
+        i += 1
+    return path

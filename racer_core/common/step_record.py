@@ -8,9 +8,9 @@ are looked up only when someone opens the inspector.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from racer_core.common import registry
 
@@ -69,6 +69,48 @@ class BudgetOption:
         return self.expected_tokens / self.seconds if self.seconds > 0 else 0.0
 
 
+class BudgetOptions(Sequence[BudgetOption]):
+    """The sizes a tree policy weighed, as four columns; each BudgetOption is
+    built when first read (the step inspector, a test), not on every step: a
+    step weighs some 30 sizes and nobody looks at most steps' (issue 44).
+    Reads like the tuple of them it stands for, equal to it included."""
+
+    __slots__ = ("_columns", "_options")
+
+    def __init__(self, nodes: list[int], fed: list[int], expected_tokens: list[float], seconds: list[float]) -> None:
+        self._columns = (nodes, fed, expected_tokens, seconds)
+        self._options: tuple[BudgetOption, ...] | None = None
+
+    def _built(self) -> tuple[BudgetOption, ...]:
+        if self._options is None:
+            self._options = tuple(BudgetOption(*option) for option in zip(*self._columns, strict=True))
+        return self._options
+
+    def __len__(self) -> int:
+        return len(self._columns[0])
+
+    @overload
+    def __getitem__(self, index: int) -> BudgetOption: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[BudgetOption, ...]: ...
+    def __getitem__(self, index: int | slice) -> BudgetOption | tuple[BudgetOption, ...]:
+        return self._built()[index]
+
+    def __iter__(self) -> Iterator[BudgetOption]:
+        return iter(self._built())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, BudgetOptions):
+            return self._columns == other._columns
+        return isinstance(other, tuple) and self._built() == other
+
+    def __hash__(self) -> int:
+        return hash(self._built())
+
+    def __repr__(self) -> str:
+        return repr(self._built())
+
+
 @dataclass(frozen=True)
 class StepRecord:
     """One step's verified tree, what the model accepted, and why this size."""
@@ -85,7 +127,7 @@ class StepRecord:
     fed: int  # rows fed to the model (the budget in force)
     drafted: int  # nodes in the whole drafted tree the budget was cut from
     budget_rule: str  # "auto" (the tree policy), "fixed", "plain", "head" (eagle3's tree) or "own" (a peer sized it)
-    options: tuple[BudgetOption, ...] = ()  # the sizes "auto" weighed, smallest first
+    options: Sequence[BudgetOption] = ()  # the sizes "auto" weighed, smallest first (a tuple or BudgetOptions)
     chosen_option: int = -1  # index into options
     gate: str = ""  # the draft gate's decision (draft_gate.py), "" while drafting pays
     paused: bool = False  # the gate paused drafting: the root was verified alone
@@ -105,7 +147,7 @@ class StepRecord:
         drafted: int,
         budget_rule: str,
         estimates: Any = None,
-        options: tuple[BudgetOption, ...] = (),
+        options: Sequence[BudgetOption] = (),
         chosen_option: int = -1,
         gate: str = "",
         paused: bool = False,

@@ -15,13 +15,13 @@ import time
 from typing import Any
 
 import numpy as np
-import torch
 
 from racer_core.budget.tree_policy import TreePolicy
 from racer_core.common import registry
 from racer_core.common.config import GenerationConfig
 from racer_core.drafting.automaton import Automaton, DraftTree
 from racer_core.drafting.protocol import Drafter, DrafterSetup
+from racer_core.drafting.top_k import top_k_rows
 from racer_core.drafting.tree import Tree, cut
 
 drafting_clock = time.perf_counter
@@ -108,7 +108,7 @@ class RacerDrafter(Drafter):
             rows = [i for i in rows if i == len(chunk) - 1]
             at = [logits.shape[0] - 1] * len(rows)
         if rows:
-            top = torch.topk(logits[at], automaton.top_k, dim=-1).indices.cpu().numpy()
+            top = top_k_rows(logits[at], automaton.top_k)
             prev = [cached[base + i - 1] if base + i else -1 for i in rows]
             automaton.update(np.asarray([chunk[i] for i in rows], dtype=np.int64), top, prev)
             for i, row in zip(rows, top, strict=True):
@@ -150,7 +150,7 @@ class RacerDrafter(Drafter):
         self._full = None
         top = None
         if self.use_table:
-            top = torch.topk(logits, automaton.top_k, dim=-1).indices.cpu().numpy()
+            top = top_k_rows(logits, automaton.top_k)
             before = np.where(tree.parents >= 0, tree.tokens[np.maximum(tree.parents, 0)], self._prev)
             automaton.update(tree.tokens, top, before)
         if self.use_trie:
@@ -171,11 +171,13 @@ class RacerDrafter(Drafter):
             self.policy.learn(self.generated, final=True, pending=self._recorded)
 
 
+_SOURCE_OF_BITS = np.array([0, registry.AUTOMATON.id, registry.LOGITS.id, registry.AUTOMATON.id], dtype=np.uint8)
+"""A node's Source id by its automaton bits (RETRIEVAL_BIT, LOGITS_BIT): retrieval's when it has that bit."""
+
+
 def _tree(tree: DraftTree, rule: str) -> Tree:
     """The automaton's tree with its bits read as this method's sources (both bits: the automaton's)."""
-    bits = tree.sources
-    sources = np.where(bits & RETRIEVAL_BIT, registry.AUTOMATON.id,
-                       np.where(bits & LOGITS_BIT, registry.LOGITS.id, 0)).astype(np.uint8)
+    sources = _SOURCE_OF_BITS[tree.sources]
     return Tree(tree.tokens, tree.parents, tree.position_ids, tree.attn_mask, sources, tree.context, tree.rank,
                 rule, drafted=tree.size)
 

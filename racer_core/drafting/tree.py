@@ -140,7 +140,7 @@ def cut(tree: Tree, policy: TreePolicy, load: tuple[int, int] = (0, 0)) -> Tree:
     parents[0] = -1
     return replace(
         tree, tokens=tree.tokens[chosen], parents=parents, depths=tree.depths[chosen],
-        ancestors=tree.ancestors[np.ix_(chosen, chosen)], sources=tree.sources[chosen],
+        ancestors=tree.ancestors[chosen][:, chosen], sources=tree.sources[chosen],
         context=tree.context[chosen], rank=tree.rank[chosen], rule="auto", fed=selection.fed,
         drafted=tree.size, selection=selection,
     )

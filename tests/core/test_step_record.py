@@ -96,3 +96,18 @@ def test_nodes_and_sources_read_from_the_source_ids():
     assert [n.source for n in nodes] == ["root", "automaton ctx 4", "logits rank 0", "automaton ctx 5 + logits rank 1"]
     assert record.children(0) == [1, 2] and record.accepted_tokens == (8, 11)
     assert "4 most likely of 9" in record.why and "root alone" in record.why
+
+
+def test_budget_options_read_as_the_tuple_they_stand_for() -> None:
+    from racer_core.common.step_record import BudgetOptions
+
+    options = BudgetOptions([1, 3], [1, 4], [1.0, 1.8], [0.01, 0.012])
+    assert options._options is None  # nothing built until read
+    expected = (BudgetOption(1, 1, 1.0, 0.01), BudgetOption(3, 4, 1.8, 0.012))
+    assert len(options) == 2 and options
+    assert options == expected and expected == options
+    assert options[1] == expected[1] and options[-1] == expected[1] and options[:1] == expected[:1]
+    assert list(options) == list(expected) and hash(options) == hash(expected)
+    assert options == BudgetOptions([1, 3], [1, 4], [1.0, 1.8], [0.01, 0.012])
+    assert options != BudgetOptions([1], [1], [1.0], [0.01]) and options != [1, 2]
+    assert not BudgetOptions([], [], [], [])

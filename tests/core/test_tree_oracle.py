@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -165,6 +166,25 @@ def test_the_script_records_and_reports_on_the_tiny_model(tmp_path: Path, capsys
     steps = len(runs["racer"]["steps"])
     assert f"racer: the scoring gives the engine's acceptance on {steps} of {steps} steps" in out
     assert "racer ceiling" in out and "suffix ceiling" in out and "beyond ar" in out and "interleaved rounds" in out
+    assert doc["clock"] == "wall" and "loop thread's CPU time" not in out
+
+
+def test_record_cpu_times_the_phases_by_the_loop_threads_cpu(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    read = []
+
+    def thread_time() -> float:  # the loop thread's CPU clock, seen being read there
+        read.append(threading.current_thread().name)
+        return 0.0
+
+    monkeypatch.setattr(tree_oracle.time, "thread_time", thread_time)
+    tree_oracle.main(["record", "--tiny", "--cpu", "--out", str(tmp_path), "--question-end", "1",
+                      "--max-new-tokens", "4", "--methods", "ar,racer"])
+    doc = json.loads((tmp_path / "steps.json").read_text())
+    assert doc["clock"] == "cpu" and read and set(read) == {"racer-loop"}
+    assert all(s["phases"]["draft"] == 0.0 for s in doc["questions"][0]["methods"]["racer"]["steps"])
+    tree_oracle.print_overheads(doc, ["racer"], 0.01)
+    assert "loop thread's CPU time" in capsys.readouterr().out
 
 
 def test_the_calibration_map_reads_the_acceptance_seen_per_bin_never_decreasing() -> None:

@@ -18,6 +18,7 @@ from libcpp.string cimport string
 from libcpp.vector cimport vector
 
 cimport numpy as cnp
+import numpy as np
 
 from racer_core.drafting.automaton import _checks
 from racer_core.drafting.automaton.draft import DraftTree
@@ -458,3 +459,29 @@ cdef class Automaton:
     def _check_internal(self) -> str:
         """'' when the hidden structures are consistent, else the first fault found."""
         return self.core.check_internal().decode()
+
+
+cdef extern from "top_k.hpp" namespace "racer":
+    cbool top_k_row(const float*, int64_t, int32_t, int64_t*) nogil
+    int32_t kTopKMax
+
+
+TOP_K_MAX = kTopKMax
+
+
+def top_k_rows(const float[:, ::1] logits not None, int k):
+    """(indices, unique): per row of `logits` the indices of its k largest
+    values, largest first, and whether that answer is unique (the k + 1
+    largest distinct, no NaN). A row not unique is left for torch.topk
+    (racer_core/drafting/top_k.py); its indices are then meaningless."""
+    cdef Py_ssize_t rows = logits.shape[0], n = logits.shape[1], r
+    if k < 1 or k > kTopKMax or n <= k:
+        raise ValueError(f"k must be in 1..{min(<Py_ssize_t>kTopKMax, n - 1)} for rows of {n}, not {k}")
+    top = np.empty((rows, k), dtype=np.int64)
+    unique = np.empty(rows, dtype=np.uint8)
+    cdef int64_t[:, ::1] out = top
+    cdef uint8_t[::1] ok = unique
+    with nogil:
+        for r in range(rows):
+            ok[r] = top_k_row(&logits[r, 0], n, k, &out[r, 0])
+    return top, unique.view(np.bool_)
