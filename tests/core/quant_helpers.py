@@ -13,6 +13,7 @@ import pytest
 import torch
 from gguf import GGMLQuantizationType, quants
 
+from racer_core.bench.sized_gguf import K_BYTES
 from racer_core.models.families import family_of
 from racer_core.models.formats.quant_weights import QuantWeight
 from racer_core.models.lean_forward import LeanForward, weights_from_model
@@ -66,21 +67,6 @@ def quantized_lean(model, qtype: GGMLQuantizationType, acts: str | None = None) 
                 getattr(plain, name).copy_(getattr(lean, name).plain())
         weights.lm_head.copy_(quantized.lm_head.plain())
     return LeanForward(quantized), LeanForward(weights, pack=False)
-
-
-K_BYTES = {12: 144, 13: 176, 14: 210}
-"""Q4_K, Q5_K, Q6_K: bytes per 256-value super-block."""
-
-
-def random_k_blocks(qtype: int, rows: int, cols: int, rng: np.random.Generator) -> np.ndarray:
-    """(rows, bytes per row) random Q4_K, Q5_K or Q6_K blocks (gguf's numpy has no K
-    quantizer): any bytes are a valid block once its fp16 scales are finite."""
-    n = rows * cols // 256
-    b = rng.integers(0, 256, (n, K_BYTES[qtype]), dtype=np.uint8)
-    at = (208,) if qtype == 14 else (0, 2)  # Q6_K's d / Q4_K's and Q5_K's d, dmin
-    for offset in at:
-        b[:, offset : offset + 2] = rng.uniform(1e-3, 0.05, n).astype(np.float16).view(np.uint8).reshape(n, 2)
-    return b.reshape(rows, -1)
 
 
 def _f16(values: np.ndarray) -> np.ndarray:
