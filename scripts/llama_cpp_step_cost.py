@@ -8,11 +8,14 @@ a cleared cache each round, as llama.cpp prefills (its batches of n_batch
 tokens, n_ubatch at a time, both 512 by default; logits for the last token
 only). Sizes (or the prefill) run interleaved for `--rounds` rounds
 (racer_core/bench/timing.py); the fastest and the median are shown.
-`--threads` sets both n_threads and n_threads_batch.
+`--threads` sets both n_threads and n_threads_batch; `--clock cpu` reads the
+process's CPU time instead of the wall clock (on a busy machine, with
+`--threads 1`, as verify_cost.py's).
 
     python scripts/llama_cpp_step_cost.py --sizes 1,2,4,8,16,32 --threads 2
     python scripts/llama_cpp_step_cost.py --model /tmp/llama-0.8b-q4_1.gguf --sizes 1,2,4,8,16 --threads 2
     python scripts/llama_cpp_step_cost.py --prefill 1000 --threads 2 --rounds 5
+    python scripts/llama_cpp_step_cost.py --prefill 1000 --threads 1 --clock cpu --rounds 5
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +42,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="time the prefill of an N-token prompt (a cleared cache each round) instead of the steps")
     parser.add_argument("--batch", type=int, default=512, help="n_batch and n_ubatch (llama.cpp's default 512)")
     parser.add_argument("--flash-attn", action="store_true", help="llama.cpp's flash attention (off by default here)")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="cpu: process CPU time, robust on a shared machine when --threads 1")
     args = parser.parse_args(argv)
     if args.prefill < 0 or args.rounds < 1 or args.context < 1 or args.batch < 1 or args.threads < 1:
         parser.error("--prefill must be 0 or more; --rounds, --context, --batch and --threads at least 1")
@@ -57,11 +64,15 @@ def main(argv: list[str] | None = None) -> None:
     llm = Llama(model_path=str(path), n_ctx=max(args.prefill, args.context + 128), n_batch=args.batch,
                 n_ubatch=args.batch, n_threads=args.threads, n_threads_batch=args.threads,
                 logits_all=not args.prefill, flash_attn=args.flash_attn, verbose=False)
-    setting = f"{args.threads} threads, n_batch = n_ubatch = {args.batch}, flash attention {'on' if args.flash_attn else 'off'}"
+    setting = f"{args.clock} ms, {args.threads} threads, n_batch = n_ubatch = {args.batch}, flash attention {'on' if args.flash_attn else 'off'}"
     if args.prefill:
         prefill_cost(llm, path, args, setting)
     else:
         step_costs(llm, path, args, setting)
+
+
+def clock(args: argparse.Namespace) -> Callable[[], float]:
+    return time.perf_counter if args.clock == "wall" else time.process_time
 
 
 def step_costs(llm: Any, path: Path, args: argparse.Namespace, setting: str) -> None:
@@ -74,7 +85,7 @@ def step_costs(llm: Any, path: Path, args: argparse.Namespace, setting: str) -> 
     llm.eval(prompt)
     sizes = [int(s) for s in args.sizes.split(",")]
     ids = {s: [rng.randrange(100, 40000) for _ in range(s)] for s in sizes}
-    spans = timed_rounds([lambda s=s: llm.eval(ids[s]) for s in sizes], args.rounds,
+    spans = timed_rounds([lambda s=s: llm.eval(ids[s]) for s in sizes], args.rounds, clock=clock(args),
                          # drop the last step's rows (eval removes the cache past n_tokens)
                          before=lambda i: setattr(llm, "n_tokens", args.context))
     times = {s: fastest_and_median(t) for s, t in zip(sizes, spans, strict=True)}
@@ -92,7 +103,7 @@ def prefill_cost(llm: Any, path: Path, args: argparse.Namespace, setting: str) -
     rng = random.Random(0)
     prompt = [rng.randrange(100, 40000) for _ in range(args.prefill)]
     # n_tokens = 0: eval removes the whole cache before it feeds the prompt (kv_cache_seq_rm from 0)
-    (spans,) = timed_rounds([lambda: llm.eval(prompt)], args.rounds, before=lambda _: llm.reset())
+    (spans,) = timed_rounds([lambda: llm.eval(prompt)], args.rounds, before=lambda _: llm.reset(), clock=clock(args))
     fastest, median = fastest_and_median(spans)
     print(f"llama.cpp {path.name}, {setting}; prefill of {args.prefill} tokens into a cleared cache, "
           f"the last token's logits, fastest / median of {args.rounds} rounds")

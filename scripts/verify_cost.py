@@ -284,7 +284,7 @@ def prefill_costs(rt: Any, forwards: dict[str, Forward], layers: int, tokens: in
     spans = timed_rounds([lambda v=v: prefill(v) for v in forwards], rounds, clock=clock)
     first = next(iter(forwards))
     print(f"\nprefill of {tokens} tokens in chunks of {PREFILL_CHUNK} (every row's logits), a fresh cache each "
-          f"round; {clock.__name__} ms, fastest / median of {rounds} interleaved rounds")
+          f"round; {'wall' if clock is time.perf_counter else 'cpu'} ms, fastest / median of {rounds} interleaved rounds")
     print(f"{'variant':<16} {'fastest ms':>11} {'median ms':>10} {'ms/token':>9}   ratio = {first} fastest / variant's")
     best = {v: fastest_and_median(t) for v, t in zip(forwards, spans, strict=True)}
     for v, (fastest, median) in best.items():

@@ -315,11 +315,11 @@ def test_llama_cpp_scripts_with_a_stand_in(monkeypatch: pytest.MonkeyPatch, tmp_
     run("llama_cpp_step_cost.py", "--sizes", "1,2", "--context", "4", "--rounds", "1", "--threads", threads)
     (tmp_path / "other.gguf").write_bytes(b"GGUF")  # the fake reads nothing
     run("llama_cpp_step_cost.py", "--model", str(tmp_path / "other.gguf"), "--prefill", "8", "--rounds", "1",
-        "--threads", threads)
+        "--threads", threads, "--clock", "cpu")
     run("llama_cpp_anchor.py", *SHORT, "--setups", "q4", "--methods", "ar", "--threads", threads)
     out = capsys.readouterr().out
     assert "fastest / median ms" in out and "vs llama.cpp" in out
-    assert "other.gguf" in out and "prefill of 8 tokens into a cleared cache" in out
+    assert "other.gguf" in out and "prefill of 8 tokens into a cleared cache" in out and "cpu ms" in out
     with pytest.raises(SystemExit, match="no such GGUF file"):
         _main("llama_cpp_step_cost.py")(["--model", str(tmp_path / "missing.gguf")])
 
