@@ -143,6 +143,9 @@ def test_sized_gguf_then_the_cost_scripts_on_it(tmp_path: Path, capsys: pytest.C
     run("kernel_floor.py", "--model", path, "--threads", "1", "--sizes", "1,2", "--context", "8", "--rounds", "1")
     out = capsys.readouterr().out
     assert "sized;" in out and "step/floor" in out
+    from racer_core.models.checkpoint.gguf_dequantized import cache_folder
+
+    assert not cache_folder(Path(path)).exists()  # blocks throughout: no float32 copy of the file was made
 
 
 def test_model_options_refuse_a_missing_file_and_sized_gguf_a_bad_shape(tmp_path: Path) -> None:
