@@ -153,6 +153,8 @@ def write_sized_gguf(path: Path, shape: Shape, mix: str, tokenizer_from: Path, s
     shape.check()
     types = tensor_types(shape, mix)
     source = gguf.GGUFReader(str(tokenizer_from))
+    if "tokenizer.ggml.tokens" not in source.fields:
+        raise ValueError(f"{tokenizer_from.name} has no tokenizer.ggml.tokens to copy")
     vocab = len(source.fields["tokenizer.ggml.tokens"].data)
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_name(f"random llama {mix} (costs only)")

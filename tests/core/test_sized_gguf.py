@@ -81,14 +81,25 @@ def test_a_shape_no_llama_has_is_refused_in_one_line(shape: Shape, words: str) -
 @pytest.fixture(scope="module")
 def tokenizer_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A GGUF holding only the tiny tokenizer's fields (the embedded model's stand-in: a small vocabulary)."""
-    path = tmp_path_factory.mktemp("tokenizer") / "tokenizer.gguf"
+    return fields_only_gguf(tmp_path_factory.mktemp("tokenizer") / "tokenizer.gguf", write_tokenizer_fields)
+
+
+def fields_only_gguf(path: Path, fill=lambda writer: None) -> Path:
+    """A GGUF with no tensors, its fields as `fill` adds them."""
     writer = gguf.GGUFWriter(str(path), "llama")
-    write_tokenizer_fields(writer)
+    fill(writer)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+def test_a_tokenizer_source_without_tokens_is_refused(tmp_path: Path) -> None:
+    empty = fields_only_gguf(tmp_path / "empty.gguf")
+    with pytest.raises(ValueError, match="has no tokenizer.ggml.tokens"):
+        write_sized_gguf(tmp_path / "out.gguf", TINY, "q4_1", empty)
+    assert not (tmp_path / "out.gguf").exists()
 
 
 @pytest.mark.parametrize(("mix", "quant"), [("q4_1", "gguf Q4_1+Q6_K"), ("q4_k_m", "gguf Q4_K+Q6_K")])
