@@ -1,4 +1,4 @@
-"""The embedded model's 4-bit step beside this machine's floors.
+"""A GGUF's 4-bit step (the embedded model's, or --model's) beside this machine's floors.
 
 One row reads every weight once: its floor is the blocks' bytes over the
 memory read bandwidth (a float32 sum over a buffer far larger than the
@@ -12,6 +12,7 @@ beside floor(T) = bytes / bandwidth + (T - 1) * MACs per row / rate.
 
     python scripts/kernel_floor.py --threads 2
     python scripts/kernel_floor.py --threads 1 --clock cpu   # a busy machine
+    python scripts/kernel_floor.py --threads 2 --model /tmp/llama-0.8b-q4_1.gguf --sizes 1,2,4,8,16
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: process CPU time, robust on a shared machine when --threads 1")
+    parser.add_argument("--model", default=None, help="a GGUF file (default: the embedded model)")
     args = parser.parse_args(argv)
     if args.threads < 1 or args.rounds < 1 or args.context < 1:
         raise SystemExit("--threads, --rounds and --context must be at least 1")
@@ -78,15 +80,20 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from racer_core.bench.timing import fastest_of_rounds
+    from racer_core.common.errors import ModelLoadError
     from racer_core.models.formats.quant_weights import QuantWeight
     from racer_core.models.loader import load
     from racer_core.verify.kv_cache import TreeCache
 
     clock = time.perf_counter if args.clock == "wall" else time.process_time
     torch.set_num_threads(args.threads)
-    lean = load(None, device="cpu").lean
+    try:
+        loaded = load(args.model, device="cpu")
+    except ModelLoadError as exc:
+        raise SystemExit(f"kernel_floor: {exc}") from None
+    lean = loaded.lean
     if lean is None or not lean.quant:
-        raise SystemExit("the embedded model did not load in its blocks (see the log)")
+        raise SystemExit(f"{loaded.name} did not load in its blocks (see the log)")
     linears = [w for layer in lean.weights.layers for w in (layer.qkv, layer.o, layer.gate_up, layer.down)]
     linears.append(lean.weights.lm_head)
     quant = [w for w in linears if isinstance(w, QuantWeight)]
@@ -95,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
     bw = bandwidth(args.threads, args.rounds, clock)
     rate = int8_rate(args.threads, args.rounds, clock)
     torch.set_num_threads(args.threads)
-    print(f"{args.threads} threads, {args.clock} clock; weights {lean.quant}, repacked: "
+    print(f"{loaded.name}; {args.threads} threads, {args.clock} clock; weights {lean.quant}, repacked: "
           f"{sum(w.repacked for w in quant)} of {len(quant)} linears")
     print(f"memory read {bw / 1e9:.1f} GB/s; int8 kernel {rate / 1e9:.1f} GMAC/s")
     print(f"one row: {weight_bytes / 1e6:.1f} MB of blocks -> floor {1e3 * weight_bytes / bw:.2f} ms; "

@@ -22,6 +22,15 @@ machine (the process starts again with the libraries limited, cpu_class.py).
     python scripts/verify_cost.py --variants lean-sdpa,lean --sizes 1,8,32 --context 2048 --threads 1 --clock cpu
     python scripts/verify_cost.py --variants lean-q4-file,lean-q4 --sizes 1,2,4,8,16,32 --threads 2 --rounds 9
     python scripts/verify_cost.py --variants lean-fp16w-fbgemm,lean-fp16w,lean-fp16w-rows --sizes 1,2,3,4,7,8,16,32 --threads 1 --clock cpu
+    python scripts/verify_cost.py --variants lean-q4-file,lean-q4 --model /tmp/llama-0.8b-q4_1.gguf --sizes 1,2,4,8,16 --threads 2
+    python scripts/verify_cost.py --variants lean-q4-file,lean-q4 --prefill 1000 --threads 2 --rounds 5
+
+`--model` names another GGUF file (scripts/sized_gguf.py writes one of any
+size); a run of lean-q4 variants only loads it in its blocks throughout (no
+float32 copy). `--prefill N` times the prefill of an N-token prompt instead of
+the steps: a fresh cache each round, fed as the engine feeds a prompt (chunks
+of decoder.PREFILL_CHUNK rows, each chunk's last row through the head;
+`--prefill-every-row`: every row's, as racer's fixed-budget table reads them).
 """
 
 from __future__ import annotations
@@ -39,7 +48,11 @@ from racer_core.budget.cpu_class import ISA_CHOICES, reexec_with_isa  # noqa: E4
 Forward = Callable[[Any, Any, Any, Any], Any]
 
 
-def variants(engine: Any, names: list[str]) -> dict[str, Forward]:
+QUANT_VARIANTS = {"lean-q4", "lean-q4f", "lean-q4-torch", "lean-q4-file"}
+"""The variants on a GGUF's own blocks, each loaded again in its own setting (quant_weights.py)."""
+
+
+def variants(engine: Any, names: list[str], model_path: str | None = None) -> dict[str, Forward]:
     import torch
 
     from racer_core.models.families import family_of
@@ -47,7 +60,7 @@ def variants(engine: Any, names: list[str]) -> dict[str, Forward]:
 
     rt = engine.runtime
     # the transformers model, only for the variants built from it (reading it takes seconds)
-    model = engine.model if set(names) - {"lean", "lean-sdpa", "lean-q4", "lean-q4f", "lean-q4-torch"} else None
+    model = engine.model if set(names) - {"lean", "lean-sdpa", *QUANT_VARIANTS} else None
 
     def stock(ids, positions, mask, cache):
         out = model(input_ids=ids[None], position_ids=positions[None], attention_mask=mask, use_cache=True,
@@ -74,12 +87,12 @@ def variants(engine: Any, names: list[str]) -> dict[str, Forward]:
                                  f"not {engine.info.dtype}")
             lean = LeanForward(weights_from_model(model, family_of(model.config)), half=True)
             found[name] = with_half_rows(lean, HALF_ROWS[name]) if name in HALF_ROWS else lean
-        elif name in ("lean-q4", "lean-q4f", "lean-q4-torch", "lean-q4-file"):  # the GGUF's blocks (quant_weights.py)
+        elif name in QUANT_VARIANTS:  # the GGUF's blocks (quant_weights.py)
             from racer_core.models.formats.quant_weights import activations_as, repacking_as
             from racer_core.models.loader import load
 
             with activations_as("float" if name == "lean-q4f" else "q8"), repacking_as(name != "lean-q4-file"):
-                lean = load(None, device="cpu").lean
+                lean = load(model_path, device="cpu").lean
             assert lean is not None and lean.quant, "the GGUF's blocks did not load (see the log)"
             if name == "lean-q4-torch":  # the layer body in torch ops instead of one C++ call (quant_layer.py)
                 lean.fused = None
@@ -155,61 +168,93 @@ def main(argv: list[str] | None = None) -> None:
                         help="cpu: process CPU time, robust on a shared machine when --threads 1")
     parser.add_argument("--isa", choices=ISA_CHOICES, default="native",
                         help="avx2: measure the AVX2 class (the libraries limited; the process starts again)")
+    parser.add_argument("--model", default=None, help="a GGUF file (default: the embedded model)")
+    parser.add_argument("--prefill-every-row", action="store_true",
+                        help="with --prefill: every row's logits, as racer's fixed-budget table reads them")
+    parser.add_argument("--prefill", type=int, default=0, metavar="N",
+                        help="time the prefill of an N-token prompt (a fresh cache each round) instead of the steps")
     args = parser.parse_args(argv)
+    if args.prefill < 0 or args.rounds < 1 or args.context < 1:
+        parser.error("--prefill must be 0 or more, --rounds and --context at least 1")
     reexec_with_isa(args.isa)
-    run(args)
+    from racer_core.common.errors import ModelLoadError
+
+    try:
+        run(args)
+    except ModelLoadError as exc:
+        raise SystemExit(f"verify_cost: {exc}") from None
 
 
 def run(args: argparse.Namespace) -> None:
     import torch
 
-    from racer_core.bench.timing import fastest_and_median, timed_rounds
     from racer_core.budget.cpu_class import describe
     from racer_core.engine.engine import RacerEngine
     from racer_core.models.loader import load
-    from racer_core.verify.kv_cache import TreeCache, stock_tree_cache
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    print(f"CPU class {describe()}, {args.dtype}, {torch.get_num_threads()} threads")
-    loaded = load(None, device="cpu", dtype=args.dtype)  # read without transformers where it can be
+    names = args.variants.split(",")
+    # the blocks' variants load the file again each: the engine's own load (its masks and vocabulary) stays in
+    # blocks too, not a float32 copy of the whole model
+    dtype = "auto" if set(names) <= QUANT_VARIANTS else args.dtype
+    print(f"CPU class {describe()}, {dtype}, {torch.get_num_threads()} threads")
+    loaded = load(args.model, device="cpu", dtype=dtype)  # read without transformers where it can be
     engine = RacerEngine(loaded.model, loaded.tokenizer, loaded.name)
-    print(f"resident memory with the model loaded: {resident_mb():.0f} MB")
-    rt = engine.runtime
-    forwards = variants(engine, args.variants.split(","))
+    print(f"{loaded.name}; resident memory with the model loaded: {resident_mb():.0f} MB")
+    forwards = variants(engine, names, args.model)
+    clock = time.perf_counter if args.clock == "wall" else time.process_time
+    layers = int(loaded.model.config.num_hidden_layers)
+    with torch.inference_mode():
+        if args.prefill:
+            prefill_costs(engine.runtime, forwards, layers, args.prefill, args.rounds, clock, args.prefill_every_row)
+        else:
+            step_costs(engine.runtime, forwards, layers, args, clock)
+    print(f"resident memory after the runs: {resident_mb():.0f} MB")
+
+
+def new_cache(variant: str, layers: int) -> Any:
+    from racer_core.verify.kv_cache import TreeCache, stock_tree_cache
+
+    return stock_tree_cache(layers) if variant == "stock" else TreeCache(layers)  # transformers takes its Cache kind
+
+
+def step_costs(rt: Any, forwards: dict[str, Forward], layers: int, args: argparse.Namespace,
+               clock: Callable[[], float]) -> None:
+    """Each variant's step of T rows after `args.context` cached tokens, for each T in `args.sizes`."""
+    import torch
+
+    from racer_core.bench.timing import fastest_and_median, timed_rounds
+
     sizes = [int(s) for s in args.sizes.split(",")]
     gen = torch.Generator().manual_seed(0)
     prompt = torch.randint(0, rt.vocab_size, (args.context,), generator=gen)
-    clock = time.perf_counter if args.clock == "wall" else time.process_time
     caches = {}
-    with torch.inference_mode():
+    for v, fwd in forwards.items():
+        cache = new_cache(v, layers)
+        start = time.perf_counter()
+        fwd(prompt, torch.arange(args.context), rt.masks.causal(0, args.context), cache)
+        print(f"{v}: prefill {args.context} in {time.perf_counter() - start:.2f}s")
+        caches[v] = cache
+    inputs = {s: (torch.randint(0, rt.vocab_size, (s,), generator=gen), torch.arange(args.context, args.context + s),
+                  rt.masks.causal(args.context, s)) for s in sizes}
+    first = next(iter(forwards))
+    for s in sizes:  # the untimed first calls, each variant's logits against the first's
+        ref = None
         for v, fwd in forwards.items():
-            layers = int(loaded.model.config.num_hidden_layers)
-            cache = stock_tree_cache(layers) if v == "stock" else TreeCache(layers)  # transformers takes its Cache kind
-            start = time.perf_counter()
-            fwd(prompt, torch.arange(args.context), rt.masks.causal(0, args.context), cache)
-            print(f"{v}: prefill {args.context} in {time.perf_counter() - start:.2f}s")
-            caches[v] = cache
-        inputs = {s: (torch.randint(0, rt.vocab_size, (s,), generator=gen), torch.arange(args.context, args.context + s),
-                      rt.masks.causal(args.context, s)) for s in sizes}
-        first = next(iter(forwards))
-        for s in sizes:  # the untimed first calls, each variant's logits against the first's
-            ref = None
-            for v, fwd in forwards.items():
-                start = clock()
-                logits = fwd(*inputs[s], caches[v]).float()
-                print(f"{v} T={s}: first call {clock() - start:.2f}s")
-                caches[v].truncate(args.context)
-                if ref is None:
-                    ref = logits
-                else:
-                    same = bool((logits.argmax(-1) == ref.argmax(-1)).all())
-                    print(f"   max |logit diff| vs {first}: {(logits - ref).abs().max().item():.2e}; same argmax: {same}")
-        keys = [(s, v) for s in sizes for v in forwards]
-        spans = timed_rounds([lambda s=s, v=v: forwards[v](*inputs[s], caches[v]) for s, v in keys], args.rounds,
-                             warmup=0, clock=clock, after=lambda i: caches[keys[i][1]].truncate(args.context))
-        times = dict(zip(keys, spans, strict=True))
-    print(f"resident memory after the runs: {resident_mb():.0f} MB")
+            start = clock()
+            logits = fwd(*inputs[s], caches[v]).float()
+            print(f"{v} T={s}: first call {clock() - start:.2f}s")
+            caches[v].truncate(args.context)
+            if ref is None:
+                ref = logits
+            else:
+                same = bool((logits.argmax(-1) == ref.argmax(-1)).all())
+                print(f"   max |logit diff| vs {first}: {(logits - ref).abs().max().item():.2e}; same argmax: {same}")
+    keys = [(s, v) for s in sizes for v in forwards]
+    spans = timed_rounds([lambda s=s, v=v: forwards[v](*inputs[s], caches[v]) for s, v in keys], args.rounds,
+                         warmup=0, clock=clock, after=lambda i: caches[keys[i][1]].truncate(args.context))
+    times = dict(zip(keys, spans, strict=True))
     print(f"\n{args.clock} ms, fastest / median of {args.rounds} interleaved rounds; ratio = {first} fastest / variant fastest")
     print("T     " + "  ".join(f"{v:>22}" for v in forwards))
     for s in sizes:
@@ -218,6 +263,40 @@ def run(args: argparse.Namespace) -> None:
             fastest, median = fastest_and_median(times[(s, v)])
             cells.append(f"{1000 * fastest:6.1f} /{1000 * median:6.1f} x{min(times[(s, first)]) / fastest:4.2f}")
         print(f"{s:<5} " + "  ".join(f"{c:>22}" for c in cells))
+
+
+def prefill_costs(rt: Any, forwards: dict[str, Forward], layers: int, tokens: int, rounds: int,
+                  clock: Callable[[], float], every_row: bool = False) -> None:
+    """Each variant's prefill of a `tokens`-token prompt into a fresh cache, fed as the engine feeds one:
+    each chunk's last row through the head (every method but racer under the paper's fixed budget,
+    whose table learns every prompt row: `every_row`; a variant that is no lean forward gives every row)."""
+    import torch
+
+    from racer_core.bench.timing import fastest_and_median, timed_rounds
+    from racer_core.engine.decoder import PREFILL_CHUNK
+    from racer_core.models.lean_forward import LeanForward
+
+    prompt = torch.randint(0, rt.vocab_size, (tokens,), generator=torch.Generator().manual_seed(0))
+    chunks = [(start, min(start + PREFILL_CHUNK, tokens)) for start in range(0, tokens, PREFILL_CHUNK)]
+    masks = [rt.masks.causal(start, end - start) for start, end in chunks]
+
+    def prefill(v: str) -> None:
+        cache = new_cache(v, layers)
+        last = {"last_only": True} if not every_row and isinstance(forwards[v], LeanForward) else {}
+        for (start, end), mask in zip(chunks, masks, strict=True):
+            forwards[v](prompt[start:end], torch.arange(start, end), mask, cache, **last)
+
+    # one untimed round first (first-call allocations), then the variants in turn each round
+    spans = timed_rounds([lambda v=v: prefill(v) for v in forwards], rounds, clock=clock)
+    first = next(iter(forwards))
+    rows = "every row's logits" if every_row else "each chunk's last row's logits"
+    print(f"\nprefill of {tokens} tokens in chunks of {PREFILL_CHUNK} ({rows}), a fresh cache each "
+          f"round; {'wall' if clock is time.perf_counter else 'cpu'} ms, fastest / median of {rounds} interleaved rounds")
+    print(f"{'variant':<16} {'fastest ms':>11} {'median ms':>10} {'ms/token':>9}   ratio = {first} fastest / variant's")
+    best = {v: fastest_and_median(t) for v, t in zip(forwards, spans, strict=True)}
+    for v, (fastest, median) in best.items():
+        print(f"{v:<16} {1000 * fastest:11.1f} {1000 * median:10.1f} {1000 * fastest / tokens:9.2f}   "
+              f"x{best[first][0] / fastest:4.2f}")
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ COVERED = {  # every script, and the test that runs it (a new script without one
     "context_count_cost.py", "draft_replay.py", "dtype_e2e.py", "first_start.py", "gpu_check.py", "grammar_engines.py",
     "kernel_floor.py",
     "linear_cost.py", "llama_cpp_anchor.py", "llama_cpp_step_cost.py", "logits_rule_speed.py",
-    "prob_replay.py", "reply_memory.py", "sanitize.sh", "screenshots.py", "step_overhead.py",
+    "prob_replay.py", "reply_memory.py", "sanitize.sh", "screenshots.py", "sized_gguf.py", "step_overhead.py",
     "structured_targets.py", "tui_speed.py", "verify_cost.py",
 }
 ELSEWHERE = {"tree_oracle.py": "tests/core/test_tree_oracle.py"}  # runs there on the tiny model, with its checks
@@ -132,6 +132,40 @@ def test_verify_cost(capsys: pytest.CaptureFixture[str]) -> None:
     run("verify_cost.py", "--variants", "lean,lean-sdpa", "--dtype", "auto", "--sizes", "1", "--rounds", "1",
         "--context", "4")
     assert "fastest / median of 1 interleaved rounds" in capsys.readouterr().out
+
+
+TINY_SIZE = ["--hidden", "256", "--layers", "2", "--ffn", "512", "--heads", "4", "--kv-heads", "2"]
+
+
+def test_sized_gguf_then_the_cost_scripts_on_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A tiny random Llama with the embedded model's tokenizer, then verify_cost's steps and prefill (two chunks)
+    # and kernel_floor on it through --model.
+    path = str(tmp_path / "sized.gguf")
+    run("sized_gguf.py", path, *TINY_SIZE, "--mix", "q4_k_m")
+    out = capsys.readouterr().out
+    assert "its text is noise" in out and "Q4_K" in out and "Q6_K" in out
+    run("verify_cost.py", "--model", path, "--variants", "lean-q4-file,lean-q4", "--sizes", "1", "--rounds", "1",
+        "--context", "4")
+    out = capsys.readouterr().out
+    assert "sized;" in out and "fastest / median of 1 interleaved rounds" in out
+    run("verify_cost.py", "--model", path, "--variants", "lean-q4", "--prefill", "260", "--rounds", "1")
+    assert "prefill of 260 tokens in chunks of 256" in capsys.readouterr().out
+    run("kernel_floor.py", "--model", path, "--threads", "1", "--sizes", "1,2", "--context", "8", "--rounds", "1")
+    out = capsys.readouterr().out
+    assert "sized;" in out and "step/floor" in out
+    from racer_core.models.checkpoint.gguf_dequantized import cache_folder
+
+    assert not cache_folder(Path(path)).exists()  # blocks throughout: no float32 copy of the file was made
+
+
+def test_model_options_refuse_a_missing_file_and_sized_gguf_a_bad_shape(tmp_path: Path) -> None:
+    missing = str(tmp_path / "missing.gguf")
+    for name in ("verify_cost.py", "kernel_floor.py"):
+        with pytest.raises(SystemExit, match="model path does not exist"):
+            _main(name)(["--model", missing, "--variants", "lean-q4"] if name == "verify_cost.py" else ["--model", missing])
+    with pytest.raises(SystemExit, match="must split into --heads"):
+        _main("sized_gguf.py")([str(tmp_path / "bad.gguf"), *TINY_SIZE[:-2], "--kv-heads", "3"])
+    assert not (tmp_path / "bad.gguf").exists()
 
 
 def test_context_count_cost(capsys: pytest.CaptureFixture[str]) -> None:
@@ -278,19 +312,29 @@ class FakeLlama:
     def eval(self, ids: list[int]) -> None:
         self.n_tokens += len(ids)
 
+    def reset(self) -> None:
+        self.n_tokens = 0
+
     def generate(self, prompt: list[int], **options: object) -> Iterator[int]:
         while True:
             yield 42
 
 
-def test_llama_cpp_scripts_with_a_stand_in(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_llama_cpp_scripts_with_a_stand_in(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
     # llama-cpp-python is no dependency (built from source for a CPU class): a fake module stands in for it.
     monkeypatch.setitem(sys.modules, "llama_cpp", types.SimpleNamespace(Llama=FakeLlama))
     threads = str(torch.get_num_threads())
     run("llama_cpp_step_cost.py", "--sizes", "1,2", "--context", "4", "--rounds", "1", "--threads", threads)
+    (tmp_path / "other.gguf").write_bytes(b"GGUF")  # the fake reads nothing
+    run("llama_cpp_step_cost.py", "--model", str(tmp_path / "other.gguf"), "--prefill", "8", "--rounds", "1",
+        "--threads", threads, "--clock", "cpu")
     run("llama_cpp_anchor.py", *SHORT, "--setups", "q4", "--methods", "ar", "--threads", threads)
     out = capsys.readouterr().out
     assert "fastest / median ms" in out and "vs llama.cpp" in out
+    assert "other.gguf" in out and "prefill of 8 tokens into a cleared cache" in out and "cpu ms" in out
+    with pytest.raises(SystemExit, match="no such GGUF file"):
+        _main("llama_cpp_step_cost.py")(["--model", str(tmp_path / "missing.gguf")])
 
 
 def test_llama_cpp_scripts_say_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,8 +13,8 @@ import pytest
 import torch
 from gguf import GGMLQuantizationType, quants
 
+from racer_core.bench.sized_gguf import K_BYTES
 from racer_core.models.families import family_of
-from racer_core.models.formats.quant import reference
 from racer_core.models.formats.quant_weights import QuantParts, QuantWeight
 from racer_core.models.lean_forward import LeanForward, weights_from_model
 
@@ -74,16 +74,6 @@ def quantized_lean(model, qtype: GGMLQuantizationType, acts: str | None = None) 
                 getattr(plain, name).copy_(getattr(lean, name).plain())
         weights.lm_head.copy_(quantized.lm_head.plain())
     return LeanForward(quantized), LeanForward(weights, pack=False)
-
-
-K_BYTES = {12: 144, 13: 176, 14: 210}
-"""Q4_K, Q5_K, Q6_K: bytes per 256-value super-block."""
-
-
-def random_k_blocks(qtype: int, rows: int, cols: int, rng: np.random.Generator) -> np.ndarray:
-    """(rows, bytes per row) random Q4_K, Q5_K or Q6_K blocks (gguf's numpy has no K
-    quantizer): any bytes are a valid block once its fp16 scales are finite."""
-    return reference.random_blocks(qtype, rows, cols, rng)
 
 
 def _f16(values: np.ndarray) -> np.ndarray:

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 gguf = pytest.importorskip("gguf")
 from gguf import quants  # noqa: E402
-from quant_helpers import random_k_blocks, the_kernel  # noqa: E402
+from quant_helpers import the_kernel  # noqa: E402
 
+from racer_core.bench.sized_gguf import random_k_blocks  # noqa: E402
 from racer_core.models.formats.quant import reference  # noqa: E402
 
 _quant, ISAS = the_kernel()

@@ -15,6 +15,7 @@ import pytest
 import torch
 from engine_helpers import PROMPT, SMALL_VOCAB, make_markov, prompt_logits, run
 
+from racer_core.bench.sized_gguf import random_k_blocks
 from racer_core.engine.engine import RacerEngine
 from racer_core.models.families import family_of
 from racer_core.models.formats.quant_weights import QuantWeight, describe, kernel_isa, repacking
@@ -28,7 +29,6 @@ from quant_helpers import (  # noqa: E402
     permute_for_llama_cpp,
     quant_weight,
     quantized_lean,
-    random_k_blocks,
     repacked_types,
     wide_tiny_model,
     write_gguf,
