@@ -50,7 +50,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from racer_core.budget.cost_curve import CostCurve
-from racer_core.budget.tree_policy import _CTX_EDGES, _DEPTH_EDGES, _RANK_EDGES, EfficientSizes, TreePolicy
+from racer_core.budget.tree_policy import _CTX_EDGES, _DEPTH_EDGES, _RANK_EDGES, EfficientSizes, TreePolicy, text_path
 
 HELD_OUT = 14
 """Built-in questions past this index are the ones results are checked on."""
@@ -63,17 +63,9 @@ clock = time.perf_counter
 
 def true_path(parents: Sequence[int], tokens: Sequence[int], continuation: Sequence[int]) -> list[int]:
     """Node indices of the longest path from the root whose tokens `continuation`
-    follows (the text after the root), root first."""
-    children: dict[tuple[int, int], int] = {}
-    for i in range(1, len(tokens)):
-        children.setdefault((int(parents[i]), int(tokens[i])), i)
-    path = [0]
-    for token in continuation:
-        node = children.get((path[-1], int(token)))
-        if node is None:
-            break
-        path.append(node)
-    return path
+    follows (the text after the root), root first: the policy's own labelling
+    (tree_policy.text_path), on a recorded tree's lists."""
+    return text_path([int(t) for t in tokens], [int(p) for p in parents], [int(t) for t in continuation])
 
 
 def accepted_in(path: list[int], chosen: Sequence[int]) -> int:

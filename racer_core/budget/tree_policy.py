@@ -346,7 +346,7 @@ class TreePolicy:
                 continue
             on_path = np.zeros(len(tokens), dtype=bool)
             text = sequence[position + 1 : position + 1 + min(deepest, known)]
-            on_path[_text_path(tokens.tolist(), parents.tolist(), text)] = True
+            on_path[text_path(tokens.tolist(), parents.tolist(), text)] = True
             tested = on_path[np.maximum(parents, 0)] & (depths <= known)
             tested[0] = False
             with self._lock:
@@ -369,7 +369,7 @@ class TreePolicy:
         recorded[:] = keep
 
 
-def _text_path(tokens: list[int], parents: list[int], text: list[int]) -> list[int]:
+def text_path(tokens: list[int], parents: list[int], text: list[int]) -> list[int]:
     """The nodes `text` (the tokens after the root) follows from the root, root
     first: at each depth the first child holding the text's token. A parent
     comes before its children, so one forward pass finds them."""

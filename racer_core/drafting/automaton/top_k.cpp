@@ -52,30 +52,22 @@ bool top_k_row(const float* row, int64_t n, int32_t k, int64_t* out) {
   // (so a -inf never enters, and a row of too few larger values is left to torch).
   float threshold = -INFINITY;
   bool nan = false;
+  auto consider = [&](int64_t j) {
+    const float x = row[j];
+    if (x <= threshold) return;
+    if (std::isnan(x)) {
+      nan = true;
+      return;
+    }
+    insert(values, indices, count, cap, x, j);
+    if (count == cap) threshold = values[cap - 1];
+  };
   int64_t i = 0;
   for (; i + kBlock <= n; i += kBlock) {
     if (!any_above(row + i, threshold)) continue;
-    for (int64_t j = i; j < i + kBlock; ++j) {
-      const float x = row[j];
-      if (x <= threshold) continue;
-      if (std::isnan(x)) {
-        nan = true;
-        continue;
-      }
-      insert(values, indices, count, cap, x, j);
-      if (count == cap) threshold = values[cap - 1];
-    }
+    for (int64_t j = i; j < i + kBlock; ++j) consider(j);
   }
-  for (; i < n; ++i) {
-    const float x = row[i];
-    if (x <= threshold) continue;
-    if (std::isnan(x)) {
-      nan = true;
-      continue;
-    }
-    insert(values, indices, count, cap, x, i);
-    if (count == cap) threshold = values[cap - 1];
-  }
+  for (; i < n; ++i) consider(i);
   if (nan || count < cap) return false;
   for (int32_t j = 0; j < k; ++j) {
     if (!(values[j] > values[j + 1])) return false;
