@@ -169,8 +169,7 @@ class LeanForward:
     The forward calls each linear as it is (formats/linear.py), whatever its format."""
 
     def __init__(self, weights: LeanWeights, pack: bool = True, half: bool = False) -> None:
-        head = weights.lm_head
-        self.weights = with_format(weights, format_for(half, pack, head.dtype, head.device))
+        self.weights = with_format(weights, format_for(half, pack, weights.lm_head.device))
         self.packed = self.weights.lm_head.kind == "packed"
         self.half = self.weights.lm_head.kind == "fp16"
         self.quant = describe(self.weights)  # e.g. 'gguf Q4_1+Q8_0': a GGUF's own blocks (quant_weights.py)

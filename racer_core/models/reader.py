@@ -199,7 +199,7 @@ def load_lean_model(checkpoint: Checkpoint, device: str, dtype: torch.dtype,
     names = tensors.in_files() | left_to_blocks
     if not expected | layer_names <= names or not names <= expected | layer_names | {head_name}:
         return None
-    make = format_for(half, True, dtype, device)  # the linears' format, chosen once (formats/choose.py)
+    make = format_for(half, True, device)  # the linears' format, chosen once (formats/choose.py)
     quantized = _checked(quantized, tensors, f"{family.layers}.0.", family)
     if left_to_blocks and not quantized:
         return None  # blocks whose row order failed the check cannot stand in for the missing floats

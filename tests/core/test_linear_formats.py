@@ -78,12 +78,12 @@ def test_the_format_is_chosen_once_and_a_prepared_one_stays() -> None:
     weights = weights_from_model(model, family_of(model.config))
     assert model.config.tie_word_embeddings and weights.lm_head is weights.embed  # tied: one linear, counted once
     assert sum(t.numel() for t in weights.tensors()) == sum(p.numel() for p in model.parameters())
-    assert with_format(weights, format_for(False, False, torch.float32, "cpu")) is weights  # nothing changes
-    assert format_for(True, True, torch.float32, "cpu") is HalfWeight
-    assert format_for(False, True, torch.float32, "meta") is PlainLinear  # packing is for the CPU only
+    assert with_format(weights, format_for(False, False, "cpu")) is weights  # nothing changes
+    assert format_for(True, True, "cpu") is HalfWeight
+    assert format_for(False, True, "meta") is PlainLinear  # packing is for the CPU only
     if not (packed_linear._ops_present() and packing_works(torch.float32)):
         pytest.skip("this torch has no oneDNN packed linear")
-    packed = with_format(weights, format_for(False, True, torch.float32, "cpu"))
+    packed = with_format(weights, format_for(False, True, "cpu"))
     assert all(w.kind == "packed" for w in packed.linears())
     assert packed.embed is weights.embed and packed.embed.kind == "plain"  # the tied head packed beside the embedding
     assert with_format(packed, HalfWeight) is packed  # prepared already: kept as it is
@@ -121,3 +121,21 @@ def test_the_forward_calls_any_linear_it_holds() -> None:
     layers = model.config.num_hidden_layers
     assert torch.equal(prompt_logits(lean, layers), prompt_logits(plain, layers))
     assert calls == [*names * layers, "head"] * 2  # two passes
+
+
+def test_a_model_all_in_blocks_never_probes_packing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The packing probe starts oneDNN (memory, load time): only a plain weight asks for it."""
+    pytest.importorskip("gguf")
+    if kernel_isa() is None:
+        pytest.skip("the 4-bit kernel does not run on this CPU")
+    from gguf import GGMLQuantizationType as Q
+    from quant_helpers import quantized_lean
+
+    from racer_core.models.formats import choose
+
+    def refuse(dtype: torch.dtype) -> bool:
+        raise AssertionError("packing probed for a model with no plain linear")
+
+    monkeypatch.setattr(choose, "packing_works", refuse)
+    lean, _ = quantized_lean(tiny_model("llama", seed=5), Q.Q8_0)
+    assert not lean.packed and lean.quant == "gguf Q8_0"

@@ -23,21 +23,31 @@ Make = Callable[[torch.Tensor], Linear]
 """A plain tensor to the chosen format."""
 
 
-def format_for(half: bool, pack: bool, dtype: torch.dtype, device: torch.device | str) -> Make:
-    """The format new linears of `dtype` on `device` take: float16 weights with `half`,
-    else packed where `pack` and packing works there, else plain."""
+def format_for(half: bool, pack: bool, device: torch.device | str) -> Make:
+    """The format new linears on `device` take: float16 weights with `half`, else
+    packed where `pack` and packing works on the CPU for their dtype, else plain."""
     if half:
         return HalfWeight
-    if pack and torch.device(device).type == "cpu" and packing_works(dtype):
-        return PackedWeight
+    if pack and torch.device(device).type == "cpu":
+        return packed_where_it_works
     return PlainLinear
+
+
+def packed_where_it_works(weight: torch.Tensor) -> Linear:
+    """A PackedWeight where packing works for the weight's dtype, else a PlainLinear.
+    The probe runs on the first plain weight: a model whose linears are all in
+    blocks never starts oneDNN."""
+    return PackedWeight(weight) if packing_works(weight.dtype) else PlainLinear(weight)
 
 
 def prepared(weight: Linear, make: Make) -> Linear:
     """`weight` in the chosen format: a plain one made into it (its tensor can go
     afterwards: a loader prepares each weight as it reads it, so one plain copy is
-    alive at a time); one prepared already, as it is."""
-    return make(weight.plain()) if weight.kind == "plain" and make is not PlainLinear else weight
+    alive at a time); one prepared already, or one the format leaves plain, as it is."""
+    if weight.kind != "plain":
+        return weight
+    made = make(weight.plain())
+    return weight if made.kind == "plain" else made
 
 
 def with_format(weights: Any, make: Make) -> Any:

@@ -10,6 +10,7 @@ once at load, in one place (quant_layer.FusedLayers.fits).
 
 from __future__ import annotations
 
+import functools
 from typing import Protocol
 
 import torch
@@ -70,13 +71,15 @@ class PlainLinear:
     prepared: packing off or refused, another device, a transformers model's
     own parameters). `weight` is the tensor itself, shared, never copied."""
 
-    __slots__ = ("weight",)
+    __slots__ = ("weight", "rows")
     kind = "plain"
     block_types: frozenset[str] = frozenset()
     acts = None
 
     def __init__(self, weight: torch.Tensor) -> None:
         self.weight = weight
+        # rows(ids): F.embedding itself, bound to the weight, so the lookup adds no Python call of its own
+        self.rows = functools.partial(F.embedding, weight=weight)
 
     def __call__(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
         return F.linear(x, self.weight, bias)
@@ -98,6 +101,3 @@ class PlainLinear:
 
     def plain(self) -> torch.Tensor:
         return self.weight
-
-    def rows(self, ids: torch.Tensor) -> torch.Tensor:
-        return F.embedding(ids, self.weight)
