@@ -20,6 +20,8 @@ class Tree:
     the method in racer_core/common/registry.py) proposed it; the root's is 0.
     `context` and `rank` are racer's features (the automaton's retrieval
     context, the logits table's rank); other drafters leave them 0 and -1.
+    `share`, racer's too (a retrieved node's count over its siblings' in the
+    automaton, -1 for none), is None where the drafter has none.
     """
 
     tokens: np.ndarray  # int64
@@ -34,6 +36,7 @@ class Tree:
     drafted: int = 0  # nodes in the tree this one was cut from; 0: `size`
     selection: Selection | None = None  # the tree policy's choice and what led to it
     estimates: np.ndarray | None = None  # P(path accepted) per node where nodes changed after the choice (rebuilt)
+    share: np.ndarray | None = None  # float64, racer's retrieval share per node (-1 for none), else None
 
     def path_estimates(self) -> np.ndarray | None:
         """The tree policy's P(path accepted) per node, None where no policy chose the tree."""
@@ -106,6 +109,10 @@ def rebuilt(tree: Tree, nodes: Sequence[int], parents: Sequence[int], tokens: Se
     context = np.zeros(len(old), dtype=np.int64)
     rank = np.full(len(old), -1, dtype=np.int64)
     context[kept], rank[kept] = tree.context[old[kept]], tree.rank[old[kept]]
+    share = None
+    if tree.share is not None:
+        share = np.full(len(old), -1.0)
+        share[kept] = tree.share[old[kept]]
     before = tree.path_estimates()
     estimates = None
     if before is not None:
@@ -114,7 +121,7 @@ def rebuilt(tree: Tree, nodes: Sequence[int], parents: Sequence[int], tokens: Se
             estimates[i] = before[o] if o >= 0 else estimates[parent[i]]
     return replace(tree, tokens=np.asarray(tokens, dtype=np.int64), parents=parent, depths=depths, ancestors=ancestors,
                    sources=np.asarray(sources, dtype=np.uint8), context=context, rank=rank, fed=0,
-                   estimates=estimates)
+                   estimates=estimates, share=share)
 
 
 def _shape(parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -142,5 +149,5 @@ def cut(tree: Tree, policy: TreePolicy, load: tuple[int, int] = (0, 0)) -> Tree:
         tree, tokens=tree.tokens[chosen], parents=parents, depths=tree.depths[chosen],
         ancestors=tree.ancestors[chosen][:, chosen], sources=tree.sources[chosen],
         context=tree.context[chosen], rank=tree.rank[chosen], rule="auto", fed=selection.fed,
-        drafted=tree.size, selection=selection,
+        drafted=tree.size, selection=selection, share=None if tree.share is None else tree.share[chosen],
     )
