@@ -7,7 +7,8 @@ forward pass, paid by every method alike, so it also halved what a tree's
 drafts could gain under sampling. The processors keep few tokens -- top-k's k,
 top-p's nucleus, min-p's tokens within a factor of the best -- and those are
 among the row's largest scores. So this takes the row's CANDIDATES largest
-(the automaton extension's one-pass scan, drafting/top_k.py), applies the
+(torch.topk: 0.1 ms a row; the automaton extension's scan takes 0.04 ms but
+lives a layer above verify/), applies the
 processors' rules to them in transformers' order (temperature, top-k, top-p,
 min-p) and gives None where a rule's boundary may lie past them (a flat row,
 a large k): the caller then runs the processors themselves.
@@ -35,10 +36,8 @@ import math
 import numpy as np
 import torch
 
-from racer_core.drafting.top_k import top_k_rows
-
 CANDIDATES = 64
-"""Largest scores a row's kept tokens are looked for among (the scan's most, top_k.hpp)."""
+"""Largest scores a row's kept tokens are looked for among."""
 
 
 def kept_tokens(scores: np.ndarray, top_k: int, top_p: float, min_p: float
@@ -52,8 +51,8 @@ def kept_tokens(scores: np.ndarray, top_k: int, top_p: float, min_p: float
         return None
     if not top_k and top_p >= 1.0 and not min_p:
         return None  # no filter: every token is kept, the caller's whole-row softmax is the answer
-    ids = top_k_rows(torch.from_numpy(scores)[None], CANDIDATES)[0]
-    values = scores[ids].astype(np.float64)
+    top = torch.topk(torch.from_numpy(scores), CANDIDATES)
+    ids, values = top.indices.numpy(), top.values.numpy().astype(np.float64)
     best = values[0]
     if not np.isfinite(best):
         return None
