@@ -8,7 +8,7 @@ the feature tables cannot read -- and the policy then asks its Python
 reference (tree_policy.py), which is what these compute, bit for bit.
 """
 
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint8_t
 from libcpp cimport bool as cbool
 from libcpp.vector cimport vector
 
@@ -189,3 +189,52 @@ def choose(ChoiceTables tables not None, parents, context, rank, depth, sizes, s
     return (found[0], found[1], found[2], probability, chosen, out.best_n, out.best,
             gains[out.best_n], [nodes[i] for i in range(out.options)], [fed[i] for i in range(out.options)],
             [expected[i] for i in range(out.options)], [spent[i] for i in range(out.options)], widest)
+
+
+def cut_nodes(chosen, parents, ancestors, tokens, depths, sources, context, rank):
+    """The nodes `chosen` of a tree, renumbered in their order, as
+    drafting/tree.py's `cut` takes them: (parents, ancestor mask, tokens,
+    depths, sources, contexts, ranks). None unless `chosen` ascends from the
+    root (0) within the tree and the columns are native contiguous arrays (int64,
+    the mask bool n x n, the sources uint8): `cut` then indexes them itself."""
+    if not cnp.PyArray_Check(parents) or not cnp.PyArray_Check(chosen):
+        return None
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(<cnp.ndarray>parents), k = cnp.PyArray_SIZE(<cnp.ndarray>chosen), i, j, jj
+    cdef const int64_t* pick = <const int64_t*>_data(chosen, cnp.NPY_INT64, k)
+    cdef const int64_t* up = <const int64_t*>_data(parents, cnp.NPY_INT64, n)
+    cdef const cnp.npy_bool* mask = <const cnp.npy_bool*>_data(ancestors, cnp.NPY_BOOL, n * n)
+    cdef const int64_t* token = <const int64_t*>_data(tokens, cnp.NPY_INT64, n)
+    cdef const int64_t* depth = <const int64_t*>_data(depths, cnp.NPY_INT64, n)
+    cdef const uint8_t* source = <const uint8_t*>_data(sources, cnp.NPY_UINT8, n)
+    cdef const int64_t* ctx = <const int64_t*>_data(context, cnp.NPY_INT64, n)
+    cdef const int64_t* rnk = <const int64_t*>_data(rank, cnp.NPY_INT64, n)
+    if (k < 1 or pick == NULL or up == NULL or mask == NULL or token == NULL or depth == NULL or source == NULL
+            or ctx == NULL or rnk == NULL or cnp.PyArray_NDIM(<cnp.ndarray>ancestors) != 2 or pick[0] != 0 or pick[k - 1] >= n):
+        return None
+    for i in range(1, k):
+        if pick[i] <= pick[i - 1] or up[pick[i]] < 0 or up[pick[i]] >= n:
+            return None
+    cdef vector[int64_t] remap = vector[int64_t](n, -1)
+    for i in range(k):
+        remap[pick[i]] = i
+    out_parents, out_tokens, out_depths = _empty(k, cnp.NPY_INT64), _empty(k, cnp.NPY_INT64), _empty(k, cnp.NPY_INT64)
+    out_context, out_rank, out_sources = _empty(k, cnp.NPY_INT64), _empty(k, cnp.NPY_INT64), _empty(k, cnp.NPY_UINT8)
+    cdef cnp.npy_intp dims[2]
+    dims[0] = dims[1] = k
+    out_mask = cnp.PyArray_EMPTY(2, dims, cnp.NPY_BOOL, 0)
+    cdef int64_t* p = <int64_t*>cnp.PyArray_DATA(out_parents)
+    cdef int64_t* t = <int64_t*>cnp.PyArray_DATA(out_tokens)
+    cdef int64_t* d = <int64_t*>cnp.PyArray_DATA(out_depths)
+    cdef int64_t* c = <int64_t*>cnp.PyArray_DATA(out_context)
+    cdef int64_t* r = <int64_t*>cnp.PyArray_DATA(out_rank)
+    cdef uint8_t* s = <uint8_t*>cnp.PyArray_DATA(out_sources)
+    cdef cnp.npy_bool* m = <cnp.npy_bool*>cnp.PyArray_DATA(out_mask)
+    cdef const cnp.npy_bool* row
+    for i in range(k):
+        j = pick[i]
+        p[i] = remap[up[j]] if i else -1  # a parent not chosen: -1, as the remap gives it
+        t[i], d[i], s[i], c[i], r[i] = token[j], depth[j], source[j], ctx[j], rnk[j]
+        row = mask + j * n
+        for jj in range(k):
+            m[i * k + jj] = row[pick[jj]]
+    return out_parents, out_mask, out_tokens, out_depths, out_sources, out_context, out_rank

@@ -305,11 +305,11 @@ class TreePolicy:
                 weighed = _tree_choice.choose(self._choice_tables(), tree.parents, tree.context, tree.rank,
                                               tree.position_ids, sizes.sizes, sizes.seconds, others, self.drafting_s)
         if weighed is None:
-            weighed = self._reference_weigh(tree, sizes, load)
-        buckets, kind, raw, probs, chosen, best_n, best, expected, *columns, widest = weighed
-        # record() learns from the same estimates when it is handed this tree next
-        # (replies sharing the policy may choose in between: then it works them out again)
-        self._last = (tree, buckets, kind, raw)
+            probs, chosen, best_n, best, expected, *columns, widest = self._reference_weigh(tree, sizes, load)
+        else:
+            buckets, kind, raw, probs, chosen, best_n, best, expected, *columns, widest = weighed
+            # record() learns from the same estimates when it is handed this tree next (path_probabilities)
+            self._last = (tree, buckets, kind, raw)
         options = BudgetOptions(*columns)
         if others:
             with self._lock:
@@ -325,12 +325,12 @@ class TreePolicy:
                          (chosen, sizes.padded(len(chosen))), (others, base))
 
     def _reference_weigh(self, tree: DraftTree, sizes: EfficientSizes, load: tuple[int, int]) -> tuple:
-        """choose's estimates and weighing in Python and numpy, the reference of
-        the native one (tree_choice.cpp): (buckets, kinds, raw products,
-        chances, chosen nodes, drafts chosen, the best option's index, expected
-        drafts, the options' nodes, fed, expected tokens and seconds, the
-        drafts' largest retrieval context)."""
-        buckets, kind, raw, probs = self._reference_estimates(tree)
+        """choose's estimates (path_probabilities) and weighing in Python and
+        numpy, the reference of the native one (tree_choice.cpp): (chances,
+        chosen nodes, drafts chosen, the best option's index, expected drafts,
+        the options' nodes, fed, expected tokens and seconds, the drafts'
+        largest retrieval context)."""
+        probs = self.path_probabilities(tree)
         order = np.argsort(-probs[1:], kind="stable") + 1  # parents outrank children
         gains = [0.0, *np.cumsum(probs[order]).tolist()]  # expected drafts with n nodes
         # Each size's value at the load (tree_value): a tree pays only if its
@@ -356,8 +356,7 @@ class TreePolicy:
         chosen = np.sort(np.concatenate([[0], order[:best_n]]))
         contexts = tree.context[1:]
         widest = int(contexts.max()) if len(contexts) else 0
-        return (buckets, kind, raw, probs, chosen, best_n, best, gains[best_n], nodes, fed, expected, seconds,
-                widest)
+        return probs, chosen, best_n, best, gains[best_n], nodes, fed, expected, seconds, widest
 
     def record(self, tree: DraftTree, position: int, selection: Selection | None = None,
                pending: list | None = None) -> None:

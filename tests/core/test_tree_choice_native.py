@@ -3,18 +3,20 @@ against its Python reference (TreePolicy._reference_estimates and
 _reference_weigh): on random trees, random learned states, curves and loads,
 every chance, the order they give, the sizes weighed and the nodes chosen
 are the same bit for bit; a tree or state the native one cannot read is
-answered by the reference."""
+answered by the reference. And the native cut (cut_nodes) against numpy's
+indexing (drafting/tree.py's taken_nodes)."""
 
 from __future__ import annotations
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from racer_core.budget._tree_choice import cut_nodes
 
 from racer_core.budget import _tree_choice
 from racer_core.budget.cost_curve import CostCurve
 from racer_core.budget.tree_policy import Selection, TreePolicy
-from racer_core.drafting.tree import Tree
+from racer_core.drafting.tree import Tree, cut, taken_nodes
 
 
 def _tree(rng: np.random.Generator, size: int, chain: float) -> Tree:
@@ -78,7 +80,7 @@ def _assert_same_selection(a: Selection, b: Selection) -> None:
         assert a.intended[0].tolist() == b.intended[0].tolist() and a.intended[1] == b.intended[1]
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), size=st.integers(1, 90), chain=st.sampled_from([0.0, 0.5, 0.9]),
        coarse=st.booleans(), weight=st.sampled_from([3.0, 0.5, 0.0]),
        load=st.sampled_from([(0, 0), (1, 1), (3, 5), (2, 40)]))
@@ -129,3 +131,38 @@ def test_what_the_native_choice_cannot_read_the_reference_answers() -> None:
     native._hits = np.asfortranarray(native._hits)  # a state the tables cannot read (not C-contiguous)
     assert not native._choice_tables().usable
     _assert_same_selection(native.choose(tree), reference.choose(tree))
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), size=st.integers(1, 90), chain=st.sampled_from([0.0, 0.5, 0.9]),
+       keep=st.floats(0.0, 1.0))
+def test_native_cut_equals_numpy_indexing(seed: int, size: int, chain: float, keep: float) -> None:
+    """cut_nodes against drafting/tree.py's taken_nodes on random chosen sets: the
+    policy's (a parent before its children) and any ascending set from the root."""
+    rng = np.random.default_rng(seed)
+    tree = _tree(rng, size, chain)
+    tree = Tree(tree.tokens, tree.parents, tree.depths, tree.ancestors, rng.integers(0, 6, size).astype(np.uint8),
+                tree.context, tree.rank)
+    chosen = np.flatnonzero(np.concatenate([[True], rng.random(size - 1) < keep]))
+    found = cut_nodes(chosen, tree.parents, tree.ancestors, tree.tokens, tree.depths, tree.sources, tree.context,
+                      tree.rank)
+    assert found is not None
+    for x, y in zip(found, taken_nodes(tree, chosen), strict=True):
+        assert x.dtype == y.dtype and x.shape == y.shape and x.flags.c_contiguous
+        assert np.array_equal(x, y)
+
+
+def test_cut_is_the_numpy_cut_and_odd_choices_are_left_to_numpy() -> None:
+    native, _ = _policies(5, False, 3.0)
+    tree = _tree(np.random.default_rng(6), 50, 0.5)
+    verified = cut(tree, native)
+    want = taken_nodes(tree, verified.selection.chosen)
+    got = (verified.parents, verified.ancestors, verified.tokens, verified.depths, verified.sources,
+           verified.context, verified.rank)
+    assert all(np.array_equal(x, y) and x.dtype == y.dtype for x, y in zip(got, want, strict=True))
+    assert verified.rule == "auto" and verified.drafted == 50 and verified.fed == verified.selection.fed
+    columns = (tree.parents, tree.ancestors, tree.tokens, tree.depths, tree.sources, tree.context, tree.rank)
+    for why, chosen in {"not from the root": np.array([1, 2]), "not ascending": np.array([0, 3, 2]),
+                        "past the tree": np.array([0, 50]), "int32": np.array([0, 1], dtype=np.int32)}.items():
+        assert cut_nodes(chosen, *columns) is None, why
+    assert cut_nodes(np.array([0, 1]), tree.parents, tree.ancestors[:, :49], *columns[2:]) is None
