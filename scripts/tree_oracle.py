@@ -186,6 +186,8 @@ def tapped(now: Callable[[], float] = time.perf_counter) -> Iterator[Tap]:
             full = getattr(self, "_full", None) or tree  # racer's whole tree, before the policy's cut
             tap.pending["tree"] = {k: getattr(full, k).tolist() for k in ("tokens", "parents", "depths", "context",
                                                                           "rank")}
+            if getattr(full, "share", None) is not None:  # racer's: the automaton's retrieval shares
+                tap.pending["tree"]["share"] = full.share.tolist()
             selection = tree.selection
             if selection is None:  # a drafter that sizes its own tree: all of it is verified
                 tap.pending.update(chosen=list(range(tree.size)), fed=tree.rows)
@@ -540,6 +542,8 @@ def print_by_depth(doc: dict, methods: list[str], sizes: EfficientSizes) -> None
         print(f"| {label} | " + " | ".join(cells) + " |")
 
 
+SHARE_EDGES = np.array([0.5, 0.9])  # a retrieved node's share (the automaton's DraftTree.share) in bands
+SHARE_LABELS = ["none (logits only)", "below 0.5", "0.5-0.9", "0.9+"]  # share_bands' 0 .. 3
 PRED_BINS = np.array([0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8])
 
 
@@ -558,8 +562,14 @@ def calibration(doc: dict, method: str = "racer") -> list[dict]:
         for i in range(1, len(t["tokens"])):
             if t["depths"][i] <= s.known:
                 nodes.append({"ctx": t["context"][i], "rank": t["rank"][i], "depth": t["depths"][i], "edge": edge[i],
+                              "share": t["share"][i] if "share" in t else -1.0,
                               "path": s.step["probs"][i], "tested": bool(tested[i]), "hit": i in on})
     return nodes
+
+
+def share_bands(share: np.ndarray) -> np.ndarray:
+    """0 where the automaton gave no share (the logits alone drafted the node), else 1 + its band of SHARE_EDGES."""
+    return np.where(share < 0, 0, 1 + np.searchsorted(SHARE_EDGES, share, side="right"))
 
 
 def print_calibration(nodes: list[dict]) -> None:
@@ -598,6 +608,10 @@ def print_calibration(nodes: list[dict]) -> None:
           {"name": "context", "fmt": lambda c: "none (logits only)" if c < 0 else str(c)})
     table("The exact logits rank, logits nodes", np.where(rank >= 0, rank, -1),
           {"name": "rank", "fmt": lambda r: "none (retrieval only)" if r < 0 else str(r)})
+    share = share_bands(np.array([n["share"] for n in nodes]))
+    if share.any():  # a recording made before the shares were kept has none
+        table("The automaton's share (a retrieved node's count over its siblings' in its context), by depth 1, 2, 3+",
+              share * 10 + db, {"name": "share, depth", "fmt": lambda k: f"{SHARE_LABELS[k // 10]}, {dep_l[k % 10]}"})
     table("The exact depth, by source", kind * 100 + np.minimum(depth, 12),
           {"name": "source, depth", "fmt": lambda k: f"{names[k // 100]}, {k % 100}{'+' if k % 100 == 12 else ''}"})
     path = np.array([n["path"] for n in labelled])
@@ -719,17 +733,22 @@ def choice_without_interference(doc: dict, curve: CostCurve, rounds: int) -> flo
     """Mean seconds of TreePolicy.choose and cut per racer step, each recorded whole
     tree timed in `rounds` interleaved rounds and its fastest kept (bench/timing.py)."""
     from racer_core.bench.timing import fastest_of_rounds
-    from racer_core.drafting.tree import Tree, cut
+    from racer_core.drafting.tree import cut
 
     policy = TreePolicy(curve, largest=LARGEST)
-    trees = []
-    for s in scored_steps(doc, "racer"):
-        t = s.tree
-        tree = Tree.of(t["tokens"], t["parents"], 1)
-        trees.append(replace(tree, context=np.asarray(t["context"], dtype=np.int64),
-                             rank=np.asarray(t["rank"], dtype=np.int64)))
+    trees = [recorded_tree(s.tree) for s in scored_steps(doc, "racer")]
     times = fastest_of_rounds([lambda tree=tree: cut(tree, policy) for tree in trees], rounds, clock=clock)
     return float(np.mean(times))
+
+
+def recorded_tree(t: dict) -> object:
+    """A recorded racer tree as the engine's Tree, with racer's features (a
+    recording made before shares were kept has none)."""
+    from racer_core.drafting.tree import Tree
+
+    share = np.asarray(t["share"], dtype=np.float64) if "share" in t else None
+    return replace(Tree.of(t["tokens"], t["parents"], 1), context=np.asarray(t["context"], dtype=np.int64),
+                   rank=np.asarray(t["rank"], dtype=np.int64), share=share)
 
 
 def replay_policy(doc: dict, curve: CostCurve) -> tuple[Rates, Rates, int]:
@@ -744,8 +763,6 @@ def replay_policy(doc: dict, curve: CostCurve) -> tuple[Rates, Rates, int]:
     recorded ones: in a live run the logits table learns from the rows a step
     fed, so the trees themselves differ. The third value counts the replayed
     steps, its plain ones included (for its MAT)."""
-    from racer_core.drafting.tree import Tree
-
     sizes = EfficientSizes.from_curve(curve, LARGEST)
     policy = TreePolicy(curve, largest=LARGEST)
     recorded, replayed, steps = Rates(), Rates(), 0
@@ -762,8 +779,7 @@ def replay_policy(doc: dict, curve: CostCurve) -> tuple[Rates, Rates, int]:
             replayed.add(q["category"], root - now, (root - now) * cost(sizes, 1))  # plain steps up to this root
             steps += root - now
             t = step["tree"]
-            tree = replace(Tree.of(t["tokens"], t["parents"], 1), context=np.asarray(t["context"], dtype=np.int64),
-                           rank=np.asarray(t["rank"], dtype=np.int64))
+            tree = recorded_tree(t)
             path, known = true_path(t["parents"], t["tokens"], reply[root + 1 :]), len(reply) - 1 - root
             selection = policy.choose(tree)
             made = min(accepted_in(path, selection.chosen) + 1, known)

@@ -191,12 +191,13 @@ def choose(ChoiceTables tables not None, parents, context, rank, depth, sizes, s
             [expected[i] for i in range(out.options)], [spent[i] for i in range(out.options)], widest)
 
 
-def cut_nodes(chosen, parents, ancestors, tokens, depths, sources, context, rank):
+def cut_nodes(chosen, parents, ancestors, tokens, depths, sources, context, rank, share):
     """The nodes `chosen` of a tree, renumbered in their order, as
     drafting/tree.py's `cut` takes them: (parents, ancestor mask, tokens,
-    depths, sources, contexts, ranks). None unless `chosen` ascends from the
-    root (0) within the tree and the columns are native contiguous arrays (int64,
-    the mask bool n x n, the sources uint8): `cut` then indexes them itself."""
+    depths, sources, contexts, ranks, shares or None where `share` is None).
+    None unless `chosen` ascends from the root (0) within the tree and the
+    columns are native contiguous arrays (int64, the mask bool n x n, the
+    sources uint8, the shares float64): `cut` then indexes them itself."""
     if not cnp.PyArray_Check(parents) or not cnp.PyArray_Check(chosen):
         return None
     cdef Py_ssize_t n = cnp.PyArray_SIZE(<cnp.ndarray>parents), k = cnp.PyArray_SIZE(<cnp.ndarray>chosen), i, j, jj
@@ -208,6 +209,11 @@ def cut_nodes(chosen, parents, ancestors, tokens, depths, sources, context, rank
     cdef const uint8_t* source = <const uint8_t*>_data(sources, cnp.NPY_UINT8, n)
     cdef const int64_t* ctx = <const int64_t*>_data(context, cnp.NPY_INT64, n)
     cdef const int64_t* rnk = <const int64_t*>_data(rank, cnp.NPY_INT64, n)
+    cdef const double* shares = NULL
+    if share is not None:
+        shares = <const double*>_data(share, cnp.NPY_FLOAT64, n)
+        if shares == NULL:
+            return None
     if (k < 1 or pick == NULL or up == NULL or mask == NULL or token == NULL or depth == NULL or source == NULL
             or ctx == NULL or rnk == NULL or cnp.PyArray_NDIM(<cnp.ndarray>ancestors) != 2 or pick[0] != 0 or pick[k - 1] >= n):
         return None
@@ -222,6 +228,10 @@ def cut_nodes(chosen, parents, ancestors, tokens, depths, sources, context, rank
     cdef cnp.npy_intp dims[2]
     dims[0] = dims[1] = k
     out_mask = cnp.PyArray_EMPTY(2, dims, cnp.NPY_BOOL, 0)
+    out_share = None if shares == NULL else _empty(k, cnp.NPY_FLOAT64)
+    cdef double* sh = NULL
+    if shares != NULL:
+        sh = <double*>cnp.PyArray_DATA(out_share)
     cdef int64_t* p = <int64_t*>cnp.PyArray_DATA(out_parents)
     cdef int64_t* t = <int64_t*>cnp.PyArray_DATA(out_tokens)
     cdef int64_t* d = <int64_t*>cnp.PyArray_DATA(out_depths)
@@ -234,7 +244,9 @@ def cut_nodes(chosen, parents, ancestors, tokens, depths, sources, context, rank
         j = pick[i]
         p[i] = remap[up[j]] if i else -1  # a parent not chosen: -1, as the remap gives it
         t[i], d[i], s[i], c[i], r[i] = token[j], depth[j], source[j], ctx[j], rnk[j]
+        if sh != NULL:
+            sh[i] = shares[j]
         row = mask + j * n
         for jj in range(k):
             m[i * k + jj] = row[pick[jj]]
-    return out_parents, out_mask, out_tokens, out_depths, out_sources, out_context, out_rank
+    return out_parents, out_mask, out_tokens, out_depths, out_sources, out_context, out_rank, out_share

@@ -179,7 +179,7 @@ def _tree(tree: DraftTree, rule: str) -> Tree:
     """The automaton's tree with its bits read as this method's sources (both bits: the automaton's)."""
     sources = _SOURCE_OF_BITS[tree.sources]
     return Tree(tree.tokens, tree.parents, tree.position_ids, tree.attn_mask, sources, tree.context, tree.rank,
-                rule, drafted=tree.size)
+                rule, drafted=tree.size, share=tree.share)
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:

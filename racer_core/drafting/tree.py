@@ -22,6 +22,8 @@ class Tree:
     the method in racer_core/common/registry.py) proposed it; the root's is 0.
     `context` and `rank` are racer's features (the automaton's retrieval
     context, the logits table's rank); other drafters leave them 0 and -1.
+    `share`, racer's too (a retrieved node's count over its siblings' in the
+    automaton, -1 for none), is None where the drafter has none.
     """
 
     tokens: np.ndarray  # int64
@@ -36,6 +38,7 @@ class Tree:
     drafted: int = 0  # nodes in the tree this one was cut from; 0: `size`
     selection: Selection | None = None  # the tree policy's choice and what led to it
     estimates: np.ndarray | None = None  # P(path accepted) per node where nodes changed after the choice (rebuilt)
+    share: np.ndarray | None = None  # float64, racer's retrieval share per node (-1 for none), else None
 
     def path_estimates(self) -> np.ndarray | None:
         """The tree policy's P(path accepted) per node, None where no policy chose the tree."""
@@ -108,6 +111,10 @@ def rebuilt(tree: Tree, nodes: Sequence[int], parents: Sequence[int], tokens: Se
     context = np.zeros(len(old), dtype=np.int64)
     rank = np.full(len(old), -1, dtype=np.int64)
     context[kept], rank[kept] = tree.context[old[kept]], tree.rank[old[kept]]
+    share = None
+    if tree.share is not None:
+        share = np.full(len(old), -1.0)
+        share[kept] = tree.share[old[kept]]
     before = tree.path_estimates()
     estimates = None
     if before is not None:
@@ -116,7 +123,7 @@ def rebuilt(tree: Tree, nodes: Sequence[int], parents: Sequence[int], tokens: Se
             estimates[i] = before[o] if o >= 0 else estimates[parent[i]]
     return replace(tree, tokens=np.asarray(tokens, dtype=np.int64), parents=parent, depths=depths, ancestors=ancestors,
                    sources=np.asarray(sources, dtype=np.uint8), context=context, rank=rank, fed=0,
-                   estimates=estimates)
+                   estimates=estimates, share=share)
 
 
 def _shape(parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -138,22 +145,23 @@ def cut(tree: Tree, policy: TreePolicy, load: tuple[int, int] = (0, 0)) -> Tree:
     chosen = selection.chosen
     # one native pass over the chosen nodes (budget/_tree_choice.pyx); numpy where it cannot read them
     taken = cut_nodes(chosen, tree.parents, tree.ancestors, tree.tokens, tree.depths, tree.sources, tree.context,
-                      tree.rank)
+                      tree.rank, tree.share)
     if taken is None:
         taken = taken_nodes(tree, chosen)
-    parents, ancestors, tokens, depths, sources, context, rank = taken
+    parents, ancestors, tokens, depths, sources, context, rank, share = taken
     # dataclasses.replace's equal, without its walk over the fields
     return Tree(tokens, parents, depths, ancestors, sources, context, rank, "auto", selection.fed, tree.size,
-                selection, tree.estimates)
+                selection, tree.estimates, share)
 
 
 def taken_nodes(tree: Tree, chosen: np.ndarray) -> tuple[np.ndarray, ...]:
     """The nodes `chosen` (root first) of `tree` renumbered in their order:
-    (parents, ancestor mask, tokens, depths, sources, contexts, ranks), by
-    numpy indexing -- what the native cut_nodes computes, and where it cannot."""
+    (parents, ancestor mask, tokens, depths, sources, contexts, ranks, shares
+    or None), by numpy indexing -- what the native cut_nodes computes, and where it cannot."""
     remap = np.full(tree.size, -1, dtype=np.int64)
     remap[chosen] = np.arange(len(chosen))
     parents = remap[tree.parents[chosen]]
     parents[0] = -1
     return (parents, tree.ancestors[chosen][:, chosen], tree.tokens[chosen], tree.depths[chosen],
-            tree.sources[chosen], tree.context[chosen], tree.rank[chosen])
+            tree.sources[chosen], tree.context[chosen], tree.rank[chosen],
+            None if tree.share is None else tree.share[chosen])

@@ -261,7 +261,14 @@ class RacerEngine:
         Sizes are timed in interleaved rounds and the fastest round is kept:
         the cost without interference, so that another busy process during
         the measurement does not distort the curve that is kept.
+
+        The engine loop's thread, idle between replies for a while, is ended
+        first (it starts again at the next reply): its OpenMP workers beside
+        this thread's would stop every worker's spinning and inflate the
+        curve, one-row steps most (openmp_threads.py). It runs only with no
+        reply in flight (a background measurement stops at a reply's start).
         """
+        self.loop.close()
         decoder = SequenceDecoder(self.runtime)
         rt = self.runtime
         gen = torch.Generator().manual_seed(0)

@@ -7,7 +7,9 @@ and once it manages more threads than the machine has CPUs it stops letting
 idle workers spin (100 spins, against about 3 ms otherwise): every parallel
 region then wakes its workers from sleep. The thread that loaded the model
 (the server's main thread) made a pool too; `release_openmp_workers` ends it
-once the passes move to the loop. Measured on 2 cores, an 8-row step of the
+once the passes move to the loop, and every thread that hands the loop a
+sequence ends its own first (EngineLoop.submit: the benchmark's main thread
+loads the model and measures the cost curve, then submits). Measured on 2 cores, an 8-row step of the
 embedded model: 31 ms on the thread that loaded it, 42-48 ms on another
 thread beside that pool, 33-37 ms once it was released.
 

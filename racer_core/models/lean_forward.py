@@ -24,10 +24,10 @@ import torch.nn.functional as F
 from racer_core.models.families import family_of
 from racer_core.models.family import Family
 from racer_core.models.formats import half_weights
-from racer_core.models.formats.half_weights import HalfWeight, halve_weights, is_half
-from racer_core.models.formats.packed_linear import PackedWeight, is_packed, linear, pack_weights
+from racer_core.models.formats.choose import format_for, with_format
+from racer_core.models.formats.linear import Embedding, Linear, PlainLinear
 from racer_core.models.formats.quant_layer import FusedLayers
-from racer_core.models.formats.quant_weights import QuantWeight, describe
+from racer_core.models.formats.quant_weights import describe
 from racer_core.verify.attention import attend
 from racer_core.verify.tree_attention import rope_of
 
@@ -35,14 +35,14 @@ from racer_core.verify.tree_attention import rope_of
 @dataclass
 class _Layer:
     input_norm: torch.Tensor
-    qkv: torch.Tensor | PackedWeight
+    qkv: Linear
     qkv_bias: torch.Tensor | None
     q_norm: torch.Tensor | None
     k_norm: torch.Tensor | None
-    o: torch.Tensor | PackedWeight
+    o: Linear
     post_norm: torch.Tensor
-    gate_up: torch.Tensor | PackedWeight
-    down: torch.Tensor | PackedWeight
+    gate_up: Linear
+    down: Linear
 
 
 def _fuse(*linears: Any, name: str) -> torch.Tensor:
@@ -91,13 +91,13 @@ def _rotate_rolled(x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor)
 
 @dataclass
 class LeanWeights:
-    """What the lean forward needs: the weight tensors (fused where it pays)
-    and the few numbers of the config; from a transformers model
-    (`weights_from_model`) or straight from a checkpoint (reader.py)."""
+    """What the lean forward needs: the weights (the linears fused where it pays,
+    each in one format, formats/linear.py) and the few numbers of the config; from
+    a transformers model (`weights_from_model`) or straight from a checkpoint (reader.py)."""
 
-    embed: torch.Tensor | QuantWeight
+    embed: Embedding
     final_norm: torch.Tensor
-    lm_head: torch.Tensor | PackedWeight | HalfWeight
+    lm_head: Linear
     layers: list[_Layer]
     eps: float
     heads: int
@@ -106,9 +106,13 @@ class LeanWeights:
     inv_freq: torch.Tensor
     rope_scale: float = 1.0
 
-    def tensors(self) -> list[torch.Tensor | PackedWeight]:
-        """Each distinct tensor once (a tied lm_head is the embedding)."""
-        found: dict[int, torch.Tensor] = {}
+    def linears(self) -> list[Linear]:
+        """The layers' linears and the lm_head."""
+        return [*(w for layer in self.layers for w in (layer.qkv, layer.o, layer.gate_up, layer.down)), self.lm_head]
+
+    def tensors(self) -> list[torch.Tensor | Linear]:
+        """Each distinct tensor or linear once (a tied lm_head is the embedding)."""
+        found: dict[int, torch.Tensor | Linear] = {}
         for layer in self.layers:
             for value in vars(layer).values():
                 if value is not None:
@@ -124,14 +128,16 @@ def submodule(root: Any, path: str) -> Any:
 
 
 def weights_from_model(model: Any, family: Family) -> LeanWeights:
-    """The weights of a transformers model of the family; its q/k/v and
-    gate/up linears become views into the fused tensors."""
+    """The weights of a transformers model of the family, its own parameters as
+    PlainLinears; its q/k/v and gate/up linears become views into the fused tensors."""
     config = model.config
     heads = int(config.num_attention_heads)
     rotary = model.model.rotary_emb
+    embed = PlainLinear(submodule(model, family.embed).weight)
+    head = submodule(model, family.lm_head).weight
     return LeanWeights(
-        embed=submodule(model, family.embed).weight, final_norm=submodule(model, family.final_norm).weight,
-        lm_head=submodule(model, family.lm_head).weight,
+        embed=embed, final_norm=submodule(model, family.final_norm).weight,
+        lm_head=embed if head is embed.weight else PlainLinear(head),  # tied: one linear, as one tensor
         layers=[_layer(layer, family) for layer in submodule(model, family.layers)], eps=float(config.rms_norm_eps),
         heads=heads, kv_heads=int(config.num_key_value_heads),
         head_dim=int(getattr(config, "head_dim", None) or config.hidden_size // heads),
@@ -144,30 +150,28 @@ def _layer(layer: Any, family: Family) -> _Layer:
     gate_up = [submodule(layer, path) for path in family.gate_up]
     return _Layer(
         input_norm=submodule(layer, family.input_norm).weight,
-        qkv=_fuse(*qkv, name="weight"),
+        qkv=PlainLinear(_fuse(*qkv, name="weight")),
         qkv_bias=_fuse(*qkv, name="bias") if qkv[0].bias is not None else None,
         q_norm=submodule(layer, family.q_norm).weight if family.qk_norm else None,
         k_norm=submodule(layer, family.k_norm).weight if family.qk_norm else None,
-        o=submodule(layer, family.o).weight, post_norm=submodule(layer, family.post_norm).weight,
-        gate_up=_fuse(*gate_up, name="weight"), down=submodule(layer, family.down).weight,
+        o=PlainLinear(submodule(layer, family.o).weight), post_norm=submodule(layer, family.post_norm).weight,
+        gate_up=PlainLinear(_fuse(*gate_up, name="weight")), down=PlainLinear(submodule(layer, family.down).weight),
     )
 
 
 class LeanForward:
     """logits = forward(ids, positions, mask, cache): one call per verification.
 
-    The linear weights are packed once for the CPU's matrix library
-    (packed_linear.py) where that works, or with `half` stored in float16 for
-    fbgemm (half_weights.py); `weights` is then the prepared set (hold it instead of
-    the plain one, so the plain copy can go)."""
+    The plain linear weights take their format here, once (formats/choose.py):
+    packed for the CPU's matrix library (packed_linear.py) where that works, or
+    with `half` stored in float16 for fbgemm (half_weights.py); `weights` is then
+    the prepared set (hold it instead of the plain one, so the plain copy can go).
+    The forward calls each linear as it is (formats/linear.py), whatever its format."""
 
     def __init__(self, weights: LeanWeights, pack: bool = True, half: bool = False) -> None:
-        if half:
-            self.weights = halve_weights(weights)
-        else:
-            self.weights = pack_weights(weights) if pack else weights
-        self.packed = is_packed(self.weights)
-        self.half = is_half(self.weights)
+        self.weights = with_format(weights, format_for(half, pack, weights.lm_head.device))
+        self.packed = self.weights.lm_head.kind == "packed"
+        self.half = self.weights.lm_head.kind == "fp16"
         self.quant = describe(self.weights)  # e.g. 'gguf Q4_1+Q8_0': a GGUF's own blocks (quant_weights.py)
         self.scale = weights.head_dim**-0.5
         self.dtype = weights.embed.dtype
@@ -196,7 +200,7 @@ class LeanForward:
         if self.half and half_weights.row_counts().padded:
             found.append("fp16 rows padded")
         if self.quant:
-            acts = {w.acts for layer in self.weights.layers for w in (layer.qkv, layer.down) if isinstance(w, QuantWeight)}
+            acts = {w.acts for w in self.weights.linears() if w.acts is not None}
             found += [self.quant, *sorted(acts), "fused layers" if self.fused is not None else "torch layers"]
         return found
 
@@ -228,7 +232,7 @@ class LeanForward:
         positions = parts[0].positions if len(parts) == 1 else torch.cat([part.positions for part in parts])
         cos, sin_signed = self._cos[positions], self._sin_signed[positions]  # (T, D)
         # a GGUF's tied embedding stays in its blocks (quant_weights.py): rows dequantized as looked up
-        h = (F.embedding(ids, w.embed) if isinstance(w.embed, torch.Tensor) else w.embed.rows(ids))[None]  # (1, T, H)
+        h = w.embed.rows(ids)[None]  # (1, T, H)
         if self.fused is not None and h.dtype == torch.float32 and h.device.type == "cpu":
             flat = h[0].contiguous()
             captured = self.fused.run(flat, cos, sin_signed, parts, capture)
@@ -248,7 +252,7 @@ class LeanForward:
             if index in capture:
                 captured[index] = h[0]
             x = _rms(h, layer.input_norm, w.eps)
-            qkv = linear(x, layer.qkv, layer.qkv_bias)
+            qkv = layer.qkv(x, layer.qkv_bias)
             v = qkv[..., nq + nkv :].view(1, t, w.kv_heads, d).transpose(1, 2)
             if layer.q_norm is None:  # q and k rotated together: their heads side by side
                 qk = _rotate_rolled(qkv[..., : nq + nkv].view(1, t, w.heads + w.kv_heads, d).transpose(1, 2),
@@ -267,10 +271,10 @@ class LeanForward:
                 outs.append(attend(q[:, :, rows], keys, values, part.mask, self.scale))
                 start += size
             a = outs[0] if len(outs) == 1 else torch.cat(outs, dim=2)
-            h = h + linear(a.transpose(1, 2).reshape(1, t, nq), layer.o)
+            h = h + layer.o(a.transpose(1, 2).reshape(1, t, nq))
             x = _rms(h, layer.post_norm, w.eps)
-            gate, up = linear(x, layer.gate_up).chunk(2, dim=-1)
-            h = h + linear(F.silu(gate) * up, layer.down)
+            gate, up = layer.gate_up(x).chunk(2, dim=-1)
+            h = h + layer.down(F.silu(gate) * up)
         return h, captured
 
     def _head(self, h: torch.Tensor, parts: list[Part], sizes: list[int], captured: dict[int, torch.Tensor],
@@ -289,7 +293,7 @@ class LeanForward:
             rows = h[0] if whole else h[0, keep[0][0] : keep[0][1]]
         else:
             rows = torch.cat([h[0, a:b] for a, b in keep])
-        logits = linear(_rms(rows, w.final_norm, w.eps), w.lm_head)
+        logits = w.lm_head(_rms(rows, w.final_norm, w.eps))
         out, at = [], 0
         for first, last in keep:
             out.append((logits[at : at + last - first], None))

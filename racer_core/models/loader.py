@@ -284,9 +284,7 @@ def load_draft_head(model: Any, path: str, processor: Any = None) -> Eagle3Head:
     if processor is not None:
         raise ModelLoadError("an EAGLE-3 draft head drafts for text models only; this model reads images")
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    from racer_core.models.formats.packed_linear import plain
-
-    embed = plain(model.lean.weights.embed) if isinstance(model, LeanModel) else model.get_input_embeddings().weight
+    embed = model.lean.weights.embed.plain() if isinstance(model, LeanModel) else model.get_input_embeddings().weight
     return load_head(path, config, embed.detach())
 
 

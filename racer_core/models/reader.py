@@ -28,8 +28,8 @@ from racer_core.models.checkpoint.base import Checkpoint
 from racer_core.models.checkpoint.files import CheckpointConfig
 from racer_core.models.families import family_of
 from racer_core.models.family import Family
-from racer_core.models.formats.half_weights import halve, is_half
-from racer_core.models.formats.packed_linear import maybe_pack, own_plain_tensors, plain
+from racer_core.models.formats.choose import format_for, own_plain_tensors, prepared
+from racer_core.models.formats.linear import Linear, PlainLinear
 from racer_core.models.formats.quant_weights import QuantWeight, stack_blocks
 from racer_core.models.lean_forward import (
     LeanForward,
@@ -115,21 +115,21 @@ def share_weights(model: Any, weights: LeanWeights, family: Family) -> None:
     (the `hf` and `pld` anchors) holds its linears twice from then on."""
     with torch.no_grad():
         embed = submodule(model, family.embed).weight
-        embed.data = plain(weights.embed)
+        embed.data = weights.embed.plain()
         submodule(model, family.final_norm).weight.data = weights.final_norm
         head = submodule(model, family.lm_head).weight
         if head is not embed:  # tied: set with the embedding
-            head.data = plain(weights.lm_head)
-        elif is_half(weights):  # the lean head holds the embedding rounded to float16: so must transformers'
-            submodule(model, family.lm_head).weight = torch.nn.Parameter(plain(weights.lm_head), requires_grad=False)
+            head.data = weights.lm_head.plain()
+        elif weights.lm_head.kind == "fp16":  # the lean head holds the embedding rounded to float16: so must transformers'
+            submodule(model, family.lm_head).weight = torch.nn.Parameter(weights.lm_head.plain(), requires_grad=False)
         for layer, lean in zip(submodule(model, family.layers), weights.layers, strict=True):
             part = partial(submodule, layer)
-            point_into(plain(lean.qkv), *(part(p).weight for p in family.qkv))
+            point_into(lean.qkv.plain(), *(part(p).weight for p in family.qkv))
             if lean.qkv_bias is not None:
                 point_into(lean.qkv_bias, *(part(p).bias for p in family.qkv))
-            point_into(plain(lean.gate_up), *(part(p).weight for p in family.gate_up))
-            part(family.o).weight.data = plain(lean.o)
-            part(family.down).weight.data = plain(lean.down)
+            point_into(lean.gate_up.plain(), *(part(p).weight for p in family.gate_up))
+            part(family.o).weight.data = lean.o.plain()
+            part(family.down).weight.data = lean.down.plain()
             part(family.input_norm).weight.data = lean.input_norm
             part(family.post_norm).weight.data = lean.post_norm
             if lean.q_norm is not None:
@@ -199,13 +199,13 @@ def load_lean_model(checkpoint: Checkpoint, device: str, dtype: torch.dtype,
     names = tensors.in_files() | left_to_blocks
     if not expected | layer_names <= names or not names <= expected | layer_names | {head_name}:
         return None
-    prepare = halve if half else maybe_pack
+    make = format_for(half, True, device)  # the linears' format, chosen once (formats/choose.py)
     quantized = _checked(quantized, tensors, f"{family.layers}.0.", family)
     if left_to_blocks and not quantized:
         return None  # blocks whose row order failed the check cannot stand in for the missing floats
-    embed = quantized.get(embed_name) or tensors.get(embed_name)  # blocks: rows dequantized as looked up
+    embed = quantized.get(embed_name) or PlainLinear(tensors.get(embed_name))  # blocks: rows dequantized as looked up
 
-    def linear(*names: str, mixed: bool = False) -> Any:
+    def linear(*names: str, mixed: bool = False) -> Linear:
         """The linear of the stacked `names`: their blocks where all are quantized alike (or, `mixed`, in
         any block types: q|k|v, which the fused layer takes in parts), else read and prepared."""
         parts = [quantized.get(name) for name in names]
@@ -213,15 +213,15 @@ def load_lean_model(checkpoint: Checkpoint, device: str, dtype: torch.dtype,
             return stack_blocks(parts)  # type: ignore[arg-type]
         if any(parts):
             log.warning("4-bit weights: %s mix block types or float tensors; dequantized to float32", ", ".join(names))
-        return prepare(tensors.get_cat(*names))
+        return make(tensors.get_cat(*names))
 
     weights = LeanWeights(
         embed=embed, final_norm=tensors.get(f"{family.final_norm}.weight"),
-        lm_head=linear(head_name) if not tied else embed if isinstance(embed, QuantWeight) else prepare(embed),
+        lm_head=linear(head_name) if not tied else prepared(embed, make),  # tied blocks stay the embedding
         layers=[_read_layer(tensors, f"{family.layers}.{i}.", family, linear) for i in range(layers)],
         eps=eps, heads=heads, kv_heads=kv_heads, head_dim=head_dim, inv_freq=inv_freq.to(device),
     )
-    if not isinstance(weights.lm_head, torch.Tensor):  # packed or fp16: the file's plain tensors can go
+    if weights.lm_head.kind != "plain":  # prepared (packed, fp16, blocks): the file's plain tensors can go
         weights = own_plain_tensors(weights)
     return LeanModel(checkpoint, config, family, weights, build_transformers, half)
 

@@ -3,7 +3,11 @@ distribution after transformers' temperature, top-k, top-p and min-p processors
 (in the order transformers' generate applies them).
 
 Each processor reads one row alone (no earlier tokens), so every node of a
-draft tree samples from exactly the distribution plain decoding would use there."""
+draft tree samples from exactly the distribution plain decoding would use there.
+The processors are the reference (`TokenSampler.probabilities`); a sample
+finds their kept tokens among the row's largest scores where it can
+(kept_tokens.py), and draws by one uniform number and the kept tokens'
+cumulative probabilities, in token order, either way."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from racer_core.verify.kept_tokens import kept_tokens
 from racer_core.verify.penalties import Penalizer, Penalties
 
 
@@ -56,6 +61,9 @@ class TokenSampler:
             if min_p > 0.0:
                 processors.append(MinPLogitsWarper(min_p))
         self.processors = processors
+        self.temperature, self.top_k, self.min_p = temperature, top_k, min_p
+        self.top_p = top_p if top_p < 1.0 else 1.0
+        self.filters = not self.greedy and (top_k > 0 or top_p < 1.0 or min_p > 0.0)  # beyond the temperature
         self.generator = torch.Generator(device=device)
         if seed is None:
             self.generator.seed()
@@ -74,10 +82,40 @@ class TokenSampler:
         """One row with the penalties for `reply` (the reply's tokens before it); as it is without penalties."""
         return logits if self.penalizer is None else self.penalizer(logits, reply)
 
+    def kept(self, logits: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        """(the token ids the processed distribution keeps, ascending; their
+        probabilities, float64): `probabilities`' nonzero entries, found among
+        the row's largest scores where that settles them (kept_tokens.py)."""
+        scores = logits.float()
+        if self.temperature != 1.0:
+            scores = scores / self.temperature  # as TemperatureLogitsWarper: float32 by the Python float
+        if scores.device.type == "cpu":
+            row = scores.numpy()
+            if not self.filters:  # temperature alone: every token, a softmax of the whole row
+                return _softmax_support(row)
+            fast = kept_tokens(row, self.top_k, self.top_p, self.min_p)
+            if fast is not None:
+                return fast
+        probs = self.probabilities(logits).double().cpu().numpy()
+        ids = np.flatnonzero(probs > 0)
+        return ids, probs[ids] / probs[ids].sum()
+
     def sample(self, logits: torch.Tensor) -> int:
         if self.greedy:
             return greedy_choices(logits[None, :])[0]
-        return int(torch.multinomial(self.probabilities(logits), 1, generator=self.generator))
+        ids, probs = self.kept(logits)
+        cdf = np.cumsum(probs)
+        u = float(torch.rand(1, generator=self.generator, dtype=torch.float64, device=self.generator.device))
+        return int(ids[min(int(np.searchsorted(cdf, u * cdf[-1], side="right")), len(ids) - 1)])
+
+
+def _softmax_support(row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every token with a nonzero softmax probability of `row`, and those probabilities (float64)."""
+    values = row.astype(np.float64)
+    with np.errstate(under="ignore", invalid="ignore"):
+        weights = np.exp(values - values.max())
+    ids = np.flatnonzero(weights > 0)
+    return ids, weights[ids] / weights[ids].sum()
 
 
 def token_logprobs(rows: torch.Tensor, tokens: list[int], top: int) -> list[tuple[float, list[tuple[int, float]]]]:

@@ -64,15 +64,15 @@ def quantized_lean(model, qtype: GGMLQuantizationType, acts: str | None = None) 
     as `acts`), and a plain float32 one on the same dequantized values (the
     model's own tensors are overwritten with them)."""
     weights = weights_from_model(model, family_of(model.config))
-    layers = [replace(layer, qkv=quant_weight(layer.qkv, qtype, acts), o=quant_weight(layer.o, qtype, acts),
-                      gate_up=quant_weight(layer.gate_up, qtype, acts), down=quant_weight(layer.down, qtype, acts))
+    names = ("qkv", "o", "gate_up", "down")
+    layers = [replace(layer, **{name: quant_weight(getattr(layer, name).plain(), qtype, acts) for name in names})
               for layer in weights.layers]
-    quantized = replace(weights, layers=layers, lm_head=quant_weight(weights.lm_head, qtype, acts))
+    quantized = replace(weights, layers=layers, lm_head=quant_weight(weights.lm_head.plain(), qtype, acts))
     with torch.no_grad():  # the transformers model (and the plain forward) on the same values
         for lean, plain in zip(layers, weights.layers, strict=True):
-            for name in ("qkv", "o", "gate_up", "down"):
-                getattr(plain, name).copy_(getattr(lean, name).plain())
-        weights.lm_head.copy_(quantized.lm_head.plain())
+            for name in names:
+                getattr(plain, name).plain().copy_(getattr(lean, name).plain())
+        weights.lm_head.plain().copy_(quantized.lm_head.plain())
     return LeanForward(quantized), LeanForward(weights, pack=False)
 
 

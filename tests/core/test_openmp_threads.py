@@ -56,3 +56,25 @@ def test_release_ends_the_calling_threads_pool() -> None:
 
     tries = [in_a_thread(work) for _ in range(3)]  # as above: one clean try of three
     assert any(grown >= 1 and left == 0 for grown, left in tries), tries
+
+
+def test_submitting_to_the_loop_ends_the_callers_pool() -> None:
+    """A thread that did parallel work (loaded the model, measured the curve)
+    and then hands its replies to the engine loop keeps no idle workers: beside
+    the loop's own pool they would stop every worker's spinning (the module's
+    docstring; the benchmark's steps took twice as long)."""
+    from racer_core.common.events import GenerationConfig
+    from racer_core.testing import tiny_engine
+
+    _no_loop_threads()
+    engine = tiny_engine()
+
+    def work() -> tuple[int, int]:
+        before = set(TASKS.iterdir())
+        parallel_work()
+        pool = set(TASKS.iterdir()) - before  # this thread's idle workers
+        list(engine.new_conversation().send("hello", GenerationConfig(method="ar", max_new_tokens=2)))
+        return len(pool), len(pool & set(TASKS.iterdir()))
+
+    tries = [in_a_thread(work) for _ in range(3)]  # one clean try of three, as above
+    assert any(grown >= 1 and left == 0 for grown, left in tries), tries

@@ -18,7 +18,6 @@ from racer_core.common.config import DRAFTING_METHODS
 from racer_core.common.events import Source
 from racer_core.engine.engine import RacerEngine, load_engine
 from racer_core.models.checkpoint.folder import FolderCheckpoint
-from racer_core.models.formats.packed_linear import plain
 from racer_core.models.lean_forward import lean_forward_for
 from racer_core.models.reader import LeanModel, load_lean_model
 from racer_core.testing import tiny_model, tiny_tokenizer
@@ -53,7 +52,7 @@ def test_fused_tensors_are_read_and_shared_with_the_transformers_model(tmp_path:
     with safe_open(str(folder / "model.safetensors"), framework="pt") as f:
         assert torch.equal(attn.qkv_proj.weight, f.get_tensor("model.layers.0.self_attn.qkv_proj.weight"))
         assert torch.equal(mlp.gate_up_proj.weight, f.get_tensor("model.layers.0.mlp.gate_up_proj.weight"))
-    assert torch.equal(plain(own.qkv), attn.qkv_proj.weight) and torch.equal(plain(own.gate_up), mlp.gate_up_proj.weight)
+    assert torch.equal(own.qkv.plain(), attn.qkv_proj.weight) and torch.equal(own.gate_up.plain(), mlp.gate_up_proj.weight)
     ids = torch.tensor(PROMPT)
     masks = TreeMaskBuilder(torch.float32, "cpu", None)
     with torch.inference_mode():

@@ -124,11 +124,13 @@ def test_q_k_and_v_of_different_block_types_run_in_parts(acts: str) -> None:
 def test_the_fused_layers_are_left_out_where_a_linear_is_not_in_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     from dataclasses import replace
 
+    from racer_core.models.formats.linear import PlainLinear
     from racer_core.models.formats.quant_layer import DISABLE_ENV, FusedLayers
 
     fused, _ = fused_and_torch("llama", "q8")
     weights = fused.weights
-    mixed = replace(weights, layers=[replace(weights.layers[0], o=weights.layers[0].o.plain()), *weights.layers[1:]])
+    plain_o = PlainLinear(weights.layers[0].o.plain())
+    mixed = replace(weights, layers=[replace(weights.layers[0], o=plain_o), *weights.layers[1:]])
     assert FusedLayers.fits(weights) and not FusedLayers.fits(mixed)
     monkeypatch.setenv(DISABLE_ENV, "0")
     assert not FusedLayers.fits(weights)

@@ -135,19 +135,23 @@ def test_what_the_native_choice_cannot_read_the_reference_answers() -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), size=st.integers(1, 90), chain=st.sampled_from([0.0, 0.5, 0.9]),
-       keep=st.floats(0.0, 1.0))
-def test_native_cut_equals_numpy_indexing(seed: int, size: int, chain: float, keep: float) -> None:
+       keep=st.floats(0.0, 1.0), shared=st.booleans())
+def test_native_cut_equals_numpy_indexing(seed: int, size: int, chain: float, keep: float, shared: bool) -> None:
     """cut_nodes against drafting/tree.py's taken_nodes on random chosen sets: the
     policy's (a parent before its children) and any ascending set from the root."""
     rng = np.random.default_rng(seed)
     tree = _tree(rng, size, chain)
+    share = np.where(rng.random(size) < 0.5, rng.random(size), -1.0) if shared else None
     tree = Tree(tree.tokens, tree.parents, tree.depths, tree.ancestors, rng.integers(0, 6, size).astype(np.uint8),
-                tree.context, tree.rank)
+                tree.context, tree.rank, share=share)
     chosen = np.flatnonzero(np.concatenate([[True], rng.random(size - 1) < keep]))
     found = cut_nodes(chosen, tree.parents, tree.ancestors, tree.tokens, tree.depths, tree.sources, tree.context,
-                      tree.rank)
+                      tree.rank, tree.share)
     assert found is not None
     for x, y in zip(found, taken_nodes(tree, chosen), strict=True):
+        if x is None or y is None:
+            assert x is None and y is None and not shared
+            continue
         assert x.dtype == y.dtype and x.shape == y.shape and x.flags.c_contiguous
         assert np.array_equal(x, y)
 
@@ -155,14 +159,18 @@ def test_native_cut_equals_numpy_indexing(seed: int, size: int, chain: float, ke
 def test_cut_is_the_numpy_cut_and_odd_choices_are_left_to_numpy() -> None:
     native, _ = _policies(5, False, 3.0)
     tree = _tree(np.random.default_rng(6), 50, 0.5)
+    tree = Tree(tree.tokens, tree.parents, tree.depths, tree.ancestors, tree.sources, tree.context, tree.rank,
+                share=np.linspace(-1.0, 1.0, 50))
     verified = cut(tree, native)
     want = taken_nodes(tree, verified.selection.chosen)
     got = (verified.parents, verified.ancestors, verified.tokens, verified.depths, verified.sources,
-           verified.context, verified.rank)
+           verified.context, verified.rank, verified.share)
     assert all(np.array_equal(x, y) and x.dtype == y.dtype for x, y in zip(got, want, strict=True))
     assert verified.rule == "auto" and verified.drafted == 50 and verified.fed == verified.selection.fed
-    columns = (tree.parents, tree.ancestors, tree.tokens, tree.depths, tree.sources, tree.context, tree.rank)
+    columns = (tree.parents, tree.ancestors, tree.tokens, tree.depths, tree.sources, tree.context, tree.rank,
+               tree.share)
     for why, chosen in {"not from the root": np.array([1, 2]), "not ascending": np.array([0, 3, 2]),
                         "past the tree": np.array([0, 50]), "int32": np.array([0, 1], dtype=np.int32)}.items():
         assert cut_nodes(chosen, *columns) is None, why
     assert cut_nodes(np.array([0, 1]), tree.parents, tree.ancestors[:, :49], *columns[2:]) is None
+    assert cut_nodes(np.array([0, 1]), *columns[:-1], tree.share.astype(np.float32)) is None

@@ -136,6 +136,21 @@ def test_calibration_labels_the_tested_nodes_with_the_policys_edge_chance() -> N
     assert len(nodes) == 6 + 5  # step 2: 3 tokens known, node 6 (depth 4) is past the reply's end
 
 
+def test_the_calibration_reads_each_nodes_share_in_bands(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = _doc()
+    assert {n["share"] for n in tree_oracle.calibration(doc)} == {-1.0}  # recorded before shares were kept
+    tree_oracle.print_calibration(tree_oracle.calibration(doc))
+    assert "automaton's share" not in capsys.readouterr().out
+    for step in doc["questions"][0]["methods"]["racer"]["steps"]:
+        step["tree"] = {**step["tree"], "share": [-1.0, 1.0, 0.3, 0.95, 0.6, 1.0, -1.0]}
+    nodes = tree_oracle.calibration(doc)
+    assert [n["share"] for n in nodes[:6]] == [1.0, 0.3, 0.95, 0.6, 1.0, -1.0]
+    assert tree_oracle.share_bands(np.array([-1.0, 0.0, 0.49, 0.5, 0.89, 0.9, 1.0])).tolist() == [0, 1, 1, 2, 2, 3, 3]
+    tree_oracle.print_calibration(nodes)
+    assert "| 0.9+, 1 | 2 | 0.500 | 1.000 |" in capsys.readouterr().out  # node 1 (share 1.0, depth 1), in both steps
+    assert tree_oracle.recorded_tree(doc["questions"][0]["methods"]["racer"]["steps"][0]["tree"]).share[3] == 0.95
+
+
 def test_overheads_split_a_step_into_its_phases_beyond_ar() -> None:
     per = tree_oracle.overheads(_doc(), "racer")
     assert per["retrieve"][0] == pytest.approx(0.001)  # drafting 2 ms, of which the choice 1 ms
@@ -161,6 +176,9 @@ def test_the_script_records_and_reports_on_the_tiny_model(tmp_path: Path, capsys
         steps = runs[method]["steps"]
         assert [len(s["chosen"]) for s in steps] == [s["size"] for s in steps]
         assert [t for s in steps for t in s["emitted"]] == runs[method]["tokens"][1:]
+    # racer's trees keep the automaton's shares, one per node; suffix's have none
+    assert all(len(s["tree"]["share"]) == len(s["tree"]["tokens"]) for s in runs["racer"]["steps"])
+    assert not any("share" in s["tree"] for s in runs["suffix"]["steps"])
     tree_oracle.main(["report", str(tmp_path / "steps.json"), "--rounds", "1"])
     out = capsys.readouterr().out
     steps = len(runs["racer"]["steps"])

@@ -33,6 +33,7 @@ cdef extern from "automaton.hpp" namespace "racer":
         uint8_t* sources
         int64_t* context
         int64_t* rank
+        double* share
         uint8_t* attn_mask
         int64_t* retrieve_indices
         int64_t* candidates
@@ -402,6 +403,7 @@ cdef class Automaton:
         sources = cnp.PyArray_EMPTY(1, dims, cnp.NPY_UINT8, 0)
         context = cnp.PyArray_EMPTY(1, dims, cnp.NPY_INT64, 0)
         rank = cnp.PyArray_EMPTY(1, dims, cnp.NPY_INT64, 0)
+        share = cnp.PyArray_EMPTY(1, dims, cnp.NPY_FLOAT64, 0)
         dims[1] = size
         attn_mask = cnp.PyArray_EMPTY(2, dims, cnp.NPY_BOOL, 0)
         dims[0] = self.core.draft_leaves()
@@ -415,12 +417,13 @@ cdef class Automaton:
         out.sources = <uint8_t*>cnp.PyArray_DATA(<cnp.ndarray>sources)
         out.context = <int64_t*>cnp.PyArray_DATA(<cnp.ndarray>context)
         out.rank = <int64_t*>cnp.PyArray_DATA(<cnp.ndarray>rank)
+        out.share = <double*>cnp.PyArray_DATA(<cnp.ndarray>share)
         out.attn_mask = <uint8_t*>cnp.PyArray_DATA(<cnp.ndarray>attn_mask)
         out.retrieve_indices = <int64_t*>cnp.PyArray_DATA(<cnp.ndarray>retrieve_indices)
         out.candidates = <int64_t*>cnp.PyArray_DATA(<cnp.ndarray>candidates)
         self.core.fill_draft(out)
         return DraftTree(tokens, position_ids, parents, sources, attn_mask, retrieve_indices,
-                         candidates, context, rank)
+                         candidates, context, rank, share)
 
     # ---------------------------------------------------------- test helpers
 

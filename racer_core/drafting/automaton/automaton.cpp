@@ -506,7 +506,7 @@ void Automaton::build() {
 // ---------------------------------------------------------------- retrieve
 
 int32_t Automaton::tree_add(int32_t parent, int32_t token, uint8_t source, int32_t ctx,
-                            int32_t rank) {
+                            int32_t rank, double share) {
   const int32_t id = static_cast<int32_t>(t_token_.size());
   t_token_.push_back(token);
   t_parent_.push_back(parent);
@@ -517,6 +517,7 @@ int32_t Automaton::tree_add(int32_t parent, int32_t token, uint8_t source, int32
   t_src_.push_back(source);
   t_ctx_.push_back(ctx);
   t_rank_.push_back(rank);
+  t_share_.push_back(share);
   t_mark_.push_back(0);
   if (parent >= 0) {
     if (t_last_[parent] >= 0)
@@ -545,8 +546,13 @@ void Automaton::expand(int32_t n, int32_t cbegin, int32_t ccount) {
   gathered_.clear();
   for (int32_t i = cbegin; i < cbegin + ccount; ++i) {
     const Contrib k = pool_[i];
-    for (int32_t c = nodes_[k.node].first_child; c >= 0; c = nodes_[c].next_sib)
-      gathered_.push_back({nodes_[c].token, c, k.ctx});
+    const size_t first = gathered_.size();
+    int64_t siblings = 0;
+    for (int32_t c = nodes_[k.node].first_child; c >= 0; c = nodes_[c].next_sib) {
+      gathered_.push_back({0, nodes_[c].token, c, k.ctx});
+      siblings = add_sat(siblings, nodes_[c].freq);
+    }
+    for (size_t j = first; j < gathered_.size(); ++j) gathered_[j].siblings = siblings;
   }
   if (gathered_.empty()) return;
   if (gathered_.size() > 1)
@@ -559,10 +565,16 @@ void Automaton::expand(int32_t n, int32_t cbegin, int32_t ccount) {
   const int32_t depth = t_depth_[n] + 1;
   size_t i = 0;
   while (i < gathered_.size()) {
-    Cand cand{0, 0, depth, n, gathered_[i].token, static_cast<int32_t>(pool_.size()), 0};
+    Cand cand{0, -1.0, 0, depth, n, gathered_[i].token, static_cast<int32_t>(pool_.size()), 0};
     for (; i < gathered_.size() && gathered_[i].token == cand.token; ++i) {
-      cand.ctx = std::max(cand.ctx, gathered_[i].ctx);
-      cand.freq = add_sat(cand.freq, nodes_[gathered_[i].node].freq);
+      const Gathered& g = gathered_[i];
+      const int64_t freq = nodes_[g.node].freq;
+      // The share in the deepest context offering the token (contexts are
+      // distinct borders; the larger share breaks a tie all the same).
+      const double share = g.siblings > 0 ? static_cast<double>(freq) / static_cast<double>(g.siblings) : 0.0;
+      if (g.ctx > cand.ctx || (g.ctx == cand.ctx && share > cand.share)) cand.share = share;
+      cand.ctx = std::max(cand.ctx, g.ctx);
+      cand.freq = add_sat(cand.freq, freq);
       pool_.push_back({gathered_[i].node, gathered_[i].ctx});
       ++cand.ccount;
     }
@@ -581,6 +593,7 @@ int32_t Automaton::retrieve(int32_t next_token, int32_t budget, bool chain, int3
   t_src_.clear();
   t_ctx_.clear();
   t_rank_.clear();
+  t_share_.clear();
   t_mark_.clear();
   heap_.clear();
   pool_.clear();
@@ -602,7 +615,7 @@ int32_t Automaton::retrieve(int32_t next_token, int32_t budget, bool chain, int3
     const Cand c = heap_.back();
     heap_.pop_back();
     if (chain && t_first_[c.parent] >= 0) continue;
-    const int32_t id = tree_add(c.parent, c.token, 1, c.ctx, -1);
+    const int32_t id = tree_add(c.parent, c.token, 1, c.ctx, -1, c.share);
     expand(id, c.cbegin, c.ccount);
   }
 
@@ -673,6 +686,7 @@ void Automaton::fill_draft(const DraftOut& out) const {
     out.sources[i] = t_src_[n];
     out.context[i] = t_ctx_[n];
     out.rank[i] = t_rank_[n];
+    out.share[i] = t_share_[n];
   }
   // Breadth-first, a parent's row is complete before its children's: each
   // row is the parent's row plus the diagonal.

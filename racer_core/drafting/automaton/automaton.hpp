@@ -48,6 +48,7 @@ struct DraftOut {
   uint8_t* sources;
   int64_t* context;            // retrieval context of the candidate that added it, else 0
   int64_t* rank;               // logits-row rank that reached it, else -1
+  double* share;               // retrieved: its count over its siblings' in its context, else -1
   uint8_t* attn_mask;          // T x T
   int64_t* retrieve_indices;   // leaves x width
   int64_t* candidates;         // leaves x width
@@ -120,12 +121,14 @@ class Automaton {
   };
   struct Cand {
     int64_t freq;
+    double share;  // in the deepest context offering the token: its count / all that context's children's
     int32_t ctx, depth, parent, token, cbegin, ccount;
   };
   struct Contrib {
     int32_t node, ctx;
   };
   struct Gathered {
+    int64_t siblings;  // the freq of the contributor's children, this one included
     int32_t token, node, ctx;
   };
   struct LogitItem {
@@ -160,7 +163,8 @@ class Automaton {
   const int32_t* row_of(int32_t prev, int32_t token) const;  // the pair's, else the token's, else null
   void write_pair(int32_t prev, int32_t token, const int64_t* row);
 
-  int32_t tree_add(int32_t parent, int32_t token, uint8_t source, int32_t ctx, int32_t rank);
+  int32_t tree_add(int32_t parent, int32_t token, uint8_t source, int32_t ctx, int32_t rank,
+                   double share = -1.0);
   void expand(int32_t n, int32_t cbegin, int32_t ccount);
   void flatten();
 
@@ -200,6 +204,7 @@ class Automaton {
   std::vector<int32_t> t_token_, t_parent_, t_depth_, t_first_, t_last_, t_next_;
   std::vector<uint8_t> t_src_;
   std::vector<int32_t> t_ctx_, t_rank_;
+  std::vector<double> t_share_;
   std::vector<int64_t> t_mark_;  // logits queue position + 1 that last reached the node
   std::vector<Cand> heap_;
   std::vector<Contrib> pool_;

@@ -18,8 +18,12 @@ class DraftTree:
     candidates (the tokens at retrieve_indices, padded with -1), context
     (int64, T; the retrieval context of the candidate that added the node, 0
     for nodes retrieval did not add) and rank (int64, T; the logits-row rank
-    that reached the node, -1 if none): features the engine uses to estimate
-    how likely each node is to be accepted.
+    that reached the node, -1 if none) and share (float64, T; for a node
+    retrieval added, its token's count over the summed counts of all the
+    children of the deepest matched context offering it -- the automaton's
+    own estimate of the continuation, as SuffixDecoding scores nodes; -1 for
+    the root and nodes retrieval did not add): features the engine uses to
+    estimate how likely each node is to be accepted.
     """
 
     tokens: np.ndarray
@@ -31,6 +35,7 @@ class DraftTree:
     candidates: np.ndarray
     context: np.ndarray
     rank: np.ndarray
+    share: np.ndarray
 
     @property
     def tree_candidates(self) -> np.ndarray:

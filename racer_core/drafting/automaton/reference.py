@@ -346,10 +346,12 @@ class ReferenceAutomaton:
         src = [0]
         ctxs = [0]
         ranks = [-1]
+        shares = [-1.0]
 
-        def add(parent: int, token: int, source: int, ctx: int = 0, rank: int = -1) -> int:
+        def add(parent: int, token: int, source: int, ctx: int = 0, rank: int = -1, share: float = -1.0) -> int:
             ctxs.append(ctx)
             ranks.append(rank)
+            shares.append(share)
             tok.append(token)
             par.append(parent)
             dep.append(dep[parent] + 1)
@@ -373,20 +375,27 @@ class ReferenceAutomaton:
         def expand(n: int, contributors: list[tuple[int, int]]) -> None:
             groups: dict[int, list[Any]] = {}
             for x, ctx in contributors:
+                siblings = 0
+                for ch in self._children[x].values():
+                    siblings = min(siblings + self._freq[ch], C.FREQ_MAX)
                 for a, ch in self._children[x].items():
-                    g = groups.setdefault(a, [0, 0, []])
+                    g = groups.setdefault(a, [0, 0, [], -1.0])
+                    # the share in the deepest context offering a (the larger breaks a tie)
+                    share = float(self._freq[ch]) / float(siblings) if siblings > 0 else 0.0
+                    if ctx > g[0] or (ctx == g[0] and share > g[3]):
+                        g[3] = share
                     g[0] = max(g[0], ctx)
                     g[1] = min(g[1] + self._freq[ch], C.FREQ_MAX)
                     g[2].append((ch, ctx))
-            for a, (ctx, freq, contribs) in groups.items():
-                heapq.heappush(heap, (-ctx, -freq, dep[n] + 1, n, a, contribs))
+            for a, (ctx, freq, contribs, share) in groups.items():
+                heapq.heappush(heap, (-ctx, -freq, dep[n] + 1, n, a, contribs, share))
 
         expand(0, borders)
         while heap and len(tok) < budget:
-            neg_ctx, _, _, parent, a, contribs = heapq.heappop(heap)
+            neg_ctx, _, _, parent, a, contribs, share = heapq.heappop(heap)
             if chain and kids[parent]:
                 continue
-            expand(add(parent, a, 1, -neg_ctx), contribs)
+            expand(add(parent, a, 1, -neg_ctx, share=share), contribs)
 
         # Logits tree (Eq. 3, Figure 9): the root's child of rank i gets breadth
         # k >> i; below it a node of breadth b gives its rank-i child (b >> 1) >> i.
@@ -418,7 +427,7 @@ class ReferenceAutomaton:
                         child = add(n, t, 2, 0, i)
                     fifo.append((child, max(1, b2 >> i), d + 1))
 
-        return _flatten(tok, par, dep, kids, src, ctxs, ranks)
+        return _flatten(tok, par, dep, kids, src, ctxs, ranks, shares)
 
     # ---------------------------------------------------------- test helpers
 
@@ -449,7 +458,8 @@ class ReferenceAutomaton:
 
 
 def _flatten(
-    tok: list[int], par: list[int], dep: list[int], kids: list[list[int]], src: list[int], ctxs: list[int], ranks: list[int]
+    tok: list[int], par: list[int], dep: list[int], kids: list[list[int]], src: list[int], ctxs: list[int],
+    ranks: list[int], shares: list[float],
 ) -> DraftTree:
     order = [0]
     for n in order:  # grows while iterating: breadth-first
@@ -462,6 +472,7 @@ def _flatten(
     sources = np.array([src[n] for n in order], dtype=np.uint8)
     context = np.array([ctxs[n] for n in order], dtype=np.int64)
     rank = np.array([ranks[n] for n in order], dtype=np.int64)
+    share = np.array([shares[n] for n in order], dtype=np.float64)
     mask = np.zeros((t, t), dtype=bool)
     for i in range(t):
         j = i
@@ -481,4 +492,4 @@ def _flatten(
         path.reverse()
         ri[r, : len(path)] = path
         cand[r, : len(path)] = tokens[path]
-    return DraftTree(tokens, depth, parents, sources, mask, ri, cand, context, rank)
+    return DraftTree(tokens, depth, parents, sources, mask, ri, cand, context, rank, share)

@@ -1,1 +1,1 @@
-"""Weight formats the lean forward multiplies with: packed float32, float16."""
+"""Weight formats the lean forward multiplies with, one `Linear` class each (linear.py): plain, packed, float16, a GGUF's blocks."""

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import functools
 import logging
-from dataclasses import replace
-from typing import Any
 
 import torch
 
@@ -53,6 +51,9 @@ class HalfWeight:
     `F.linear(x, plain, bias)` with the weight rounded to float16."""
 
     __slots__ = ("packed", "shape", "dtype", "device")
+    kind = "fp16"
+    block_types: frozenset[str] = frozenset()
+    acts = None
 
     def __init__(self, plain: torch.Tensor) -> None:
         with torch.no_grad():
@@ -105,23 +106,3 @@ def half_works() -> bool:
                     str(error).splitlines()[0] if str(error) else type(error).__name__)
         return False
     return True
-
-
-def halve(weight: Any) -> Any:
-    """`weight` (a plain tensor) as a HalfWeight; anything else as it is."""
-    return HalfWeight(weight) if isinstance(weight, torch.Tensor) else weight
-
-
-def is_half(weights: Any) -> bool:
-    """Whether a lean_forward.LeanWeights' linears are fp16 weights."""
-    return isinstance(weights.lm_head, HalfWeight)
-
-
-def halve_weights(weights: Any) -> Any:
-    """A lean_forward.LeanWeights with every linear (the lm_head included) in
-    float16; the embedding, norms and biases stay float32."""
-    if is_half(weights):
-        return weights
-    layers = [replace(layer, qkv=halve(layer.qkv), o=halve(layer.o), gate_up=halve(layer.gate_up),
-                      down=halve(layer.down)) for layer in weights.layers]
-    return replace(weights, layers=layers, lm_head=halve(weights.lm_head))

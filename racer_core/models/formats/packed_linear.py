@@ -21,8 +21,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from dataclasses import replace
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -64,6 +62,9 @@ class PackedWeight:
     for that one-row multiply in fp32, 0-9% in bf16)."""
 
     __slots__ = ("packed", "shape", "dtype", "device", "pad")
+    kind = "packed"
+    block_types: frozenset[str] = frozenset()
+    acts = None
 
     def __init__(self, plain: torch.Tensor) -> None:
         with torch.no_grad():
@@ -91,18 +92,6 @@ class PackedWeight:
     def plain(self) -> torch.Tensor:
         """The weight in the usual (out, in) layout (a new tensor)."""
         return self.packed.to_dense()
-
-
-def linear(x: torch.Tensor, weight: Any, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """F.linear for a plain weight, or a prepared one (PackedWeight, half_weights.HalfWeight)."""
-    if isinstance(weight, torch.Tensor):
-        return F.linear(x, weight, bias)
-    return weight(x, bias)
-
-
-def plain(weight: Any) -> torch.Tensor:
-    """The weight in the usual layout (the tensor itself when it is not prepared)."""
-    return weight if isinstance(weight, torch.Tensor) else weight.plain()
 
 
 @functools.cache
@@ -136,44 +125,3 @@ def packing_works(dtype: torch.dtype) -> bool:
                     str(error).splitlines()[0] if str(error) else type(error).__name__)
         return False
     return True
-
-
-def maybe_pack(weight: torch.Tensor | PackedWeight) -> torch.Tensor | PackedWeight:
-    """`weight` packed where packing works for its device and dtype, else itself.
-    A loader packs each weight as it reads it: the plain one is freed at once
-    and its memory reused for the next (packing all at the end left a few
-    hundred MB of freed plain weights in the process's heap)."""
-    if not isinstance(weight, torch.Tensor) or weight.device.type != "cpu" or not packing_works(weight.dtype):
-        return weight  # prepared already (packed, fp16 weights), or not for this CPU
-    return PackedWeight(weight)
-
-
-def is_packed(weights: Any) -> bool:
-    """Whether a lean_forward.LeanWeights' linears are packed."""
-    return isinstance(weights.lm_head, PackedWeight)
-
-
-def pack_weights(weights: Any) -> Any:
-    """A lean_forward.LeanWeights with every linear weight packed (the same
-    object when nothing gets packed: another device or dtype, the check
-    failed, or they are prepared already, packed or fp16 weights). The norms and the embedding stay
-    plain (the lookup needs its rows), so a tied lm_head is packed beside the
-    embedding, not in its place."""
-    head = weights.lm_head
-    if not isinstance(head, torch.Tensor) or head.device.type != "cpu" or not packing_works(head.dtype):
-        return weights
-    layers = [replace(layer, qkv=maybe_pack(layer.qkv), o=maybe_pack(layer.o), gate_up=maybe_pack(layer.gate_up),
-                      down=maybe_pack(layer.down)) for layer in weights.layers]
-    return replace(weights, layers=layers, lm_head=maybe_pack(weights.lm_head))
-
-
-def own_plain_tensors(weights: Any) -> Any:
-    """`weights` with its plain tensors (embedding, norms, biases) copied out
-    of whatever memory they share. A checkpoint read in its own dtype hands
-    out tensors mapped from the file; once the linears are packed, those few
-    would keep the whole file mapped, and its pages read for packing resident."""
-    def own(value: Any) -> Any:
-        return value.clone() if isinstance(value, torch.Tensor) else value
-
-    layers = [replace(layer, **{k: own(v) for k, v in vars(layer).items()}) for layer in weights.layers]
-    return replace(weights, layers=layers, embed=own(weights.embed), final_norm=own(weights.final_norm))

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from racer_core.models.formats.quant_weights import BLOCK_LINEARS, QuantParts
+from racer_core.models.formats.quant_weights import BLOCK_LINEARS
 from racer_core.verify.attention import masked_below
 
 DISABLE_ENV = "RACER_FUSED_LAYERS"
@@ -31,13 +31,6 @@ DISABLE_ENV = "RACER_FUSED_LAYERS"
 
 def _vector(t: torch.Tensor | None) -> np.ndarray | None:
     return None if t is None else t.detach().float().contiguous().numpy()
-
-
-def _spec(weight: Any) -> Any:
-    """A linear as DecoderLayers takes it: (type, blocks), or a list of them for QuantParts (q|k|v only)."""
-    if isinstance(weight, QuantParts):
-        return [(part.kernel_type, part.blocks) for part in weight.parts]
-    return (weight.kernel_type, weight.blocks)
 
 
 class FusedLayers:
@@ -50,7 +43,7 @@ class FusedLayers:
         specs = []
         for layer in weights.layers:
             specs.append((
-                *(_spec(w) for w in (layer.qkv, layer.o, layer.gate_up, layer.down)),
+                *(w.layer_spec() for w in (layer.qkv, layer.o, layer.gate_up, layer.down)),
                 _vector(layer.input_norm), _vector(layer.post_norm), _vector(layer.qkv_bias),
                 _vector(layer.q_norm), _vector(layer.k_norm),
             ))
@@ -63,7 +56,8 @@ class FusedLayers:
 
     @staticmethod
     def fits(weights: Any) -> bool:
-        """Whether every layer's four linears are QuantWeights with one ISA and activation mode."""
+        """Whether every layer's four linears are QuantWeights (or QuantParts) with one ISA and
+        activation mode: the one place the forward asks for a concrete format, once at load."""
         if os.environ.get(DISABLE_ENV, "1") == "0" or not weights.layers:
             return False
         linears = [w for layer in weights.layers for w in (layer.qkv, layer.o, layer.gate_up, layer.down)]

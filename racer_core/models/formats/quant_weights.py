@@ -211,6 +211,18 @@ class QuantWeight:
     def type_name(self) -> str:
         return TYPE_NAMES[self.qtype]
 
+    @property
+    def kind(self) -> str:
+        return self.type_name
+
+    @property
+    def block_types(self) -> frozenset[str]:
+        return frozenset((self.type_name,))
+
+    def layer_spec(self) -> tuple[int, np.ndarray]:
+        """The weight as the fused decoder layer takes it (quant_layer.py): (kernel type, blocks)."""
+        return (self.kernel_type, self.blocks)
+
     def plain(self) -> torch.Tensor:
         """The weight's float32 values (exactly those the kernel multiplies with), (rows, cols)."""
         from racer_core.models.formats.quant import _quant
@@ -242,8 +254,16 @@ class QuantParts:
         return self.shape.numel()
 
     @property
-    def type_names(self) -> set[str]:
-        return {part.type_name for part in self.parts}
+    def block_types(self) -> frozenset[str]:
+        return frozenset(part.type_name for part in self.parts)
+
+    @property
+    def kind(self) -> str:
+        return "+".join(sorted(self.block_types))
+
+    def layer_spec(self) -> list[tuple[int, np.ndarray]]:
+        """The parts as the fused decoder layer takes them (q|k|v only): a list of (kernel type, blocks)."""
+        return [part.layer_spec() for part in self.parts]
 
     def plain(self) -> torch.Tensor:
         return torch.cat([part.plain() for part in self.parts])
@@ -260,16 +280,7 @@ def stack_blocks(parts: list[QuantWeight]) -> QuantWeight | QuantParts:
     return QuantWeight.stack(parts) if len({p.qtype for p in parts}) == 1 else QuantParts(parts)
 
 
-def is_quant(weights: Any) -> bool:
-    """Whether a lean_forward.LeanWeights' layers multiply with block-quantized weights."""
-    return any(isinstance(w, BLOCK_LINEARS) for layer in weights.layers for w in (layer.qkv, layer.gate_up))
-
-
 def describe(weights: Any) -> str | None:
     """'gguf Q4_1+Q8_0' for a LeanWeights with block-quantized linears (their types), else None."""
-    found = {name for layer in weights.layers for w in (layer.qkv, layer.o, layer.gate_up, layer.down)
-             for name in ([w.type_name] if isinstance(w, QuantWeight) else
-                          w.type_names if isinstance(w, QuantParts) else [])}
-    if isinstance(weights.lm_head, QuantWeight):
-        found.add(weights.lm_head.type_name)
+    found = {name for w in weights.linears() for name in w.block_types}
     return "gguf " + "+".join(sorted(found)) if found else None
