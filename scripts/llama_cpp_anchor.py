@@ -20,7 +20,11 @@ environment, for the CPU class being measured, for example
         --setups q4,fp16w --methods ar,racer,suffix --isa avx2
 
 `--setups`: racer-tui engines (q4 = auto, q4f, float32, bfloat16, fp16w), each
-run with every method of `--methods`. Besides speed, each runner's answers are
+run with every method of `--methods`. `--paths`: `loop` decodes through the
+engine loop, as the chat, the benchmark and the API do (the default, since
+4 Dec 2026); `alone` on the calling thread (`SequenceDecoder.generate`, what
+this script measured before); both, side by side, name the runners
+`method@setup/path`. Besides speed, each runner's answers are
 compared with llama.cpp's token for token: how many are identical, and where
 the others first differ.
 """
@@ -45,9 +49,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--setups", default="q4,fp16w")
     parser.add_argument("--methods", default="ar,racer,suffix")
+    parser.add_argument("--paths", default="loop", help="loop, alone or both (comma list)")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--isa", choices=ISA_CHOICES, default="native")
     args = parser.parse_args(argv)
+    paths = args.paths.split(",")
+    if not paths or not set(paths) <= {"loop", "alone"}:
+        raise SystemExit(f"--paths {args.paths!r}: give loop, alone or both")
     reexec_with_isa(args.isa)
     try:
         from llama_cpp import Llama
@@ -97,6 +105,7 @@ def main(argv: list[str] | None = None) -> None:
         conversation = first.new_conversation()
         conversation.messages.append({"role": "user", "content": question.turns[0]})
         prompt = conversation.prompt_ids()
+        quiet_loops(engines)
         start = time.perf_counter()
         reference = []
         for token in llm.generate(prompt, top_k=1, temp=0.0, reset=True):
@@ -108,12 +117,19 @@ def main(argv: list[str] | None = None) -> None:
         add("llama.cpp", reference, time.perf_counter() - start)
         for setup, engine in engines.items():
             for method in args.methods.split(","):
-                config = GenerationConfig(method=method, max_new_tokens=args.max_new_tokens)
-                start = time.perf_counter()
-                steps = list(engine.decoder().generate(prompt, config))
-                tokens = [t for s in steps for t in s.tokens][: args.max_new_tokens]
-                tokens = tokens[: next((i for i, t in enumerate(tokens) if t in eos), len(tokens))]
-                add(f"{method}@{setup}", tokens, time.perf_counter() - start)
+                for path in paths:
+                    config = GenerationConfig(method=method, max_new_tokens=args.max_new_tokens)
+                    start = time.perf_counter()
+                    decoder = engine.decoder()
+                    if path == "loop":
+                        steps = list(engine.loop.submit(decoder.steps(prompt, config)))
+                    else:
+                        quiet_loops(engines)
+                        steps = list(decoder.generate(prompt, config))
+                    tokens = [t for s in steps for t in s.tokens][: args.max_new_tokens]
+                    tokens = tokens[: next((i for i, t in enumerate(tokens) if t in eos), len(tokens))]
+                    add(f"{method}@{setup}" + (f"/{path}" if len(paths) > 1 else ""), tokens,
+                        time.perf_counter() - start)
         print(f"question {index + 1}/{len(questions)} done", flush=True)
     anchor = totals["llama.cpp"][0] / totals["llama.cpp"][1]
     print(f"\n{'runner':<20}{'tokens':>8}{'tok/s':>8}{'vs llama.cpp':>14}  answers as llama.cpp's")
@@ -128,6 +144,15 @@ def main(argv: list[str] | None = None) -> None:
     for category in dict.fromkeys(q.category for q in questions):
         cells = [by_category.get((category, name), [0, 0.0]) for name in runners]
         print(f"{category:<16}" + "".join(f"{t / s if s else 0.0:>14.1f}" for t, s in cells))
+
+
+def quiet_loops(engines: dict) -> None:
+    """End the engines' idle loop threads before work on this thread: their
+    OpenMP workers beside this thread's (llama.cpp's, the alone path's) would
+    leave GNU OpenMP managing more threads than CPUs, and no worker would
+    spin (racer_core/engine/openmp_threads.py)."""
+    for engine in engines.values():
+        engine.loop.close()
 
 
 if __name__ == "__main__":
