@@ -32,6 +32,19 @@ extension = Extension(
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
 )
 
+# The tree policy's estimates and choice (racer_core/budget/tree_choice.cpp): no
+# contraction into fused multiply-adds, so its floats are the Python reference's.
+choice = Extension(
+    "racer_core.budget._tree_choice",
+    sources=["racer_core/budget/_tree_choice.pyx", "racer_core/budget/tree_choice.cpp"],
+    include_dirs=["racer_core/budget", np.get_include()],
+    depends=["racer_core/budget/tree_choice.hpp"],
+    language="c++",
+    extra_compile_args=[*compile_args, "-ffp-contract=off"],
+    extra_link_args=link_args,
+    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+)
+
 quant = Extension(
     "racer_core.models.formats.quant._quant",
     sources=["racer_core/models/formats/quant/_quant.pyx", "racer_core/models/formats/quant/quant.cpp",
@@ -57,4 +70,4 @@ attention = Extension(
     extra_link_args=[*link_args, "-pthread", "-fopenmp"],
 )
 
-setup(ext_modules=cythonize([extension, quant, attention], language_level=3, compiler_directives={"boundscheck": False, "wraparound": False}))
+setup(ext_modules=cythonize([extension, choice, quant, attention], language_level=3, compiler_directives={"boundscheck": False, "wraparound": False}))

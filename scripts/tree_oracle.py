@@ -347,6 +347,10 @@ class GivenChances(TreePolicy):
 
     chances: np.ndarray = np.ones(1)
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.native = False  # the choice by the Python reference, which reads path_probabilities
+
     def path_probabilities(self, tree: object) -> np.ndarray:
         return self.chances
 

@@ -24,6 +24,7 @@ from typing import Protocol
 
 import numpy as np
 
+from racer_core.budget import _tree_choice
 from racer_core.budget.cost_curve import CostCurve
 from racer_core.budget.draft_gate import DraftGate
 from racer_core.budget.node_estimates import CTX_KINDS, DEPTH_KINDS, KindCounts, PathCalibration, kinds
@@ -134,6 +135,10 @@ class TreePolicy:
     (`note_drafting`). Under load the whole pass waits for it, so
     `worth_drafting`, `choose` and the gate's score count it in a tree's value
     (tree_value.py); alone it is not used."""
+    native: bool = True
+    """Estimates and choice by the C++ (tree_choice.cpp); False: by the Python
+    reference (_reference_estimates, _reference_weigh), which the native one
+    equals bit for bit and which answers where the native one cannot read a tree."""
 
     def __post_init__(self) -> None:
         prior = self._prior()
@@ -149,6 +154,7 @@ class TreePolicy:
         self._recorded: list = []  # record's and learn's list when the caller keeps none
         self._last: tuple | None = None  # the last tree path_probabilities estimated, with its estimates
         self._based: dict[int, EfficientSizes] = {}
+        self._tables: _tree_choice.ChoiceTables | None = None  # the native choice's (_choice_tables)
 
     def use_curve(self, curve: CostCurve) -> None:
         """Weigh `curve` from now on (a background measurement's); the acceptance learned so far stays."""
@@ -231,6 +237,27 @@ class TreePolicy:
     def _estimates(self, tree: DraftTree) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(each node's bucket, its exact kind, the product of its path's edge
         chances, that product read through the path calibration)."""
+        if self.native:
+            with self._lock:
+                found = _tree_choice.estimates(self._choice_tables(), tree.parents, tree.context, tree.rank,
+                                               tree.position_ids)
+            if found is not None:
+                return found
+        return self._reference_estimates(tree)
+
+    def _choice_tables(self) -> _tree_choice.ChoiceTables:
+        """The native choice's view of the feature tables and the learned
+        counts (under the lock): rebuilt only where a count array was replaced."""
+        tables, kinds, calibration = self._tables, self._kinds, self._calibration
+        if tables is None or not tables.holds(self._hits, self._trials, kinds.hits, kinds.trials, calibration.hits,
+                                              calibration.trials):
+            tables = self._tables = _tree_choice.ChoiceTables(
+                _BUCKET, _KIND, self._hits, self._trials, kinds.hits, kinds.trials, kinds.weight, calibration.hits,
+                calibration.trials, PathCalibration.CENTRES)
+        return tables
+
+    def _reference_estimates(self, tree: DraftTree) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """_estimates in Python and numpy: what the native one (tree_choice.cpp) computes, bit for bit."""
         buckets, kind = self._features(tree)
         if len(kind) == 1:  # the root alone (nothing drafted: 4 steps in 10): its chance is 1, whatever was learned
             return buckets, kind, np.ones(1), np.ones(1)
@@ -270,6 +297,39 @@ class TreePolicy:
     def choose(self, tree: DraftTree, load: tuple[int, int] = (0, 0)) -> Selection:
         """The selection with what led to it (the step inspector shows it), at
         `load`: the other sequences in the step's pass and their rows."""
+        others, base = load
+        sizes = self.sizes_on(base)
+        weighed = None
+        if self.native:
+            with self._lock:
+                weighed = _tree_choice.choose(self._choice_tables(), tree.parents, tree.context, tree.rank,
+                                              tree.position_ids, sizes.sizes, sizes.seconds, others, self.drafting_s)
+        if weighed is None:
+            probs, chosen, best_n, best, expected, *columns, widest = self._reference_weigh(tree, sizes, load)
+        else:
+            buckets, kind, raw, probs, chosen, best_n, best, expected, *columns, widest = weighed
+            # record() learns from the same estimates when it is handed this tree next (path_probabilities)
+            self._last = (tree, buckets, kind, raw)
+        options = BudgetOptions(*columns)
+        if others:
+            with self._lock:
+                self.gate.chose(best_n > 0)
+        with self._lock:
+            draft, why = self.gate.allows(widest)
+        if draft:
+            return Selection(chosen, sizes.padded(len(chosen)), expected, probs, options, best, why,
+                             load=(others, base))
+        # Plain decoding: the root alone, one row; the policy's own choice is
+        # kept so the gate can score it once the text is known.
+        return Selection(np.zeros(1, dtype=chosen.dtype), 1, 0.0, probs, options, 0, why,
+                         (chosen, sizes.padded(len(chosen))), (others, base))
+
+    def _reference_weigh(self, tree: DraftTree, sizes: EfficientSizes, load: tuple[int, int]) -> tuple:
+        """choose's estimates (path_probabilities) and weighing in Python and
+        numpy, the reference of the native one (tree_choice.cpp): (chances,
+        chosen nodes, drafts chosen, the best option's index, expected drafts,
+        the options' nodes, fed, expected tokens and seconds, the drafts'
+        largest retrieval context)."""
         probs = self.path_probabilities(tree)
         order = np.argsort(-probs[1:], kind="stable") + 1  # parents outrank children
         gains = [0.0, *np.cumsum(probs[order]).tolist()]  # expected drafts with n nodes
@@ -277,8 +337,6 @@ class TreePolicy:
         # drafts outweigh what its rows, and under load its drafting, add to
         # everyone's pass. Alone this is the plain (1 + drafts) / t(size).
         # Python floats: the same IEEE arithmetic as numpy's scalars, a fraction of the time.
-        others, base = load
-        sizes = self.sizes_on(base)
         count = len(gains) - 1
         best_n, best_value, best = 0, tree_value(sizes.seconds_list[0], 1.0, load), 0
         # the options (BudgetOptions' columns): the root alone, then each size with drafts
@@ -295,21 +353,10 @@ class TreePolicy:
                 best_n, best_value, best = n, value, len(nodes) - 1
             if n == count:
                 break
-        options = BudgetOptions(nodes, fed, expected, seconds)
         chosen = np.sort(np.concatenate([[0], order[:best_n]]))
-        if others:
-            with self._lock:
-                self.gate.chose(best_n > 0)
         contexts = tree.context[1:]
-        with self._lock:
-            draft, why = self.gate.allows(int(contexts.max()) if len(contexts) else 0)
-        if draft:
-            return Selection(chosen, sizes.padded(len(chosen)), gains[best_n], probs, options, best, why,
-                             load=(others, base))
-        # Plain decoding: the root alone, one row; the policy's own choice is
-        # kept so the gate can score it once the text is known.
-        return Selection(np.zeros(1, dtype=chosen.dtype), 1, 0.0, probs, options, 0, why,
-                         (chosen, sizes.padded(len(chosen))), (others, base))
+        widest = int(contexts.max()) if len(contexts) else 0
+        return probs, chosen, best_n, best, gains[best_n], nodes, fed, expected, seconds, widest
 
     def record(self, tree: DraftTree, position: int, selection: Selection | None = None,
                pending: list | None = None) -> None:

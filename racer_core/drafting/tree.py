@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from racer_core.budget._tree_choice import cut_nodes
+
 if TYPE_CHECKING:
     from racer_core.budget.tree_policy import Selection, TreePolicy
 
@@ -141,13 +143,25 @@ def cut(tree: Tree, policy: TreePolicy, load: tuple[int, int] = (0, 0)) -> Tree:
     choice; its size may be padded up to a cheaper one."""
     selection = policy.choose(tree, load)
     chosen = selection.chosen
+    # one native pass over the chosen nodes (budget/_tree_choice.pyx); numpy where it cannot read them
+    taken = cut_nodes(chosen, tree.parents, tree.ancestors, tree.tokens, tree.depths, tree.sources, tree.context,
+                      tree.rank, tree.share)
+    if taken is None:
+        taken = taken_nodes(tree, chosen)
+    parents, ancestors, tokens, depths, sources, context, rank, share = taken
+    # dataclasses.replace's equal, without its walk over the fields
+    return Tree(tokens, parents, depths, ancestors, sources, context, rank, "auto", selection.fed, tree.size,
+                selection, tree.estimates, share)
+
+
+def taken_nodes(tree: Tree, chosen: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The nodes `chosen` (root first) of `tree` renumbered in their order:
+    (parents, ancestor mask, tokens, depths, sources, contexts, ranks, shares
+    or None), by numpy indexing -- what the native cut_nodes computes, and where it cannot."""
     remap = np.full(tree.size, -1, dtype=np.int64)
     remap[chosen] = np.arange(len(chosen))
     parents = remap[tree.parents[chosen]]
     parents[0] = -1
-    return replace(
-        tree, tokens=tree.tokens[chosen], parents=parents, depths=tree.depths[chosen],
-        ancestors=tree.ancestors[chosen][:, chosen], sources=tree.sources[chosen],
-        context=tree.context[chosen], rank=tree.rank[chosen], rule="auto", fed=selection.fed,
-        drafted=tree.size, selection=selection, share=None if tree.share is None else tree.share[chosen],
-    )
+    return (parents, tree.ancestors[chosen][:, chosen], tree.tokens[chosen], tree.depths[chosen],
+            tree.sources[chosen], tree.context[chosen], tree.rank[chosen],
+            None if tree.share is None else tree.share[chosen])
