@@ -8,9 +8,8 @@ drafts could gain under sampling. The processors keep few tokens -- top-k's k,
 top-p's nucleus, min-p's tokens within a factor of the best -- and those are
 among the row's largest scores. So this takes the row's CANDIDATES largest
 (torch.topk: 0.1 ms a row; the automaton extension's scan takes 0.04 ms but
-lives a layer above verify/), applies the
-processors' rules to them in transformers' order (temperature, top-k, top-p,
-min-p) and gives None where a rule's boundary may lie past them (a flat row,
+lives a layer above verify/), applies the processors' rules to them in
+transformers' order (temperature, top-k, top-p, min-p) and gives None where a rule's boundary may lie past them (a flat row,
 a large k): the caller then runs the processors themselves.
 
 The rules, each as transformers states it:
@@ -24,9 +23,9 @@ float32 logsumexp, the candidates' in float64), where transformers sums
 float32 from the bottom: a token whose tail sits within rounding of the
 boundary (a few in ten million of the mass) can fall on the other side. The
 kept tokens' probabilities are the softmax of their scores, as after the
-processors' -inf fill. Equal scores at a boundary are kept in the scan's
-order among equals, transformers' in torch.sort's (unspecified): as many
-are kept, as likely, perhaps not the same ones.
+processors' -inf fill. Equal scores at a boundary are kept in
+torch.topk's order among equals, transformers' in torch.sort's (neither
+specified): as many are kept, as likely, perhaps not the same ones.
 """
 
 from __future__ import annotations
