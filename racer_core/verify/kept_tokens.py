@@ -55,6 +55,7 @@ def kept_tokens(scores: np.ndarray, top_k: int, top_p: float, min_p: float
     best = values[0]
     if not np.isfinite(best):
         return None
+    weights = np.exp(values - best)  # each candidate's probability as a multiple of the best's
     count = CANDIDATES  # the candidates still kept, largest first
     if top_k:
         kth = values[top_k - 1]
@@ -62,12 +63,11 @@ def kept_tokens(scores: np.ndarray, top_k: int, top_p: float, min_p: float
             return None
         count = int(np.count_nonzero(values >= kth))
     if top_p < 1.0:
-        weights = np.exp(values[:count] - best)
         if top_k:
-            total = weights.sum()
+            total = weights[:count].sum()
         else:  # the whole row's mass, as the best's multiple (torch's float32 logsumexp: a third of numpy's float64 time)
             total = math.exp(float(torch.logsumexp(torch.from_numpy(scores), 0)) - best)
-        above = np.concatenate([[0.0], np.cumsum(weights)[:-1]]) / total
+        above = np.concatenate([[0.0], np.cumsum(weights[:count])[:-1]]) / total
         inside = np.flatnonzero(above >= top_p)
         if not len(inside):
             if not top_k:
@@ -75,11 +75,10 @@ def kept_tokens(scores: np.ndarray, top_k: int, top_p: float, min_p: float
         else:
             count = max(1, int(inside[0]))
     if min_p:
-        near = np.exp(values[:count] - best) >= min_p
+        near = weights[:count] >= min_p
         if not top_k and top_p >= 1.0 and near[-1]:
             return None  # tokens within min_p of the best may lie past the candidates
         count = max(1, int(np.count_nonzero(near)))
-    kept = ids[:count]
-    weights = np.exp(values[:count] - best)
+    kept, weights = ids[:count], weights[:count]
     order = np.argsort(kept, kind="stable")
     return kept[order], (weights / weights.sum())[order]
