@@ -454,6 +454,96 @@ struct Avx2 {
 
 constexpr int64_t kThreadedWork = int64_t{1} << 20;  // multiply-adds below which one thread does it all
 constexpr int64_t kKeyBlock = 32;  // keys whose rows one item keeps in L1 while every query row uses them
+constexpr int64_t kOneRowWork = int64_t{1} << 16;  // one row's multiply-adds from which one_row_split shares them
+
+// One query row (plain decoding, and a tree of the root alone: most steps) on
+// all the threads. run()'s items are key/value heads, and 3 of them on 2
+// threads leave one thread idle a third of the call; with a single row they
+// were also below kThreadedWork up to about 1,800 keys, so one thread did it
+// all while the other waited. Here the work is split three times, each
+// split changing no bit: the scores by ranges of keys (each score is its own
+// dot product), each head's softmax whole (its sum in its one order), and
+// the weighted values by ranges of outputs (each output still sums its keys
+// in order). Float32 keys and values, a head 32 floats or a multiple wide
+// (what the CPU models have); false where it does not apply (run() goes on).
+template <class Path>
+bool one_row_split(const AttendArgs& a, const float* q, const float* k, const float* v, const float* mask,
+                   const int32_t* keys, int64_t n, int64_t padded, int64_t group, float* out) {
+    constexpr int64_t kOutputs = 4 * kLanes;  // the width the accumulations keep in registers
+    const int team = std::max(1, a.threads);
+    if (team == 1 || n == 0 || a.dim != padded || padded % kOutputs != 0 || n * a.heads * a.dim < kOneRowWork)
+        return false;
+    thread_local std::vector<float> kept_scores, kept_acc, kept_sums;
+    std::vector<float>& scores = kept_scores;  // heads x n
+    std::vector<float>& acc = kept_acc;        // heads x padded
+    std::vector<float>& sums = kept_sums;
+    scores.resize(static_cast<size_t>(a.heads * n));
+    acc.assign(static_cast<size_t>(a.heads * padded), 0.0f);
+    sums.resize(static_cast<size_t>(a.heads));
+    // key ranges of whole blocks, and output ranges of whole register widths
+    const int64_t key_part = (n + team * kKeyBlock - 1) / (team * kKeyBlock) * kKeyBlock;
+    const int64_t key_parts = (n + key_part - 1) / key_part;
+    const int64_t out_parts = std::min<int64_t>(team, padded / kOutputs);
+    const int64_t out_part = (padded / kOutputs + out_parts - 1) / out_parts * kOutputs;
+    auto heads_of = [&](int64_t g, auto&& three, auto&& two, auto&& one) {  // run()'s grouping of a row's heads
+        for (int64_t e = 0; e < group;) {
+            const int64_t h = g * group + e;
+            if (group - e >= 3) { three(h); e += 3; }
+            else if (e + 1 < group) { two(h); e += 2; }
+            else { one(h); e += 1; }
+        }
+    };
+#pragma omp parallel num_threads(team)
+    {
+#pragma omp for schedule(static)
+        for (int64_t item = 0; item < a.kv_heads * key_parts; ++item) {
+            const int64_t g = item / key_parts, i0 = item % key_parts * key_part, m = std::min(n, i0 + key_part) - i0;
+            const float* kg = k + g * a.k_head;
+            const float* qh = q;  // row 0 of head h at q + h * q_head
+            float* s = scores.data() + i0;
+            heads_of(
+                g,
+                [&](int64_t h) {
+                    Path::dots3(qh + h * a.q_head, a.q_head, padded, kg, a.k_row, keys + i0, m, a.scale, mask,
+                                s + h * n, n);
+                },
+                [&](int64_t h) {
+                    Path::dots2(qh + h * a.q_head, qh + (h + 1) * a.q_head, padded, kg, a.k_row, keys + i0, m,
+                                a.scale, mask, s + h * n, s + (h + 1) * n);
+                },
+                [&](int64_t h) {
+                    Path::dots(qh + h * a.q_head, padded, kg, a.k_row, keys + i0, m, a.scale, mask, s + h * n);
+                });
+        }
+#pragma omp for schedule(static)
+        for (int64_t h = 0; h < a.heads; ++h) sums[h] = Path::softmax(scores.data() + h * n, n);
+#pragma omp for schedule(static)
+        for (int64_t item = 0; item < a.kv_heads * out_parts; ++item) {
+            const int64_t g = item / out_parts, c0 = item % out_parts * out_part;
+            const int64_t width = std::min(padded, c0 + out_part) - c0;
+            if (width <= 0) continue;
+            const float* vg = v + g * a.v_head + c0;
+            const float* p = scores.data();
+            float* o = acc.data() + c0;
+            heads_of(
+                g,
+                [&](int64_t h) {
+                    Path::accumulate3(p + h * n, n, vg, a.v_row, keys, n, width, o + h * padded, padded);
+                },
+                [&](int64_t h) {
+                    Path::accumulate2(p + h * n, p + (h + 1) * n, vg, a.v_row, keys, n, width, o + h * padded,
+                                      o + (h + 1) * padded);
+                },
+                [&](int64_t h) { Path::accumulate(p + h * n, vg, a.v_row, keys, n, width, o + h * padded); });
+            for (int64_t e = 0; e < group; ++e) {
+                const int64_t h = g * group + e;
+                Path::finish(o + h * padded, width, sums[h]);
+                std::memcpy(out + h * a.out_head + c0, o + h * padded, static_cast<size_t>(width) * sizeof(float));
+            }
+        }
+    }
+    return true;
+}
 
 // widen() of a bf16 row, 8 values at a time.
 RACER_AVX2 void widen_bf16_avx2(const uint16_t* src, int64_t dim, float* dst, int64_t padded) {
@@ -549,6 +639,10 @@ void run(const AttendArgs& a) {
     }
     int64_t most = 0;
     for (int64_t r = 0; r < a.rows; ++r) most = std::max(most, starts[r + 1] - starts[r]);
+    if constexpr (std::is_same_v<T, float>) {
+        if (a.rows == 1 && one_row_split<Path>(a, q, k, v, masks, visible.data(), starts[1], padded, group, out))
+            return;
+    }
 
     // An item: one key/value head, some query rows, every query head
     // of the group. Its keys and values are read block by block, each block

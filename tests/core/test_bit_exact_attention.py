@@ -107,6 +107,39 @@ def test_threads_split_a_large_call_without_changing_a_bit(dtype: torch.dtype) -
         assert torch.equal(one, exact_attend(q, keys, values, mask, 0.1, threads=threads)), threads
 
 
+@pytest.mark.parametrize("kv_heads, heads, dim, length", [(3, 9, 64, 600), (2, 8, 128, 300), (4, 4, 64, 700),
+                                                          (1, 2, 32, 1500), (2, 10, 64, 999)])
+@pytest.mark.parametrize("shape", ["all", "window", "scattered"])
+def test_one_row_shares_its_keys_and_outputs_among_threads_without_changing_a_bit(kv_heads, heads, dim, length,
+                                                                                  shape) -> None:
+    # One query row over enough keys splits its scores by keys and its values by
+    # outputs among the threads (attention_kernel.cpp, one_row_split); one thread
+    # computes it whole, and the same row inside a tree goes by run()'s items.
+    visible = np.ones((1, length), dtype=bool)
+    if shape == "window":
+        visible[0, : length // 3] = False
+    elif shape == "scattered":
+        visible[0] = np.random.default_rng(length).random(length) < 0.7
+    q, keys, values = tensors(kv_heads, heads, dim, visible, 3, torch.float32)
+    mask = additive(visible, torch.float32)
+    one = exact_attend(q, keys, values, mask, dim**-0.5, threads=1)
+    assert torch.equal(one, exact_attend(q, keys, values, mask, dim**-0.5, threads=1, portable=True))
+    for threads in (2, 3, 8):
+        assert torch.equal(one, exact_attend(q, keys, values, mask, dim**-0.5, threads=threads)), threads
+        assert torch.equal(one, exact_attend(q, keys, values, mask, dim**-0.5, threads=threads, portable=True))
+    # the row inside a tree of three (its own key last, two siblings after it)
+    tree = np.zeros((3, length + 2), dtype=bool)
+    tree[:, :length] = visible
+    tree[1, length] = tree[2, length + 1] = True
+    q3 = torch.cat([q, torch.randn(1, heads, 2, dim)], dim=2)
+    k3 = torch.cat([keys, torch.randn(1, kv_heads, 2, dim)], dim=2)
+    v3 = torch.cat([values, torch.randn(1, kv_heads, 2, dim)], dim=2)
+    together = exact_attend(q3, k3, v3, additive(tree, torch.float32), dim**-0.5, threads=2)
+    assert torch.equal(one, together[:, :, :1])
+    want = reference(q, keys, values, visible, dim**-0.5)
+    assert (one.double() - want).abs().max() <= TOLERANCE[torch.float32] * max(1.0, want.abs().max().item())
+
+
 def test_strided_inputs_as_the_lean_forward_hands_them() -> None:
     # q transposed from (T, heads, D), keys a prefix view of a larger cache buffer
     gen = torch.Generator().manual_seed(2)
