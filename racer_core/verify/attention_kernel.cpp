@@ -452,7 +452,10 @@ struct Avx2 {
     }
 };
 
-constexpr int64_t kThreadedWork = int64_t{1} << 20;  // multiply-adds below which one thread does it all
+// Multiply-adds below which one thread does it all. The loop's OpenMP workers
+// spin between a step's parallel regions (openmp_threads.py), so handing a few
+// rows' items to them pays from here (it was 1 << 20 while they slept).
+constexpr int64_t kThreadedWork = int64_t{1} << 16;
 constexpr int64_t kKeyBlock = 32;  // keys whose rows one item keeps in L1 while every query row uses them
 constexpr int64_t kOneRowWork = int64_t{1} << 16;  // one row's multiply-adds from which one_row_split shares them
 
