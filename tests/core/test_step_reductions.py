@@ -46,3 +46,19 @@ def test_a_column_of_a_larger_tensor_is_read_where_it_lies() -> None:
     view = wide[::2, 1:]
     assert greedy_choices(view) == view.argmax(dim=-1).tolist()
     assert torch.equal(torch.from_numpy(top_two(view)), view.topk(2, dim=-1).values)
+
+
+def test_top_two_hides_one_occurrence_of_the_maximum_on_any_row() -> None:
+    # the reference: the row copied with its first maximum hidden (top_two's way
+    # before it read the slices either side), NaN and infinities included
+    np = pytest.importorskip("numpy")
+    rng = np.random.default_rng(0)
+    values = np.array([0.5, 1.0, -1.0, 2.0, np.nan, np.inf, -np.inf], dtype=np.float32)
+    for _ in range(2000):
+        rows = rng.choice(values, size=(int(rng.integers(1, 5)), int(rng.integers(1, 9))))
+        every = np.arange(len(rows))
+        at = rows.argmax(axis=-1)
+        rest = rows.copy()
+        rest[every, at] = -np.inf
+        want = np.stack([rows[every, at], rest.max(axis=-1)], axis=1)
+        assert np.array_equal(top_two(torch.from_numpy(rows)), want, equal_nan=True), rows
