@@ -92,3 +92,18 @@ def test_sliding_window_mask_hides_old_positions() -> None:
     allowed = (built == 0).int().tolist()
     assert allowed[0] == [0, 0, 0, 1, 1, 1, 1, 0]
     assert allowed[1] == [0, 0, 0, 0, 1, 1, 1, 1]
+
+
+def test_a_lone_rows_mask_is_the_built_one_whatever_the_cache_length() -> None:
+    # one row seeing every key comes from a kept buffer (grown as the cache grows):
+    # the same values, shape and dtype as the mask built row by row
+    from racer_core.verify.tree_attention import TreeMaskBuilder
+
+    builder = TreeMaskBuilder(torch.float32, "cpu", window=None)
+    for cached in (0, 3, 40, 7, 200, 0):
+        lone = builder.build(cached, np.ones((1, 1), dtype=bool), np.zeros(1, dtype=np.int64))
+        two = builder.build(cached, np.tril(np.ones((2, 2), dtype=bool)), np.arange(2))
+        assert lone.shape == (1, 1, 1, cached + 1) and lone.dtype == torch.float32
+        assert torch.equal(lone, two[:, :, :1, : cached + 1]) and torch.all(lone == 0)
+    windowed = TreeMaskBuilder(torch.float32, "cpu", window=4).build(6, np.ones((1, 1), dtype=bool), np.zeros(1))
+    assert (windowed[0, 0, 0] == 0).int().tolist() == [0, 0, 0, 1, 1, 1, 1]  # a window still hides the far keys
