@@ -3,7 +3,7 @@
 // holds one 32-block's integer dot product for all eight, one lane each, and
 // one float multiply-add scales all eight at once. Included after quant_q8.hpp
 // (its activation quantizer) by one translation unit per ISA; needs DOT (as
-// there, plus PAIRS16: add maddubs' int16 pair sums of a Q4 block before one madd).
+// there, plus PAIRS16: add maddubs' int16 pair sums of a Q4 block, or half a Q5 one, before one madd).
 //
 // A group of eight rows holds, per block b (a K type's 256-value super-block),
 // its fields in turn, each field's pieces side by side for the eight rows
@@ -28,10 +28,10 @@
 //   acc = fma(f32(dw_ob * dx_tb), f32(int dot of block b), acc)
 //   off = fma(offset_ob, s_tb, off)   (Q4_0: -8 dw, Q5_0: -16 dw, Q4_1 / Q5_1: m,
 //                                      Q4_K / Q5_K: -(dmin * m); Q8_0, Q6_K have none)
-// as the file-layout kernel's per-block terms (quant_q8.hpp), with Q4_K's and Q5_K's dw = d * sc and Q6_K's dw = d, its int8 scales inside the integer
-// dot (sc1 * dot of the first 16 values + sc2 * dot of the second), in the lane
-// of column o, whatever the tile, the row count or the thread: row-invariant,
-// and the same bits on every ISA (the integer dots are exact).
+// (the file-layout kernel's terms, quant_q8.hpp), with Q4_K's and Q5_K's dw = d * sc and
+// Q6_K's dw = d, its int8 scales inside the integer dot (sc1 * dot of the first 16 values
+// + sc2 * dot of the second), in the lane of column o, whatever the tile, the row count or
+// the thread: row-invariant, and the same bits on every ISA (the integer dots are exact).
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -175,16 +175,23 @@ inline __m256i rp_q4_sum(__m256i acc) {
     else return acc;
 }
 
-// A Q5 type's quants (0..31) reach 2 * 31 * 127 = 7874 a pair sum: four fit in int16, not eight.
-// Adds the int16 pair sums so far (rp_q4_add's) to the int32 dots and starts them again.
-inline void rp_q5_flush(__m256i* dots, __m256i* pairs, int n) {
+// maddubs' int16 pair sums a Q4 / Q5 type's acc may add before rp_flush: a 4-bit quant's pairs are at
+// most 2 * 15 * 127 (eight fit in int16: a block's), a 5-bit one's 2 * 31 * 127 = 7874 (four fit).
+template <int TYPE>
+constexpr int rp_pairs16() {
+    return TYPE == racer_quant::Q5_0 || TYPE == racer_quant::Q5_1 || TYPE == racer_quant::Q5_K ? 4 : 8;
+}
+
+// Adds the sums so far (rp_q4_add's) to the int32 dots and starts them again.
+inline void rp_flush(__m256i* dots, __m256i* acc, int n) {
     for (int i = 0; i < n; ++i) {
-        dots[i] = _mm256_add_epi32(dots[i], rp_q4_sum(pairs[i]));
-        pairs[i] = _mm256_setzero_si256();
+        dots[i] = _mm256_add_epi32(dots[i], rp_q4_sum(acc[i]));
+        acc[i] = _mm256_setzero_si256();
     }
 }
 
-// Q5_K's fifth bits as 0x10 in each byte of chunk c of sub-block s (bit s of each qh byte).
+// Q5_K's fifth bits as 0x10 in each byte of chunk c of sub-block s (bit s of each qh byte; the
+// 16-bit shifts move bits across bytes, but never into the bit kept).
 inline __m256i rp_q5k_high(const uint8_t* blk, int c, int s) {
     const __m256i qh = _mm256_srl_epi16(rp_load(blk + RP_Q5K_QH + 32 * c), _mm_cvtsi32_si128(s));
     return _mm256_and_si256(_mm256_slli_epi16(qh, 4), _mm256_set1_epi8(0x10));  // bit 0 to bit 4 of the same byte
@@ -242,101 +249,65 @@ inline void rp_block_dots(const uint8_t* blk, int s, const int8_t* xq, int64_t c
                 out[r] = h ? _mm256_add_epi32(out[r], part) : part;
             }
         }
-    } else if constexpr (TYPE == racer_quant::Q5_K) {  // Q4_K's, each nibble with its fifth bit
-        const uint8_t* q = blk + 128 + 256 * (s >> 1);
-        if constexpr (rp_step<TYPE, R>() == 2) {  // s even: out[r] its dots, out[R + r] s + 1's
-            __m256i pairs[2 * R];
-            for (int r = 0; r < 2 * R; ++r) pairs[r] = out[r] = _mm256_setzero_si256();
-            for (int c = 0; c < 8; ++c) {
-                const __m256i raw = rp_load(q + 32 * c);
-                const __m256i qh = _mm256_srl_epi16(rp_load(blk + RP_Q5K_QH + 32 * c), _mm_cvtsi32_si128(s));
-                const __m256i five = _mm256_set1_epi8(0x10);
-                const __m256i lo = _mm256_or_si256(_mm256_and_si256(raw, mask), _mm256_and_si256(_mm256_slli_epi16(qh, 4), five));
-                const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), mask),
-                                                   _mm256_and_si256(_mm256_slli_epi16(qh, 3), five));  // bit s + 1
-                for (int r = 0; r < R; ++r) {
-                    const int8_t* x = xq + r * cols + 4 * c;
-                    pairs[r] = rp_q4_add(pairs[r], lo, rp_bcast4(x));
-                    pairs[R + r] = rp_q4_add(pairs[R + r], hi, rp_bcast4(x + 32));
-                }
-                if (c % 4 == 3) rp_q5_flush(out, pairs, 2 * R);
-            }
-        } else {  // sub-block s alone: chunks c and c + 4 together
-            const bool high = s & 1;
-            __m256i pairs[R];
-            for (int r = 0; r < R; ++r) pairs[r] = out[r] = _mm256_setzero_si256();
-            for (int c = 0; c < 4; ++c) {
-                const __m256i raw = rp_load(q + 32 * c), raw2 = rp_load(q + 32 * (c + 4));
-                const __m256i a = _mm256_or_si256(_mm256_and_si256(high ? _mm256_srli_epi16(raw, 4) : raw, mask),
-                                                  rp_q5k_high(blk, c, s));
-                const __m256i b = _mm256_or_si256(_mm256_and_si256(high ? _mm256_srli_epi16(raw2, 4) : raw2, mask),
-                                                  rp_q5k_high(blk, c + 4, s));
-                for (int r = 0; r < R; ++r) {
-                    const int8_t* x = xq + r * cols;
-                    pairs[r] = rp_q4_add2(pairs[r], a, rp_bcast4(x + 4 * c), b, rp_bcast4(x + 16 + 4 * c));
-                }
-                if (c % 2 == 1) rp_q5_flush(out, pairs, R);
-            }
-        }
-    } else if constexpr (TYPE == racer_quant::Q5_0 || TYPE == racer_quant::Q5_1) {  // Q4_0's, with fifth bits
-        const uint8_t* q = blk + rp_nibbles<TYPE>();
-        const __m256i qh = rp_load(blk + rp_q5_qh<TYPE>());
-        __m256i pairs[R];
-        for (int r = 0; r < R; ++r) pairs[r] = out[r] = _mm256_setzero_si256();
-        for (int c = 0; c < 4; ++c) {
-            const __m256i raw = rp_load(q + 32 * c);
-            const __m256i lo = _mm256_or_si256(_mm256_and_si256(raw, mask), rp_q5_high(qh, c, false));
-            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), mask), rp_q5_high(qh, c, true));
-            for (int r = 0; r < R; ++r) {
-                const int8_t* x = xq + r * cols;
-                pairs[r] = rp_q4_add2(pairs[r], lo, rp_bcast4(x + 4 * c), hi, rp_bcast4(x + 16 + 4 * c));
-            }
-            if (c % 2 == 1) rp_q5_flush(out, pairs, R);
-        }
-    } else if constexpr (TYPE == racer_quant::Q4_K) {
+    } else if constexpr (rp_q4k_scaled<TYPE>()) {  // Q5_K: each nibble with its fifth bit
+        constexpr bool FIVE = TYPE == racer_quant::Q5_K;
         const uint8_t* q = blk + 128 + 256 * (s >> 1);  // 8 chunks of sub-blocks s & ~1 (low nibbles) and s | 1 (high)
         if constexpr (rp_step<TYPE, R>() == 2) {  // s even: out[r] its dots, out[R + r] s + 1's
             __m256i acc[2 * R];
-            for (int r = 0; r < 2 * R; ++r) acc[r] = _mm256_setzero_si256();
+            for (int r = 0; r < 2 * R; ++r) acc[r] = out[r] = _mm256_setzero_si256();
             for (int c = 0; c < 8; ++c) {
                 const __m256i raw = rp_load(q + 32 * c);
-                const __m256i lo = _mm256_and_si256(raw, mask), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+                __m256i lo = _mm256_and_si256(raw, mask), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+                if constexpr (FIVE) {
+                    lo = _mm256_or_si256(lo, rp_q5k_high(blk, c, s));
+                    hi = _mm256_or_si256(hi, rp_q5k_high(blk, c, s + 1));
+                }
                 for (int r = 0; r < R; ++r) {
                     const int8_t* x = xq + r * cols + 4 * c;
                     acc[r] = rp_q4_add(acc[r], lo, rp_bcast4(x));
                     acc[R + r] = rp_q4_add(acc[R + r], hi, rp_bcast4(x + 32));
                 }
+                if ((c + 1) % rp_pairs16<TYPE>() == 0) rp_flush(out, acc, 2 * R);
             }
-            for (int r = 0; r < 2 * R; ++r) out[r] = rp_q4_sum(acc[r]);
         } else {  // sub-block s alone (more rows: fewer registers): chunks c and c + 4 together
             const bool high = s & 1;  // the nibbles of s: the high ones for an odd s
             __m256i acc[R];
-            for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_si256();
+            for (int r = 0; r < R; ++r) acc[r] = out[r] = _mm256_setzero_si256();
             for (int c = 0; c < 4; ++c) {
                 const __m256i raw = rp_load(q + 32 * c), raw2 = rp_load(q + 32 * (c + 4));
-                const __m256i lo = _mm256_and_si256(raw, mask), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
-                const __m256i a = high ? hi : lo;
-                const __m256i b = _mm256_and_si256(high ? _mm256_srli_epi16(raw2, 4) : raw2, mask);
+                __m256i a = _mm256_and_si256(high ? _mm256_srli_epi16(raw, 4) : raw, mask);
+                __m256i b = _mm256_and_si256(high ? _mm256_srli_epi16(raw2, 4) : raw2, mask);
+                if constexpr (FIVE) {
+                    a = _mm256_or_si256(a, rp_q5k_high(blk, c, s));
+                    b = _mm256_or_si256(b, rp_q5k_high(blk, c + 4, s));
+                }
                 for (int r = 0; r < R; ++r) {
                     const int8_t* x = xq + r * cols;
                     acc[r] = rp_q4_add2(acc[r], a, rp_bcast4(x + 4 * c), b, rp_bcast4(x + 16 + 4 * c));
                 }
+                if ((2 * c + 2) % rp_pairs16<TYPE>() == 0) rp_flush(out, acc, R);
             }
-            for (int r = 0; r < R; ++r) out[r] = rp_q4_sum(acc[r]);
         }
-    } else {  // Q4_0 / Q4_1: 4 chunks, low nibbles elements 4c..4c+3, high 16+4c..16+4c+3
+    } else {  // Q4_0 / Q4_1 / Q5_0 / Q5_1: 4 chunks, low nibbles elements 4c..4c+3, high 16+4c..16+4c+3
+        constexpr bool FIVE = TYPE == racer_quant::Q5_0 || TYPE == racer_quant::Q5_1;
         const uint8_t* q = blk + rp_nibbles<TYPE>();
+        __m256i qh = _mm256_setzero_si256();
+        if constexpr (FIVE) qh = rp_load(blk + rp_q5_qh<TYPE>());
         __m256i acc[R];
-        for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_si256();
+        for (int r = 0; r < R; ++r) acc[r] = out[r] = _mm256_setzero_si256();
         for (int c = 0; c < 4; ++c) {
             const __m256i raw = rp_load(q + 32 * c);
-            const __m256i lo = _mm256_and_si256(raw, mask), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+            __m256i lo = _mm256_and_si256(raw, mask), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+            if constexpr (FIVE) {
+                lo = _mm256_or_si256(lo, rp_q5_high(qh, c, false));
+                hi = _mm256_or_si256(hi, rp_q5_high(qh, c, true));
+            }
             for (int r = 0; r < R; ++r) {
                 const int8_t* x = xq + r * cols;
                 acc[r] = rp_q4_add2(acc[r], lo, rp_bcast4(x + 4 * c), hi, rp_bcast4(x + 16 + 4 * c));
             }
+            if ((2 * c + 2) % rp_pairs16<TYPE>() == 0) rp_flush(out, acc, R);
         }
-        for (int r = 0; r < R; ++r) out[r] = rp_q4_sum(acc[r]);
     }
 }
 
