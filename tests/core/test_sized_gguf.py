@@ -105,7 +105,8 @@ def test_a_tokenizer_source_without_tokens_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "out.gguf").exists()
 
 
-@pytest.mark.parametrize(("mix", "quant"), [("q4_1", "gguf Q4_1+Q6_K"), ("q4_k_m", "gguf Q4_K+Q6_K")])
+@pytest.mark.parametrize(("mix", "quant"), [("q4_1", "gguf Q4_1+Q6_K"), ("q4_k_m", "gguf Q4_K+Q6_K"),
+                                           ("q5_k_m", "gguf Q5_K+Q6_K")])
 def test_a_written_file_loads_in_its_blocks_at_its_shape(mix: str, quant: str, tokenizer_gguf: Path,
                                                          tmp_path: Path) -> None:
     from quant_helpers import the_kernel
