@@ -106,11 +106,11 @@ PRESETS = {"0.8b": Shape(hidden=2048, layers=16, ffn=5632, heads=32, kv_heads=8)
 """0.8b: TinyLlama's widths (2048 wide, FFN 5632, heads of 64) at 16 layers and 8 key-value heads;
 with the 49152-token vocabulary, 0.82B parameters (0.10B of them the tied embedding)."""
 
-MIXES = ("q4_1", "q4_k_m")
+MIXES = ("q4_1", "q4_k_m", "q5_k_m")
 
 
 def use_more_bits(layer: int, layers: int) -> bool:
-    """llama.cpp's choice of the Q4_K_M layers whose attn_v and ffn_down get Q6_K (llama-quant.cpp): the first and
+    """llama.cpp's choice of the Q4_K_M and Q5_K_M layers whose attn_v and ffn_down get Q6_K (llama-quant.cpp): the first and
     last eighth, and every third between; half of them at 16 layers."""
     return layer < layers // 8 or layer >= 7 * layers // 8 or (layer - layers // 8) % 3 == 2
 
@@ -118,21 +118,23 @@ def use_more_bits(layer: int, layers: int) -> bool:
 def tensor_types(shape: Shape, mix: str) -> dict[str, int]:
     """Every quantized tensor's GGML type in `mix`, as llama.cpp's quantizer chooses them for a tied model:
     the embedding (the head too) Q6_K where its rows are whole 256-value blocks, else Q8_0 (the embedded
-    model's 576 wide); q4_1 every linear Q4_1; q4_k_m Q4_K, with Q6_K for attn_v and ffn_down in
-    use_more_bits' layers."""
+    model's 576 wide); q4_1 every linear Q4_1; q4_k_m Q4_K (q5_k_m Q5_K), with Q6_K for attn_v and
+    ffn_down in use_more_bits' layers."""
     if mix not in MIXES:
         raise ValueError(f"unknown mix {mix!r}; choose one of {', '.join(MIXES)}")
-    if mix == "q4_k_m" and (shape.hidden % 256 or shape.ffn % 256):
-        raise ValueError("q4_k_m needs --hidden and --ffn in multiples of 256 (the K types' blocks)")
+    if mix in K_MIXES and (shape.hidden % 256 or shape.ffn % 256):
+        raise ValueError(f"{mix} needs --hidden and --ffn in multiples of 256 (the K types' blocks)")
     types = {"token_embd.weight": 14 if shape.hidden % 256 == 0 else 8}
     for layer in range(shape.layers):
         for name in shape.linears(layer):
-            more = mix == "q4_k_m" and name.endswith(("attn_v.weight", "ffn_down.weight"))
-            types[name] = 3 if mix == "q4_1" else 14 if more and use_more_bits(layer, shape.layers) else 12
+            more = mix in K_MIXES and name.endswith(("attn_v.weight", "ffn_down.weight"))
+            types[name] = 3 if mix == "q4_1" else 14 if more and use_more_bits(layer, shape.layers) else K_MIXES[mix]
     return types
 
 
-FILE_TYPES = {"q4_1": "MOSTLY_Q4_1", "q4_k_m": "MOSTLY_Q4_K_M"}
+K_MIXES = {"q4_k_m": 12, "q5_k_m": 13}
+"""The K mixes' main type: Q4_K, Q5_K."""
+FILE_TYPES = {"q4_1": "MOSTLY_Q4_1", "q4_k_m": "MOSTLY_Q4_K_M", "q5_k_m": "MOSTLY_Q5_K_M"}
 
 
 @dataclass(frozen=True)

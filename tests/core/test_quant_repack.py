@@ -22,8 +22,10 @@ from racer_core.models.formats.quant_weights import QuantWeight, repacking_as  #
 
 _quant, ISAS = the_kernel()
 Q = gguf.GGMLQuantizationType
-TYPES = {2: Q.Q4_0, 3: Q.Q4_1, 8: Q.Q8_0, 12: Q.Q4_K, 14: Q.Q6_K}
-K_TYPES = (12, 14)
+TYPES = {2: Q.Q4_0, 3: Q.Q4_1, 6: Q.Q5_0, 7: Q.Q5_1, 8: Q.Q8_0, 12: Q.Q4_K, 13: Q.Q5_K, 14: Q.Q6_K}
+K_TYPES = (12, 13, 14)
+Q5_TYPES = (6, 7, 13)
+"""Q5_0, Q5_1, Q5_K: repacked since 5 Dec 2026."""
 
 
 def _values(qtype: int) -> int:
@@ -93,6 +95,16 @@ def test_the_k_layouts_are_the_documented_ones() -> None:
         assert np.array_equal(packed[32 + 8 * i : 40 + 8 * i], b[:, 4 + i])
     for c in range(32):
         assert np.array_equal(packed[128 + 32 * c : 160 + 32 * c], b[:, 16 + 4 * c : 20 + 4 * c].reshape(-1))
+    blocks = _blocks(13, 16, 512, seed=1)  # Q5_K: Q4_K's fields at Q4_K's places, then qh in 4-byte pieces
+    b = blocks.reshape(16, 2, 176)[8:, 1]
+    packed = repack.repack(13, blocks).reshape(2, 2, 1408)[1, 1]
+    assert np.array_equal(packed[:16], b[:, 0:2].reshape(-1)) and np.array_equal(packed[16:32], b[:, 2:4].reshape(-1))
+    for i in range(12):
+        assert np.array_equal(packed[32 + 8 * i : 40 + 8 * i], b[:, 4 + i])
+    for c in range(32):
+        assert np.array_equal(packed[128 + 32 * c : 160 + 32 * c], b[:, 48 + 4 * c : 52 + 4 * c].reshape(-1))
+    for c in range(8):
+        assert np.array_equal(packed[1152 + 32 * c : 1184 + 32 * c], b[:, 16 + 4 * c : 20 + 4 * c].reshape(-1))
     blocks = _blocks(14, 16, 512, seed=1)
     b = blocks.reshape(16, 2, 210)[8:, 1]
     packed = repack.repack(14, blocks).reshape(2, 2, 1680)[1, 1]
@@ -101,6 +113,22 @@ def test_the_k_layouts_are_the_documented_ones() -> None:
     for i in range(16):
         assert np.array_equal(packed[1536 + 8 * i : 1544 + 8 * i], b[:, 192 + i])
     assert np.array_equal(packed[1664:], b[:, 208:210].reshape(-1))
+
+
+@pytest.mark.parametrize(("qtype", "size"), [(6, 22), (7, 24)])
+def test_the_q5_layouts_are_the_documented_ones(qtype: int, size: int) -> None:
+    """Group 0, block 1 of a Q5_0 / Q5_1 matrix: eight d (Q5_1: eight m), the eight rows' 4-byte qh,
+    then chunk c = bytes 4c..4c+3 of each row's nibble bytes (as Q4_0's)."""
+    blocks = _blocks(qtype, 16, 64, seed=1)
+    b = blocks.reshape(16, 2, size)[:8, 1]
+    packed = repack.repack(qtype, blocks).reshape(2, 2, 8 * size)[0, 1]
+    first = size - 20  # where qh begins in the file's block: 2 (Q5_0), 4 (Q5_1)
+    for f in range(0, first, 2):
+        assert np.array_equal(packed[8 * f : 8 * f + 16], b[:, f : f + 2].reshape(-1))
+    assert np.array_equal(packed[8 * first : 8 * first + 32], b[:, first : first + 4].reshape(-1))
+    for c in range(4):
+        at = 8 * first + 32 * (c + 1)
+        assert np.array_equal(packed[at : at + 32], b[:, first + 4 + 4 * c : first + 8 + 4 * c].reshape(-1))
 
 
 @settings(max_examples=100, deadline=None)
@@ -174,10 +202,11 @@ def test_quant_weight_repacks_where_it_may() -> None:
         QuantWeight(_blocks(3, 12, 64, seed=2), 3, 12, 64, acts="q8", repacked=True)
 
 
-@pytest.mark.parametrize("qtype", K_TYPES)
-def test_quant_weight_multiplies_k_blocks_repacked_by_default(qtype: int) -> None:
-    """A Q4_K / Q6_K weight of whole groups of eight rows goes through the repacked kernel (its answer is
-    the repacked order's, which here differs from the file layout's); RACER_QUANT_REPACK=0 keeps the file's."""
+@pytest.mark.parametrize("qtype", sorted({*K_TYPES, *Q5_TYPES}))
+def test_quant_weight_multiplies_k_and_q5_blocks_repacked_by_default(qtype: int) -> None:
+    """A K or Q5 type's weight of whole groups of eight rows goes through the repacked kernel (its answer is
+    the repacked order's, which here differs from the file layout's); RACER_QUANT_REPACK=0 keeps the file's,
+    and so do rows that are no whole groups of eight."""
     rows, cols = 24, 1024
     blocks = _blocks(qtype, rows, cols, seed=5)
     x = torch.from_numpy(_x(5, cols, seed=6))
@@ -196,6 +225,29 @@ def test_quant_weight_multiplies_k_blocks_repacked_by_default(qtype: int) -> Non
     assert torch.equal(w.plain(), plain.plain())
     ids = torch.tensor([1, 23, 8])
     assert torch.equal(w.rows(ids), plain.rows(ids))
+    odd = QuantWeight(blocks[:12].copy(), qtype, 12, cols, acts="q8")  # not whole groups of eight: the file's layout
+    assert not odd.repacked and odd.kernel_type == qtype
+    assert torch.equal(odd(x), torch.from_numpy(file_layout[:, :12].copy()))  # row-invariant: the same outputs
+
+
+@pytest.mark.parametrize("t", [1, 2, 3, 8, 16, 32])
+@pytest.mark.parametrize("qtype", Q5_TYPES)
+def test_the_q5_types_at_tree_row_counts(qtype: int, t: int) -> None:
+    """A tree's row counts, every tile shape (one row: four groups a tile; two: pairs of sub-blocks): the
+    repacked kernel is its reference bit for bit, each row alone too, and within the float32 summation
+    error of the float64 product, as the file layout's kernel is."""
+    rows, cols = 40, 768 if qtype in K_TYPES else 224
+    blocks = _blocks(qtype, rows, cols, seed=t)
+    x = _x(t, cols, seed=t + 100)
+    got = _repacked(qtype, repack.repack(qtype, blocks), rows, cols, x, threads=2)
+    assert np.array_equal(got, reference.matmul_q8_repacked(qtype, blocks, rows, cols, x))
+    assert np.array_equal(_repacked(qtype, repack.repack(qtype, blocks), rows, cols, x[-1:])[0], got[-1])
+    file_layout = np.empty_like(got)
+    _quant.matmul_q8(qtype, blocks, rows, cols, x, file_layout, "avx2", 1)
+    want = reference.matmul_q8(qtype, blocks, rows, cols, x)
+    scale = np.abs(x).astype(np.float64) @ np.abs(reference.dequantize(qtype, blocks, rows, cols)).T.astype(np.float64)
+    for out in (got, file_layout):
+        assert np.all(np.abs(out - want) <= 1.2e-7 * (cols + 16) * scale + 1e-30)
 
 
 @pytest.mark.parametrize("qtype", sorted(TYPES))
@@ -231,8 +283,10 @@ def test_repacked_blocks_are_refused_where_they_cannot_be_read() -> None:
         assert "\n" not in str(error.value)
     with pytest.raises(ValueError, match="groups of 8 rows"):
         _quant.matmul_q8(rp, blocks[:12].copy(), 12, 64, x, np.zeros((2, 12), dtype=np.float32), "avx2", 1)
-    with pytest.raises(ValueError, match="unsupported block type"):  # Q5_K: not repacked
-        _quant.matmul_q8(13 | _quant.REPACKED, np.zeros((8, 176), dtype=np.uint8), 8, 256,
-                         np.zeros((2, 256), dtype=np.float32), np.zeros((2, 8), dtype=np.float32), "avx2", 1)
+    with pytest.raises(ValueError, match="unsupported block type"):  # Q8_1: the kernel has no such blocks
+        _quant.matmul_q8(9 | _quant.REPACKED, np.zeros((8, 36), dtype=np.uint8), 8, 32,
+                         np.zeros((2, 32), dtype=np.float32), np.zeros((2, 8), dtype=np.float32), "avx2", 1)
     with pytest.raises(ValueError, match="cannot be repacked"):
-        repack.repack(13, np.zeros((8, 176), dtype=np.uint8))
+        repack.repack(9, np.zeros((8, 36), dtype=np.uint8))
+    with pytest.raises(ValueError, match="cannot be repacked"):
+        repack.repack(13, np.zeros((12, 176), dtype=np.uint8))

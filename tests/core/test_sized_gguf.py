@@ -48,13 +48,15 @@ def test_random_k_blocks_are_the_kernel_tests_any_bytes_blocks() -> None:
         random_blocks(12, 1, 300, np.random.default_rng(0))
 
 
-def test_q4_k_m_gives_half_the_layers_q6_k_for_attn_v_and_ffn_down() -> None:
+@pytest.mark.parametrize(("mix", "main"), [("q4_k_m", Q.Q4_K), ("q5_k_m", Q.Q5_K)])
+def test_k_m_mixes_give_half_the_layers_q6_k_for_attn_v_and_ffn_down(mix: str, main: Q) -> None:
+    """llama.cpp's Q4_K_M and Q5_K_M share the rule (llama-quant.cpp); only the main type differs."""
     shape = PRESETS["0.8b"]
-    types = tensor_types(shape, "q4_k_m")
+    types = tensor_types(shape, mix)
     more = [layer for layer in range(shape.layers) if types[f"blk.{layer}.attn_v.weight"] == Q.Q6_K]
     assert more == [0, 1, 4, 7, 10, 13, 14, 15] == [i for i in range(16) if use_more_bits(i, 16)]
-    assert all(types[f"blk.{i}.ffn_down.weight"] == (Q.Q6_K if i in more else Q.Q4_K) for i in range(16))
-    assert {types[f"blk.{i}.{n}.weight"] for i in range(16) for n in ("attn_q", "attn_k", "ffn_up")} == {Q.Q4_K}
+    assert all(types[f"blk.{i}.ffn_down.weight"] == (Q.Q6_K if i in more else main) for i in range(16))
+    assert {types[f"blk.{i}.{n}.weight"] for i in range(16) for n in ("attn_q", "attn_k", "ffn_up")} == {main}
     assert types["token_embd.weight"] == Q.Q6_K
 
 
@@ -63,8 +65,9 @@ def test_q4_1_head_is_q8_0_where_its_width_is_no_whole_k_block() -> None:
     assert tensor_types(embedded_width, "q4_1")["token_embd.weight"] == Q.Q8_0
     assert tensor_types(PRESETS["0.8b"], "q4_1")["token_embd.weight"] == Q.Q6_K
     assert set(tensor_types(PRESETS["0.8b"], "q4_1").values()) == {Q.Q4_1, Q.Q6_K}
-    with pytest.raises(ValueError, match="multiples of 256"):
-        tensor_types(embedded_width, "q4_k_m")
+    for mix in ("q4_k_m", "q5_k_m"):
+        with pytest.raises(ValueError, match="multiples of 256"):
+            tensor_types(embedded_width, mix)
 
 
 @pytest.mark.parametrize(("shape", "words"), [
@@ -102,7 +105,8 @@ def test_a_tokenizer_source_without_tokens_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "out.gguf").exists()
 
 
-@pytest.mark.parametrize(("mix", "quant"), [("q4_1", "gguf Q4_1+Q6_K"), ("q4_k_m", "gguf Q4_K+Q6_K")])
+@pytest.mark.parametrize(("mix", "quant"), [("q4_1", "gguf Q4_1+Q6_K"), ("q4_k_m", "gguf Q4_K+Q6_K"),
+                                           ("q5_k_m", "gguf Q5_K+Q6_K")])
 def test_a_written_file_loads_in_its_blocks_at_its_shape(mix: str, quant: str, tokenizer_gguf: Path,
                                                          tmp_path: Path) -> None:
     from quant_helpers import the_kernel

@@ -11,8 +11,8 @@ output is summed in one fixed order whatever the number of rows, their
 places, or the thread count: a row's result alone is bit for bit its result
 beside other rows (tested), so greedy racer equals ar.
 
-With q8 activations, Q4_0, Q4_1, Q8_0, Q4_K and Q6_K weights of whole groups
-of eight rows are repacked at load (quant/repack.py: each eight rows' blocks
+With q8 activations, weights of every type here (Q5_0, Q5_1 and Q5_K since 5 Dec 2026)
+in whole groups of eight rows are repacked at load (quant/repack.py: each eight rows' blocks
 interleaved, the same bytes moved) for the repacked kernel
 (quant/quant_repack.hpp): on the embedded model's step 1.7x faster at one
 row, 2x at 2 to 32 (docs/performance.md, 4 Dec 2026). RACER_QUANT_REPACK=0

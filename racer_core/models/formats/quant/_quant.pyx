@@ -29,7 +29,7 @@ cdef extern from "quant.hpp" namespace "racer_quant":
 
 ISA_NAMES = {0: "none", 1: "avx2", 2: "avx512"}
 REPACKED = 0x100
-"""Added to a type id (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K): blocks of eight rows interleaved (repack.py)."""
+"""Added to a block type id (any of them): blocks of eight rows interleaved (repack.py)."""
 
 
 def best() -> str:

@@ -15,7 +15,8 @@ void dequantize_avx512(int, const uint8_t*, int64_t, int64_t, float*);
 
 bool is_repacked(int type) {
     const int base = type & ~REPACKED;
-    return (type & REPACKED) && (base == Q4_0 || base == Q4_1 || base == Q8_0 || base == Q4_K || base == Q6_K);
+    return (type & REPACKED) && (base == Q4_0 || base == Q4_1 || base == Q5_0 || base == Q5_1 || base == Q8_0 ||
+                                 base == Q4_K || base == Q5_K || base == Q6_K);
 }
 
 int64_t block_bytes(int type) {

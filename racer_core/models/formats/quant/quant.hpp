@@ -20,7 +20,7 @@ namespace racer_quant {
 enum Type : int { Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q4_K = 12, Q5_K = 13, Q6_K = 14 };  // ggml's type ids
 enum Isa : int { NONE = 0, AVX2 = 1, AVX512 = 2 };
 
-// Added to Q4_0, Q4_1, Q8_0, Q4_K or Q6_K: the blocks of each eight rows interleaved for
+// Added to any block type here: the blocks of each eight rows interleaved for
 // the integer kernel (quant_repack.hpp; rows a multiple of 8). Only matmul_q8 reads them.
 constexpr int REPACKED = 0x100;
 

@@ -1,9 +1,9 @@
-// The integer kernel on repacked blocks (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K): eight
+// The integer kernel on repacked blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K): eight
 // output rows ("columns" in llama.cpp's words) interleaved so that one vector
 // holds one 32-block's integer dot product for all eight, one lane each, and
 // one float multiply-add scales all eight at once. Included after quant_q8.hpp
 // (its activation quantizer) by one translation unit per ISA; needs DOT (as
-// there, plus PAIRS16: add maddubs' int16 pair sums of a Q4 block before one madd).
+// there, plus PAIRS16: add maddubs' int16 pair sums of a Q4 block, or half a Q5 one, before one madd).
 //
 // A group of eight rows holds, per block b (a K type's 256-value super-block),
 // its fields in turn, each field's pieces side by side for the eight rows
@@ -15,6 +15,10 @@
 //   Q4_K: d[8], dmin[8], scale byte i of the eight rows at 32 + 8i (i < 12), then
 //   its 128 nibble bytes as 32 chunks: chunk 8p + c holds elements 4c..4c+3 of
 //   sub-block 2p (low nibbles) and 2p + 1 (high) of each row.
+//   Q5_K: Q4_K's fields at Q4_K's places, then 8 chunks of its fifth bits at 1152:
+//   chunk c = bytes 4c..4c+3 of each row's qh (bit s of byte l: sub-block s's element l).
+//   Q5_0 / Q5_1: d[8], Q5_1 only: m[8], the eight rows' 32-bit qh (bit j: element j's
+//   fifth bit), then Q4_0's 4 chunks of nibbles.
 //   Q6_K: 32 chunks of its low nibbles (bytes 4c..4c+3 of each row's ql), 16 of
 //   its high bit pairs (of qh), int8 scale i of the eight rows at 1536 + 8i (i < 16), d[8].
 // Every byte is the file's byte, moved: no value changes, no memory is added.
@@ -22,11 +26,12 @@
 // Each output y[t, o] = acc + off with, over 32-blocks b ascending (a K type's
 // sub-blocks in order),
 //   acc = fma(f32(dw_ob * dx_tb), f32(int dot of block b), acc)
-//   off = fma(offset_ob, s_tb, off)   (Q4_0: -8 dw, Q4_1: m, Q4_K: -(dmin * m); Q8_0, Q6_K have none)
-// with Q4_K's dw = d * sc and Q6_K's dw = d, its int8 scales inside the integer
-// dot (sc1 * dot of the first 16 values + sc2 * dot of the second), in the lane
-// of column o, whatever the tile, the row count or the thread: row-invariant,
-// and the same bits on every ISA (the integer dots are exact).
+//   off = fma(offset_ob, s_tb, off)   (Q4_0: -8 dw, Q5_0: -16 dw, Q4_1 / Q5_1: m,
+//                                      Q4_K / Q5_K: -(dmin * m); Q8_0, Q6_K have none)
+// (the file-layout kernel's terms, quant_q8.hpp), with Q4_K's and Q5_K's dw = d * sc and
+// Q6_K's dw = d, its int8 scales inside the integer dot (sc1 * dot of the first 16 values
+// + sc2 * dot of the second), in the lane of column o, whatever the tile, the row count or
+// the thread: row-invariant, and the same bits on every ISA (the integer dots are exact).
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -35,7 +40,12 @@ namespace {
 
 template <int TYPE>
 constexpr bool rp_k() {  // 256-value super-blocks of eight 32-blocks
-    return TYPE == racer_quant::Q4_K || TYPE == racer_quant::Q6_K;
+    return layout_k<TYPE>();
+}
+
+template <int TYPE>
+constexpr bool rp_q4k_scaled() {  // Q4_K's d, dmin and 6-bit scales and mins (Q5_K's, at the same places)
+    return TYPE == racer_quant::Q4_K || TYPE == racer_quant::Q5_K;
 }
 
 template <int TYPE>
@@ -49,11 +59,22 @@ constexpr bool rp_has_offset() {
 }
 
 template <int TYPE, int R>
-constexpr int rp_step() {  // 32-blocks whose dots rp_block_dots gives at once (Q4_K, 1-2 rows: a sub-block pair's)
-    return TYPE == racer_quant::Q4_K && R <= 2 ? 2 : 1;
+constexpr int rp_step() {  // 32-blocks whose dots rp_block_dots gives at once (Q4_K / Q5_K, 1-2 rows: a sub-block pair's)
+    return rp_q4k_scaled<TYPE>() && R <= 2 ? 2 : 1;
 }
 
 constexpr int64_t RP_Q6K_QH = 1024, RP_Q6K_SCALES = 1536, RP_Q6K_D = 1664;  // Q6_K's fields in a group block
+constexpr int64_t RP_Q5K_QH = 1152;  // Q5_K's fifth bits in a group block (after Q4_K's fields)
+
+template <int TYPE>
+constexpr int64_t rp_q5_qh() {  // Q5_0's / Q5_1's eight 32-bit qh in a group block
+    return TYPE == racer_quant::Q5_1 ? 32 : 16;
+}
+
+template <int TYPE>
+constexpr int64_t rp_nibbles() {  // Q4_0's / Q4_1's / Q5_0's / Q5_1's 4 chunks of nibbles in a group block
+    return TYPE == racer_quant::Q4_0 ? 16 : TYPE == racer_quant::Q4_1 ? 32 : rp_q5_qh<TYPE>() + 32;
+}
 
 inline __m256i rp_bcast4(const int8_t* p) {  // four activation bytes in every lane
     int32_t v;
@@ -106,7 +127,7 @@ inline __m256i rp_q4k_scale(const uint8_t* blk, int s, bool sc) {
 // (Q4_K's: d * sc, rounded once; from ks where given, else from the block).
 template <int TYPE>
 inline __m256 rp_dw(const uint8_t* blk, int s, const Q4kScales* ks) {
-    if constexpr (TYPE == racer_quant::Q4_K)
+    if constexpr (rp_q4k_scaled<TYPE>())
         return ks ? _mm256_mul_ps(ks->d, _mm256_cvtepi32_ps(rp_bytes(ks->sc + 8 * s)))
                   : _mm256_mul_ps(rp_halves(blk), _mm256_cvtepi32_ps(rp_q4k_scale(blk, s, true)));
     else if constexpr (TYPE == racer_quant::Q6_K)
@@ -118,14 +139,14 @@ inline __m256 rp_dw(const uint8_t* blk, int s, const Q4kScales* ks) {
 // Block b's (sub-block s's) term per unit of s = dx * sum(qx), for the eight rows.
 template <int TYPE>
 inline __m256 rp_offset(const uint8_t* blk, int s, const Q4kScales* ks) {
-    if constexpr (TYPE == racer_quant::Q4_1) {
+    if constexpr (TYPE == racer_quant::Q4_1 || TYPE == racer_quant::Q5_1) {
         return rp_halves(blk + 16);
-    } else if constexpr (TYPE == racer_quant::Q4_K) {  // -(dmin * m): the product rounded, then negated
+    } else if constexpr (rp_q4k_scaled<TYPE>()) {  // -(dmin * m): the product rounded, then negated
         const __m256 prod = ks ? _mm256_mul_ps(ks->dmin, _mm256_cvtepi32_ps(rp_bytes(ks->m + 8 * s)))
                                : _mm256_mul_ps(rp_halves(blk + 16), _mm256_cvtepi32_ps(rp_q4k_scale(blk, s, false)));
         return _mm256_xor_ps(prod, _mm256_set1_ps(-0.0f));
-    } else {
-        return _mm256_mul_ps(_mm256_set1_ps(-8.0f), rp_halves(blk));
+    } else {  // Q4_0: -8 d, Q5_0: -16 d
+        return _mm256_mul_ps(_mm256_set1_ps(TYPE == racer_quant::Q5_0 ? -16.0f : -8.0f), rp_halves(blk));
     }
 }
 
@@ -152,6 +173,39 @@ inline __m256i rp_q4_add2(__m256i acc, __m256i u4a, __m256i xa, __m256i u4b, __m
 inline __m256i rp_q4_sum(__m256i acc) {
     if constexpr (DOT::PAIRS16) return _mm256_madd_epi16(acc, _mm256_set1_epi16(1));
     else return acc;
+}
+
+// maddubs' int16 pair sums a Q4 / Q5 type's acc may add before rp_flush: a 4-bit quant's pairs are at
+// most 2 * 15 * 127 (eight fit in int16: a block's), a 5-bit one's 2 * 31 * 127 = 7874 (four fit).
+template <int TYPE>
+constexpr int rp_pairs16() {
+    return TYPE == racer_quant::Q5_0 || TYPE == racer_quant::Q5_1 || TYPE == racer_quant::Q5_K ? 4 : 8;
+}
+
+// Adds the sums so far (rp_q4_add's) to the int32 dots and starts them again.
+inline void rp_flush(__m256i* dots, __m256i* acc, int n) {
+    for (int i = 0; i < n; ++i) {
+        dots[i] = _mm256_add_epi32(dots[i], rp_q4_sum(acc[i]));
+        acc[i] = _mm256_setzero_si256();
+    }
+}
+
+// Q5_K's fifth bits as 0x10 in each byte of chunk c of sub-block s (bit s of each qh byte; the
+// 16-bit shifts move bits across bytes, but never into the bit kept).
+inline __m256i rp_q5k_high(const uint8_t* blk, int c, int s) {
+    const __m256i qh = _mm256_srl_epi16(rp_load(blk + RP_Q5K_QH + 32 * c), _mm_cvtsi32_si128(s));
+    return _mm256_and_si256(_mm256_slli_epi16(qh, 4), _mm256_set1_epi8(0x10));  // bit 0 to bit 4 of the same byte
+}
+
+// Q5_0 / Q5_1's fifth bits as 0x10 in byte k of lane j for element 4c + k (chunk c's low nibbles)
+// or 16 + 4c + k (its high ones) of row j: byte c / 2 (or 2 + c / 2) of the lane's qh spread over its
+// four bytes, each byte's own bit picked (as quant_layout.hpp's q5_quants).
+inline __m256i rp_q5_high(__m256i qh, int c, bool high) {
+    const __m256i lanes = _mm256_setr_epi32(0, 0x04040404, 0x08080808, 0x0C0C0C0C, 0, 0x04040404, 0x08080808, 0x0C0C0C0C);
+    const __m256i spread = _mm256_shuffle_epi8(qh, _mm256_add_epi8(lanes, _mm256_set1_epi8(static_cast<char>((high ? 2 : 0) + (c >> 1)))));
+    const __m256i others = _mm256_set1_epi32(c & 1 ? 0x7FBFDFEF : static_cast<int>(0xF7FBFDFE));  // every bit but byte k's own
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi8(-1));
+    return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
 }
 
 // The integer dot products of block b (at blk; a K type's sub-block s) with R
@@ -195,50 +249,65 @@ inline void rp_block_dots(const uint8_t* blk, int s, const int8_t* xq, int64_t c
                 out[r] = h ? _mm256_add_epi32(out[r], part) : part;
             }
         }
-    } else if constexpr (TYPE == racer_quant::Q4_K) {
+    } else if constexpr (rp_q4k_scaled<TYPE>()) {  // Q5_K: each nibble with its fifth bit
+        constexpr bool FIVE = TYPE == racer_quant::Q5_K;
         const uint8_t* q = blk + 128 + 256 * (s >> 1);  // 8 chunks of sub-blocks s & ~1 (low nibbles) and s | 1 (high)
         if constexpr (rp_step<TYPE, R>() == 2) {  // s even: out[r] its dots, out[R + r] s + 1's
             __m256i acc[2 * R];
-            for (int r = 0; r < 2 * R; ++r) acc[r] = _mm256_setzero_si256();
+            for (int r = 0; r < 2 * R; ++r) acc[r] = out[r] = _mm256_setzero_si256();
             for (int c = 0; c < 8; ++c) {
                 const __m256i raw = rp_load(q + 32 * c);
-                const __m256i lo = _mm256_and_si256(raw, mask), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+                __m256i lo = _mm256_and_si256(raw, mask), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+                if constexpr (FIVE) {
+                    lo = _mm256_or_si256(lo, rp_q5k_high(blk, c, s));
+                    hi = _mm256_or_si256(hi, rp_q5k_high(blk, c, s + 1));
+                }
                 for (int r = 0; r < R; ++r) {
                     const int8_t* x = xq + r * cols + 4 * c;
                     acc[r] = rp_q4_add(acc[r], lo, rp_bcast4(x));
                     acc[R + r] = rp_q4_add(acc[R + r], hi, rp_bcast4(x + 32));
                 }
+                if ((c + 1) % rp_pairs16<TYPE>() == 0) rp_flush(out, acc, 2 * R);
             }
-            for (int r = 0; r < 2 * R; ++r) out[r] = rp_q4_sum(acc[r]);
         } else {  // sub-block s alone (more rows: fewer registers): chunks c and c + 4 together
             const bool high = s & 1;  // the nibbles of s: the high ones for an odd s
             __m256i acc[R];
-            for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_si256();
+            for (int r = 0; r < R; ++r) acc[r] = out[r] = _mm256_setzero_si256();
             for (int c = 0; c < 4; ++c) {
                 const __m256i raw = rp_load(q + 32 * c), raw2 = rp_load(q + 32 * (c + 4));
-                const __m256i lo = _mm256_and_si256(raw, mask), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
-                const __m256i a = high ? hi : lo;
-                const __m256i b = _mm256_and_si256(high ? _mm256_srli_epi16(raw2, 4) : raw2, mask);
+                __m256i a = _mm256_and_si256(high ? _mm256_srli_epi16(raw, 4) : raw, mask);
+                __m256i b = _mm256_and_si256(high ? _mm256_srli_epi16(raw2, 4) : raw2, mask);
+                if constexpr (FIVE) {
+                    a = _mm256_or_si256(a, rp_q5k_high(blk, c, s));
+                    b = _mm256_or_si256(b, rp_q5k_high(blk, c + 4, s));
+                }
                 for (int r = 0; r < R; ++r) {
                     const int8_t* x = xq + r * cols;
                     acc[r] = rp_q4_add2(acc[r], a, rp_bcast4(x + 4 * c), b, rp_bcast4(x + 16 + 4 * c));
                 }
+                if ((2 * c + 2) % rp_pairs16<TYPE>() == 0) rp_flush(out, acc, R);
             }
-            for (int r = 0; r < R; ++r) out[r] = rp_q4_sum(acc[r]);
         }
-    } else {  // Q4_0 / Q4_1: 4 chunks, low nibbles elements 4c..4c+3, high 16+4c..16+4c+3
-        const uint8_t* q = blk + (TYPE == racer_quant::Q4_1 ? 32 : 16);
+    } else {  // Q4_0 / Q4_1 / Q5_0 / Q5_1: 4 chunks, low nibbles elements 4c..4c+3, high 16+4c..16+4c+3
+        constexpr bool FIVE = TYPE == racer_quant::Q5_0 || TYPE == racer_quant::Q5_1;
+        const uint8_t* q = blk + rp_nibbles<TYPE>();
+        __m256i qh = _mm256_setzero_si256();
+        if constexpr (FIVE) qh = rp_load(blk + rp_q5_qh<TYPE>());
         __m256i acc[R];
-        for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_si256();
+        for (int r = 0; r < R; ++r) acc[r] = out[r] = _mm256_setzero_si256();
         for (int c = 0; c < 4; ++c) {
             const __m256i raw = rp_load(q + 32 * c);
-            const __m256i lo = _mm256_and_si256(raw, mask), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+            __m256i lo = _mm256_and_si256(raw, mask), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+            if constexpr (FIVE) {
+                lo = _mm256_or_si256(lo, rp_q5_high(qh, c, false));
+                hi = _mm256_or_si256(hi, rp_q5_high(qh, c, true));
+            }
             for (int r = 0; r < R; ++r) {
                 const int8_t* x = xq + r * cols;
                 acc[r] = rp_q4_add2(acc[r], lo, rp_bcast4(x + 4 * c), hi, rp_bcast4(x + 16 + 4 * c));
             }
+            if ((2 * c + 2) % rp_pairs16<TYPE>() == 0) rp_flush(out, acc, R);
         }
-        for (int r = 0; r < R; ++r) out[r] = rp_q4_sum(acc[r]);
     }
 }
 
@@ -250,12 +319,12 @@ inline const uint8_t* rp_block(const uint8_t* group, int64_t b) {
 
 // G groups (8 G output rows) times R activation rows. The offsets are a sum of
 // their own per column, in a second pass over the blocks (fewer registers);
-// Q4_K's at 1-2 rows in the same pass, its scales decoded once per super-block.
+// Q4_K's and Q5_K's at 1-2 rows in the same pass, its scales decoded once per super-block.
 template <int TYPE, int G, int R>
 inline void rp_tile(const uint8_t* w, int64_t group_bytes, int64_t nb, const int8_t* xq, const float* xd,
                     const float* xs, int64_t cols, float* y, int64_t ldy) {
     constexpr int STEP = rp_step<TYPE, R>();
-    constexpr bool ONE_PASS = TYPE == racer_quant::Q4_K && STEP == 2;
+    constexpr bool ONE_PASS = rp_q4k_scaled<TYPE>() && STEP == 2;
     constexpr int OG = ONE_PASS ? G : 1, OR = ONE_PASS ? R : 1;
     __m256 acc[G][R], off[OG][OR];  // off: the one pass's (a second pass keeps its own, fewer registers live)
     Q4kScales ks[OG];
@@ -355,14 +424,7 @@ void rp_matmul_typed(const uint8_t* w, int64_t rows, int64_t cols, const float* 
 
 void rp_matmul_any(int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
                    int threads) {
-    switch (type) {
-        case racer_quant::Q4_0: rp_matmul_typed<racer_quant::Q4_0>(w, rows, cols, x, T, y, threads); break;
-        case racer_quant::Q4_1: rp_matmul_typed<racer_quant::Q4_1>(w, rows, cols, x, T, y, threads); break;
-        case racer_quant::Q8_0: rp_matmul_typed<racer_quant::Q8_0>(w, rows, cols, x, T, y, threads); break;
-        case racer_quant::Q4_K: rp_matmul_typed<racer_quant::Q4_K>(w, rows, cols, x, T, y, threads); break;
-        case racer_quant::Q6_K: rp_matmul_typed<racer_quant::Q6_K>(w, rows, cols, x, T, y, threads); break;
-        default: break;
-    }
+    layout_dispatch(type, [&](auto t) { rp_matmul_typed<decltype(t)::value>(w, rows, cols, x, T, y, threads); });
 }
 
 }  // namespace

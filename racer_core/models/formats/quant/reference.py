@@ -62,25 +62,35 @@ def _q4_k(b: np.ndarray) -> np.ndarray:
 def _q5_k(b: np.ndarray) -> np.ndarray:
     """Q5_K super-blocks (n, 176) -> (n, 256): Q4_K's scales and nibbles, each
     quant's fifth bit in qh (32 bytes: sub-block s's bit s of byte l)."""
-    d, dmin, qh = _half(b[:, 0:2]), _half(b[:, 2:4]), b[:, 16:48]
+    d, dmin = _half(b[:, 0:2]), _half(b[:, 2:4])
     sc, m = (v.astype(np.float32) for v in _k_scales(b[:, 4:16]))
-    high = np.stack([(qh >> s) & 1 for s in range(8)], axis=1).astype(np.int32)  # (n, 8, 32)
-    q = (_k_nibbles(b[:, 48:]) | (high << 4)).astype(np.float32)
+    q = _q5_k_quants(b).astype(np.float32)
     return ((d * sc)[..., None] * q - (dmin * m)[..., None]).reshape(-1, SUPER)
+
+
+def _q5_k_quants(b: np.ndarray) -> np.ndarray:
+    """Q5_K super-blocks (n, 176) -> their 8 sub-blocks' quants (n, 8, 32) int32, 0..31."""
+    qh = b[:, 16:48]
+    high = np.stack([(qh >> s) & 1 for s in range(8)], axis=1).astype(np.int32)  # (n, 8, 32)
+    return _k_nibbles(b[:, 48:]) | (high << 4)
 
 
 def _q5(qtype: int, b: np.ndarray) -> np.ndarray:
     """Q5_0 (22 bytes: d, qh, 16 nibble bytes; d * (q - 16)) and Q5_1 (24: d, m,
     qh, 16; d * q + m) blocks (n, size) -> (n, 32); value j's fifth bit is bit j of qh."""
-    d = _half(b[:, 0:2])
+    d, q = _half(b[:, 0:2]), _q5_quants(qtype, b)
+    if qtype == 6:
+        return d * (q - 16).astype(np.float32)
+    return d * q.astype(np.float32) + _half(b[:, 2:4])
+
+
+def _q5_quants(qtype: int, b: np.ndarray) -> np.ndarray:
+    """Q5_0 / Q5_1 blocks (n, size) -> their quants (n, 32) int32, 0..31, in element order."""
     first = 4 if qtype == 7 else 2
     qh = np.ascontiguousarray(b[:, first : first + 4]).view("<u4").reshape(-1, 1)
     qs = b[:, first + 4 :]
     bits = ((qh >> np.arange(32, dtype=np.uint32)) & 1).astype(np.int32)
-    q = np.concatenate([qs & 0x0F, qs >> 4], axis=1).astype(np.int32) | (bits << 4)
-    if qtype == 6:
-        return d * (q - 16).astype(np.float32)
-    return d * q.astype(np.float32) + _half(b[:, 2:4])
+    return np.concatenate([qs & 0x0F, qs >> 4], axis=1).astype(np.int32) | (bits << 4)
 
 
 def _q6_k_quants(b: np.ndarray) -> np.ndarray:
@@ -168,10 +178,11 @@ def _fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 
 def _integer_parts(qtype: int, blocks: np.ndarray, rows: int, cols: int):
-    """Q4_0, Q4_1, Q8_0, Q4_K, Q6_K blocks as (quants int64 (rows, nb, 32) in element order,
+    """Blocks of any type in LAYOUT as (quants int64 (rows, nb, 32) in element order,
     d float32 (rows, nb), offset per unit of s float32 (rows, nb) or None), per 32-block:
-    Q4_K's d is d * sc and its offset -(dmin * m); Q6_K's quants are q - 32 times their int8 scale."""
-    if qtype in (12, 14):
+    Q4_K's and Q5_K's d is d * sc and their offset -(dmin * m); Q6_K's quants are q - 32 times
+    their int8 scale."""
+    if qtype in K_TYPES:
         b = np.asarray(blocks, dtype=np.uint8).reshape(rows * cols // SUPER, LAYOUT[qtype][1])
         if qtype == 14:
             sc = b[:, 192:208].view(np.int8).astype(np.int64)
@@ -181,12 +192,17 @@ def _integer_parts(qtype: int, blocks: np.ndarray, rows: int, cols: int):
         sc, m = _k_scales(b[:, 4:16])
         d = _half(b[:, 0:2]) * sc.astype(np.float32)
         offset = -(_half(b[:, 2:4]) * m.astype(np.float32))
-        return _k_nibbles(b[:, 16:]).astype(np.int64).reshape(rows, -1, BLOCK), d.reshape(rows, -1), offset.reshape(rows, -1)
+        quants = _k_nibbles(b[:, 16:]) if qtype == 12 else _q5_k_quants(b)
+        return quants.astype(np.int64).reshape(rows, -1, BLOCK), d.reshape(rows, -1), offset.reshape(rows, -1)
     _, size = LAYOUT[qtype]
     b = np.asarray(blocks, dtype=np.uint8).reshape(rows, cols // BLOCK, size)
     d = _half(np.ascontiguousarray(b[..., 0:2])).reshape(rows, -1)
     if qtype == 8:
         return np.ascontiguousarray(b[..., 2:]).view(np.int8).astype(np.int64), d, None
+    if qtype in (6, 7):  # Q5_0: d * (q - 16); Q5_1: d * q + m
+        quants = _q5_quants(qtype, b.reshape(-1, size)).astype(np.int64).reshape(rows, -1, BLOCK)
+        offset = np.float32(-16) * d if qtype == 6 else _half(np.ascontiguousarray(b[..., 2:4])).reshape(rows, -1)
+        return quants, d, offset
     qs = b[..., 4 if qtype == 3 else 2:]
     quants = np.concatenate([qs & 0x0F, qs >> 4], axis=-1).astype(np.int64)
     offset = _half(np.ascontiguousarray(b[..., 2:4])).reshape(rows, -1) if qtype == 3 else np.float32(-8) * d

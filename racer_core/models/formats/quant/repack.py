@@ -10,23 +10,30 @@ of the eight rows side by side (row order). Q4_0 / Q4_1 / Q8_0: the eight fp16
 d, Q4_1's eight m, then the quants in 32-byte chunks, chunk c holding bytes
 4c..4c+3 of each row's quant bytes. Q4_K: eight d, eight dmin, the 12 bytes of
 6-bit scales and mins byte by byte (byte i of the eight rows together), the 128
-nibble bytes in 4-byte pieces. Q6_K: its 128 low-nibble bytes and 64 bytes of
-high bit pairs in 4-byte pieces, its 16 int8 scales byte by byte, eight d.
+nibble bytes in 4-byte pieces. Q5_K: Q4_K's fields in Q4_K's order, then its
+32 bytes of fifth bits in 4-byte pieces (so a Q5_K group block begins as a
+Q4_K one). Q5_0 / Q5_1: eight d, Q5_1's eight m, the eight rows' 4-byte qh
+(their fifth bits) side by side, then the nibbles as Q4_0's. Q6_K: its 128
+low-nibble bytes and 64 bytes of high bit pairs in 4-byte pieces, its 16 int8
+scales byte by byte, eight d.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-Q4_0, Q4_1, Q8_0, Q4_K, Q6_K = 2, 3, 8, 12, 14
+Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K = 2, 3, 6, 7, 8, 12, 13, 14
 REPACKED = 0x100
 """Added to a type id: the blocks are repacked (the kernel's type id for them)."""
 GROUP = 8
 FIELDS = {
     Q4_0: (18, ((0, 2, 2), (2, 16, 4))),
     Q4_1: (20, ((0, 2, 2), (2, 2, 2), (4, 16, 4))),
+    Q5_0: (22, ((0, 2, 2), (2, 4, 4), (6, 16, 4))),
+    Q5_1: (24, ((0, 2, 2), (2, 2, 2), (4, 4, 4), (8, 16, 4))),
     Q8_0: (34, ((0, 2, 2), (2, 32, 4))),
     Q4_K: (144, ((0, 2, 2), (2, 2, 2), (4, 12, 1), (16, 128, 4))),
+    Q5_K: (176, ((0, 2, 2), (2, 2, 2), (4, 12, 1), (48, 128, 4), (16, 32, 4))),
     Q6_K: (210, ((0, 128, 4), (128, 64, 4), (192, 16, 1), (208, 2, 2))),
 }
 """type -> (bytes per block, its fields as (start, length, unit) in the file's block, in repacked order)."""
