@@ -192,7 +192,9 @@ class RacerEngine:
         measured, start on the stored or the safe curve and measure in the
         background once the machine and the engine are quiet (curve_in_background.py)."""
         if self._curve is None:
-            key = ("v2", *self._identity(), self.info.device, self.info.dtype,
+            # v3 (5 Dec 2026): the exact attention shares one row's and a few rows'
+            # work among the threads; curves measured before cost 2-4 rows too much.
+            key = ("v3", *self._identity(), self.info.device, self.info.dtype,
                    str(most_threads()), torch.__version__)  # what a quiet machine's steps run on
             if self.lean is not None:  # the two forwards cost differently; a stock engine keeps its curves
                 key = (*key, "lean", *self.lean.cost_identity())
