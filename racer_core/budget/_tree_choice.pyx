@@ -153,7 +153,7 @@ def choose(ChoiceTables tables not None, parents, context, rank, depth, sizes, s
     """The estimates and TreePolicy.choose's weighing of the efficient `sizes`
     (their `seconds`) at `others` sequences beside, or None: (bucket, kind,
     raw, probability, chosen, best_n, best option, expected drafts, the options'
-    nodes, fed, expected tokens and seconds, the largest retrieval context of a draft)."""
+    nodes, fed, expected tokens and seconds, the largest retrieval context of a draft, the largest depth)."""
     cdef cbool done
     found = _estimate(tables, parents, context, rank, depth, &done)
     if not done:
@@ -183,12 +183,14 @@ def choose(ChoiceTables tables not None, parents, context, rank, depth, sizes, s
     for i in range(out.best_n + 1):
         chosen_data[i] = picked[i]
     cdef const int64_t* ctx = <const int64_t*>cnp.PyArray_DATA(<cnp.ndarray>context)
-    cdef int64_t widest = 0  # contexts are not negative (_estimate)
+    cdef const int64_t* dep = <const int64_t*>cnp.PyArray_DATA(<cnp.ndarray>depth)
+    cdef int64_t widest = 0, deepest = dep[0]  # contexts are not negative (_estimate)
     for i in range(1, n):
         widest = max(widest, ctx[i])
+        deepest = max(deepest, dep[i])
     return (found[0], found[1], found[2], probability, chosen, out.best_n, out.best,
             gains[out.best_n], [nodes[i] for i in range(out.options)], [fed[i] for i in range(out.options)],
-            [expected[i] for i in range(out.options)], [spent[i] for i in range(out.options)], widest)
+            [expected[i] for i in range(out.options)], [spent[i] for i in range(out.options)], widest, deepest)
 
 
 def cut_nodes(chosen, parents, ancestors, tokens, depths, sources, context, rank, share):

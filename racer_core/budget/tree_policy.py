@@ -231,7 +231,7 @@ class TreePolicy:
         buckets, kind, raw, calibrated = self._estimates(tree)
         # record() learns from the same estimates when it is handed this tree next
         # (replies sharing the policy may choose in between: then it works them out again)
-        self._last = (tree, buckets, kind, raw)
+        self._last = (tree, buckets, kind, raw, None)
         return calibrated
 
     def _estimates(self, tree: DraftTree) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -307,9 +307,10 @@ class TreePolicy:
         if weighed is None:
             probs, chosen, best_n, best, expected, *columns, widest = self._reference_weigh(tree, sizes, load)
         else:
-            buckets, kind, raw, probs, chosen, best_n, best, expected, *columns, widest = weighed
-            # record() learns from the same estimates when it is handed this tree next (path_probabilities)
-            self._last = (tree, buckets, kind, raw)
+            buckets, kind, raw, probs, chosen, best_n, best, expected, *columns, widest, deepest = weighed
+            # record() learns from the same estimates, and the depth, when it is handed this tree next
+            # (path_probabilities)
+            self._last = (tree, buckets, kind, raw, deepest)
         options = BudgetOptions(*columns)
         if others:
             with self._lock:
@@ -373,11 +374,16 @@ class TreePolicy:
         choice = None if selection is None else (*(selection.intended or (selection.chosen, selection.fed)),
                                                  *selection.load, self.drafting_s)
         last = self._last  # one read: another reply's choice may replace it
-        buckets, kind, raw = last[1:] if last is not None and last[0] is tree else self._estimates(tree)[:3]
+        if last is not None and last[0] is tree:
+            buckets, kind, raw, deepest = last[1:]
+        else:
+            (buckets, kind, raw), deepest = self._estimates(tree)[:3], None
         recorded = self._recorded if pending is None else pending
         depths = tree.position_ids
+        if deepest is None:  # the native choice found it (choose); else numpy
+            deepest = int(depths.max())
         # its deepest node: learn() waits for that many tokens after the root, checking each step
-        recorded.append((position, tree.tokens, tree.parents, depths, int(depths.max()), buckets, kind, raw, choice))
+        recorded.append((position, tree.tokens, tree.parents, depths, deepest, buckets, kind, raw, choice))
 
     def learn(self, sequence: list[int], final: bool = False, pending: list | None = None) -> None:
         """Label the trees recorded in `pending` (record's) whose continuation `sequence` now holds."""
