@@ -312,10 +312,9 @@ class TreePolicy:
             # (path_probabilities)
             self._last = (tree, buckets, kind, raw, deepest)
         options = BudgetOptions(*columns)
-        if others:
-            with self._lock:
-                self.gate.chose(best_n > 0)
         with self._lock:
+            if others:
+                self.gate.chose(best_n > 0)
             draft, why = self.gate.allows(widest)
         if draft:
             return Selection(chosen, sizes.padded(len(chosen)), expected, probs, options, best, why,
