@@ -29,6 +29,7 @@ from racer_core.budget.cost_curve import CostCurve
 from racer_core.budget.draft_gate import DraftGate
 from racer_core.budget.node_estimates import CTX_KINDS, DEPTH_KINDS, KindCounts, PathCalibration, kinds
 from racer_core.budget.tree_value import tree_value
+from racer_core.common.frozen import built
 from racer_core.common.step_record import BudgetOption, BudgetOptions
 
 _CTX_EDGES = np.array([2, 3, 4, 6, 9])  # retrieval context -> 0 (none) .. 5
@@ -317,8 +318,9 @@ class TreePolicy:
                 self.gate.chose(best_n > 0)
             draft, why = self.gate.allows(widest)
         if draft:
-            return Selection(chosen, sizes.padded(len(chosen)), expected, probs, options, best, why,
-                             load=(others, base))
+            return built(Selection, chosen=chosen, fed=sizes.padded(len(chosen)), expected=expected,
+                         probabilities=probs, options=options, best=best, gate=why, intended=None,
+                         load=(others, base))
         # Plain decoding: the root alone, one row; the policy's own choice is
         # kept so the gate can score it once the text is known.
         return Selection(np.zeros(1, dtype=chosen.dtype), 1, 0.0, probs, options, 0, why,

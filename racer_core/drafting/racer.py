@@ -19,6 +19,7 @@ import numpy as np
 from racer_core.budget.tree_policy import TreePolicy
 from racer_core.common import registry
 from racer_core.common.config import GenerationConfig
+from racer_core.common.frozen import built
 from racer_core.drafting.automaton import Automaton
 from racer_core.drafting.protocol import Drafter, DrafterSetup
 from racer_core.drafting.top_k import learn_top_k, top_k_rows
@@ -153,7 +154,10 @@ class RacerDrafter(Drafter):
             top = learn_top_k(automaton, logits, tree.tokens, tree.parents, self._prev)
         if self.use_trie:
             # the root and the accepted tokens up to the bonus (cut at an end-of-turn token)
-            fed = [t for t in (int(tree.tokens[0]), *emitted[:-1]) if t not in self.setup.placeholder_ids]
+            fed = [int(tree.tokens[0]), *emitted[:-1]]
+            placeholders = self.setup.placeholder_ids
+            if placeholders:
+                fed = [t for t in fed if t not in placeholders]
             automaton.feed(fed)
             self.seen.extend(fed)
         self.generated.extend(emitted)
@@ -179,7 +183,9 @@ def _tree(automaton: Automaton, root: int, budget: int, prev: int, rule: str) ->
     paths and DraftTree left out (what `retrieve` would add, unread here)."""
     tokens, parents, depths, mask, sources, context, rank, share = automaton.retrieve_nodes(root, budget, prev,
                                                                                             _SOURCE_OF_BITS)
-    return Tree(tokens, parents, depths, mask, sources, context, rank, rule, drafted=len(tokens), share=share)
+    return built(Tree, tokens=tokens, parents=parents, depths=depths, ancestors=mask, sources=sources,
+                 context=context, rank=rank, rule=rule, fed=0, drafted=len(tokens), selection=None, estimates=None,
+                 share=share)
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:
