@@ -55,11 +55,10 @@ def learn_top_k(automaton: Automaton, logits: torch.Tensor, tokens: np.ndarray, 
     (its parent's token, or `prev` for the root; its token). Returns the ids
     (nodes x k), torch.topk's; what `reference_learn_top_k` does, in one native
     call where the automaton can answer alone (issue 44)."""
-    try:
-        rows = logits.numpy()  # a CPU float32 tensor's own memory; learn_rows refuses any other
-    except (RuntimeError, TypeError):  # on a device, needing grad, a dtype numpy has not
-        rows = None
-    top = None if rows is None else automaton.learn_rows(rows, tokens, parents, prev)
+    top = None
+    if logits.dtype is torch.float32 and logits.is_cpu and not logits.requires_grad:
+        # the tensor's own memory; learn_rows refuses it unless 2-D and C-contiguous
+        top = automaton.learn_rows(logits.numpy(), tokens, parents, prev)
     return reference_learn_top_k(automaton, logits, tokens, parents, prev) if top is None else top
 
 
