@@ -9,6 +9,7 @@ reference (tree_policy.py), which is what these compute, bit for bit.
 """
 
 from libc.stdint cimport int64_t, uint8_t
+from libc.string cimport memcpy
 from libcpp cimport bool as cbool
 from libcpp.vector cimport vector
 
@@ -153,7 +154,8 @@ def choose(ChoiceTables tables not None, parents, context, rank, depth, sizes, s
     """The estimates and TreePolicy.choose's weighing of the efficient `sizes`
     (their `seconds`) at `others` sequences beside, or None: (bucket, kind,
     raw, probability, chosen, best_n, best option, expected drafts, the options'
-    nodes, fed, expected tokens and seconds, the largest retrieval context of a draft)."""
+    nodes, fed, expected tokens and seconds (arrays: BudgetOptions makes them lists where read), the largest
+    retrieval context of a draft, the largest depth)."""
     cdef cbool done
     found = _estimate(tables, parents, context, rank, depth, &done)
     if not done:
@@ -183,12 +185,26 @@ def choose(ChoiceTables tables not None, parents, context, rank, depth, sizes, s
     for i in range(out.best_n + 1):
         chosen_data[i] = picked[i]
     cdef const int64_t* ctx = <const int64_t*>cnp.PyArray_DATA(<cnp.ndarray>context)
-    cdef int64_t widest = 0  # contexts are not negative (_estimate)
+    cdef const int64_t* dep = <const int64_t*>cnp.PyArray_DATA(<cnp.ndarray>depth)
+    cdef int64_t widest = 0, deepest = dep[0]  # contexts are not negative (_estimate)
     for i in range(1, n):
         widest = max(widest, ctx[i])
+        deepest = max(deepest, dep[i])
     return (found[0], found[1], found[2], probability, chosen, out.best_n, out.best,
-            gains[out.best_n], [nodes[i] for i in range(out.options)], [fed[i] for i in range(out.options)],
-            [expected[i] for i in range(out.options)], [spent[i] for i in range(out.options)], widest)
+            gains[out.best_n], _int64s(nodes.data(), out.options), _int64s(fed.data(), out.options),
+            _doubles(expected.data(), out.options), _doubles(spent.data(), out.options), widest, deepest)
+
+
+cdef cnp.ndarray _int64s(const int64_t* values, Py_ssize_t n):
+    out = _empty(n, cnp.NPY_INT64)
+    memcpy(cnp.PyArray_DATA(out), values, n * sizeof(int64_t))
+    return out
+
+
+cdef cnp.ndarray _doubles(const double* values, Py_ssize_t n):
+    out = _empty(n, cnp.NPY_FLOAT64)
+    memcpy(cnp.PyArray_DATA(out), values, n * sizeof(double))
+    return out
 
 
 def cut_nodes(chosen, parents, ancestors, tokens, depths, sources, context, rank, share):

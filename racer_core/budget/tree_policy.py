@@ -29,6 +29,7 @@ from racer_core.budget.cost_curve import CostCurve
 from racer_core.budget.draft_gate import DraftGate
 from racer_core.budget.node_estimates import CTX_KINDS, DEPTH_KINDS, KindCounts, PathCalibration, kinds
 from racer_core.budget.tree_value import tree_value
+from racer_core.common.frozen import built
 from racer_core.common.step_record import BudgetOption, BudgetOptions
 
 _CTX_EDGES = np.array([2, 3, 4, 6, 9])  # retrieval context -> 0 (none) .. 5
@@ -231,7 +232,7 @@ class TreePolicy:
         buckets, kind, raw, calibrated = self._estimates(tree)
         # record() learns from the same estimates when it is handed this tree next
         # (replies sharing the policy may choose in between: then it works them out again)
-        self._last = (tree, buckets, kind, raw)
+        self._last = (tree, buckets, kind, raw, None)
         return calibrated
 
     def _estimates(self, tree: DraftTree) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -307,18 +308,19 @@ class TreePolicy:
         if weighed is None:
             probs, chosen, best_n, best, expected, *columns, widest = self._reference_weigh(tree, sizes, load)
         else:
-            buckets, kind, raw, probs, chosen, best_n, best, expected, *columns, widest = weighed
-            # record() learns from the same estimates when it is handed this tree next (path_probabilities)
-            self._last = (tree, buckets, kind, raw)
+            buckets, kind, raw, probs, chosen, best_n, best, expected, *columns, widest, deepest = weighed
+            # record() learns from the same estimates, and the depth, when it is handed this tree next
+            # (path_probabilities)
+            self._last = (tree, buckets, kind, raw, deepest)
         options = BudgetOptions(*columns)
-        if others:
-            with self._lock:
-                self.gate.chose(best_n > 0)
         with self._lock:
+            if others:
+                self.gate.chose(best_n > 0)
             draft, why = self.gate.allows(widest)
         if draft:
-            return Selection(chosen, sizes.padded(len(chosen)), expected, probs, options, best, why,
-                             load=(others, base))
+            return built(Selection, chosen=chosen, fed=sizes.padded(len(chosen)), expected=expected,
+                         probabilities=probs, options=options, best=best, gate=why, intended=None,
+                         load=(others, base))
         # Plain decoding: the root alone, one row; the policy's own choice is
         # kept so the gate can score it once the text is known.
         return Selection(np.zeros(1, dtype=chosen.dtype), 1, 0.0, probs, options, 0, why,
@@ -373,11 +375,16 @@ class TreePolicy:
         choice = None if selection is None else (*(selection.intended or (selection.chosen, selection.fed)),
                                                  *selection.load, self.drafting_s)
         last = self._last  # one read: another reply's choice may replace it
-        buckets, kind, raw = last[1:] if last is not None and last[0] is tree else self._estimates(tree)[:3]
+        if last is not None and last[0] is tree:
+            buckets, kind, raw, deepest = last[1:]
+        else:
+            (buckets, kind, raw), deepest = self._estimates(tree)[:3], None
         recorded = self._recorded if pending is None else pending
         depths = tree.position_ids
+        if deepest is None:  # the native choice found it (choose); else numpy
+            deepest = int(depths.max())
         # its deepest node: learn() waits for that many tokens after the root, checking each step
-        recorded.append((position, tree.tokens, tree.parents, depths, int(depths.max()), buckets, kind, raw, choice))
+        recorded.append((position, tree.tokens, tree.parents, depths, deepest, buckets, kind, raw, choice))
 
     def learn(self, sequence: list[int], final: bool = False, pending: list | None = None) -> None:
         """Label the trees recorded in `pending` (record's) whose continuation `sequence` now holds."""

@@ -73,13 +73,24 @@ class BudgetOptions(Sequence[BudgetOption]):
     """The sizes a tree policy weighed, as four columns; each BudgetOption is
     built when first read (the step inspector, a test), not on every step: a
     step weighs some 30 sizes and nobody looks at most steps' (issue 44).
-    Reads like the tuple of them it stands for, equal to it included."""
+    Reads like the tuple of them it stands for, equal to it included. The
+    columns may be lists or arrays (the native choice's): an array becomes
+    its list (`tolist`, the same Python numbers) when first read, so a step
+    nobody inspects allocates no number of its own."""
 
-    __slots__ = ("_columns", "_options")
+    __slots__ = ("_given", "_lists", "_options")
 
-    def __init__(self, nodes: list[int], fed: list[int], expected_tokens: list[float], seconds: list[float]) -> None:
-        self._columns = (nodes, fed, expected_tokens, seconds)
+    def __init__(self, nodes: Sequence[int], fed: Sequence[int], expected_tokens: Sequence[float],
+                 seconds: Sequence[float]) -> None:
+        self._given = (nodes, fed, expected_tokens, seconds)
+        self._lists: tuple[list, ...] | None = None
         self._options: tuple[BudgetOption, ...] | None = None
+
+    @property
+    def _columns(self) -> tuple[list, ...]:
+        if self._lists is None:
+            self._lists = tuple(c.tolist() if hasattr(c, "tolist") else c for c in self._given)
+        return self._lists
 
     def _built(self) -> tuple[BudgetOption, ...]:
         if self._options is None:
@@ -87,7 +98,7 @@ class BudgetOptions(Sequence[BudgetOption]):
         return self._options
 
     def __len__(self) -> int:
-        return len(self._columns[0])
+        return len(self._given[0])
 
     @overload
     def __getitem__(self, index: int) -> BudgetOption: ...

@@ -19,9 +19,10 @@ import numpy as np
 from racer_core.budget.tree_policy import TreePolicy
 from racer_core.common import registry
 from racer_core.common.config import GenerationConfig
-from racer_core.drafting.automaton import Automaton, DraftTree
+from racer_core.common.frozen import built
+from racer_core.drafting.automaton import Automaton
 from racer_core.drafting.protocol import Drafter, DrafterSetup
-from racer_core.drafting.top_k import top_k_rows
+from racer_core.drafting.top_k import learn_top_k, top_k_rows
 from racer_core.drafting.tree import Tree, cut
 
 drafting_clock = time.perf_counter
@@ -127,11 +128,11 @@ class RacerDrafter(Drafter):
         assert self.automaton is not None, "configure() first"
         self._full, self._prev = None, prev
         if self.policy is None:
-            return _tree(self.automaton.retrieve(root, limit or 1, prev_token=prev), "fixed")
+            return _tree(self.automaton, root, limit or 1, prev, "fixed")
         if not self.policy.worth_drafting(load):  # a full batch where no tree could pay: plain decoding, undrafted
             return Tree.root_only(root)
         start = drafting_clock()
-        self._full = _tree(self.automaton.retrieve(root, self.policy.largest, prev_token=prev), "auto")
+        self._full = _tree(self.automaton, root, self.policy.largest, prev, "auto")
         tree = cut(self._full, self.policy, load)
         self._drafting_s = drafting_clock() - start
         return tree
@@ -150,12 +151,13 @@ class RacerDrafter(Drafter):
         self._full = None
         top = None
         if self.use_table:
-            top = top_k_rows(logits, automaton.top_k)
-            before = np.where(tree.parents >= 0, tree.tokens[np.maximum(tree.parents, 0)], self._prev)
-            automaton.update(tree.tokens, top, before)
+            top = learn_top_k(automaton, logits, tree.tokens, tree.parents, self._prev)
         if self.use_trie:
             # the root and the accepted tokens up to the bonus (cut at an end-of-turn token)
-            fed = [t for t in (int(tree.tokens[0]), *emitted[:-1]) if t not in self.setup.placeholder_ids]
+            fed = [int(tree.tokens[0]), *emitted[:-1]]
+            placeholders = self.setup.placeholder_ids
+            if placeholders:
+                fed = [t for t in fed if t not in placeholders]
             automaton.feed(fed)
             self.seen.extend(fed)
         self.generated.extend(emitted)
@@ -171,15 +173,19 @@ class RacerDrafter(Drafter):
             self.policy.learn(self.generated, final=True, pending=self._recorded)
 
 
-_SOURCE_OF_BITS = np.array([0, registry.AUTOMATON.id, registry.LOGITS.id, registry.AUTOMATON.id], dtype=np.uint8)
+_SOURCE_OF_BITS = bytes([0, registry.AUTOMATON.id, registry.LOGITS.id, registry.AUTOMATON.id])
 """A node's Source id by its automaton bits (RETRIEVAL_BIT, LOGITS_BIT): retrieval's when it has that bit."""
 
 
-def _tree(tree: DraftTree, rule: str) -> Tree:
-    """The automaton's tree with its bits read as this method's sources (both bits: the automaton's)."""
-    sources = _SOURCE_OF_BITS[tree.sources]
-    return Tree(tree.tokens, tree.parents, tree.position_ids, tree.attn_mask, sources, tree.context, tree.rank,
-                rule, drafted=tree.size, share=tree.share)
+def _tree(automaton: Automaton, root: int, budget: int, prev: int, rule: str) -> Tree:
+    """The automaton's tree under `root` with its bits read as this method's
+    sources (both bits: the automaton's); its node columns alone, the leaf
+    paths and DraftTree left out (what `retrieve` would add, unread here)."""
+    tokens, parents, depths, mask, sources, context, rank, share = automaton.retrieve_nodes(root, budget, prev,
+                                                                                            _SOURCE_OF_BITS)
+    return built(Tree, tokens=tokens, parents=parents, depths=depths, ancestors=mask, sources=sources,
+                 context=context, rank=rank, rule=rule, fed=0, drafted=len(tokens), selection=None, estimates=None,
+                 share=share)
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:

@@ -10,6 +10,10 @@ values distinct, none NaN and the (k + 1)-th above -inf; a row where it is not
 (equal values, which torch orders its own way) is asked of torch.topk
 itself, so the ids are torch's, always. `reference_top_k_rows` is the same
 contract in numpy, for the property tests.
+
+`learn_top_k` is racer's table learning from a verified tree in one native
+pass (the automaton's `learn_rows`: the scan, each node's previous token and
+the update), `reference_learn_top_k` the same in the steps it saves.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from racer_core.drafting.automaton._automaton import TOP_K_MAX
+from racer_core.drafting.automaton._automaton import TOP_K_MAX, Automaton
 from racer_core.drafting.automaton._automaton import top_k_rows as _scan
 
 
@@ -42,3 +46,26 @@ def reference_top_k_rows(rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarr
         falling = (np.diff(values, axis=1) < 0).all(axis=1)
     unique = ~np.isnan(rows).any(axis=1) & falling & (values[:, k] > -np.inf)
     return order[:, :k], unique
+
+
+def learn_top_k(automaton: Automaton, logits: torch.Tensor, tokens: np.ndarray, parents: np.ndarray,
+                prev: int) -> np.ndarray:
+    """The logits table learns each node's row of `logits` (one per node of the
+    tree `tokens`, `parents`): its top-k ids, keyed by the node's token and by
+    (its parent's token, or `prev` for the root; its token). Returns the ids
+    (nodes x k), torch.topk's; what `reference_learn_top_k` does, in one native
+    call where the automaton can answer alone (issue 44)."""
+    top = None
+    if logits.dtype is torch.float32 and logits.is_cpu and not logits.requires_grad:
+        # the tensor's own memory; learn_rows refuses it unless 2-D and C-contiguous
+        top = automaton.learn_rows(logits.numpy(), tokens, parents, prev)
+    return reference_learn_top_k(automaton, logits, tokens, parents, prev) if top is None else top
+
+
+def reference_learn_top_k(automaton: Automaton, logits: torch.Tensor, tokens: np.ndarray, parents: np.ndarray,
+                          prev: int) -> np.ndarray:
+    """`learn_top_k` step by step: top_k_rows, each node's previous token, the update."""
+    top = top_k_rows(logits, automaton.top_k)
+    before = np.where(parents >= 0, tokens[np.maximum(parents, 0)], prev)
+    automaton.update(tokens, top, before)
+    return top

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from racer_core.budget._tree_choice import cut_nodes
+from racer_core.common.frozen import built
 
 if TYPE_CHECKING:
     from racer_core.budget.tree_policy import Selection, TreePolicy
@@ -149,9 +150,9 @@ def cut(tree: Tree, policy: TreePolicy, load: tuple[int, int] = (0, 0)) -> Tree:
     if taken is None:
         taken = taken_nodes(tree, chosen)
     parents, ancestors, tokens, depths, sources, context, rank, share = taken
-    # dataclasses.replace's equal, without its walk over the fields
-    return Tree(tokens, parents, depths, ancestors, sources, context, rank, "auto", selection.fed, tree.size,
-                selection, tree.estimates, share)
+    return built(Tree, tokens=tokens, parents=parents, depths=depths, ancestors=ancestors, sources=sources,
+                 context=context, rank=rank, rule="auto", fed=selection.fed, drafted=tree.size, selection=selection,
+                 estimates=tree.estimates, share=share)
 
 
 def taken_nodes(tree: Tree, chosen: np.ndarray) -> tuple[np.ndarray, ...]:

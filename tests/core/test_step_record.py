@@ -111,3 +111,14 @@ def test_budget_options_read_as_the_tuple_they_stand_for() -> None:
     assert options == BudgetOptions([1, 3], [1, 4], [1.0, 1.8], [0.01, 0.012])
     assert options != BudgetOptions([1], [1], [1.0], [0.01]) and options != [1, 2]
     assert not BudgetOptions([], [], [], [])
+
+
+def test_budget_options_from_arrays_read_as_from_lists() -> None:
+    from racer_core.common.step_record import BudgetOptions
+
+    lists = BudgetOptions([1, 3], [1, 4], [1.0, 1.8], [0.01, 0.012])
+    arrays = BudgetOptions(np.array([1, 3]), np.array([1, 4]), np.array([1.0, 1.8]), np.array([0.01, 0.012]))
+    assert len(arrays) == 2 and arrays._lists is None  # no list made until read
+    assert arrays == lists and lists == arrays and tuple(arrays) == tuple(lists) and hash(arrays) == hash(lists)
+    assert [[type(v) for v in c] for c in arrays._columns] == [[int, int], [int, int], [float, float], [float, float]]
+    assert not BudgetOptions(np.array([], dtype=np.int64), [], [], [])

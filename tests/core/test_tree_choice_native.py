@@ -97,8 +97,10 @@ def test_native_choice_equals_the_reference(seed: int, size: int, chain: float, 
             assert _same_floats(x, y)
         a, b = native.choose(tree, load), reference.choose(tree, load)
     _assert_same_selection(a, b)
-    for x, y in zip(native._last[1:], reference._last[1:], strict=True):  # what record() learns from
+    for x, y in zip(native._last[1:4], reference._last[1:4], strict=True):  # what record() learns from
         assert _same_floats(x, y)
+    # and the tree's depth, which the native choice finds and the reference leaves to record()
+    assert native._last[4] == int(tree.position_ids.max()) and reference._last[4] is None
 
 
 def test_the_learned_state_is_read_where_it_is_changed_in_place_or_replaced() -> None:

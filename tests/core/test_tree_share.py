@@ -48,6 +48,6 @@ def test_racers_tree_carries_the_automatons_shares() -> None:
     a = Automaton(min_depth=1, ngram=3)
     a.feed([7, 1, 2, 8, 1, 3, 8, 1, 3, 7])
     drafted = a.retrieve(1, 8)
-    tree = _tree(drafted, "auto")
+    tree = _tree(a, 1, 8, -1, "auto")
     assert (tree.share >= 0).sum() == len(tree.share) - 1  # every node but the root retrieved
     np.testing.assert_array_equal(tree.share, drafted.share)

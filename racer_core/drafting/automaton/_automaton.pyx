@@ -67,6 +67,11 @@ cdef extern from "automaton.hpp" namespace "racer":
         string check_internal() except +
         void set_redirect_mode(int)
 
+cdef extern from "top_k.hpp" namespace "racer":
+    cbool top_k_row(const float*, int64_t, int32_t, int64_t*) nogil
+    int32_t kTopKMax
+
+
 cdef int64_t TOKEN_LIMIT = _checks.TOKEN_LIMIT
 cdef int64_t MAX_DRAFT = _checks.MAX_DRAFT
 
@@ -85,6 +90,17 @@ cdef inline int64_t _read(char* p, int itemsize) noexcept nogil:
     if itemsize == 8:
         return (<int64_t*>p)[0]
     return (<int32_t*>p)[0]
+
+
+cdef inline const void* _int64s(object a, Py_ssize_t n):
+    """`a`'s data where it is a native, aligned, C-contiguous int64 array of n items, else NULL."""
+    if not cnp.PyArray_Check(a):
+        return NULL
+    cdef cnp.ndarray arr = <cnp.ndarray>a
+    if (cnp.PyArray_NDIM(arr) != 1 or not _native_int_array(arr) or cnp.PyArray_ITEMSIZE(arr) != 8
+            or not cnp.PyArray_IS_C_CONTIGUOUS(arr) or cnp.PyArray_DIM(arr, 0) != n):
+        return NULL
+    return cnp.PyArray_DATA(arr)
 
 
 cdef class Automaton:
@@ -298,6 +314,62 @@ cdef class Automaton:
         finally:
             self.busy = False
 
+    def learn_rows(self, logits, token_ids, parents, prev_token):
+        """update(token_ids, top, before) with top the k (top_k) largest ids of
+        each row of `logits`, largest first, and before[i] the token of node
+        i's parent (token_ids[parents[i]]; prev_token where parents[i] < 0):
+        one pass for the logits table's learning from a verified tree
+        (racer_core/drafting/top_k.py). Returns top, or None, learning
+        nothing, where it cannot answer alone: `logits` not a native,
+        C-contiguous float32 array of one row per token, `parents` not such
+        an int64 array or naming a node past them, prev_token not a token or
+        -1, a row whose top-k is not unique (torch.topk orders it), k past
+        TOP_K_MAX or the rows too short. Bad tokens raise as update's do."""
+        cdef Py_ssize_t n, m, k = self.core.top_k(), i, r
+        cdef int64_t prev, up
+        cdef int overflow = 0
+        cdef cnp.ndarray rows, top
+        cdef const float* data
+        cdef const int64_t* parent
+        cdef int64_t* out
+        cdef cbool unique = True
+        if k == 0 or k > kTopKMax or not cnp.PyArray_Check(logits) or type(prev_token) is not int:
+            return None
+        rows = <cnp.ndarray>logits
+        if (cnp.PyArray_NDIM(rows) != 2 or cnp.PyArray_TYPE(rows) != cnp.NPY_FLOAT32
+                or not cnp.PyArray_IS_C_CONTIGUOUS(rows) or not cnp.PyArray_ISBEHAVED_RO(rows)):
+            return None
+        m = cnp.PyArray_DIM(rows, 1)
+        prev = PyLong_AsLongLongAndOverflow(prev_token, &overflow)
+        if m <= k or overflow or prev < -1 or prev >= self._bound():
+            return None
+        self._enter()
+        try:
+            n = self._load(token_ids, "token_ids")
+            parent = <const int64_t*>_int64s(parents, n)
+            if cnp.PyArray_DIM(rows, 0) != n or parent == NULL:
+                return None
+            self.prev.resize(n)
+            for i in range(n):
+                up = parent[i]
+                if up >= n:
+                    return None
+                self.prev[i] = prev if up < 0 else self.buf[up]
+            top = np.empty((n, k), dtype=np.int64)
+            data = <const float*>cnp.PyArray_DATA(rows)
+            out = <int64_t*>cnp.PyArray_DATA(top)
+            with nogil:
+                for r in range(n):
+                    if not top_k_row(data + r * m, m, <int32_t>k, out + r * k):
+                        unique = False
+                        break
+            if not unique:
+                return None
+            self.core.update(self.buf.data(), n, out, self.prev.data())
+            return top
+        finally:
+            self.busy = False
+
     def insert(self, pattern, freq=1) -> None:
         """Insert one token path, adding freq to every node on it."""
         cdef Py_ssize_t n
@@ -369,7 +441,9 @@ cdef class Automaton:
         finally:
             self.busy = False
 
-    cdef object _retrieve(self, object next_token, object max_num_draft, object is_chain, object prev_token):
+    cdef cnp.npy_intp _retrieved(self, object next_token, object max_num_draft, object is_chain,
+                                 object prev_token) except -1:
+        """Validates the arguments and drafts; returns the tree's size (fill_draft copies it out)."""
         # The root may be any token a row can hold; one without a row drafts
         # from retrieval alone.
         cdef int64_t bound = TOKEN_LIMIT
@@ -394,9 +468,28 @@ cdef class Automaton:
             is_chain = _checks.check_flag("is_chain", is_chain)
             p = _checks.check_token("prev_token", prev_token, bound, -1)
         cdef cbool chain = is_chain
-        cdef cnp.npy_intp size = self.core.retrieve(<int32_t>t, <int32_t>b, chain, <int32_t>p)
+        return self.core.retrieve(<int32_t>t, <int32_t>b, chain, <int32_t>p)
+
+    cdef object _retrieve(self, object next_token, object max_num_draft, object is_chain, object prev_token):
+        cdef cnp.npy_intp size = self._retrieved(next_token, max_num_draft, is_chain, prev_token)
         cdef cnp.npy_intp dims[2]
-        dims[0] = size
+        dims[0] = self.core.draft_leaves()
+        dims[1] = self.core.draft_width()
+        retrieve_indices = cnp.PyArray_EMPTY(2, dims, cnp.NPY_INT64, 0)
+        candidates = cnp.PyArray_EMPTY(2, dims, cnp.NPY_INT64, 0)
+        cdef DraftOut out
+        out.retrieve_indices = <int64_t*>cnp.PyArray_DATA(<cnp.ndarray>retrieve_indices)
+        out.candidates = <int64_t*>cnp.PyArray_DATA(<cnp.ndarray>candidates)
+        tokens, parents, position_ids, attn_mask, sources, context, rank, share = self._filled(size, out)
+        return DraftTree(tokens, position_ids, parents, sources, attn_mask, retrieve_indices,
+                         candidates, context, rank, share)
+
+    cdef tuple _filled(self, cnp.npy_intp size, DraftOut& out):
+        """The drafted tree's node columns, copied out by fill_draft (with the
+        leaf paths where `out` points at arrays for them): (tokens, parents,
+        depths, mask, sources, context, rank, share)."""
+        cdef cnp.npy_intp dims[2]
+        dims[0] = dims[1] = size
         tokens = cnp.PyArray_EMPTY(1, dims, cnp.NPY_INT64, 0)
         position_ids = cnp.PyArray_EMPTY(1, dims, cnp.NPY_INT64, 0)
         parents = cnp.PyArray_EMPTY(1, dims, cnp.NPY_INT64, 0)
@@ -404,13 +497,7 @@ cdef class Automaton:
         context = cnp.PyArray_EMPTY(1, dims, cnp.NPY_INT64, 0)
         rank = cnp.PyArray_EMPTY(1, dims, cnp.NPY_INT64, 0)
         share = cnp.PyArray_EMPTY(1, dims, cnp.NPY_FLOAT64, 0)
-        dims[1] = size
         attn_mask = cnp.PyArray_EMPTY(2, dims, cnp.NPY_BOOL, 0)
-        dims[0] = self.core.draft_leaves()
-        dims[1] = self.core.draft_width()
-        retrieve_indices = cnp.PyArray_EMPTY(2, dims, cnp.NPY_INT64, 0)
-        candidates = cnp.PyArray_EMPTY(2, dims, cnp.NPY_INT64, 0)
-        cdef DraftOut out
         out.tokens = <int64_t*>cnp.PyArray_DATA(<cnp.ndarray>tokens)
         out.position_ids = <int64_t*>cnp.PyArray_DATA(<cnp.ndarray>position_ids)
         out.parents = <int64_t*>cnp.PyArray_DATA(<cnp.ndarray>parents)
@@ -419,11 +506,31 @@ cdef class Automaton:
         out.rank = <int64_t*>cnp.PyArray_DATA(<cnp.ndarray>rank)
         out.share = <double*>cnp.PyArray_DATA(<cnp.ndarray>share)
         out.attn_mask = <uint8_t*>cnp.PyArray_DATA(<cnp.ndarray>attn_mask)
-        out.retrieve_indices = <int64_t*>cnp.PyArray_DATA(<cnp.ndarray>retrieve_indices)
-        out.candidates = <int64_t*>cnp.PyArray_DATA(<cnp.ndarray>candidates)
         self.core.fill_draft(out)
-        return DraftTree(tokens, position_ids, parents, sources, attn_mask, retrieve_indices,
-                         candidates, context, rank, share)
+        return tokens, parents, position_ids, attn_mask, sources, context, rank, share
+
+    def retrieve_nodes(self, next_token, max_num_draft, prev_token, bytes source_of_bits not None):
+        """retrieve's tree as its node columns alone, for a drafter that
+        reads no leaf paths: (tokens, parents, depths, mask, sources, context,
+        rank, share), each node's source bits read through `source_of_bits`
+        (4 bytes: the value for bits 0 to 3)."""
+        if len(source_of_bits) != 4:
+            raise ValueError(f"source_of_bits must be 4 bytes, not {len(source_of_bits)}")
+        cdef const unsigned char* mapped = source_of_bits
+        cdef cnp.npy_intp size, i
+        cdef DraftOut out
+        cdef uint8_t* bits
+        self._enter()
+        try:
+            size = self._retrieved(next_token, max_num_draft, False, prev_token)
+            out.retrieve_indices = out.candidates = NULL  # fill_draft skips the leaf paths
+            columns = self._filled(size, out)
+            bits = out.sources
+            for i in range(size):
+                bits[i] = mapped[bits[i] & 3]
+            return columns
+        finally:
+            self.busy = False
 
     # ---------------------------------------------------------- test helpers
 
@@ -462,11 +569,6 @@ cdef class Automaton:
     def _check_internal(self) -> str:
         """'' when the hidden structures are consistent, else the first fault found."""
         return self.core.check_internal().decode()
-
-
-cdef extern from "top_k.hpp" namespace "racer":
-    cbool top_k_row(const float*, int64_t, int32_t, int64_t*) nogil
-    int32_t kTopKMax
 
 
 TOP_K_MAX = kTopKMax

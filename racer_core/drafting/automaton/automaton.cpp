@@ -697,6 +697,7 @@ void Automaton::fill_draft(const DraftOut& out) const {
     if (p >= 0) std::memcpy(row, out.attn_mask + static_cast<size_t>(p) * t, static_cast<size_t>(p) + 1);
     row[i] = 1;
   }
+  if (out.retrieve_indices == nullptr || out.candidates == nullptr) return;  // a caller that reads no leaf paths
   const size_t w = static_cast<size_t>(width_);
   for (size_t r = 0; r < leaves_.size(); ++r) {
     int64_t* ri = out.retrieve_indices + r * w;

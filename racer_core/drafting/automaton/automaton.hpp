@@ -50,7 +50,7 @@ struct DraftOut {
   int64_t* rank;               // logits-row rank that reached it, else -1
   double* share;               // retrieved: its count over its siblings' in its context, else -1
   uint8_t* attn_mask;          // T x T
-  int64_t* retrieve_indices;   // leaves x width
+  int64_t* retrieve_indices;   // leaves x width (null, with candidates: not filled)
   int64_t* candidates;         // leaves x width
 };
 
