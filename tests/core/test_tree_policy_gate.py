@@ -142,8 +142,9 @@ def test_paused_steps_are_plain_decoding_and_say_so(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(RacerDrafter, "reads_prompt_logits", lambda self: self.use_table)
     # Scripted: a curve where a tree of 64 costs 3 tokens, and a policy whose
     # estimates stay optimistic, so only the gate's score can stop the loss.
-    engine._curve = CostCurve([1, 2, 64], [1.0, 2.0, 3.0])
-    engine._policies["racer"] = _Optimist(engine._curve, prior_weight=1e9)
+    # (on the shared engine: put back after the test, or later tests would draft under the paused optimist)
+    monkeypatch.setattr(engine, "_curve", CostCurve([1, 2, 64], [1.0, 2.0, 3.0]))
+    monkeypatch.setitem(engine._policies, "racer", _Optimist(engine._curve, prior_weight=1e9))
     plain, _, _ = run(engine, PROMPT, method="ar", max_new_tokens=48)
     steps = list(engine.decoder().generate(PROMPT, GenerationConfig(method="racer", max_new_tokens=48)))
     assert [t for s in steps for t in s.tokens] == plain
