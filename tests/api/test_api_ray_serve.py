@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import queue
+import random
 import shutil
 import signal
 import socket
@@ -40,9 +41,19 @@ TOKENS = 24
 
 
 def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A free loopback port below the kernel's ephemeral range (32768 up) and above Ray's
+    workers' (10002-19999): Ray's own processes bind ephemeral ports as they start, and one
+    took the port the system had just handed out here before Serve's proxy bound it."""
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(20000, 30000)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free loopback port between 20000 and 30000")
 
 
 @dataclass
