@@ -50,7 +50,7 @@ class RedrawPace:
         if self._timer is not None:
             return  # one is due already
         wait = self._drawn_at + self.every - time.monotonic()
-        if wait <= 0:
+        if wait <= 0 or not self._drawn_at:  # the first: at once (however soon after boot the clock starts)
             self.draw_now()
         else:
             self._timer = self._set_timer(wait, self.draw_now)

@@ -182,3 +182,12 @@ def test_the_pace_slows_while_drawing_is_costly_and_recovers(monkeypatch) -> Non
     paces = [redraw_after(pace.every, 0.0) for _ in range(10)]
     assert paces[-1] == pace.fastest and min(paces) == pace.fastest  # ...down to the fastest
 
+
+def test_the_first_redraw_is_at_once_even_with_the_clock_below_the_pace(monkeypatch) -> None:
+    clock = _Clock()  # time.monotonic counts from boot: 100 s here, less than the pace below
+    monkeypatch.setattr(redraw_pace, "time", clock)
+    drawn: list[float] = []
+    pace = RedrawPace(lambda: drawn.append(clock.wall), lambda s, cb: _Timer(s, cb))
+    _hold(pace)
+    pace.request()
+    assert drawn == [100.0] and not pace.due
