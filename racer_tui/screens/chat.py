@@ -41,6 +41,7 @@ from racer_tui.screens.chat_actions import ACTION_COMMANDS, ChatActions
 from racer_tui.screens.confirm import ConfirmScreen
 from racer_tui.screens.inspector import InspectorScreen
 from racer_tui.screens.system_prompt import SystemPromptScreen
+from racer_tui.thread_priority import ThreadPriority
 from racer_tui.widgets.chat_image import AttachmentBar
 from racer_tui.widgets.chat_list import ChatList
 from racer_tui.widgets.prompt_input import PromptInput
@@ -140,6 +141,7 @@ class ChatScreen(ChatActions, Screen):
         self._finish_reason: str | None = None  # the streaming reply's, once its last step is taken
         self._ended = False  # ...and whether it was
         self.redraws = RedrawPace(self._show_reply, self.set_timer)  # the streaming reply's (redraw_pace.py)
+        self.priority = ThreadPriority()  # the app's thread niced while a reply streams (thread_priority.py)
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="chat-body"):
@@ -443,6 +445,7 @@ class ChatScreen(ChatActions, Screen):
         self.refresh_sidebar()
         self._scroll_to_end()
         self.generate(turn.conv, text, turn.images, turn.config, turn.reply_id)
+        self.priority.lower()
         return True
 
     @work(thread=True, exclusive=True, group="generate")
@@ -521,6 +524,7 @@ class ChatScreen(ChatActions, Screen):
         stats = self.session.finish(finish_reason)
         turn.finish(reply_note(stats))
         self._inbox.open(None)
+        self.priority.restore()
         self._end_after_markdown = True
         turn.show_markdown(self.host.settings.markdown)
         self.host.release_engine()
@@ -536,6 +540,7 @@ class ChatScreen(ChatActions, Screen):
         self.redraws.cancel()
         self._unshown_bars.clear()
         self._inbox.open(None)
+        self.priority.restore()
         self._reply_turn = None
         for widget in list(self.conversation_view.children)[-2:]:
             widget.remove()
