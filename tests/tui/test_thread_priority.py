@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import resource
 
 import pytest
@@ -93,3 +94,18 @@ async def test_a_failed_reply_restores_it(start_app: StartApp, nice: _Nice) -> N
     await wait_for(pilot, lambda: not chat.generating)
     await pilot.pause()
     assert nice.nice == 0 and nice.calls == 2
+
+
+async def test_closing_the_app_mid_reply_restores_it(start_app: StartApp, nice: _Nice) -> None:
+    engine = FakeEngine(gate_after=3)
+    pilot = await start_app(engine)
+    await ready_chat(pilot)
+    await pilot.press(*"hello", "enter")
+    await wait_for(pilot, engine.paused.is_set)
+    assert nice.nice == STREAMING_NICE
+    pilot.app.exit()
+    for _ in range(500):
+        if nice.nice == 0:
+            break
+        await asyncio.sleep(0.01)
+    assert nice.nice == 0
