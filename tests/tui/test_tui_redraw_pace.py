@@ -18,6 +18,7 @@ from racer_tui.messages import ReplySteps
 from racer_tui.redraw_pace import RedrawPace
 from racer_tui.screens.chat import ChatScreen
 from racer_tui.widgets.bench_charts import FlightChart
+from racer_tui.widgets.status_line import StatusLine
 from racer_tui.widgets.step_chart import StepChart
 from racer_tui.widgets.turns import ReplyTurn
 
@@ -191,3 +192,21 @@ def test_the_first_redraw_is_at_once_even_with_the_clock_below_the_pace(monkeypa
     _hold(pace)
     pace.request()
     assert drawn == [100.0] and not pace.due
+
+
+async def test_the_status_line_changes_without_laying_the_screen_out(start_app: StartApp) -> None:
+    """It is one line (height 1) and changes at every redraw of a reply: a new
+    status needs no layout of the whole screen."""
+    pilot = await start_app()
+    chat = await ready_chat(pilot)
+    status = chat.query_one(StatusLine)
+    layouts: list[bool] = []
+    refresh = status.refresh
+
+    def spied(*regions, layout: bool = False, **kwargs) -> StatusLine:  # noqa: ANN002, ANN003
+        layouts.append(layout)
+        return refresh(*regions, layout=layout, **kwargs)
+
+    status.refresh = spied  # type: ignore[method-assign]
+    chat.show_status()
+    assert layouts and not any(layouts)
