@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from racer_core.common.events import Engine, StepEvent
+from racer_core.common.events import Engine
 
 
 class LoadProgress(Message):
@@ -26,13 +26,12 @@ class EngineFailed(Message):
         self.error = error
 
 
-class ReplyStep(Message):
-    """One decoding step of the reply `reply_id`."""
+class ReplySteps(Message):
+    """Steps of the reply `reply_id` wait in the chat's StepInbox."""
 
-    def __init__(self, reply_id: int, event: StepEvent) -> None:
+    def __init__(self, reply_id: int) -> None:
         super().__init__()
         self.reply_id = reply_id
-        self.event = event
 
 
 class ReplyEnded(Message):

@@ -1,11 +1,12 @@
-"""How often a screen fed one message per engine step redraws what the steps change.
+"""How often a screen fed by an engine's steps redraws what the steps change.
 
 A redraw costs the app's thread tens of milliseconds on a slow CPU (the chat
 lays the whole screen out again as its reply grows). Drawn at every step of
 a fast model, that took over half a core and the interpreter from the
 model's own threads, which then ran at about a third of their speed alone
 (docs/design.md, "A streaming reply's redraws"). So a screen keeps each step
-as it comes and asks its RedrawPace for a redraw: drawn now if the last one
+as it comes (the chat: in a StepInbox, racer_tui/chat/step_inbox.py) and asks
+its RedrawPace for a redraw: drawn now if the last one
 is old enough, else once it is. The pace adapts: slower while drawing took
 more than `share` of the app thread's time since the last redraw (measured
 with time.thread_time()), faster again once it is well under.
@@ -50,7 +51,7 @@ class RedrawPace:
         if self._timer is not None:
             return  # one is due already
         wait = self._drawn_at + self.every - time.monotonic()
-        if wait <= 0:
+        if wait <= 0 or not self._drawn_at:  # the first: at once (however soon after boot the clock starts)
             self.draw_now()
         else:
             self._timer = self._set_timer(wait, self.draw_now)

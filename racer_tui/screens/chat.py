@@ -1,7 +1,9 @@
 """The chat: past chats, the streamed conversation, its live chart and stats.
 
-The engine runs in a thread worker that posts one ReplyStep per decoding step;
-Escape sets a threading.Event that the engine polls before every step.
+The engine runs in a thread worker that puts each decoding step in a
+StepInbox and posts a ReplySteps only when the screen asked to hear of the
+next step or the reply ends (racer_tui/chat/step_inbox.py); Escape sets a
+threading.Event that the engine polls before every step.
 """
 
 from __future__ import annotations
@@ -26,18 +28,20 @@ from racer_core.engine.chat_image import ChatImage, split_inline_images
 from racer_tui.chat.attachments import read_attachment, stored
 from racer_tui.chat.json_mode import JSON_GRAMMAR, JSON_PREFIX, grammar_label, split_json_prefix
 from racer_tui.chat.session import ChatSession
+from racer_tui.chat.step_inbox import StepInbox
 from racer_tui.chat.step_log import StepLog
 from racer_tui.commands import CHAT_COMMANDS
 from racer_tui.history import HistoryError
 from racer_tui.host import Host, host_of
 from racer_tui.layout import Folding, Panel
-from racer_tui.messages import ReplyEnded, ReplyFailed, ReplyStep
+from racer_tui.messages import ReplyEnded, ReplyFailed, ReplySteps
 from racer_tui.redraw_pace import RedrawPace
 from racer_tui.screens.attach_image import AttachImageScreen
 from racer_tui.screens.chat_actions import ACTION_COMMANDS, ChatActions
 from racer_tui.screens.confirm import ConfirmScreen
 from racer_tui.screens.inspector import InspectorScreen
 from racer_tui.screens.system_prompt import SystemPromptScreen
+from racer_tui.thread_priority import ThreadPriority
 from racer_tui.widgets.chat_image import AttachmentBar
 from racer_tui.widgets.chat_list import ChatList
 from racer_tui.widgets.prompt_input import PromptInput
@@ -133,7 +137,11 @@ class ChatScreen(ChatActions, Screen):
         self._editing: int | None = None  # the chat whose last message the prompt holds to resend
         self.attached: list[ChatImage] = []  # images the next message carries
         self._unshown_bars: list[tuple[int, tuple]] = []  # the streaming reply's steps not yet in the chart
+        self._inbox = StepInbox()  # the streaming reply's steps, from the engine's thread
+        self._finish_reason: str | None = None  # the streaming reply's, once its last step is taken
+        self._ended = False  # ...and whether it was
         self.redraws = RedrawPace(self._show_reply, self.set_timer)  # the streaming reply's (redraw_pace.py)
+        self.priority = ThreadPriority()  # the app's thread niced while a reply streams (thread_priority.py)
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="chat-body"):
@@ -429,19 +437,22 @@ class ChatScreen(ChatActions, Screen):
         self._anchor = None  # the view follows the new reply
         self.redraws.cancel()
         self._unshown_bars.clear()
+        self._inbox.open(turn.reply_id)
+        self._finish_reason, self._ended = None, False
         self.query_one(StepChart).reset()
         self._chart_reply = turn.reply_id
         self.show_status()
         self.refresh_sidebar()
         self._scroll_to_end()
         self.generate(turn.conv, text, turn.images, turn.config, turn.reply_id)
+        self.priority.lower()
         return True
 
     @work(thread=True, exclusive=True, group="generate")
     def generate(self, conv: Conversation, text: str, images: list[ChatImage], config: GenerationConfig,
                  reply_id: int) -> None:
         worker = get_current_worker()
-        stop = self._stop
+        stop, inbox = self._stop, self._inbox
 
         def should_stop() -> bool:
             return worker.is_cancelled or stop.is_set()
@@ -450,34 +461,47 @@ class ChatScreen(ChatActions, Screen):
             # Only a message with images hands them over: every engine takes plain text.
             pictures = {"images": images} if images else {}
             for event in conv.send(text, config, should_stop=should_stop, **pictures):
-                self.post_message(ReplyStep(reply_id, event))
+                if inbox.put(reply_id, event):  # the screen waits for this step (or it is the last)
+                    self.post_message(ReplySteps(reply_id))
             self.post_message(ReplyEnded(reply_id))
         except RacerError as exc:
             self.post_message(ReplyFailed(reply_id, str(exc)))
         except Exception as exc:  # an engine bug must not take the UI down
             self.post_message(ReplyFailed(reply_id, f"{type(exc).__name__}: {exc}"))
 
-    def on_reply_step(self, message: ReplyStep) -> None:
-        if self.session.current(message.reply_id) is None or self._reply_turn is None:
+    def on_reply_steps(self, message: ReplySteps) -> None:
+        """Steps are waiting: drawn now, or at the pace (the last step at once)."""
+        if self.session.current(message.reply_id) is None or not self._take_steps():
             return
-        event = message.event
-        if self.session.add_step(event):  # the reply's statistics and text, saved every few seconds
-            if is_verification_step(event):  # the chart, like MAT, leaves out the prefill
-                self._unshown_bars.append((event.accept_length, tuple(p.source for p in event.pieces)))
-            self.budget = event.budget
-            self.steps.add(message.reply_id, event)
-        self._reply_turn.add_pieces(event.pieces, f"screen.inspect_step({message.reply_id}, {event.step - 1})",
-                                    show=False)
-        if event.finished:
+        if self._ended:
             self.redraws.draw_now()
-            self._finish(event.finish_reason)
         else:
             self.redraws.request()
 
+    def _take_steps(self) -> bool:
+        """Keep the steps waiting in the inbox (text, statistics, chart bars,
+        draft trees) without drawing them; False when there were none."""
+        turn, steps = self._reply_turn, self._inbox.take()
+        if turn is None or turn.reply_id is None or not steps:
+            return False
+        reply_id = turn.reply_id
+        for event in steps:
+            if self.session.add_step(event):  # the reply's statistics and text, saved every few seconds
+                if is_verification_step(event):  # the chart, like MAT, leaves out the prefill
+                    self._unshown_bars.append((event.accept_length, tuple(p.source for p in event.pieces)))
+                self.budget = event.budget
+                self.steps.add(reply_id, event)
+            turn.add_pieces(event.pieces, f"screen.inspect_step({reply_id}, {event.step - 1})", show=False)
+            if event.finished:
+                self._finish_reason, self._ended = event.finish_reason, True
+        return True
+
     def _show_reply(self) -> None:
-        """Draw the streaming reply's steps so far: text, chart, status line."""
+        """Draw the streaming reply's steps so far: text, chart, status line;
+        then hear of the next step, or finish the reply after its last."""
         if self._reply_turn is None:
             return
+        self._take_steps()
         chart = self.query_one(StepChart)
         for length, sources in self._unshown_bars:
             chart.add(length, sources)
@@ -485,6 +509,10 @@ class ChatScreen(ChatActions, Screen):
         self._reply_turn.show_text()
         self.show_status()
         self._scroll_to_end()
+        if self._ended:
+            self._finish(self._finish_reason)
+        else:
+            self._inbox.arm()
 
     def on_reply_ended(self, message: ReplyEnded) -> None:
         if message.reply_id == self.reply_id:
@@ -495,6 +523,8 @@ class ChatScreen(ChatActions, Screen):
         assert turn is not None
         stats = self.session.finish(finish_reason)
         turn.finish(reply_note(stats))
+        self._inbox.open(None)
+        self.priority.restore()
         self._end_after_markdown = True
         turn.show_markdown(self.host.settings.markdown)
         self.host.release_engine()
@@ -509,6 +539,8 @@ class ChatScreen(ChatActions, Screen):
         self.host.release_engine()
         self.redraws.cancel()
         self._unshown_bars.clear()
+        self._inbox.open(None)
+        self.priority.restore()
         self._reply_turn = None
         for widget in list(self.conversation_view.children)[-2:]:
             widget.remove()

@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rich.console import RenderableType
-from rich.text import Text
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+from rich.segment import Segment
+from rich.text import Span, Text
 from textual.widget import Widget
 
 from racer_tui.colors import CHART_BLUE, CHART_GREEN
@@ -70,43 +71,103 @@ class StepBars(Widget):
         bottom: the bonus token first, in blue, the drafts above it in green."""
         return rgb(CHART_BLUE) if token == 0 else rgb(CHART_GREEN)
 
-    def render(self) -> RenderableType:
+    def render(self) -> Runs:
+        return Runs(self.rows())
+
+    def rows(self) -> list[list[tuple[str, str]]]:
+        """The chart's lines, each as runs of (text, style): the title, the
+        bars' rows top first, the footer."""
         width, height = self.size.width, self.size.height
-        out = Text(no_wrap=True, overflow="crop")
-        out.append(self.title[:width], style="bold")
+        header = [(self.title[:width], "bold")]
         legend = chart_legend()
         if len(self.title) + len(legend) <= width:
-            out.append_text(legend)
+            header += [(legend.plain[span.start : span.end], str(span.style or "")) for span in _spans(legend)]
         rows = height - 2
         label_w = BAR_LABEL_W
         if rows < 2 or width <= label_w + 1:
-            return out
+            return [header]
         shown = self.lengths[-(width - label_w) :]
         first = len(self.lengths) - len(shown) + 1
         top = max([4, *shown])
         per_token = rows * 8 / top  # eighths of a cell per token
         # eighths of a cell below each token's top: token 0 (the bonus) at the bottom
         edges = [round(k * per_token) for k in range(1, top + 2)]
+        # each column's style per token, top included (a row's token is the same in every column)
+        styles = [[self.token_style(index, k) for k in range(top + 1)] for index in range(first - 1, len(self.lengths))]
+        selected = self.highlight - first + 1 if self.highlight is not None else -1
+        if 0 <= selected < len(styles):
+            styles[selected] = [f"{style} reverse" for style in styles[selected]]
+        lines = [header]
         for r in range(rows - 1, -1, -1):  # top row first
-            out.append("\n")
             upper = (r + 1) * 8 / per_token  # token value at the row's top edge
             lower = r * 8 / per_token
             top_row = r == rows - 1
             tick = next((v for v in range(top, -1, -1) if lower <= v < upper or (top_row and v == top)), None)
-            out.append(f"{tick:>2}┤" if tick is not None else "  │", style="dim")
-            for index, value in enumerate(shown, first - 1):
-                fill = max(0, min(8, round(value * per_token) - r * 8))
-                style = self.token_style(index, next(k for k, edge in enumerate(edges) if r * 8 < edge))
-                out.append(EIGHTHS_UP[fill], style=f"{style} reverse" if index == self.highlight else style)
-        out.append("\n")
+            line = [(f"{tick:>2}┤" if tick is not None else "  │", "dim")]
+            token = next(k for k, edge in enumerate(edges) if r * 8 < edge)
+            # One run per stretch of columns in one style, not one per column, and blank cells
+            # unstyled (a colour there shows only when the column is selected): the chart is
+            # redrawn as a reply streams (docs/design.md, "A streaming reply's redraws").
+            run, run_style = "", ""
+            for i, (value, column) in enumerate(zip(shown, styles, strict=True)):
+                cell = EIGHTHS_UP[max(0, min(8, round(value * per_token) - r * 8))]
+                style = column[token] if cell != " " or i == selected else ""
+                if style != run_style and run:
+                    line.append((run, run_style))
+                    run = ""
+                run, run_style = run + cell, style
+            if run:
+                line.append((run, run_style))
+            lines.append(line)
         if shown:
             last = first + len(shown) - 1
             mean = sum(self.lengths) / len(self.lengths)
             footer = f"   steps {first}–{last}  mean {mean:.2f}"
         else:
             footer = "   no steps yet"
-        out.append(footer[:width], style="dim")
-        return out
+        lines.append([(footer[:width], "dim")])
+        return lines
+
+
+def _spans(text: Text) -> list[Span]:
+    """`text` as spans that cover it all, the unstyled stretches as spans of no style."""
+    spans, pos = [], 0
+    for span in sorted(text.spans, key=lambda s: s.start):
+        if span.start > pos:
+            spans.append(Span(pos, span.start, ""))
+        spans.append(span)
+        pos = span.end
+    if pos < len(text):
+        spans.append(Span(pos, len(text), ""))
+    return spans
+
+
+class Runs:
+    """Lines of styled runs, drawn straight as segments. A chart drawn as a
+    rich Text with hundreds of spans costs Textual tens of milliseconds to
+    convert and lay out at every redraw; these lines are never wrapped (a
+    chart fits its width), so they skip that."""
+
+    def __init__(self, lines: list[list[tuple[str, str]]]) -> None:
+        self.lines = lines
+
+    def to_text(self) -> Text:
+        """The same lines as a Text (for reading them)."""
+        text = Text()
+        for i, line in enumerate(self.lines):
+            if i:
+                text.append("\n")
+            for run, style in line:
+                text.append(run, style=style or None)
+        return text
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        new_line = Segment.line()
+        for i, line in enumerate(self.lines):
+            if i:
+                yield new_line
+            for run, style in line:
+                yield Segment(run, console.get_style(style) if style else None)
 
 
 @dataclass(frozen=True)

@@ -120,4 +120,6 @@ class StatusLine(Static):
         width = self.app.size.width - 2  # the line spans the terminal, less its padding (also mid-resize)
         parts = status_parts(stats, budget, method, info, context, pending, constraint)
         line.append(fit_parts(parts, max(20, width - len(line)), context_first=pending > 0))
-        self.update(line)
+        # one line, cut to fit (app.tcss: height 1): a new one never moves anything else, so no
+        # layout of the whole screen (the status changes at every redraw of a streaming reply)
+        self.update(line, layout=False)

@@ -81,8 +81,12 @@ class ReplyTurn(Vertical):
         """Append streamed tokens; clicking them runs the action `on_click`.
         `show=False` only keeps them until `show_text` (the chat redraws a
         fast reply a few times a second, not every step)."""
-        for piece in pieces:
-            self._append(piece.source, piece.text, on_click)
+        # one span per run of a source, not per token: the spans are what a redraw costs
+        start = 0
+        for end in range(1, len(pieces) + 1):
+            if end == len(pieces) or pieces[end].source != pieces[start].source:
+                self._append(pieces[start].source, "".join(p.text for p in pieces[start:end]), on_click)
+                start = end
         if show:
             self.show_text()
 

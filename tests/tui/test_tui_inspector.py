@@ -175,7 +175,7 @@ async def test_the_chart_colours_each_draft_by_its_own_source(start_app: StartAp
     steps = [s for s in chat.steps.steps(chat.reply_id) if s.record is not None]
     mixed = next(i for i, s in enumerate(steps) if Source.LOGITS in {p.source for p in s.pieces[:-1]})
     drafts = [p.source for p in steps[mixed].pieces[:-1]]
-    drawn = chart.render()
+    drawn = chart.render().to_text()
     column = 3 + mixed  # the axis labels, then one column per step
     lines = drawn.split("\n")
     colours = []
