@@ -31,8 +31,8 @@ CORE_LAYERS: tuple[tuple[str, ...], ...] = (
 TUI = "racer_tui"
 TUI_LAYERS: tuple[tuple[str, ...], ...] = (
     tuple(f"{TUI}.{name}" for name in (
-        "colors", "host_names", "redraw_pace", "layout", "messages", "commands", "settings", "history",
-        "engine_loader",
+        "colors", "host_names", "redraw_pace", "thread_priority", "layout", "messages", "commands", "settings",
+        "history", "engine_loader",
     )),
     (f"{TUI}.history_repair", f"{TUI}.host"),
     (f"{TUI}.chat",),  # the chat without Textual: session, files, attachments, step log
