@@ -87,22 +87,21 @@ def test_the_k_layouts_are_the_documented_ones() -> None:
     """Group 1, super-block 1. Q4_K: eight d, eight dmin, scale byte i of the eight rows at 32 + 8i,
     then 4-byte pieces of the nibble bytes; Q6_K: 4-byte pieces of ql, then of qh, int8 scale i at
     1536 + 8i, eight d."""
+    def q4_k_fields(packed: np.ndarray, b: np.ndarray, nibbles_at: int) -> None:
+        """Q4_K's fields at Q4_K's places: d, dmin, the 12 scale bytes, the 128 nibble bytes (at `nibbles_at` in b)."""
+        assert np.array_equal(packed[:16], b[:, 0:2].reshape(-1)) and np.array_equal(packed[16:32], b[:, 2:4].reshape(-1))
+        for i in range(12):
+            assert np.array_equal(packed[32 + 8 * i : 40 + 8 * i], b[:, 4 + i])
+        for c in range(32):
+            at = nibbles_at + 4 * c
+            assert np.array_equal(packed[128 + 32 * c : 160 + 32 * c], b[:, at : at + 4].reshape(-1))
+
     blocks = _blocks(12, 16, 512, seed=1)
-    b = blocks.reshape(16, 2, 144)[8:, 1]
-    packed = repack.repack(12, blocks).reshape(2, 2, 1152)[1, 1]
-    assert np.array_equal(packed[:16], b[:, 0:2].reshape(-1)) and np.array_equal(packed[16:32], b[:, 2:4].reshape(-1))
-    for i in range(12):
-        assert np.array_equal(packed[32 + 8 * i : 40 + 8 * i], b[:, 4 + i])
-    for c in range(32):
-        assert np.array_equal(packed[128 + 32 * c : 160 + 32 * c], b[:, 16 + 4 * c : 20 + 4 * c].reshape(-1))
+    q4_k_fields(repack.repack(12, blocks).reshape(2, 2, 1152)[1, 1], blocks.reshape(16, 2, 144)[8:, 1], 16)
     blocks = _blocks(13, 16, 512, seed=1)  # Q5_K: Q4_K's fields at Q4_K's places, then qh in 4-byte pieces
     b = blocks.reshape(16, 2, 176)[8:, 1]
     packed = repack.repack(13, blocks).reshape(2, 2, 1408)[1, 1]
-    assert np.array_equal(packed[:16], b[:, 0:2].reshape(-1)) and np.array_equal(packed[16:32], b[:, 2:4].reshape(-1))
-    for i in range(12):
-        assert np.array_equal(packed[32 + 8 * i : 40 + 8 * i], b[:, 4 + i])
-    for c in range(32):
-        assert np.array_equal(packed[128 + 32 * c : 160 + 32 * c], b[:, 48 + 4 * c : 52 + 4 * c].reshape(-1))
+    q4_k_fields(packed, b, 48)
     for c in range(8):
         assert np.array_equal(packed[1152 + 32 * c : 1184 + 32 * c], b[:, 16 + 4 * c : 20 + 4 * c].reshape(-1))
     blocks = _blocks(14, 16, 512, seed=1)
