@@ -156,6 +156,7 @@ class TreePolicy:
         self._last: tuple | None = None  # the last tree path_probabilities estimated, with its estimates
         self._based: dict[int, EfficientSizes] = {}
         self._tables: _tree_choice.ChoiceTables | None = None  # the native choice's (_choice_tables)
+        self._best: float | None = None  # _best_chance's, until the counts change
 
     def use_curve(self, curve: CostCurve) -> None:
         """Weigh `curve` from now on (a background measurement's); the acceptance learned so far stays."""
@@ -196,18 +197,25 @@ class TreePolicy:
         if others == 0:
             return True
         with self._lock:
-            # An exact kind's chance lies between its bucket's and its own
-            # rate, and a path's calibrated chance is read at its edges' product.
-            seen = self._kinds.trials > 0
-            edge = max(float(np.max(self._hits / self._trials)),
-                       float(np.max(self._kinds.hits[seen] / self._kinds.trials[seen])) if seen.any() else 0.0)
-            best = float(PathCalibration.read(np.array([edge]), self._calibration.table())[0])
-            if not self.gate.probes():
+            if not self.gate.probes():  # first: most steps of a full batch stop here, reading no counts
                 return False
+            best = self._best_chance()
         sizes = self.sizes_on(base)
         plain = tree_value(float(sizes.seconds[0]), 1.0, load)
         drafted = tree_value(sizes.seconds[1:], 1.0 + (sizes.sizes[1:] - 1) * best, load, self.drafting_s)
         return bool(np.any(drafted > plain * 1.0001))
+
+    def _best_chance(self) -> float:
+        """The likeliest a node can be (under the lock), read again only after
+        `learn` changed the counts: an exact kind's chance lies between its
+        bucket's and its own rate, and a path's calibrated chance is read at
+        its edges' product."""
+        if self._best is None:
+            seen = self._kinds.trials > 0
+            edge = max(float(np.max(self._hits / self._trials)),
+                       float(np.max(self._kinds.hits[seen] / self._kinds.trials[seen])) if seen.any() else 0.0)
+            self._best = float(PathCalibration.read(np.array([edge]), self._calibration.table())[0])
+        return self._best
 
     def note_drafting(self, seconds: float) -> None:
         """One drafted step's Python seconds beyond a plain step's (a moving
@@ -404,6 +412,7 @@ class TreePolicy:
             tested = on_path[np.maximum(parents, 0)] & (depths <= known)
             tested[0] = False
             with self._lock:
+                self._best = None  # the counts change below
                 if tested.any():
                     self._hits *= self.decay
                     self._trials *= self.decay

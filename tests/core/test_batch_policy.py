@@ -191,3 +191,18 @@ class _Spy:
 
     def __getattr__(self, name: str):  # noqa: ANN204
         return getattr(self._inner, name)
+
+
+
+def test_under_load_the_pre_check_follows_what_the_policy_learns() -> None:
+    """worth_drafting keeps the likeliest node's chance between steps: after
+    learning changes the counts it must read them again, or a server under
+    load would keep deciding on acceptance it has since learned otherwise."""
+    policy = _policy(0.05, (15, 200))
+    tree = _tree()
+    assert not policy.worth_drafting()  # weak trees cannot pay in a full pass
+    for _ in range(300):  # the retrieval path comes true, step after step
+        policy.record(tree, 0)
+        policy.learn([3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8], final=True)
+    policy.gate.paused, policy.gate._kept_root = False, 0  # the gate's own pause aside: the counts decide
+    assert policy.worth_drafting()
