@@ -140,6 +140,44 @@ def test_one_row_shares_its_keys_and_outputs_among_threads_without_changing_a_bi
     assert (one.double() - want).abs().max() <= TOLERANCE[torch.float32] * max(1.0, want.abs().max().item())
 
 
+@pytest.mark.parametrize("kv_heads, heads, dim, length", [(3, 9, 64, 600), (2, 8, 128, 300), (1, 2, 32, 1500)])
+@pytest.mark.parametrize("shape", ["all", "window", "scattered"])
+@pytest.mark.parametrize("rows", [2, 5, 16, 17])
+def test_a_trees_rows_over_a_cache_equal_themselves_alone_whatever_the_threads(kv_heads, heads, dim, length, shape,
+                                                                               rows) -> None:
+    # A tree's rows over a cache (whole, windowed, scattered) go by run()'s
+    # items, split among the threads by key/value head and share of the rows;
+    # every row equals itself alone, which one_row_split computes on 2 threads.
+    rng = np.random.default_rng(length + rows)
+    prefix = np.ones(length, dtype=bool)
+    if shape == "window":
+        prefix[: length // 3] = False
+    elif shape == "scattered":
+        prefix = rng.random(length) < 0.7
+    parents = [-1] + [int(rng.integers(-1, i)) for i in range(1, rows)]
+    visible = np.zeros((rows, length + rows), dtype=bool)
+    for node in range(rows):
+        visible[node, :length] = prefix
+        at = node
+        while at >= 0:
+            visible[node, length + at] = True
+            at = parents[at]
+    q, keys, values = tensors(kv_heads, heads, dim, visible, 5, torch.float32)
+    mask = additive(visible, torch.float32)
+    one = exact_attend(q, keys, values, mask, dim**-0.5, threads=1)
+    assert torch.equal(one, exact_attend(q, keys, values, mask, dim**-0.5, threads=1, portable=True))
+    for threads in (2, 3, 8):
+        assert torch.equal(one, exact_attend(q, keys, values, mask, dim**-0.5, threads=threads)), threads
+        assert torch.equal(one, exact_attend(q, keys, values, mask, dim**-0.5, threads=threads, portable=True))
+    for row in range(rows):
+        seen = torch.from_numpy(np.flatnonzero(visible[row]))
+        alone = exact_attend(q[:, :, row : row + 1], keys[:, :, seen], values[:, :, seen],
+                             torch.zeros((1, 1, 1, len(seen))), dim**-0.5, threads=2)
+        assert torch.equal(alone, one[:, :, row : row + 1]), row
+    want = reference(q, keys, values, visible, dim**-0.5)
+    assert (one.double() - want).abs().max() <= TOLERANCE[torch.float32] * max(1.0, want.abs().max().item())
+
+
 def test_strided_inputs_as_the_lean_forward_hands_them() -> None:
     # q transposed from (T, heads, D), keys a prefix view of a larger cache buffer
     gen = torch.Generator().manual_seed(2)
