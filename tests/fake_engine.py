@@ -368,6 +368,18 @@ async def ready_chat(pilot):
     return pilot.app.screen
 
 
+async def failed_reply(start_app):
+    """The app on an engine whose every reply fails: one message sent, and its
+    failed reply over; returns (pilot, the chat screen)."""
+    engine = FakeEngine(fail_with=RuntimeError("boom"))
+    pilot = await start_app(engine)
+    chat = await ready_chat(pilot)
+    await pilot.press(*"hello", "enter")
+    await wait_for(pilot, lambda: not chat.generating)
+    await pilot.pause()
+    return pilot, chat
+
+
 async def open_dashboard(pilot):
     """The benchmark dashboard (F3), once the model is loaded."""
     from racer_tui.screens.bench import BenchScreen

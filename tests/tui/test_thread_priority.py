@@ -8,7 +8,7 @@ import resource
 
 import pytest
 from app_pilot import StartApp
-from fake_engine import FakeEngine, ready_chat, wait_for
+from fake_engine import FakeEngine, failed_reply, ready_chat, wait_for
 
 from racer_tui import thread_priority
 from racer_tui.thread_priority import STREAMING_NICE, ThreadPriority, can_restore
@@ -87,12 +87,7 @@ async def test_the_chat_nices_its_thread_while_a_reply_streams(start_app: StartA
 
 
 async def test_a_failed_reply_restores_it(start_app: StartApp, nice: _Nice) -> None:
-    engine = FakeEngine(fail_with=RuntimeError("boom"))
-    pilot = await start_app(engine)
-    chat = await ready_chat(pilot)
-    await pilot.press(*"hello", "enter")
-    await wait_for(pilot, lambda: not chat.generating)
-    await pilot.pause()
+    await failed_reply(start_app)
     assert nice.nice == 0 and nice.calls == 2
 
 

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 from app_pilot import StartApp
-from fake_engine import REPLY, FakeEngine, drain, open_dashboard, ready_chat, wait_for
+from fake_engine import REPLY, FakeEngine, drain, failed_reply, open_dashboard, ready_chat, wait_for
 from textual.message import Message
 
 from racer_tui import redraw_pace
@@ -86,12 +86,7 @@ async def test_steps_between_redraws_wait_untold_and_the_end_shows_them_all(star
 
 
 async def test_a_failed_reply_leaves_no_redraw_behind(start_app: StartApp) -> None:
-    engine = FakeEngine(fail_with=RuntimeError("boom"))
-    pilot = await start_app(engine)
-    chat = await ready_chat(pilot)
-    await pilot.press(*"hello", "enter")
-    await wait_for(pilot, lambda: not chat.generating)
-    await pilot.pause()
+    _, chat = await failed_reply(start_app)
     assert not chat.redraws.due and not chat._unshown_bars and not chat._inbox.take()
     assert not chat.query(ReplyTurn)
 
