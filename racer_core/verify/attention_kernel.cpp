@@ -459,6 +459,18 @@ constexpr int64_t kThreadedWork = int64_t{1} << 16;
 constexpr int64_t kKeyBlock = 32;  // keys whose rows one item keeps in L1 while every query row uses them
 constexpr int64_t kOneRowWork = int64_t{1} << 16;  // one row's multiply-adds from which one_row_split shares them
 
+// A row's query heads of one key/value head share its keys: three at a time,
+// then two, then one (e: the head's place in the group). Every caller groups
+// them so, and which group a head falls in changes none of its bits.
+template <class Three, class Two, class One>
+inline void head_groups(int64_t group, Three&& three, Two&& two, One&& one) {
+    for (int64_t e = 0; e < group;) {
+        if (group - e >= 3) { three(e); e += 3; }
+        else if (e + 1 < group) { two(e); e += 2; }
+        else { one(e); e += 1; }
+    }
+}
+
 // One query row (plain decoding, and a tree of the root alone: most steps) on
 // all the threads. run()'s items are key/value heads, and 3 of them on 2
 // threads leave one thread idle a third of the call; with a single row they
@@ -488,13 +500,9 @@ bool one_row_split(const AttendArgs& a, const float* q, const float* k, const fl
     const int64_t key_parts = (n + key_part - 1) / key_part;
     const int64_t out_parts = std::min<int64_t>(team, padded / kOutputs);
     const int64_t out_part = (padded / kOutputs + out_parts - 1) / out_parts * kOutputs;
-    auto heads_of = [&](int64_t g, auto&& three, auto&& two, auto&& one) {  // run()'s grouping of a row's heads
-        for (int64_t e = 0; e < group;) {
-            const int64_t h = g * group + e;
-            if (group - e >= 3) { three(h); e += 3; }
-            else if (e + 1 < group) { two(h); e += 2; }
-            else { one(h); e += 1; }
-        }
+    auto heads_of = [&](int64_t g, auto&& three, auto&& two, auto&& one) {  // head_groups with h, not e
+        head_groups(group, [&](int64_t e) { three(g * group + e); }, [&](int64_t e) { two(g * group + e); },
+                    [&](int64_t e) { one(g * group + e); });
     };
 #pragma omp parallel num_threads(team)
     {
@@ -726,33 +734,27 @@ void run(const AttendArgs& a) {
                     const int32_t* idx;
                     const int64_t n = in_block(r, first, last, &from, &idx);
                     if (n == 0) continue;
-                    for (int64_t e = 0; e < group;) {  // heads of a row share its keys: three or two at once
-                        const int64_t p = (r - r0) * group + e;
-                        float* s0 = scores + p * most + from;
-                        const float* m = masks + r * masks_row + first;
-                        if (group - e >= 3) {
+                    const float* m = masks + r * masks_row + first;
+                    const int64_t p0 = (r - r0) * group;  // the row's first pair
+                    auto sc = [&](int64_t e) { return scores + (p0 + e) * most + from; };
+                    auto qa = [&](int64_t e) { return (pass == 0 ? qs : acc) + (p0 + e) * padded; };
+                    head_groups(
+                        group,
+                        [&](int64_t e) {
                             if (pass == 0)
-                                Path::dots3(qs + p * padded, padded, padded, rows, stride, idx, n, a.scale, m,
-                                            s0, most);
-                            else
-                                Path::accumulate3(s0, most, rows, stride, idx, n, padded, acc + p * padded,
-                                                  padded);
-                            e += 3;
-                            continue;
-                        }
-                        const bool two = e + 1 < group;
-                        if (pass == 0 && two)
-                            Path::dots2(qs + p * padded, qs + (p + 1) * padded, padded, rows, stride, idx, n,
-                                        a.scale, m, s0, s0 + most);
-                        else if (pass == 0)
-                            Path::dots(qs + p * padded, padded, rows, stride, idx, n, a.scale, m, s0);
-                        else if (two)
-                            Path::accumulate2(s0, s0 + most, rows, stride, idx, n, padded, acc + p * padded,
-                                              acc + (p + 1) * padded);
-                        else
-                            Path::accumulate(s0, rows, stride, idx, n, padded, acc + p * padded);
-                        e += two ? 2 : 1;
-                    }
+                                Path::dots3(qa(e), padded, padded, rows, stride, idx, n, a.scale, m, sc(e), most);
+                            else Path::accumulate3(sc(e), most, rows, stride, idx, n, padded, qa(e), padded);
+                        },
+                        [&](int64_t e) {
+                            if (pass == 0)
+                                Path::dots2(qa(e), qa(e + 1), padded, rows, stride, idx, n, a.scale, m, sc(e),
+                                            sc(e + 1));
+                            else Path::accumulate2(sc(e), sc(e + 1), rows, stride, idx, n, padded, qa(e), qa(e + 1));
+                        },
+                        [&](int64_t e) {
+                            if (pass == 0) Path::dots(qa(e), padded, rows, stride, idx, n, a.scale, m, sc(e));
+                            else Path::accumulate(sc(e), rows, stride, idx, n, padded, qa(e));
+                        });
                 }
             }
             if (pass == 1) break;
