@@ -51,7 +51,7 @@ from racer_core.engine.multimodal import (
     load_image,
     split_inline_images,
 )
-from racer_core.engine.openmp_threads import follow_free_cores, most_threads
+from racer_core.engine.openmp_threads import follow_free_cores, most_threads, release_openmp_workers
 from racer_core.models.checkpoint.files import is_vision_config
 from racer_core.models.load_options import HALF, LoadOptions
 from racer_core.models.loader import LoadedModel, choose_forward, load, load_draft_head
@@ -563,6 +563,13 @@ def load_engine(model_path: str | os.PathLike[str] | None = None, options: LoadO
     curve still to measure is measured in the background (RacerEngine.cost_curve)."""
     engine = RacerEngine.from_loaded(load(model_path, options, progress, **fields))
     engine.cost_curve(progress, later=measure_later)
+    # Every pass runs on the engine loop's thread (loop.py). This thread's
+    # OpenMP workers, started by the load and the curve, would keep the loop's
+    # from spinning between parallel regions (openmp_threads.py): a program
+    # that loaded on one thread and sent from others decoded 8 requests' rows
+    # at a third of the speed (a pass of 8 one-row sequences 51-58 ms, 18-20 ms
+    # without them).
+    release_openmp_workers()
     if progress:
         progress("Ready", 1.0)
     return engine

@@ -78,3 +78,23 @@ def test_submitting_to_the_loop_ends_the_callers_pool() -> None:
 
     tries = [in_a_thread(work) for _ in range(3)]  # one clean try of three, as above
     assert any(grown >= 1 and left == 0 for grown, left in tries), tries
+
+
+def test_loading_an_engine_ends_the_loading_threads_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every pass runs on the engine loop's thread; workers left on the thread
+    that loaded the model keep the loop's from spinning, and a program that
+    loaded on one thread and sent from others decoded at a third of the
+    speed. So load_engine ends its own thread's pool, last."""
+    from racer_core.engine import engine as engine_module
+    from racer_core.testing import tiny_model, tiny_tokenizer
+
+    tiny_model("llama").save_pretrained(tmp_path)
+    tiny_tokenizer().save_pretrained(tmp_path)
+    ended: list[int] = []
+    real = engine_module.release_openmp_workers
+    monkeypatch.setattr(engine_module, "release_openmp_workers", lambda: ended.append(threading.get_ident()) or real())
+    measured = engine_module.RacerEngine.cost_curve
+    monkeypatch.setattr(engine_module.RacerEngine, "cost_curve",
+                        lambda self, *a, **k: (ended.append(-1), measured(self, *a, **k))[1])
+    engine_module.load_engine(tmp_path, device="cpu", dtype="float32")
+    assert ended == [-1, threading.get_ident()]  # after the curve's passes, on the loading thread
