@@ -65,6 +65,15 @@ class DraftTree(Protocol):
     rank: np.ndarray  # the logits-row rank that reached the node, -1 for none
 
 
+class WholeTree(DraftTree, Protocol):
+    """A drafted tree with the columns a cut takes (drafting/tree.py's Tree; choose_cut)."""
+
+    tokens: np.ndarray
+    ancestors: np.ndarray  # bool n x n
+    sources: np.ndarray  # uint8
+    share: np.ndarray | None
+
+
 CALIBRATION_WEIGHT = 5.0
 """Pseudo-trials per path-chance bin, in units of `prior_weight`: a bin is
 shared by many kinds of node, so it waits for more evidence than a bucket."""
@@ -298,13 +307,31 @@ class TreePolicy:
     def choose(self, tree: DraftTree, load: tuple[int, int] = (0, 0)) -> Selection:
         """The selection with what led to it (the step inspector shows it), at
         `load`: the other sequences in the step's pass and their rows."""
+        return self._choose(tree, load, False)[0]
+
+    def choose_cut(self, tree: WholeTree, load: tuple[int, int] = (0, 0)) -> tuple[Selection, tuple | None]:
+        """`choose`, and the chosen nodes of `tree` as `_tree_choice.cut_nodes`
+        takes them, found in the native choice's own call (a step's choice
+        and cut, drafting/tree.py's `cut`; issue 44); None where the
+        native choice did not answer or the draft gate kept the root alone."""
+        return self._choose(tree, load, True)
+
+    def _choose(self, tree: DraftTree, load: tuple[int, int], cut: bool) -> tuple[Selection, tuple | None]:
         others, base = load
-        sizes = self.sizes_on(base)
-        weighed = None
+        sizes = self.sizes if base == 0 else self.sizes_on(base)
+        weighed = taken = None
         if self.native:
             with self._lock:
-                weighed = _tree_choice.choose(self._choice_tables(), tree.parents, tree.context, tree.rank,
-                                              tree.position_ids, sizes.sizes, sizes.seconds, others, self.drafting_s)
+                if cut:
+                    whole: WholeTree = tree  # type: ignore[assignment]
+                    weighed, taken = _tree_choice.choose_cut(
+                        self._choice_tables(), tree.parents, tree.context, tree.rank, tree.position_ids, sizes.sizes,
+                        sizes.seconds, others, self.drafting_s, whole.ancestors, whole.tokens, whole.sources,
+                        whole.share)
+                else:
+                    weighed = _tree_choice.choose(self._choice_tables(), tree.parents, tree.context, tree.rank,
+                                                  tree.position_ids, sizes.sizes, sizes.seconds, others,
+                                                  self.drafting_s)
         if weighed is None:
             probs, chosen, best_n, best, expected, *columns, widest = self._reference_weigh(tree, sizes, load)
         else:
@@ -320,11 +347,11 @@ class TreePolicy:
         if draft:
             return built(Selection, chosen=chosen, fed=sizes.padded(len(chosen)), expected=expected,
                          probabilities=probs, options=options, best=best, gate=why, intended=None,
-                         load=(others, base))
+                         load=(others, base)), taken
         # Plain decoding: the root alone, one row; the policy's own choice is
         # kept so the gate can score it once the text is known.
         return Selection(np.zeros(1, dtype=chosen.dtype), 1, 0.0, probs, options, 0, why,
-                         (chosen, sizes.padded(len(chosen))), (others, base))
+                         (chosen, sizes.padded(len(chosen))), (others, base)), None
 
     def _reference_weigh(self, tree: DraftTree, sizes: EfficientSizes, load: tuple[int, int]) -> tuple:
         """choose's estimates (path_probabilities) and weighing in Python and
