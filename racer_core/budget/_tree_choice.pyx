@@ -159,7 +159,7 @@ def choose(ChoiceTables tables not None, parents, context, rank, depth, sizes, s
     (their `seconds`) at `others` sequences beside, or None: (bucket, kind,
     raw, probability, chosen, best_n, best option, expected drafts, the options'
     nodes, fed, expected tokens and seconds (arrays: BudgetOptions makes them lists where read), the largest
-    retrieval context of a draft, the largest depth)."""
+    retrieval context of a draft, the largest depth, the rows fed for the chosen nodes)."""
     return _choose(tables, parents, context, rank, depth, sizes, seconds, others, drafting_s)
 
 
@@ -211,9 +211,16 @@ cdef object _choose(ChoiceTables tables, parents, context, rank, depth, sizes, s
     for i in range(1, n):
         widest = max(widest, ctx[i])
         deepest = max(deepest, dep[i])
+    # the rows fed for the chosen nodes (EfficientSizes.padded): the smallest size holding them, else as many
+    cdef int64_t fed = out.best_n + 1
+    for i in range(count):
+        if size_data[i] >= fed:
+            fed = size_data[i]
+            break
     return (found[0], found[1], found[2], probability, chosen, out.best_n, out.best,
             out.gains[out.best_n], _int64s(out.option_nodes, out.options), _int64s(out.option_fed, out.options),
-            _doubles(out.option_expected, out.options), _doubles(out.option_seconds, out.options), widest, deepest)
+            _doubles(out.option_expected, out.options), _doubles(out.option_seconds, out.options), widest, deepest,
+            fed)
 
 
 cdef cnp.ndarray _int64s(const int64_t* values, Py_ssize_t n):

@@ -335,6 +335,7 @@ cdef class Automaton:
         cdef const int64_t* parent
         cdef int64_t* out
         cdef cbool unique = True
+        cdef cnp.npy_intp dims[2]
         if k == 0 or k > kTopKMax or not cnp.PyArray_Check(logits) or type(prev_token) is not int:
             return None
         rows = <cnp.ndarray>logits
@@ -357,7 +358,8 @@ cdef class Automaton:
                 if up >= n:
                     return None
                 self.prev[i] = prev if up < 0 else self.buf[up]
-            top = np.empty((n, k), dtype=np.int64)
+            dims[0], dims[1] = n, k
+            top = cnp.PyArray_EMPTY(2, dims, cnp.NPY_INT64, 0)  # numpy's C API: no Python call a step
             data = <const float*>cnp.PyArray_DATA(rows)
             out = <int64_t*>cnp.PyArray_DATA(top)
             with nogil:
