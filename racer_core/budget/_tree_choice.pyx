@@ -75,6 +75,9 @@ cdef class ChoiceTables:
     cdef object _keep
     cdef ChoiceState state
     cdef readonly cbool usable
+    # each step's working memory, kept between steps (the policy calls under its lock, one at a time)
+    cdef vector[double] table, gains, expected, spent
+    cdef vector[int64_t] order, nodes, fed, picked, remap
 
     def __init__(self, bucket_of, kind_of, bucket_hits, bucket_trials, kind_hits, kind_trials, double kind_weight,
                  calibration_hits, calibration_trials, centres):
@@ -134,9 +137,10 @@ cdef object _estimate(ChoiceTables tables, parents, context, rank, depth, cbool*
         return None
     bucket, kind = _empty(n, cnp.NPY_INT64), _empty(n, cnp.NPY_INT64)
     raw, probability = _empty(n, cnp.NPY_FLOAT64), _empty(n, cnp.NPY_FLOAT64)
-    cdef vector[double] table = vector[double](tables.state.bins + 2)
+    tables.table.resize(tables.state.bins + 2)
     if not tree_estimates(tree, tables.state, <int64_t*>cnp.PyArray_DATA(bucket), <int64_t*>cnp.PyArray_DATA(kind),
-                          <double*>cnp.PyArray_DATA(raw), <double*>cnp.PyArray_DATA(probability), table.data()):
+                          <double*>cnp.PyArray_DATA(raw), <double*>cnp.PyArray_DATA(probability),
+                          tables.table.data()):
         return None
     done[0] = True
     return bucket, kind, raw, probability
@@ -155,7 +159,24 @@ def choose(ChoiceTables tables not None, parents, context, rank, depth, sizes, s
     (their `seconds`) at `others` sequences beside, or None: (bucket, kind,
     raw, probability, chosen, best_n, best option, expected drafts, the options'
     nodes, fed, expected tokens and seconds (arrays: BudgetOptions makes them lists where read), the largest
-    retrieval context of a draft, the largest depth)."""
+    retrieval context of a draft, the largest depth, the rows fed for the chosen nodes)."""
+    return _choose(tables, parents, context, rank, depth, sizes, seconds, others, drafting_s)
+
+
+def choose_cut(ChoiceTables tables not None, parents, context, rank, depth, sizes, seconds, int64_t others,
+               double drafting_s, ancestors, tokens, sources, share):
+    """`choose` and `cut_nodes` of its chosen nodes in one call (a step's
+    choice and cut, drafting/tree.py's `cut`): (choose's answer or None,
+    cut_nodes's answer or None; None too where choose's is)."""
+    weighed = _choose(tables, parents, context, rank, depth, sizes, seconds, others, drafting_s)
+    if weighed is None:
+        return None, None
+    return weighed, _cut(tables.remap, (<tuple>weighed)[4], parents, ancestors, tokens, depth, sources, context,
+                         rank, share)
+
+
+cdef object _choose(ChoiceTables tables, parents, context, rank, depth, sizes, seconds, int64_t others,
+                    double drafting_s):
     cdef cbool done
     found = _estimate(tables, parents, context, rank, depth, &done)
     if not done:
@@ -169,30 +190,37 @@ def choose(ChoiceTables tables not None, parents, context, rank, depth, sizes, s
     cdef const double* second_data = <const double*>_data(seconds, cnp.NPY_FLOAT64, count)
     if count < 1 or size_data == NULL or second_data == NULL:
         return None
-    cdef vector[int64_t] order = vector[int64_t](n), nodes = vector[int64_t](count + 1), fed = vector[int64_t](count + 1)
-    cdef vector[double] gains = vector[double](n), expected = vector[double](count + 1)
-    cdef vector[double] spent = vector[double](count + 1)
+    tables.order.resize(n)
+    tables.gains.resize(n)
+    tables.picked.resize(n)
+    tables.nodes.resize(count + 1)
+    tables.fed.resize(count + 1)
+    tables.expected.resize(count + 1)
+    tables.spent.resize(count + 1)
     cdef ChoiceOut out
-    out.order, out.gains = order.data(), gains.data()
+    out.order, out.gains = tables.order.data(), tables.gains.data()
     out.option_nodes, out.option_fed, out.option_expected, out.option_seconds = (
-        nodes.data(), fed.data(), expected.data(), spent.data())
-    cdef vector[int64_t] picked = vector[int64_t](n)
-    out.chosen = picked.data()
+        tables.nodes.data(), tables.fed.data(), tables.expected.data(), tables.spent.data())
+    out.chosen = tables.picked.data()
     tree_choice(n, <const double*>cnp.PyArray_DATA(<cnp.ndarray>probability), size_data, second_data, count, others,
                 drafting_s, out)
-    chosen = _empty(out.best_n + 1, cnp.NPY_INT64)
-    cdef int64_t* chosen_data = <int64_t*>cnp.PyArray_DATA(chosen)
-    for i in range(out.best_n + 1):
-        chosen_data[i] = picked[i]
+    chosen = _int64s(out.chosen, out.best_n + 1)
     cdef const int64_t* ctx = <const int64_t*>cnp.PyArray_DATA(<cnp.ndarray>context)
     cdef const int64_t* dep = <const int64_t*>cnp.PyArray_DATA(<cnp.ndarray>depth)
     cdef int64_t widest = 0, deepest = dep[0]  # contexts are not negative (_estimate)
     for i in range(1, n):
         widest = max(widest, ctx[i])
         deepest = max(deepest, dep[i])
+    # the rows fed for the chosen nodes (EfficientSizes.padded): the smallest size holding them, else as many
+    cdef int64_t fed = out.best_n + 1
+    for i in range(count):
+        if size_data[i] >= fed:
+            fed = size_data[i]
+            break
     return (found[0], found[1], found[2], probability, chosen, out.best_n, out.best,
-            gains[out.best_n], _int64s(nodes.data(), out.options), _int64s(fed.data(), out.options),
-            _doubles(expected.data(), out.options), _doubles(spent.data(), out.options), widest, deepest)
+            out.gains[out.best_n], _int64s(out.option_nodes, out.options), _int64s(out.option_fed, out.options),
+            _doubles(out.option_expected, out.options), _doubles(out.option_seconds, out.options), widest, deepest,
+            fed)
 
 
 cdef cnp.ndarray _int64s(const int64_t* values, Py_ssize_t n):
@@ -214,6 +242,12 @@ def cut_nodes(chosen, parents, ancestors, tokens, depths, sources, context, rank
     None unless `chosen` ascends from the root (0) within the tree and the
     columns are native contiguous arrays (int64, the mask bool n x n, the
     sources uint8, the shares float64): `cut` then indexes them itself."""
+    cdef vector[int64_t] remap
+    return _cut(remap, chosen, parents, ancestors, tokens, depths, sources, context, rank, share)
+
+
+cdef object _cut(vector[int64_t]& remap, chosen, parents, ancestors, tokens, depths, sources, context, rank, share):
+    """cut_nodes, `remap` its working memory."""
     if not cnp.PyArray_Check(parents) or not cnp.PyArray_Check(chosen):
         return None
     cdef Py_ssize_t n = cnp.PyArray_SIZE(<cnp.ndarray>parents), k = cnp.PyArray_SIZE(<cnp.ndarray>chosen), i, j, jj
@@ -236,7 +270,7 @@ def cut_nodes(chosen, parents, ancestors, tokens, depths, sources, context, rank
     for i in range(1, k):
         if pick[i] <= pick[i - 1] or up[pick[i]] < 0 or up[pick[i]] >= n:
             return None
-    cdef vector[int64_t] remap = vector[int64_t](n, -1)
+    remap.assign(n, -1)
     for i in range(k):
         remap[pick[i]] = i
     out_parents, out_tokens, out_depths = _empty(k, cnp.NPY_INT64), _empty(k, cnp.NPY_INT64), _empty(k, cnp.NPY_INT64)

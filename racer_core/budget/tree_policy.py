@@ -65,6 +65,16 @@ class DraftTree(Protocol):
     rank: np.ndarray  # the logits-row rank that reached the node, -1 for none
 
 
+class WholeTree(DraftTree, Protocol):
+    """A drafted tree with the columns a cut takes (drafting/tree.py's Tree; choose_cut)."""
+
+    tokens: np.ndarray
+    depths: np.ndarray  # position_ids, as a field
+    ancestors: np.ndarray  # bool n x n
+    sources: np.ndarray  # uint8
+    share: np.ndarray | None
+
+
 CALIBRATION_WEIGHT = 5.0
 """Pseudo-trials per path-chance bin, in units of `prior_weight`: a bin is
 shared by many kinds of node, so it waits for more evidence than a bucket."""
@@ -151,7 +161,7 @@ class TreePolicy:
         self._calibration = PathCalibration(CALIBRATION_WEIGHT * self.prior_weight)
         # The engine loop's replies share one policy; a background measurement
         # swaps its curve from another thread (use_curve): the statistics under a lock.
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._recorded: list = []  # record's and learn's list when the caller keeps none
         self._last: tuple | None = None  # the last tree path_probabilities estimated, with its estimates
         self._based: dict[int, EfficientSizes] = {}
@@ -306,33 +316,47 @@ class TreePolicy:
     def choose(self, tree: DraftTree, load: tuple[int, int] = (0, 0)) -> Selection:
         """The selection with what led to it (the step inspector shows it), at
         `load`: the other sequences in the step's pass and their rows."""
+        return self.choose_cut(tree, load, cut=False)[0]
+
+    def choose_cut(self, tree: DraftTree, load: tuple[int, int] = (0, 0), cut: bool = True
+                   ) -> tuple[Selection, tuple | None]:
+        """`choose`, and with `cut` the chosen nodes of `tree` (then a
+        WholeTree) as `_tree_choice.cut_nodes` takes them, found in the
+        native choice's own call (a step's choice and cut, drafting/tree.py's
+        `cut`; issue 44); None where the native choice did not answer or the
+        draft gate kept the root alone."""
         others, base = load
-        sizes = self.sizes_on(base)
-        weighed = None
-        if self.native:
-            with self._lock:
+        sizes = self.sizes if base == 0 else self.sizes_on(base)
+        weighed = taken = None
+        # one hold of the lock a step (re-entrant: the reference's estimates take it too)
+        with self._lock:
+            if self.native and cut:
+                whole: WholeTree = tree  # type: ignore[assignment]
+                weighed, taken = _tree_choice.choose_cut(
+                    self._choice_tables(), whole.parents, whole.context, whole.rank, whole.depths, sizes.sizes,
+                    sizes.seconds, others, self.drafting_s, whole.ancestors, whole.tokens, whole.sources, whole.share)
+            elif self.native:
                 weighed = _tree_choice.choose(self._choice_tables(), tree.parents, tree.context, tree.rank,
                                               tree.position_ids, sizes.sizes, sizes.seconds, others, self.drafting_s)
-        if weighed is None:
-            probs, chosen, best_n, best, expected, *columns, widest = self._reference_weigh(tree, sizes, load)
-        else:
-            buckets, kind, raw, probs, chosen, best_n, best, expected, *columns, widest, deepest = weighed
-            # record() learns from the same estimates, and the depth, when it is handed this tree next
-            # (path_probabilities)
-            self._last = (tree, buckets, kind, raw, deepest)
-        options = BudgetOptions(*columns)
-        with self._lock:
+            if weighed is None:
+                probs, chosen, best_n, best, expected, *columns, widest = self._reference_weigh(tree, sizes, load)
+                fed = sizes.padded(len(chosen))
+            else:
+                buckets, kind, raw, probs, chosen, best_n, best, expected, *columns, widest, deepest, fed = weighed
+                # record() learns from the same estimates, and the depth, when it is handed this tree next
+                # (path_probabilities)
+                self._last = (tree, buckets, kind, raw, deepest)
             if others:
                 self.gate.chose(best_n > 0)
             draft, why = self.gate.allows(widest)
+        options = BudgetOptions(*columns)
         if draft:
-            return built(Selection, chosen=chosen, fed=sizes.padded(len(chosen)), expected=expected,
-                         probabilities=probs, options=options, best=best, gate=why, intended=None,
-                         load=(others, base))
+            return built(Selection, chosen=chosen, fed=fed, expected=expected, probabilities=probs, options=options,
+                         best=best, gate=why, intended=None, load=(others, base)), taken
         # Plain decoding: the root alone, one row; the policy's own choice is
         # kept so the gate can score it once the text is known.
         return Selection(np.zeros(1, dtype=chosen.dtype), 1, 0.0, probs, options, 0, why,
-                         (chosen, sizes.padded(len(chosen))), (others, base))
+                         (chosen, fed), (others, base)), None
 
     def _reference_weigh(self, tree: DraftTree, sizes: EfficientSizes, load: tuple[int, int]) -> tuple:
         """choose's estimates (path_probabilities) and weighing in Python and

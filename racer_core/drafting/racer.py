@@ -129,7 +129,8 @@ class RacerDrafter(Drafter):
         self._full, self._prev = None, prev
         if self.policy is None:
             return _tree(self.automaton, root, limit or 1, prev, "fixed")
-        if not self.policy.worth_drafting(load):  # a full batch where no tree could pay: plain decoding, undrafted
+        # a full batch where no tree could pay: plain decoding, undrafted (alone a tree is always drafted)
+        if load[0] and not self.policy.worth_drafting(load):
             return Tree.root_only(root)
         start = drafting_clock()
         self._full = _tree(self.automaton, root, self.policy.largest, prev, "auto")
@@ -149,16 +150,18 @@ class RacerDrafter(Drafter):
             self.policy.record(self._full, len(self.generated) - 1, tree.selection, self._recorded)
         recorded = drafting_clock() - start
         self._full = None
-        top = None
-        if self.use_table:
-            top = learn_top_k(automaton, logits, tree.tokens, tree.parents, self._prev)
+        top = fed = None
         if self.use_trie:
             # the root and the accepted tokens up to the bonus (cut at an end-of-turn token)
             fed = [int(tree.tokens[0]), *emitted[:-1]]
             placeholders = self.setup.placeholder_ids
             if placeholders:
                 fed = [t for t in fed if t not in placeholders]
+        if self.use_table:  # the table's learning, and the automaton fed, in one call
+            top = learn_top_k(automaton, logits, tree.tokens, tree.parents, self._prev, fed)
+        elif fed is not None:
             automaton.feed(fed)
+        if fed is not None:
             self.seen.extend(fed)
         self.generated.extend(emitted)
         if self.policy is not None:

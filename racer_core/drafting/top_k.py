@@ -13,7 +13,8 @@ contract in numpy, for the property tests.
 
 `learn_top_k` is racer's table learning from a verified tree in one native
 pass (the automaton's `learn_rows`: the scan, each node's previous token and
-the update), `reference_learn_top_k` the same in the steps it saves.
+the update, and the step's feed), `reference_learn_top_k` the same in the
+steps it saves.
 """
 
 from __future__ import annotations
@@ -49,23 +50,29 @@ def reference_top_k_rows(rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarr
 
 
 def learn_top_k(automaton: Automaton, logits: torch.Tensor, tokens: np.ndarray, parents: np.ndarray,
-                prev: int) -> np.ndarray:
+                prev: int, fed: list[int] | None = None) -> np.ndarray:
     """The logits table learns each node's row of `logits` (one per node of the
     tree `tokens`, `parents`): its top-k ids, keyed by the node's token and by
-    (its parent's token, or `prev` for the root; its token). Returns the ids
-    (nodes x k), torch.topk's; what `reference_learn_top_k` does, in one native
-    call where the automaton can answer alone (issue 44)."""
+    (its parent's token, or `prev` for the root; its token); then, with `fed`,
+    the automaton is fed those tokens. Returns the ids (nodes x k),
+    torch.topk's; what `reference_learn_top_k` does, in one native call where
+    the automaton can answer alone (issue 44)."""
     top = None
-    if logits.dtype is torch.float32 and logits.is_cpu and not logits.requires_grad:
+    if logits.dtype is _FLOAT32 and logits.is_cpu and not logits.requires_grad:
         # the tensor's own memory; learn_rows refuses it unless 2-D and C-contiguous
-        top = automaton.learn_rows(logits.numpy(), tokens, parents, prev)
-    return reference_learn_top_k(automaton, logits, tokens, parents, prev) if top is None else top
+        top = automaton.learn_rows(logits.numpy(), tokens, parents, prev, fed)
+    return reference_learn_top_k(automaton, logits, tokens, parents, prev, fed) if top is None else top
+
+
+_FLOAT32 = torch.float32  # read once a step: a module constant, not torch's namespace
 
 
 def reference_learn_top_k(automaton: Automaton, logits: torch.Tensor, tokens: np.ndarray, parents: np.ndarray,
-                          prev: int) -> np.ndarray:
-    """`learn_top_k` step by step: top_k_rows, each node's previous token, the update."""
+                          prev: int, fed: list[int] | None = None) -> np.ndarray:
+    """`learn_top_k` step by step: top_k_rows, each node's previous token, the update, the feed."""
     top = top_k_rows(logits, automaton.top_k)
     before = np.where(parents >= 0, tokens[np.maximum(parents, 0)], prev)
     automaton.update(tokens, top, before)
+    if fed is not None:
+        automaton.feed(fed)
     return top

@@ -142,13 +142,15 @@ def cut(tree: Tree, policy: TreePolicy, load: tuple[int, int] = (0, 0)) -> Tree:
     """The nodes of `tree` the tree policy verifies (docs/design.md 1.8) at
     `load` (the pass's other sequences and their rows), with what led to the
     choice; its size may be padded up to a cheaper one."""
-    selection = policy.choose(tree, load)
-    chosen = selection.chosen
-    # one native pass over the chosen nodes (budget/_tree_choice.pyx); numpy where it cannot read them
-    taken = cut_nodes(chosen, tree.parents, tree.ancestors, tree.tokens, tree.depths, tree.sources, tree.context,
-                      tree.rank, tree.share)
+    # the choice and the cut in one native call where it can (budget/_tree_choice.pyx); else the cut
+    # by one native pass over the chosen nodes, or numpy where that cannot read them
+    selection, taken = policy.choose_cut(tree, load)
     if taken is None:
-        taken = taken_nodes(tree, chosen)
+        chosen = selection.chosen
+        taken = cut_nodes(chosen, tree.parents, tree.ancestors, tree.tokens, tree.depths, tree.sources, tree.context,
+                          tree.rank, tree.share)
+        if taken is None:
+            taken = taken_nodes(tree, chosen)
     parents, ancestors, tokens, depths, sources, context, rank, share = taken
     return built(Tree, tokens=tokens, parents=parents, depths=depths, ancestors=ancestors, sources=sources,
                  context=context, rank=rank, rule="auto", fed=selection.fed, drafted=tree.size, selection=selection,

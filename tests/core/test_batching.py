@@ -183,13 +183,13 @@ def test_each_tree_is_weighed_against_the_others_rows_passed_in(monkeypatch: pyt
     """The load reaches the tree policy as an argument: alone (0, 0); three
     sequences together, the two others and some of their rows."""
     seen: list[tuple[int, int]] = []
-    choose = TreePolicy.choose
+    choose_cut = TreePolicy.choose_cut  # what drafting/tree.py's cut asks
 
     def spy(self: TreePolicy, tree: Any, load: tuple[int, int] = (0, 0)) -> Any:
         seen.append(load)
-        return choose(self, tree, load)
+        return choose_cut(self, tree, load)
 
-    monkeypatch.setattr(TreePolicy, "choose", spy)
+    monkeypatch.setattr(TreePolicy, "choose_cut", spy)
     engine = _engine(batched=True)
     config = GenerationConfig(method="racer", max_new_tokens=12, temperature=0.0)
     _generate(engine, _prompt(0), config, on_loop=True)

@@ -71,9 +71,9 @@ def test_padded_trees_are_lossless(monkeypatch) -> None:
 
     def small_subtree_padded_to_eight(self, tree, load=(0, 0)):
         chosen = np.arange(min(tree.size, 3))  # breadth-first prefix: closed under parents
-        return Selection(chosen, 8, 0.0, np.ones(tree.size), (), -1)
+        return Selection(chosen, 8, 0.0, np.ones(tree.size), (), -1), None  # no cut: drafting/tree.py's cut cuts
 
-    monkeypatch.setattr(TreePolicy, "choose", small_subtree_padded_to_eight)
+    monkeypatch.setattr(TreePolicy, "choose_cut", small_subtree_padded_to_eight)
     engine = engine_for("llama", markov=True)
     plain, _, _ = run(engine, PROMPT, method="ar", max_new_tokens=120)
     steps = list(engine.decoder().generate(PROMPT, GenerationConfig(method="racer", max_new_tokens=120)))

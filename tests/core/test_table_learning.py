@@ -1,5 +1,5 @@
 """Racer's per-step native glue (issue 44): the table's learning from a
-verified tree in one call (the automaton's `learn_rows`, drafting/top_k.py's
+verified tree, and the step's feed, in one call (the automaton's `learn_rows`, drafting/top_k.py's
 `learn_top_k`) against its step-by-step reference, and `retrieve_nodes`
 against `retrieve`'s tree. Both must leave the automaton and the drafts
 exactly as the reference does."""
@@ -56,12 +56,29 @@ def test_learn_top_k_equals_its_reference(seed: int, k: int, steps: int, levels:
         tokens, parents = _tree(rng, int(rng.integers(1, 12)))
         logits = _logits(rng, len(tokens), levels)
         prev = int(rng.integers(-1, VOCAB))
-        learned = learn_top_k(native, logits, tokens, parents, prev)
-        expected = reference_learn_top_k(reference, logits, tokens, parents, prev)
+        # the step's text fed in the same call, or not (a drafter without the trie)
+        fed = rng.integers(0, 12, size=int(rng.integers(1, 5))).tolist() if rng.random() < 0.7 else None
+        learned = learn_top_k(native, logits, tokens, parents, prev, fed)
+        expected = reference_learn_top_k(reference, logits, tokens, parents, prev, fed)
         assert learned.dtype == expected.dtype and learned.shape == expected.shape
         np.testing.assert_array_equal(learned, expected)
         np.testing.assert_array_equal(expected, torch.topk(logits, k, dim=-1).indices.numpy())
     _same_state(native, reference)
+
+
+def test_learn_rows_feeds_after_learning() -> None:
+    """learn_rows with `fed`: what learn_rows then feed leave, the state and the drafts."""
+    rng = np.random.default_rng(13)
+    one, two = _automaton(3), _automaton(3)
+    for automaton in (one, two):
+        automaton.feed([1, 2, 3, 1, 2, 4])
+    tokens, parents = np.array([2, 3, 7], dtype=np.int64), np.array([-1, 0, 1], dtype=np.int64)
+    rows = _logits(rng, 3, 0).numpy()
+    top = one.learn_rows(rows, tokens, parents, 1, [2, 3])
+    np.testing.assert_array_equal(top, two.learn_rows(rows, tokens, parents, 1))
+    two.feed([2, 3])
+    assert one.state_path() == two.state_path() and one.snapshot() == two.snapshot()
+    _same_state(one, two)
 
 
 def test_learn_rows_learns_and_answers_torchs_ids() -> None:
@@ -76,10 +93,12 @@ def test_learn_rows_learns_and_answers_torchs_ids() -> None:
 
 
 def _refused(automaton: Automaton, logits: object, tokens: object, parents: object, prev: object) -> None:
-    """learn_rows answers None and learns nothing."""
-    before = automaton.pair_snapshot(), [automaton.retrieve(t, 8).tokens.tolist() for t in range(VOCAB)]
-    assert automaton.learn_rows(logits, tokens, parents, prev) is None
-    assert (automaton.pair_snapshot(), [automaton.retrieve(t, 8).tokens.tolist() for t in range(VOCAB)]) == before
+    """learn_rows answers None and learns nothing, its `fed` left unfed."""
+    before = (automaton.pair_snapshot(), automaton.snapshot(), automaton.state_path(),
+              [automaton.retrieve(t, 8).tokens.tolist() for t in range(VOCAB)])
+    assert automaton.learn_rows(logits, tokens, parents, prev, [4, 5, 6]) is None
+    assert (automaton.pair_snapshot(), automaton.snapshot(), automaton.state_path(),
+            [automaton.retrieve(t, 8).tokens.tolist() for t in range(VOCAB)]) == before
 
 
 def test_learn_rows_refuses_what_it_cannot_answer_alone() -> None:
@@ -111,6 +130,15 @@ def test_bad_tokens_raise_as_the_reference_does() -> None:
         with pytest.raises(ValueError) as reference:
             reference_learn_top_k(_automaton(2), logits, tokens, parents, -1)
         assert str(native.value) == str(reference.value)
+    good = np.array([1, 2], dtype=np.int64)
+    for fed in ([3, VOCAB], [-1], [3, "4"]):  # a bad fed token: raised after the table learned, as the reference
+        native, reference = _automaton(2), _automaton(2)
+        with pytest.raises((ValueError, TypeError)) as raised:
+            learn_top_k(native, logits, good, parents, -1, fed)
+        with pytest.raises((ValueError, TypeError)) as expected:
+            reference_learn_top_k(reference, logits, good, parents, -1, fed)
+        assert type(raised.value) is type(expected.value) and str(raised.value) == str(expected.value)
+        _same_state(native, reference)
 
 
 def test_learn_top_k_takes_other_tensors_through_torch() -> None:

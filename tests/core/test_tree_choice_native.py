@@ -176,3 +176,41 @@ def test_cut_is_the_numpy_cut_and_odd_choices_are_left_to_numpy() -> None:
         assert cut_nodes(chosen, *columns) is None, why
     assert cut_nodes(np.array([0, 1]), tree.parents, tree.ancestors[:, :49], *columns[2:]) is None
     assert cut_nodes(np.array([0, 1]), *columns[:-1], tree.share.astype(np.float32)) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), size=st.integers(1, 90), chain=st.sampled_from([0.0, 0.5, 0.9]),
+       load=st.sampled_from([(0, 0), (1, 1), (3, 5)]), paused=st.booleans(), shared=st.booleans())
+def test_choice_and_cut_in_one_call_equal_the_reference_and_numpys_cut(seed: int, size: int, chain: float,
+                                                                       load: tuple[int, int], paused: bool,
+                                                                       shared: bool) -> None:
+    """choose_cut (the native choice and cut_nodes of its chosen nodes in one
+    call, what `cut` asks) against the reference's choice and numpy's cut of
+    it; where the draft gate keeps the root alone it hands no cut, and `cut`
+    cuts the root itself."""
+    native, reference = _policies(seed, False, 3.0)
+    rng = np.random.default_rng(seed + 2)
+    tree = _tree(rng, size, chain)
+    share = np.where(rng.random(size) < 0.5, rng.random(size), -1.0) if shared else None
+    tree = Tree(tree.tokens, tree.parents, tree.depths, tree.ancestors, rng.integers(0, 6, size).astype(np.uint8),
+                tree.context, tree.rank, share=share)
+    for policy in (native, reference):
+        policy.gate.paused = paused
+        policy.gate.resume_context = 10**9  # paused stays paused
+    selection, taken = native.choose_cut(tree, load)
+    _assert_same_selection(selection, reference.choose(tree, load))
+    if paused:
+        assert taken is None and selection.chosen.tolist() == [0]
+    else:
+        assert taken is not None
+        for x, y in zip(taken, taken_nodes(tree, selection.chosen), strict=True):
+            assert (x is None) == (y is None) and (x is not None or not shared)
+            if x is not None:
+                assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y)
+    assert reference.choose_cut(tree, load)[1] is None  # the reference choice leaves the cut to `cut`
+    verified = cut(tree, native, load)
+    want = taken_nodes(tree, verified.selection.chosen)
+    got = (verified.parents, verified.ancestors, verified.tokens, verified.depths, verified.sources,
+           verified.context, verified.rank, verified.share)
+    assert all((x is None and y is None) or (np.array_equal(x, y) and x.dtype == y.dtype)
+               for x, y in zip(got, want, strict=True))

@@ -314,17 +314,19 @@ cdef class Automaton:
         finally:
             self.busy = False
 
-    def learn_rows(self, logits, token_ids, parents, prev_token):
+    def learn_rows(self, logits, token_ids, parents, prev_token, fed=None):
         """update(token_ids, top, before) with top the k (top_k) largest ids of
         each row of `logits`, largest first, and before[i] the token of node
         i's parent (token_ids[parents[i]]; prev_token where parents[i] < 0):
         one pass for the logits table's learning from a verified tree
-        (racer_core/drafting/top_k.py). Returns top, or None, learning
-        nothing, where it cannot answer alone: `logits` not a native,
+        (racer_core/drafting/top_k.py); then, with `fed`, feed(fed) (the
+        step's text, in the same call). Returns top, or None, learning and
+        feeding nothing, where it cannot answer alone: `logits` not a native,
         C-contiguous float32 array of one row per token, `parents` not such
         an int64 array or naming a node past them, prev_token not a token or
         -1, a row whose top-k is not unique (torch.topk orders it), k past
-        TOP_K_MAX or the rows too short. Bad tokens raise as update's do."""
+        TOP_K_MAX or the rows too short. Bad tokens raise as update's and
+        feed's do (a bad one in `fed` after the update, as update then feed)."""
         cdef Py_ssize_t n, m, k = self.core.top_k(), i, r
         cdef int64_t prev, up
         cdef int overflow = 0
@@ -333,6 +335,7 @@ cdef class Automaton:
         cdef const int64_t* parent
         cdef int64_t* out
         cdef cbool unique = True
+        cdef cnp.npy_intp dims[2]
         if k == 0 or k > kTopKMax or not cnp.PyArray_Check(logits) or type(prev_token) is not int:
             return None
         rows = <cnp.ndarray>logits
@@ -355,7 +358,8 @@ cdef class Automaton:
                 if up >= n:
                     return None
                 self.prev[i] = prev if up < 0 else self.buf[up]
-            top = np.empty((n, k), dtype=np.int64)
+            dims[0], dims[1] = n, k
+            top = cnp.PyArray_EMPTY(2, dims, cnp.NPY_INT64, 0)  # numpy's C API: no Python call a step
             data = <const float*>cnp.PyArray_DATA(rows)
             out = <int64_t*>cnp.PyArray_DATA(top)
             with nogil:
@@ -366,6 +370,10 @@ cdef class Automaton:
             if not unique:
                 return None
             self.core.update(self.buf.data(), n, out, self.prev.data())
+            if fed is not None:
+                n = self._load(fed, "tokens")
+                self.core.add_tokens(self.buf.data(), n)
+                self.core.trans_tokens(self.buf.data(), n)
             return top
         finally:
             self.busy = False
