@@ -348,7 +348,9 @@ def _answer_question(
     if q.schema is not None:  # the question's own constraint; the run's config has none (run_config stays per run)
         config = replace(config, grammar=grammar_for(q.schema))
     for i in range(num_choices):
-        cfg = choice_config(config, i) if num_choices > 1 else config
+        # seeded even alone: sampled, every method then answers the same text (the
+        # verifier's one draw per emitted token), so their speeds are compared on it
+        cfg = choice_config(config, i)
         try:
             conv = engine.new_conversation(system_prompt=system_prompt, warm_from=warm_from)
             choices.append(answer_choice(conv, q, cfg, i, should_stop, progress, index))

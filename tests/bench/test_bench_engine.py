@@ -56,6 +56,20 @@ def test_cli_on_tiny_engine_greedy_matches_ar(engine, tmp_path, capsys):
     assert doc["methods"]["ar"]["mat"] == 1.0
 
 
+def test_a_sampled_run_of_one_choice_is_seeded_so_every_method_answers_the_same_text(engine):
+    """--num-choices 1 samples choice 0 with seed 0, as its help says: the
+    verifier draws once per emitted token, so ar and racer then answer the
+    same text and their speeds are compared on it (unseeded, each drew its own)."""
+    questions = [Question(1, "a", ("The quick brown fox",)), Question(2, "a", ("Once upon a time",))]
+    config = GenerationConfig(max_new_tokens=24, max_num_draft=8, temperature=0.9)
+    first = run_benchmark(engine, questions, ["ar", "racer"], config, warmup=False)
+    again = run_benchmark(engine, questions, ["ar", "racer"], config, warmup=False)
+    for key in ("1", "2"):
+        ids = first.records["ar"][key].token_ids
+        assert first.records["racer"][key].token_ids == ids
+        assert again.records["ar"][key].token_ids == ids
+
+
 def test_warm_runs_hand_over_the_automaton(engine):
     questions = [Question(1, "a", ("The quick brown fox",)), Question(2, "a", ("The quick brown fox",))]
     config = GenerationConfig(max_new_tokens=8, max_num_draft=8)
