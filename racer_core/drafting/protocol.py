@@ -87,12 +87,6 @@ class Drafter:
         a drafter that sizes its tree by cost (racer's policy) weighs it against them."""
         return Tree.root_only(root)
 
-    def greedy_choices(self, logits: Any) -> list[int] | None:
-        """Each row's argmax of the verified tree's `logits` (exactly numpy's),
-        read in passing by a drafter that learns from the same rows in
-        `verified` next (racer's table: issue 44); None: greedy acceptance takes them itself."""
-        return None
-
     def verified(self, tree: Tree, logits: Any, path: list[int], emitted: list[int], captured: Any) -> np.ndarray | None:
         """The model's `logits` (one row per node) for `tree`; `path` the accepted
         nodes (root first); `emitted` the tokens the reply grew by. Returns the

@@ -22,7 +22,7 @@ from racer_core.common.config import GenerationConfig
 from racer_core.common.frozen import built
 from racer_core.drafting.automaton import Automaton
 from racer_core.drafting.protocol import Drafter, DrafterSetup
-from racer_core.drafting.top_k import learn_top, learn_top_k, read_rows, top_k_rows
+from racer_core.drafting.top_k import learn_top_k, top_k_rows
 from racer_core.drafting.tree import Tree, cut
 
 drafting_clock = time.perf_counter
@@ -51,7 +51,6 @@ class RacerDrafter(Drafter):
         self._recorded: list = []  # this reply's trees the policy is still to learn from (TreePolicy.record)
         self._prev = -1  # the token before this step's root
         self._drafting_s = 0.0  # this step's retrieval and choice, in seconds (TreePolicy.note_drafting)
-        self._read: tuple[Any, np.ndarray] | None = None  # (the rows, their top-k) greedy_choices read
 
     @classmethod
     def create(cls, setup: DrafterSetup) -> RacerDrafter:
@@ -139,18 +138,6 @@ class RacerDrafter(Drafter):
         self._drafting_s = drafting_clock() - start
         return tree
 
-    def greedy_choices(self, logits: Any) -> list[int] | None:
-        """The rows' argmax and, kept for `verified` (the same `logits`), their
-        top-k: each row read once (drafting/top_k.py's read_rows)."""
-        self._read = None
-        if not self.use_table or self.automaton is None:
-            return None
-        read = read_rows(logits, self.automaton.top_k)
-        if read is None:
-            return None
-        self._read = (logits, read[0])
-        return read[1]
-
     def verified(self, tree: Tree, logits: Any, path: list[int], emitted: list[int], captured: Any) -> np.ndarray | None:
         """Teach the table every node's top choices (keyed by the node's token
         and by (its parent's token, its token)), the automaton the fed text,
@@ -170,10 +157,7 @@ class RacerDrafter(Drafter):
             placeholders = self.setup.placeholder_ids
             if placeholders:
                 fed = [t for t in fed if t not in placeholders]
-        read, self._read = self._read, None
-        if self.use_table and read is not None and read[0] is logits:  # the rows' top-k greedy_choices found
-            top = learn_top(automaton, read[1], tree.tokens, tree.parents, self._prev, fed)
-        elif self.use_table:  # the table's learning, and the automaton fed, in one call
+        if self.use_table:  # the table's learning, and the automaton fed, in one call
             top = learn_top_k(automaton, logits, tree.tokens, tree.parents, self._prev, fed)
         elif fed is not None:
             automaton.feed(fed)

@@ -67,42 +67,10 @@ def learn_top_k(automaton: Automaton, logits: torch.Tensor, tokens: np.ndarray, 
 _FLOAT32 = torch.float32  # read once a step: a module constant, not torch's namespace
 
 
-def read_rows(logits: torch.Tensor, k: int) -> tuple[np.ndarray, list[int]] | None:
-    """(top_k_rows(logits, k), each row's argmax exactly as numpy's: the first
-    index of the maximum, of a NaN where the row holds one), reading each row
-    once where the scan can; None where it cannot (not a C-contiguous CPU
-    float32 matrix, k outside the scan's range)."""
-    if (logits.dtype is not _FLOAT32 or not logits.is_cpu or logits.requires_grad or logits.ndim != 2
-            or not 1 <= k <= TOP_K_MAX or k >= logits.shape[1] or not logits.is_contiguous()):
-        return None
-    rows = logits.numpy()
-    top, unique = _scan(rows, k)
-    # unique: the k + 1 largest distinct and no NaN, so the largest is the one maximum
-    choices = top[:, 0].tolist()
-    if not unique.all():
-        tied = np.flatnonzero(~unique)
-        top[tied] = torch.topk(logits[torch.from_numpy(tied)], k, dim=-1).indices.numpy()
-        for row, choice in zip(tied.tolist(), rows[tied].argmax(axis=-1).tolist(), strict=True):
-            choices[row] = choice
-    return top, choices
-
-
-def learn_top(automaton: Automaton, top: np.ndarray, tokens: np.ndarray, parents: np.ndarray, prev: int,
-              fed: list[int] | None = None) -> np.ndarray:
-    """`learn_top_k` with the rows' top-k ids `top` already found (read_rows)."""
-    if automaton.learn_top(top, tokens, parents, prev, fed) is None:
-        reference_learn_top_k(automaton, None, tokens, parents, prev, fed, top)
-    return top
-
-
-def reference_learn_top_k(automaton: Automaton, logits: torch.Tensor | None, tokens: np.ndarray,
-                          parents: np.ndarray, prev: int, fed: list[int] | None = None,
-                          top: np.ndarray | None = None) -> np.ndarray:
-    """`learn_top_k` step by step: top_k_rows (or `top`, given), each node's
-    previous token, the update, the feed."""
-    if top is None:
-        assert logits is not None
-        top = top_k_rows(logits, automaton.top_k)
+def reference_learn_top_k(automaton: Automaton, logits: torch.Tensor, tokens: np.ndarray, parents: np.ndarray,
+                          prev: int, fed: list[int] | None = None) -> np.ndarray:
+    """`learn_top_k` step by step: top_k_rows, each node's previous token, the update, the feed."""
+    top = top_k_rows(logits, automaton.top_k)
     before = np.where(parents >= 0, tokens[np.maximum(parents, 0)], prev)
     automaton.update(tokens, top, before)
     if fed is not None:

@@ -299,9 +299,7 @@ class SequenceDecoder:
         t2 = time.perf_counter()
         # Under a grammar each row chooses among its node's allowed tokens, as constrained plain decoding does.
         logits = raw if pending.allowed is None else ReplyGrammar.masked(raw, pending.allowed)
-        # racer's table reads each row's top-k: greedy acceptance takes the argmax from that read
-        argmax = reply.drafter.greedy_choices if pending.allowed is None else None
-        path, bonus = accept(logits, tree.tokens, tree.parents, reply.sampler, reply.generated, argmax)
+        path, bonus = accept(logits, tree.tokens, tree.parents, reply.sampler, reply.generated)
         tokens, sources, reason = reply.take(tree, path, bonus, self.rt.eos_ids)
         if reply.grammar is not None:
             reply.grammar.advance(tokens)

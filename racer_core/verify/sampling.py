@@ -11,7 +11,7 @@ cumulative probabilities, in token order, either way."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -132,7 +132,7 @@ def token_logprobs(rows: torch.Tensor, tokens: list[int], top: int) -> list[tupl
 
 def accept(
     logits: torch.Tensor, tokens: np.ndarray, parents: np.ndarray, sampler: TokenSampler,
-    generated: Sequence[int] = (), argmax: Callable[[torch.Tensor], list[int] | None] | None = None,
+    generated: Sequence[int] = (),
 ) -> tuple[list[int], int]:
     """Walk the tree from the root along the model's choices (docs/design.md 1.5).
 
@@ -140,8 +140,6 @@ def accept(
     shared by every path through it, which keeps the target distribution.
     With penalties each visited node's row is penalized for `generated` (the
     reply so far, the root included) plus the path's tokens down to it.
-    `argmax`, where given, answers every row's argmax as greedy_choices would
-    (or None: greedy_choices does): the drafter's read of the same rows.
     Returns the accepted node indices (root first) and the bonus token.
     """
     children: dict[tuple[int, int], int] = {}
@@ -149,9 +147,7 @@ def accept(
         children[(int(parents[index]), int(tokens[index]))] = index
     path = [0]
     if sampler.greedy and sampler.penalizer is None:
-        choice = argmax(logits) if argmax is not None else None
-        if choice is None:
-            choice = greedy_choices(logits)
+        choice = greedy_choices(logits)
         node = 0
         while (node, choice[node]) in children:
             node = children[(node, choice[node])]

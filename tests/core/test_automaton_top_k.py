@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from racer_core.drafting.automaton._automaton import TOP_K_MAX
 from racer_core.drafting.automaton._automaton import top_k_rows as scan
 
-from racer_core.drafting.top_k import read_rows, reference_top_k_rows, top_k_rows
+from racer_core.drafting.top_k import reference_top_k_rows, top_k_rows
 
 
 def _rows(seed: int, rows: int, width: int, levels: int, specials: bool) -> np.ndarray:
@@ -73,28 +73,3 @@ def test_other_inputs_go_to_torch() -> None:
     wide = torch.randn(2, 200)
     np.testing.assert_array_equal(top_k_rows(wide, TOP_K_MAX + 1),
                                   torch.topk(wide, TOP_K_MAX + 1, dim=-1).indices.numpy())
-
-
-@settings(max_examples=300, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), rows=st.integers(1, 5), width=st.integers(2, 300),
-       k=st.integers(1, TOP_K_MAX), levels=st.sampled_from([0, 2, 5, 50, 1000]), specials=st.booleans())
-def test_read_rows_is_top_k_rows_and_numpys_argmax(seed: int, rows: int, width: int, k: int, levels: int,
-                                                   specials: bool) -> None:
-    """One read of each row answers torch's top-k ids and numpy's argmax (first
-    index of the maximum; of the first NaN), ties, NaN and infinities included."""
-    k = min(k, width - 1)
-    logits = _rows(seed, rows, width, levels, specials)
-    top, choices = read_rows(torch.from_numpy(logits), k)
-    np.testing.assert_array_equal(top, torch.topk(torch.from_numpy(logits), k, dim=-1).indices.numpy())
-    assert choices == logits.argmax(axis=-1).tolist()
-    assert all(type(c) is int for c in choices)
-
-
-def test_read_rows_leaves_other_inputs_alone() -> None:
-    logits = torch.randn(3, 50)
-    for other in (logits.double(), logits.clone().requires_grad_(), logits.t().contiguous().t(), logits[0]):
-        assert read_rows(other, 4) is None
-    assert read_rows(logits, 0) is None and read_rows(logits, TOP_K_MAX + 1) is None and read_rows(logits, 50) is None
-    tied = torch.tensor([[1.0, 3.0, 3.0, float("nan")], [2.0, -0.0, 0.0, 1.0]])
-    top, choices = read_rows(tied, 1)
-    assert choices == [3, 0] and top.tolist() == torch.topk(tied, 1, dim=-1).indices.tolist()

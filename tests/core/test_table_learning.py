@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from racer_core.drafting.automaton import Automaton
-from racer_core.drafting.top_k import learn_top, learn_top_k, read_rows, reference_learn_top_k
+from racer_core.drafting.top_k import learn_top_k, reference_learn_top_k
 
 VOCAB = 60
 
@@ -64,47 +64,6 @@ def test_learn_top_k_equals_its_reference(seed: int, k: int, steps: int, levels:
         np.testing.assert_array_equal(learned, expected)
         np.testing.assert_array_equal(expected, torch.topk(logits, k, dim=-1).indices.numpy())
     _same_state(native, reference)
-
-
-@settings(max_examples=150, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), k=st.integers(1, 12), steps=st.integers(1, 4),
-       levels=st.sampled_from([0, 3, 40, 1000]))
-def test_learn_top_equals_its_reference(seed: int, k: int, steps: int, levels: int) -> None:
-    """read_rows then learn_top (the greedy step's one read of each row) leave
-    what reference_learn_top_k leaves, and answer its ids."""
-    rng = np.random.default_rng(seed)
-    native, reference = _automaton(k), _automaton(k)
-    for _ in range(steps):
-        tokens, parents = _tree(rng, int(rng.integers(1, 12)))
-        logits = _logits(rng, len(tokens), levels)
-        prev = int(rng.integers(-1, VOCAB))
-        fed = rng.integers(0, 12, size=int(rng.integers(1, 5))).tolist() if rng.random() < 0.7 else None
-        top, _ = read_rows(logits, k)
-        learned = learn_top(native, top, tokens, parents, prev, fed)
-        np.testing.assert_array_equal(learned, reference_learn_top_k(reference, logits, tokens, parents, prev, fed))
-    _same_state(native, reference)
-
-
-def test_learn_top_refuses_as_learn_rows_and_raises_as_update() -> None:
-    rng = np.random.default_rng(17)
-    tokens, parents = np.array([1, 2, 3], dtype=np.int64), np.array([-1, 0, 1], dtype=np.int64)
-    top = read_rows(_logits(rng, 3, 0), 3)[0]
-    automaton = _automaton(3)
-    before = (automaton.pair_snapshot(), automaton.snapshot(), automaton.state_path())
-    for bad_parents, prev in ((np.array([-1, 0, 3], dtype=np.int64), 0), (parents.astype(np.int32), 0),
-                              (parents, VOCAB), (parents, -2), (parents, 0.0)):
-        assert automaton.learn_top(top, tokens, bad_parents, prev, [4, 5]) is None
-    assert (automaton.pair_snapshot(), automaton.snapshot(), automaton.state_path()) == before
-    native, reference = _automaton(3), _automaton(3)  # refused: learn_top_k's reference steps, with the same ids
-    learn_top(native, top, tokens, parents.astype(np.int32), 0, [4, 5])
-    reference_learn_top_k(reference, None, tokens, parents.astype(np.int32), 0, [4, 5], top)
-    _same_state(native, reference)
-    for bad in (top[:2], np.full((3, 3), -1, dtype=np.int64), top[:, :2]):
-        with pytest.raises(ValueError) as native_error:
-            _automaton(3).learn_top(bad, tokens, parents, 0)
-        with pytest.raises(ValueError) as update_error:
-            _automaton(3).update(tokens, bad, np.array([0, 1, 2]))
-        assert str(native_error.value) == str(update_error.value)
 
 
 def test_learn_rows_feeds_after_learning() -> None:

@@ -327,11 +327,12 @@ cdef class Automaton:
         -1, a row whose top-k is not unique (torch.topk orders it), k past
         TOP_K_MAX or the rows too short. Bad tokens raise as update's and
         feed's do (a bad one in `fed` after the update, as update then feed)."""
-        cdef Py_ssize_t n, m, k = self.core.top_k(), r
-        cdef int64_t prev
+        cdef Py_ssize_t n, m, k = self.core.top_k(), i, r
+        cdef int64_t prev, up
         cdef int overflow = 0
         cdef cnp.ndarray rows, top
         cdef const float* data
+        cdef const int64_t* parent
         cdef int64_t* out
         cdef cbool unique = True
         cdef cnp.npy_intp dims[2]
@@ -347,9 +348,16 @@ cdef class Automaton:
             return None
         self._enter()
         try:
-            n = self._load_tree(token_ids, parents, prev)
-            if n < 0 or cnp.PyArray_DIM(rows, 0) != n:
+            n = self._load(token_ids, "token_ids")
+            parent = <const int64_t*>_int64s(parents, n)
+            if cnp.PyArray_DIM(rows, 0) != n or parent == NULL:
                 return None
+            self.prev.resize(n)
+            for i in range(n):
+                up = parent[i]
+                if up >= n:
+                    return None
+                self.prev[i] = prev if up < 0 else self.buf[up]
             dims[0], dims[1] = n, k
             top = cnp.PyArray_EMPTY(2, dims, cnp.NPY_INT64, 0)  # numpy's C API: no Python call a step
             data = <const float*>cnp.PyArray_DATA(rows)
@@ -361,62 +369,14 @@ cdef class Automaton:
                         break
             if not unique:
                 return None
-            self._learn(n, out, fed)
+            self.core.update(self.buf.data(), n, out, self.prev.data())
+            if fed is not None:
+                n = self._load(fed, "tokens")
+                self.core.add_tokens(self.buf.data(), n)
+                self.core.trans_tokens(self.buf.data(), n)
             return top
         finally:
             self.busy = False
-
-    def learn_top(self, top, token_ids, parents, prev_token, fed=None):
-        """learn_rows with each row's top-k ids already found (`top`, nodes x
-        top_k, as update's topk_ids; drafting/top_k.py's read_rows): the
-        update with learn_rows' previous tokens, then feed(fed). Returns
-        True, or None, learning and feeding nothing, where learn_rows would
-        for `parents` or prev_token. Bad ids raise as update's and feed's do."""
-        cdef Py_ssize_t n
-        cdef int64_t prev
-        cdef int overflow = 0
-        if self.core.top_k() == 0 or type(prev_token) is not int:
-            return None
-        prev = PyLong_AsLongLongAndOverflow(prev_token, &overflow)
-        if overflow or prev < -1 or prev >= self._bound():
-            return None
-        self._enter()
-        try:
-            n = self._load_tree(token_ids, parents, prev)
-            if n < 0:
-                return None
-            self._load_rows(top, n)
-            self._learn(n, self.rows.data(), fed)
-            return True
-        finally:
-            self.busy = False
-
-    cdef Py_ssize_t _load_tree(self, object token_ids, object parents, int64_t prev) except -2:
-        """The tree's tokens into self.buf and each node's previous token (its
-        parent's, prev for a root) into self.prev; returns the node count, or
-        -1 where `parents` is not a native C-contiguous int64 array of one
-        parent per token, each before the end. Bad tokens raise."""
-        cdef Py_ssize_t n = self._load(token_ids, "token_ids"), i
-        cdef int64_t up
-        cdef const int64_t* parent = <const int64_t*>_int64s(parents, n)
-        if parent == NULL:
-            return -1
-        self.prev.resize(n)
-        for i in range(n):
-            up = parent[i]
-            if up >= n:
-                return -1
-            self.prev[i] = prev if up < 0 else self.buf[up]
-        return n
-
-    cdef int _learn(self, Py_ssize_t n, const int64_t* top, object fed) except -1:
-        """The table's update from the loaded tree and `top`, then the feed."""
-        self.core.update(self.buf.data(), n, top, self.prev.data())
-        if fed is not None:
-            n = self._load(fed, "tokens")
-            self.core.add_tokens(self.buf.data(), n)
-            self.core.trans_tokens(self.buf.data(), n)
-        return 0
 
     def insert(self, pattern, freq=1) -> None:
         """Insert one token path, adding freq to every node on it."""
