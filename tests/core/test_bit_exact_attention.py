@@ -67,6 +67,32 @@ def tensors(kv_heads: int, heads: int, dim: int, visible: np.ndarray, seed: int,
     return q, keys, values
 
 
+def row_alone(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, visible: np.ndarray, row: int,
+              scale: float, threads: int | None = None) -> torch.Tensor:
+    """What plain decoding has for `row`'s token: its visible keys, in order, packed in a cache of their own."""
+    seen = torch.from_numpy(np.flatnonzero(visible[row]))
+    return exact_attend(q[:, :, row : row + 1], keys[:, :, seen], values[:, :, seen],
+                        torch.zeros((1, 1, 1, len(seen)), dtype=q.dtype), scale, threads=threads)
+
+
+def on_every_path(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
+                  scale: float) -> torch.Tensor:
+    """The call on one thread, checked equal bit for bit on the portable path and on 2, 3 and 8 threads."""
+    one = exact_attend(q, keys, values, mask, scale, threads=1)
+    assert torch.equal(one, exact_attend(q, keys, values, mask, scale, threads=1, portable=True))
+    for threads in (2, 3, 8):
+        assert torch.equal(one, exact_attend(q, keys, values, mask, scale, threads=threads)), threads
+        assert torch.equal(one, exact_attend(q, keys, values, mask, scale, threads=threads, portable=True))
+    return one
+
+
+def assert_attention(got: torch.Tensor, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                     visible: np.ndarray, scale: float) -> None:
+    """`got` is attention: the float64 reference's, within the dtype's tolerance."""
+    want = reference(q, keys, values, visible, scale)
+    assert (got.double() - want).abs().max() <= TOLERANCE[got.dtype] * max(1.0, want.abs().max().item())
+
+
 @settings(max_examples=150, deadline=None)
 @given(problems())
 def test_a_row_alone_equals_the_row_in_its_tree(problem: tuple) -> None:
@@ -75,13 +101,8 @@ def test_a_row_alone_equals_the_row_in_its_tree(problem: tuple) -> None:
     scale = dim**-0.5
     together = exact_attend(q, keys, values, additive(visible, dtype), scale)
     for row in range(visible.shape[0]):
-        # what plain decoding has for this token: its visible keys, in order, packed in a cache of their own
-        seen = torch.from_numpy(np.flatnonzero(visible[row]))
-        alone = exact_attend(q[:, :, row : row + 1], keys[:, :, seen], values[:, :, seen],
-                             torch.zeros((1, 1, 1, len(seen)), dtype=dtype), scale)
-        assert torch.equal(alone, together[:, :, row : row + 1]), row
-    want = reference(q, keys, values, visible, scale)
-    assert (together.double() - want).abs().max() <= TOLERANCE[dtype] * max(1.0, want.abs().max().item())
+        assert torch.equal(row_alone(q, keys, values, visible, row, scale), together[:, :, row : row + 1]), row
+    assert_attention(together, q, keys, values, visible, scale)
 
 
 @settings(max_examples=40, deadline=None)
@@ -121,12 +142,7 @@ def test_one_row_shares_its_keys_and_outputs_among_threads_without_changing_a_bi
     elif shape == "scattered":
         visible[0] = np.random.default_rng(length).random(length) < 0.7
     q, keys, values = tensors(kv_heads, heads, dim, visible, 3, torch.float32)
-    mask = additive(visible, torch.float32)
-    one = exact_attend(q, keys, values, mask, dim**-0.5, threads=1)
-    assert torch.equal(one, exact_attend(q, keys, values, mask, dim**-0.5, threads=1, portable=True))
-    for threads in (2, 3, 8):
-        assert torch.equal(one, exact_attend(q, keys, values, mask, dim**-0.5, threads=threads)), threads
-        assert torch.equal(one, exact_attend(q, keys, values, mask, dim**-0.5, threads=threads, portable=True))
+    one = on_every_path(q, keys, values, additive(visible, torch.float32), dim**-0.5)
     # the row inside a tree of three (its own key last, two siblings after it)
     tree = np.zeros((3, length + 2), dtype=bool)
     tree[:, :length] = visible
@@ -136,8 +152,7 @@ def test_one_row_shares_its_keys_and_outputs_among_threads_without_changing_a_bi
     v3 = torch.cat([values, torch.randn(1, kv_heads, 2, dim)], dim=2)
     together = exact_attend(q3, k3, v3, additive(tree, torch.float32), dim**-0.5, threads=2)
     assert torch.equal(one, together[:, :, :1])
-    want = reference(q, keys, values, visible, dim**-0.5)
-    assert (one.double() - want).abs().max() <= TOLERANCE[torch.float32] * max(1.0, want.abs().max().item())
+    assert_attention(one, q, keys, values, visible, dim**-0.5)
 
 
 @pytest.mark.parametrize("kv_heads, heads, dim, length", [(3, 9, 64, 600), (2, 8, 128, 300), (1, 2, 32, 1500)])
@@ -163,19 +178,10 @@ def test_a_trees_rows_over_a_cache_equal_themselves_alone_whatever_the_threads(k
             visible[node, length + at] = True
             at = parents[at]
     q, keys, values = tensors(kv_heads, heads, dim, visible, 5, torch.float32)
-    mask = additive(visible, torch.float32)
-    one = exact_attend(q, keys, values, mask, dim**-0.5, threads=1)
-    assert torch.equal(one, exact_attend(q, keys, values, mask, dim**-0.5, threads=1, portable=True))
-    for threads in (2, 3, 8):
-        assert torch.equal(one, exact_attend(q, keys, values, mask, dim**-0.5, threads=threads)), threads
-        assert torch.equal(one, exact_attend(q, keys, values, mask, dim**-0.5, threads=threads, portable=True))
+    one = on_every_path(q, keys, values, additive(visible, torch.float32), dim**-0.5)
     for row in range(rows):
-        seen = torch.from_numpy(np.flatnonzero(visible[row]))
-        alone = exact_attend(q[:, :, row : row + 1], keys[:, :, seen], values[:, :, seen],
-                             torch.zeros((1, 1, 1, len(seen))), dim**-0.5, threads=2)
-        assert torch.equal(alone, one[:, :, row : row + 1]), row
-    want = reference(q, keys, values, visible, dim**-0.5)
-    assert (one.double() - want).abs().max() <= TOLERANCE[torch.float32] * max(1.0, want.abs().max().item())
+        assert torch.equal(row_alone(q, keys, values, visible, row, dim**-0.5, threads=2), one[:, :, row : row + 1]), row
+    assert_attention(one, q, keys, values, visible, dim**-0.5)
 
 
 def test_strided_inputs_as_the_lean_forward_hands_them() -> None:
