@@ -83,3 +83,20 @@ def test_falls_back_to_f_linear_when_the_ops_are_missing(monkeypatch, caplog) ->
 def test_packing_can_be_turned_off(monkeypatch) -> None:
     monkeypatch.setenv(packed_linear.DISABLE_ENV, "0")
     assert not LeanForward(_weights(tiny_model("llama", seed=5))).packed
+
+
+def test_a_call_of_more_rows_than_one_path_takes_goes_in_parts() -> None:
+    # On AMX CPUs oneDNN multiplies bf16 calls of over 32 rows on the tile unit, in
+    # another order; the probe finds that count and larger calls go in parts of it.
+    # Forced here (most = 3) so every CPU runs the parts: each row's bits as in a call of its own.
+    gen = torch.Generator().manual_seed(3)
+    weight = PackedWeight(torch.randn(24, 40, generator=gen))
+    x = torch.randn(1, 11, 40, generator=gen)
+    whole = weight(x)
+    weight.most = 3
+    parts = weight(x)
+    assert torch.equal(parts, torch.cat([weight(x[:, i : i + 3]) for i in range(0, 11, 3)], dim=1))
+    torch.testing.assert_close(parts, whole)
+    assert parts.shape == whole.shape
+    if weight.pad:  # a lone last part goes as two, as any lone row
+        assert torch.equal(parts[:, 9:], weight(x[:, 9:]))

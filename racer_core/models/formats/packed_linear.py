@@ -47,8 +47,34 @@ def _multiply(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None) 
     return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
 
 
-_SINGLE_ROW_APART: dict[tuple[int, int, torch.dtype], bool] = {}
-"""Per weight shape and dtype: whether oneDNN gives a lone row other bits than the same row beside others."""
+_PROBE_ROWS = 64
+_PROBE_COUNTS = {torch.float32: (8,), torch.bfloat16: (3, 4, 5, 8, 12, 16, 17, 24, 31, 32, 33, 48, 64)}
+"""The call sizes probed: fp32 has shown one path for every count; bf16 more than one."""
+_PATHS: dict[tuple[int, int, torch.dtype], tuple[bool, int | None]] = {}
+"""Per weight shape and dtype: whether oneDNN gives a lone row other bits than
+the same row beside others, and the most rows a call gives each row its own
+bits for (None: every count probed)."""
+
+
+def _paths(packed: torch.Tensor, key: tuple[int, int, torch.dtype]) -> tuple[bool, int | None]:
+    """Probe how oneDNN multiplies rows of this shape: each row's bits in a
+    call of two (the usual path) against the row alone and against calls of
+    more rows (_PROBE_COUNTS). On CPUs with AMX, bf16 calls of over 32 rows go
+    to the tile unit, which sums in another order."""
+    probe = torch.randn(_PROBE_ROWS, key[1], generator=torch.Generator().manual_seed(0)).to(key[2])
+    with torch.no_grad():
+        pairs = torch.cat([_multiply(probe[i : i + 2], packed, None) for i in range(0, _PROBE_ROWS, 2)])
+        alone = torch.cat([_multiply(probe[i : i + 1], packed, None) for i in range(8)])
+        apart = not torch.equal(alone, pairs[:8])
+        most, last = None, 2
+        for rows in _PROBE_COUNTS.get(key[2], (8,)):
+            if not torch.equal(_multiply(probe[:rows], packed, None), pairs[:rows]):
+                most = last
+                break
+            last = rows
+    # bf16 outputs round away most last-bit differences, so a probe cannot clear
+    # a shape: over 1024 inputs (where fp32 differs) a lone row goes as two regardless.
+    return apart or (key[2] == torch.bfloat16 and key[1] > 1024), most
 
 
 class PackedWeight:
@@ -59,9 +85,11 @@ class PackedWeight:
     more rows the same way, but a lone row on another path, which for some
     shapes (inputs over 1024 wide, on AVX-512) sums in another order. For
     those shapes a lone row goes through as two (measured: 5-24% more time
-    for that one-row multiply in fp32, 0-9% in bf16)."""
+    for that one-row multiply in fp32, 0-9% in bf16). Where calls of many rows
+    take yet another path (bf16 on AMX CPUs: over 32 rows), they go in parts
+    of at most `most` rows."""
 
-    __slots__ = ("packed", "shape", "dtype", "device", "pad")
+    __slots__ = ("packed", "shape", "dtype", "device", "pad", "most")
     kind = "packed"
     block_types: frozenset[str] = frozenset()
     acts = None
@@ -71,18 +99,15 @@ class PackedWeight:
             self.packed = _reorder(plain.detach().contiguous())
         self.shape, self.dtype, self.device = plain.shape, plain.dtype, plain.device
         key = (int(plain.shape[0]), int(plain.shape[1]), plain.dtype)
-        if key not in _SINGLE_ROW_APART:
-            probe = torch.randn(8, key[1], generator=torch.Generator().manual_seed(0)).to(plain.dtype)
-            with torch.no_grad():
-                alone = torch.cat([_multiply(probe[i : i + 1], self.packed, None) for i in range(len(probe))])
-                apart = not torch.equal(alone, _multiply(probe, self.packed, None))
-            # bf16 outputs round away most last-bit differences, so a probe cannot clear
-            # a shape: over 1024 inputs (where fp32 differs) a lone row goes as two regardless.
-            _SINGLE_ROW_APART[key] = apart or (plain.dtype == torch.bfloat16 and key[1] > 1024)
-        self.pad = _SINGLE_ROW_APART[key]
+        if key not in _PATHS:
+            _PATHS[key] = _paths(self.packed, key)
+        self.pad, self.most = _PATHS[key]
 
     def __call__(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-        if self.pad and x.shape[-2] == 1:
+        rows = x.shape[-2]
+        if self.most is not None and rows > self.most:
+            return torch.cat([self(x[..., i : i + self.most, :], bias) for i in range(0, rows, self.most)], dim=-2)
+        if self.pad and rows == 1:
             return _multiply(torch.cat((x, x), dim=-2), self.packed, bias)[..., :1, :]
         return _multiply(x, self.packed, bias)
 
