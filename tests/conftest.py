@@ -102,6 +102,15 @@ def scripted_cost_curve(request: pytest.FixtureRequest, monkeypatch: pytest.Monk
 
 
 @pytest.fixture
+def float32_kv_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fused layers' cache in float32, for tests that hold a GGUF's block
+    arithmetic to a float32 forward within 1e-4 of the largest logit: the
+    default float16 cache's rounding (tests/core/test_quant_layer.py) is
+    larger than that."""
+    monkeypatch.setenv("RACER_KV_CACHE", "float32")
+
+
+@pytest.fixture
 def tui_user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Per-test data, config and cache folders for app tests (history and
     settings must not leak between them)."""

@@ -29,6 +29,7 @@ cdef extern from "attention_kernel.hpp" namespace "racer":
         float scale, masked_below
         Dtype dtype
         Dtype mask_dtype
+        cbool kv_float16
         int threads
         cbool portable
 
@@ -44,10 +45,12 @@ def attend_raw(size_t q, int64_t q_head, int64_t q_row, size_t k, int64_t k_head
                size_t v, int64_t v_head, int64_t v_row, size_t mask, int64_t mask_row,
                size_t out, int64_t out_head, int64_t out_row,
                int64_t heads, int64_t kv_heads, int64_t rows, int64_t keys, int64_t dim,
-               float scale, float masked_below, bint bf16, bint mask_bf16, int threads, bint portable) -> None:
+               float scale, float masked_below, bint bf16, bint mask_bf16, int threads, bint portable,
+               bint kv_float16=False) -> None:
     """out[h, r] = softmax over row r's visible keys (mask > masked_below) of
     q[h, r] . k[h // group, j] * scale + mask[r, j], times v; pointers to
-    float32 (or bfloat16 with `bf16`) buffers, strides in elements."""
+    float32 (or bfloat16 with `bf16`) buffers, strides in elements; with
+    `kv_float16`, k and v are float16 beside float32 q and out."""
     cdef AttendArgs a
     a.q = <const void*>q
     a.q_head = q_head
@@ -72,6 +75,7 @@ def attend_raw(size_t q, int64_t q_head, int64_t q_row, size_t k, int64_t k_head
     a.masked_below = masked_below
     a.dtype = Dtype.bfloat16 if bf16 else Dtype.float32
     a.mask_dtype = Dtype.bfloat16 if mask_bf16 else Dtype.float32
+    a.kv_float16 = kv_float16
     a.threads = threads
     a.portable = portable
     with nogil:

@@ -39,6 +39,13 @@ def masked_below(mask: torch.Tensor) -> float:
     return torch.finfo(mask.dtype).min / 2
 
 
+def _kernel_dtypes(q: torch.dtype, keys: torch.dtype, values: torch.dtype) -> bool:
+    """The kernel's dtypes: q, keys and values alike, or a float16 cache under float32 queries."""
+    if keys != values:
+        return False
+    return (q in _DTYPES and keys == q) or (q == torch.float32 and keys == torch.float16)
+
+
 def exact_available(dtype: torch.dtype, device: torch.device | str = "cpu") -> bool:
     """Whether `attend` takes the batch-invariant kernel for tensors of this dtype and device."""
     return (_attention is not None and os.environ.get(DISABLE_ENV, "1") != "0" and dtype in _DTYPES
@@ -54,7 +61,7 @@ def attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torc
     dtype's minimum where it does not (tree_attention.TreeMaskBuilder).
     Returns (1, heads, T, D). `threads` (default torch's) changes nothing
     in the result of the exact kernel, only its speed."""
-    if not (exact_available(q.dtype, q.device) and keys.dtype == values.dtype == q.dtype):
+    if not (exact_available(q.dtype, q.device) and _kernel_dtypes(q.dtype, keys.dtype, values.dtype)):
         gqa = q.shape[1] != keys.shape[1]
         return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=scale, enable_gqa=gqa)
     return exact_attend(q, keys, values, mask, scale, threads=threads)
@@ -62,8 +69,9 @@ def attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torc
 
 def exact_attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, scale: float,
                  threads: int | None = None, portable: bool = False) -> torch.Tensor:
-    """The kernel itself (CPU, float32 or bfloat16); `portable` forces its
-    plain C++ path where AVX2 would run (the two agree bit for bit)."""
+    """The kernel itself (CPU, float32 or bfloat16, or float16 keys and values
+    beside float32 queries: a float16 cache); `portable` forces its plain C++
+    path where AVX2 would run (the two agree bit for bit)."""
     if _attention is None:
         raise RuntimeError("the attention extension is not built (python setup.py build_ext --inplace)")
     _, heads, rows, dim = q.shape
@@ -74,7 +82,7 @@ def exact_attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask
         raise ValueError(f"attend: {heads} query heads are not a multiple of {kv_heads} key/value heads")
     if mask.shape[-2:] != (rows, length):
         raise ValueError(f"attend: mask {tuple(mask.shape)} for {rows} rows over {length} keys")
-    if q.dtype not in _DTYPES or keys.dtype != q.dtype or values.dtype != q.dtype:
+    if not _kernel_dtypes(q.dtype, keys.dtype, values.dtype):
         raise ValueError(f"attend: dtypes {q.dtype}, {keys.dtype}, {values.dtype}")
     neg = masked_below(mask)
     if mask.dtype not in _DTYPES:
@@ -84,10 +92,11 @@ def exact_attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask
     # Written as (T, heads, D) and handed back transposed: the caller's
     # transpose(1, 2).reshape is then free.
     out = torch.empty((1, rows, heads, dim), dtype=q.dtype)
+    half = keys.dtype == torch.float16
     _attention.attend_raw(
         q.data_ptr(), q.stride(1), q.stride(2), keys.data_ptr(), keys.stride(1), keys.stride(2),
         values.data_ptr(), values.stride(1), values.stride(2), mask.data_ptr(), mask.stride(0),
         out.data_ptr(), dim, heads * dim, heads, kv_heads, rows, length, dim, float(scale), float(neg),
         q.dtype == torch.bfloat16, mask.dtype == torch.bfloat16,
-        torch.get_num_threads() if threads is None else int(threads), portable)
+        torch.get_num_threads() if threads is None else int(threads), portable, half)
     return out.transpose(1, 2)

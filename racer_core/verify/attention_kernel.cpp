@@ -16,6 +16,16 @@ namespace {
 constexpr int kLanes = 8;
 constexpr int kBlock = 8;  // value chunks (of 8 floats) kept in registers at once
 
+struct Half {  // an IEEE float16: a key or value in a float16 cache
+    uint16_t bits;
+};
+
+inline float half_to_float(Half h) {  // exact: every float16 is a float
+    _Float16 x;
+    std::memcpy(&x, &h.bits, sizeof x);
+    return static_cast<float>(x);
+}
+
 inline float bf16_to_float(uint16_t bits) {
     uint32_t wide = static_cast<uint32_t>(bits) << 16;
     float out;
@@ -37,6 +47,8 @@ template <>
 inline float to_float<float>(float x) { return x; }
 template <>
 inline float to_float<uint16_t>(uint16_t x) { return bf16_to_float(x); }
+template <>
+inline float to_float<Half>(Half x) { return half_to_float(x); }
 
 // One row of `dim` values as floats, zero-padded to a multiple of 8.
 template <typename T>
@@ -81,13 +93,14 @@ inline float fold_portable(const float* l) {
 
 struct Portable {
     // scores[i] = q . k[keys[i]] * scale + mask[keys[i]]
-    static void dots(const float* q, int64_t padded, const float* k, int64_t stride, const int32_t* keys, int64_t n,
+    template <typename E>
+    static void dots(const float* q, int64_t padded, const E* k, int64_t stride, const int32_t* keys, int64_t n,
                      float scale, const float* mask, float* scores) {
         for (int64_t i = 0; i < n; ++i) {
-            const float* kj = k + keys[i] * stride;
+            const E* kj = k + keys[i] * stride;
             float lanes[kLanes] = {};
             for (int64_t c = 0; c < padded; c += kLanes)
-                for (int l = 0; l < kLanes; ++l) lanes[l] = std::fma(q[c + l], kj[c + l], lanes[l]);
+                for (int l = 0; l < kLanes; ++l) lanes[l] = std::fma(q[c + l], to_float(kj[c + l]), lanes[l]);
             scores[i] = fold_portable(lanes) * scale + mask[keys[i]];
         }
     }
@@ -107,11 +120,12 @@ struct Portable {
     }
 
     // acc += p[i] * v[keys[i]], key by key
-    static void accumulate(const float* p, const float* v, int64_t stride, const int32_t* keys, int64_t n,
+    template <typename E>
+    static void accumulate(const float* p, const E* v, int64_t stride, const int32_t* keys, int64_t n,
                            int64_t padded, float* acc) {
         for (int64_t i = 0; i < n; ++i) {
-            const float* vj = v + keys[i] * stride;
-            for (int64_t d = 0; d < padded; ++d) acc[d] = std::fma(p[i], vj[d], acc[d]);
+            const E* vj = v + keys[i] * stride;
+            for (int64_t d = 0; d < padded; ++d) acc[d] = std::fma(p[i], to_float(vj[d]), acc[d]);
         }
     }
 
@@ -120,31 +134,41 @@ struct Portable {
     }
 
     // Two heads over the same keys (query heads sharing a key/value head).
-    static void dots2(const float* q0, const float* q1, int64_t padded, const float* k, int64_t stride,
+    template <typename E>
+    static void dots2(const float* q0, const float* q1, int64_t padded, const E* k, int64_t stride,
                       const int32_t* keys, int64_t n, float scale, const float* mask, float* out0, float* out1) {
         dots(q0, padded, k, stride, keys, n, scale, mask, out0);
         dots(q1, padded, k, stride, keys, n, scale, mask, out1);
     }
 
-    static void accumulate2(const float* p0, const float* p1, const float* v, int64_t stride, const int32_t* keys,
+    template <typename E>
+    static void accumulate2(const float* p0, const float* p1, const E* v, int64_t stride, const int32_t* keys,
                             int64_t n, int64_t padded, float* acc0, float* acc1) {
         accumulate(p0, v, stride, keys, n, padded, acc0);
         accumulate(p1, v, stride, keys, n, padded, acc1);
     }
 
-    static void accumulate3(const float* p, int64_t p_step, const float* v, int64_t stride, const int32_t* keys,
+    template <typename E>
+    static void accumulate3(const float* p, int64_t p_step, const E* v, int64_t stride, const int32_t* keys,
                             int64_t n, int64_t padded, float* acc, int64_t acc_step) {
         for (int e = 0; e < 3; ++e) accumulate(p + e * p_step, v, stride, keys, n, padded, acc + e * acc_step);
     }
 
     // Three heads over the same keys; `q` and `out` rows `q_step` and `out_step` apart.
-    static void dots3(const float* q, int64_t q_step, int64_t padded, const float* k, int64_t stride,
+    template <typename E>
+    static void dots3(const float* q, int64_t q_step, int64_t padded, const E* k, int64_t stride,
                       const int32_t* keys, int64_t n, float scale, const float* mask, float* out, int64_t out_step) {
         for (int e = 0; e < 3; ++e) dots(q + e * q_step, padded, k, stride, keys, n, scale, mask, out + e * out_step);
     }
 };
 
-#define RACER_AVX2 __attribute__((target("avx2,fma")))
+#define RACER_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+// Eight keys' or values' elements as floats (float16 widened: exact).
+RACER_AVX2 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+RACER_AVX2 inline __m256 load8(const Half* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
 
 RACER_AVX2 inline float fold(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // l0+l4 .. l3+l7
@@ -228,28 +252,29 @@ RACER_AVX2 inline void store4(__m128 folded, float scale, const float* mask, con
 }
 
 struct Avx2 {
-    RACER_AVX2 static void dots2(const float* q0, const float* q1, int64_t padded, const float* k, int64_t stride,
+    template <typename E>
+    RACER_AVX2 static void dots2(const float* q0, const float* q1, int64_t padded, const E* k, int64_t stride,
                                  const int32_t* keys, int64_t n, float scale, const float* mask, float* out0,
                                  float* out1) {
         int64_t i = 0;
         for (; i + 4 <= n; i += 4) {  // 2 heads x 4 keys: each chunk loaded once for 2 (or 4) products
-            const float* k0 = k + keys[i] * stride;
-            const float* k1 = k + keys[i + 1] * stride;
-            const float* k2 = k + keys[i + 2] * stride;
-            const float* k3 = k + keys[i + 3] * stride;
+            const E* k0 = k + keys[i] * stride;
+            const E* k1 = k + keys[i + 1] * stride;
+            const E* k2 = k + keys[i + 2] * stride;
+            const E* k3 = k + keys[i + 3] * stride;
             __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
             for (int64_t c = 0; c < padded; c += kLanes) {
                 const __m256 x = _mm256_loadu_ps(q0 + c), y = _mm256_loadu_ps(q1 + c);
-                __m256 kc = _mm256_loadu_ps(k0 + c);
+                __m256 kc = load8(k0 + c);
                 a0 = _mm256_fmadd_ps(x, kc, a0);
                 b0 = _mm256_fmadd_ps(y, kc, b0);
-                kc = _mm256_loadu_ps(k1 + c);
+                kc = load8(k1 + c);
                 a1 = _mm256_fmadd_ps(x, kc, a1);
                 b1 = _mm256_fmadd_ps(y, kc, b1);
-                kc = _mm256_loadu_ps(k2 + c);
+                kc = load8(k2 + c);
                 a2 = _mm256_fmadd_ps(x, kc, a2);
                 b2 = _mm256_fmadd_ps(y, kc, b2);
-                kc = _mm256_loadu_ps(k3 + c);
+                kc = load8(k3 + c);
                 a3 = _mm256_fmadd_ps(x, kc, a3);
                 b3 = _mm256_fmadd_ps(y, kc, b3);
             }
@@ -263,7 +288,8 @@ struct Avx2 {
         }
     }
 
-    RACER_AVX2 static void dots3(const float* q, int64_t q_step, int64_t padded, const float* k, int64_t stride,
+    template <typename E>
+    RACER_AVX2 static void dots3(const float* q, int64_t q_step, int64_t padded, const E* k, int64_t stride,
                                  const int32_t* keys, int64_t n, float scale, const float* mask, float* out,
                                  int64_t out_step) {
         const float* q0 = q;
@@ -271,14 +297,14 @@ struct Avx2 {
         const float* q2 = q + 2 * q_step;
         int64_t i = 0;
         for (; i + 4 <= n; i += 4) {  // 3 heads x 4 keys: 12 sums in registers, 7 loads for 12 products
-            const float* kk[4] = {k + keys[i] * stride, k + keys[i + 1] * stride, k + keys[i + 2] * stride,
+            const E* kk[4] = {k + keys[i] * stride, k + keys[i + 1] * stride, k + keys[i + 2] * stride,
                                   k + keys[i + 3] * stride};
             __m256 a[4], b[4], c[4];
             for (int j = 0; j < 4; ++j) a[j] = b[j] = c[j] = _mm256_setzero_ps();
             for (int64_t d = 0; d < padded; d += kLanes) {
                 const __m256 x = _mm256_loadu_ps(q0 + d), y = _mm256_loadu_ps(q1 + d), z = _mm256_loadu_ps(q2 + d);
                 for (int j = 0; j < 4; ++j) {
-                    const __m256 kc = _mm256_loadu_ps(kk[j] + d);
+                    const __m256 kc = load8(kk[j] + d);
                     a[j] = _mm256_fmadd_ps(x, kc, a[j]);
                     b[j] = _mm256_fmadd_ps(y, kc, b[j]);
                     c[j] = _mm256_fmadd_ps(z, kc, c[j]);
@@ -296,7 +322,8 @@ struct Avx2 {
                 dots(q + e * q_step, padded, k, stride, keys + i, n - i, scale, mask, out + e * out_step + i);
     }
 
-    RACER_AVX2 static void accumulate3(const float* p, int64_t p_step, const float* v, int64_t stride,
+    template <typename E>
+    RACER_AVX2 static void accumulate3(const float* p, int64_t p_step, const E* v, int64_t stride,
                                        const int32_t* keys, int64_t n, int64_t padded, float* acc, int64_t acc_step) {
         const float* p0 = p;
         const float* p1 = p + p_step;
@@ -313,10 +340,10 @@ struct Avx2 {
                 c[j] = _mm256_loadu_ps(acc2 + c0 + j * kLanes);
             }
             for (int64_t i = 0; i < n; ++i) {
-                const float* vi = v + keys[i] * stride + c0;
+                const E* vi = v + keys[i] * stride + c0;
                 const __m256 x = _mm256_set1_ps(p0[i]), y = _mm256_set1_ps(p1[i]), z = _mm256_set1_ps(p2[i]);
                 for (int j = 0; j < 4; ++j) {
-                    const __m256 vc = _mm256_loadu_ps(vi + j * kLanes);
+                    const __m256 vc = load8(vi + j * kLanes);
                     a[j] = _mm256_fmadd_ps(x, vc, a[j]);
                     b[j] = _mm256_fmadd_ps(y, vc, b[j]);
                     c[j] = _mm256_fmadd_ps(z, vc, c[j]);
@@ -334,7 +361,8 @@ struct Avx2 {
         }
     }
 
-    RACER_AVX2 static void accumulate2(const float* p0, const float* p1, const float* v, int64_t stride,
+    template <typename E>
+    RACER_AVX2 static void accumulate2(const float* p0, const float* p1, const E* v, int64_t stride,
                                        const int32_t* keys, int64_t n, int64_t padded, float* acc0, float* acc1) {
         int64_t c0 = 0;
         for (; c0 + 4 * kLanes <= padded; c0 += 4 * kLanes) {  // 32 outputs of 2 heads in registers
@@ -344,10 +372,10 @@ struct Avx2 {
                 b[j] = _mm256_loadu_ps(acc1 + c0 + j * kLanes);
             }
             for (int64_t i = 0; i < n; ++i) {
-                const float* vi = v + keys[i] * stride + c0;
+                const E* vi = v + keys[i] * stride + c0;
                 const __m256 x = _mm256_set1_ps(p0[i]), y = _mm256_set1_ps(p1[i]);
                 for (int j = 0; j < 4; ++j) {
-                    const __m256 vc = _mm256_loadu_ps(vi + j * kLanes);
+                    const __m256 vc = load8(vi + j * kLanes);
                     a[j] = _mm256_fmadd_ps(x, vc, a[j]);
                     b[j] = _mm256_fmadd_ps(y, vc, b[j]);
                 }
@@ -360,7 +388,7 @@ struct Avx2 {
         for (; c0 < padded; c0 += kLanes) {
             __m256 a = _mm256_loadu_ps(acc0 + c0), b = _mm256_loadu_ps(acc1 + c0);
             for (int64_t i = 0; i < n; ++i) {
-                const __m256 vc = _mm256_loadu_ps(v + keys[i] * stride + c0);
+                const __m256 vc = load8(v + keys[i] * stride + c0);
                 a = _mm256_fmadd_ps(_mm256_set1_ps(p0[i]), vc, a);
                 b = _mm256_fmadd_ps(_mm256_set1_ps(p1[i]), vc, b);
             }
@@ -369,28 +397,29 @@ struct Avx2 {
         }
     }
 
-    RACER_AVX2 static void dots(const float* q, int64_t padded, const float* k, int64_t stride, const int32_t* keys,
+    template <typename E>
+    RACER_AVX2 static void dots(const float* q, int64_t padded, const E* k, int64_t stride, const int32_t* keys,
                                 int64_t n, float scale, const float* mask, float* scores) {
         int64_t i = 0;
         for (; i + 4 <= n; i += 4) {  // four keys at a time: each query chunk loaded once
-            const float* k0 = k + keys[i] * stride;
-            const float* k1 = k + keys[i + 1] * stride;
-            const float* k2 = k + keys[i + 2] * stride;
-            const float* k3 = k + keys[i + 3] * stride;
+            const E* k0 = k + keys[i] * stride;
+            const E* k1 = k + keys[i + 1] * stride;
+            const E* k2 = k + keys[i + 2] * stride;
+            const E* k3 = k + keys[i + 3] * stride;
             __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
             for (int64_t c = 0; c < padded; c += kLanes) {
                 __m256 qc = _mm256_loadu_ps(q + c);
-                s0 = _mm256_fmadd_ps(qc, _mm256_loadu_ps(k0 + c), s0);
-                s1 = _mm256_fmadd_ps(qc, _mm256_loadu_ps(k1 + c), s1);
-                s2 = _mm256_fmadd_ps(qc, _mm256_loadu_ps(k2 + c), s2);
-                s3 = _mm256_fmadd_ps(qc, _mm256_loadu_ps(k3 + c), s3);
+                s0 = _mm256_fmadd_ps(qc, load8(k0 + c), s0);
+                s1 = _mm256_fmadd_ps(qc, load8(k1 + c), s1);
+                s2 = _mm256_fmadd_ps(qc, load8(k2 + c), s2);
+                s3 = _mm256_fmadd_ps(qc, load8(k3 + c), s3);
             }
             store4(fold4(s0, s1, s2, s3), scale, mask, keys + i, scores + i);
         }
         for (; i < n; ++i) {
-            const float* k0 = k + keys[i] * stride;
+            const E* k0 = k + keys[i] * stride;
             __m256 s0 = _mm256_setzero_ps();
-            for (int64_t c = 0; c < padded; c += kLanes) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), _mm256_loadu_ps(k0 + c), s0);
+            for (int64_t c = 0; c < padded; c += kLanes) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), load8(k0 + c), s0);
             scores[i] = fold(s0) * scale + mask[keys[i]];
         }
     }
@@ -426,22 +455,23 @@ struct Avx2 {
         return fold(lanes);
     }
 
-    RACER_AVX2 static void accumulate(const float* p, const float* v, int64_t stride, const int32_t* keys, int64_t n,
+    template <typename E>
+    RACER_AVX2 static void accumulate(const float* p, const E* v, int64_t stride, const int32_t* keys, int64_t n,
                                       int64_t padded, float* acc) {
         int64_t c0 = 0;
         for (; c0 + kBlock * kLanes <= padded; c0 += kBlock * kLanes) {  // 64 outputs in registers
             __m256 r[kBlock];
             for (int b = 0; b < kBlock; ++b) r[b] = _mm256_loadu_ps(acc + c0 + b * kLanes);
             for (int64_t i = 0; i < n; ++i) {
-                const float* vj = v + keys[i] * stride + c0;
+                const E* vj = v + keys[i] * stride + c0;
                 const __m256 pi = _mm256_set1_ps(p[i]);
-                for (int b = 0; b < kBlock; ++b) r[b] = _mm256_fmadd_ps(pi, _mm256_loadu_ps(vj + b * kLanes), r[b]);
+                for (int b = 0; b < kBlock; ++b) r[b] = _mm256_fmadd_ps(pi, load8(vj + b * kLanes), r[b]);
             }
             for (int b = 0; b < kBlock; ++b) _mm256_storeu_ps(acc + c0 + b * kLanes, r[b]);
         }
         for (; c0 < padded; c0 += kLanes) {
             __m256 r = _mm256_loadu_ps(acc + c0);
-            for (int64_t i = 0; i < n; ++i) r = _mm256_fmadd_ps(_mm256_set1_ps(p[i]), _mm256_loadu_ps(v + keys[i] * stride + c0), r);
+            for (int64_t i = 0; i < n; ++i) r = _mm256_fmadd_ps(_mm256_set1_ps(p[i]), load8(v + keys[i] * stride + c0), r);
             _mm256_storeu_ps(acc + c0, r);
         }
     }
@@ -481,8 +511,8 @@ inline void head_groups(int64_t group, Three&& three, Two&& two, One&& one) {
 // the weighted values by ranges of outputs (each output still sums its keys
 // in order). Float32 keys and values, a head 32 floats or a multiple wide
 // (what the CPU models have); false where it does not apply (run() goes on).
-template <class Path>
-bool one_row_split(const AttendArgs& a, const float* q, const float* k, const float* v, const float* mask,
+template <class Path, typename KV>
+bool one_row_split(const AttendArgs& a, const float* q, const KV* k, const KV* v, const float* mask,
                    const int32_t* keys, int64_t n, int64_t padded, int64_t group, float* out) {
     constexpr int64_t kOutputs = 4 * kLanes;  // the width the accumulations keep in registers
     const int team = std::max(1, a.threads);
@@ -509,7 +539,7 @@ bool one_row_split(const AttendArgs& a, const float* q, const float* k, const fl
 #pragma omp for schedule(static)
         for (int64_t item = 0; item < a.kv_heads * key_parts; ++item) {
             const int64_t g = item / key_parts, i0 = item % key_parts * key_part, m = std::min(n, i0 + key_part) - i0;
-            const float* kg = k + g * a.k_head;
+            const KV* kg = k + g * a.k_head;
             const float* qh = q;  // row 0 of head h at q + h * q_head
             float* s = scores.data() + i0;
             heads_of(
@@ -533,7 +563,7 @@ bool one_row_split(const AttendArgs& a, const float* q, const float* k, const fl
             const int64_t g = item / out_parts, c0 = item % out_parts * out_part;
             const int64_t width = std::min(padded, c0 + out_part) - c0;
             if (width <= 0) continue;
-            const float* vg = v + g * a.v_head + c0;
+            const KV* vg = v + g * a.v_head + c0;
             const float* p = scores.data();
             float* o = acc.data() + c0;
             heads_of(
@@ -567,6 +597,14 @@ RACER_AVX2 void widen_bf16_avx2(const uint16_t* src, int64_t dim, float* dst, in
     for (; d < padded; ++d) dst[d] = 0.0f;
 }
 
+// widen() of a float16 row, 8 values at a time (exact, as the scalar widening).
+RACER_AVX2 void widen_half_avx2(const Half* src, int64_t dim, float* dst, int64_t padded) {
+    int64_t d = 0;
+    for (; d + kLanes <= dim; d += kLanes) _mm256_storeu_ps(dst + d, load8(src + d));
+    for (; d < dim; ++d) dst[d] = half_to_float(src[d]);
+    for (; d < padded; ++d) dst[d] = 0.0f;
+}
+
 // Keys [first, last) of one head as float rows: the cache itself where it is
 // float32 and a multiple of 8 wide, else widened (and zero-padded) into `buffer`.
 template <typename T>
@@ -586,17 +624,24 @@ const float* block_rows(const T* base, int64_t row_stride, int64_t first, int64_
                 continue;
             }
         }
+        if constexpr (std::is_same_v<T, Half>) {
+            if (avx2_widen) {  // so is float16 -> float
+                widen_half_avx2(base + j * row_stride, dim, dst, padded);
+                continue;
+            }
+        }
         widen(base + j * row_stride, dim, dst, padded);
     }
     *stride = padded;
     return buffer;
 }
 
-template <class Path, typename T, typename M>
+// T: the queries' and outputs' type; KV: the keys' and values' (T, or float16 beside float32 queries).
+template <class Path, typename T, typename M, typename KV>
 void run(const AttendArgs& a) {
     const T* q = static_cast<const T*>(a.q);
-    const T* k = static_cast<const T*>(a.k);
-    const T* v = static_cast<const T*>(a.v);
+    const KV* k = static_cast<const KV*>(a.k);
+    const KV* v = static_cast<const KV*>(a.v);
     const M* mask = static_cast<const M*>(a.mask);
     T* out = static_cast<T*>(a.out);
     const int64_t padded = (a.dim + kLanes - 1) / kLanes * kLanes;
@@ -695,8 +740,8 @@ void run(const AttendArgs& a) {
             return all;
         }();
         cursor.assign(static_cast<size_t>(r1 - r0), 0);
-        const T* kg = k + g * a.k_head;
-        const T* vg = v + g * a.v_head;
+        const KV* kg = k + g * a.k_head;
+        const KV* vg = v + g * a.v_head;
         // Visible keys of row r in [first, last), relative to `first`, as `*indices`; returns the count.
         auto in_block = [&](int64_t r, int64_t first, int64_t last, int64_t* from, const int32_t** indices) {
             const int32_t* keys = visible.data() + starts[r];
@@ -789,16 +834,33 @@ void run(const AttendArgs& a) {
     }
 }
 
-template <typename T, typename M>
+template <typename T, typename M, typename KV = T>
 void dispatch(const AttendArgs& a) {
-    if (!a.portable && avx2_available()) run<Avx2, T, M>(a);
-    else run<Portable, T, M>(a);
+    if (!a.portable && avx2_available()) run<Avx2, T, M, KV>(a);
+    else run<Portable, T, M, KV>(a);
+}
+
+// Round to nearest even, as torch's .to(float16); the F16C and scalar conversions agree.
+inline Half float_to_half(float value) {
+    const _Float16 x = static_cast<_Float16>(value);
+    Half h;
+    std::memcpy(&h.bits, &x, sizeof h.bits);
+    return h;
+}
+
+RACER_AVX2 void half_row_avx2(const float* src, int64_t n, uint16_t* dst) {
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    for (; i < n; ++i) dst[i] = float_to_half(src[i]).bits;
 }
 
 }  // namespace
 
 bool avx2_available() {
-    static const bool found = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    static const bool found =
+        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
     return found;
 }
 
@@ -808,6 +870,12 @@ void attend(const AttendArgs& a) {
     if (a.rows < 0 || a.keys < 0 || a.dim <= 0 || a.keys > std::numeric_limits<int32_t>::max())
         throw std::invalid_argument("rows, keys and dim must be non-negative (dim positive)");
     if (a.rows == 0) return;
+    if (a.kv_float16) {
+        if (a.dtype != Dtype::float32) throw std::invalid_argument("float16 keys and values take float32 queries");
+        if (a.mask_dtype == Dtype::float32) dispatch<float, float, Half>(a);
+        else dispatch<float, uint16_t, Half>(a);
+        return;
+    }
     if (a.dtype == Dtype::float32) {
         if (a.mask_dtype == Dtype::float32) dispatch<float, float>(a);
         else dispatch<float, uint16_t>(a);
@@ -815,6 +883,14 @@ void attend(const AttendArgs& a) {
         if (a.mask_dtype == Dtype::float32) dispatch<uint16_t, float>(a);
         else dispatch<uint16_t, uint16_t>(a);
     }
+}
+
+void float_to_half_row(const float* src, int64_t n, uint16_t* dst) {
+    if (avx2_available()) {
+        half_row_avx2(src, n, dst);
+        return;
+    }
+    for (int64_t i = 0; i < n; ++i) dst[i] = float_to_half(src[i]).bits;
 }
 
 }  // namespace racer

@@ -35,6 +35,7 @@ struct AttendArgs {
     float scale, masked_below;
     Dtype dtype;       // of q, k, v and out
     Dtype mask_dtype;
+    bool kv_float16;   // k and v are IEEE float16 (a float16 cache) beside float32 q and out
     int threads;       // at most this many threads work on the call (1: the caller alone)
     bool portable;     // the portable path even where AVX2 runs (tests compare the two)
 };
@@ -42,6 +43,9 @@ struct AttendArgs {
 // Throws std::invalid_argument on inconsistent sizes.
 void attend(const AttendArgs& args);
 
-bool avx2_available();
+bool avx2_available();  // with FMA and F16C, which every AVX2 CPU has
+
+// dst[i] = src[i] rounded to the nearest float16 (ties to even), as torch's .to(float16).
+void float_to_half_row(const float* src, int64_t n, uint16_t* dst);
 
 }  // namespace racer

@@ -184,6 +184,50 @@ def test_a_trees_rows_over_a_cache_equal_themselves_alone_whatever_the_threads(k
     assert_attention(one, q, keys, values, visible, dim**-0.5)
 
 
+@settings(max_examples=60, deadline=None)
+@given(problems())
+def test_a_float16_cache_gives_the_bits_of_its_values_widened(problem: tuple) -> None:
+    # A float16 cache (the fused layers' default) is read by widening each
+    # value exactly: the call equals the float32 call on the widened cache,
+    # on every path and thread count, and a row still equals itself alone.
+    kv_heads, heads, dim, visible, seed, _ = problem
+    q, keys, values = tensors(kv_heads, heads, dim, visible, seed, torch.float32)
+    k16, v16 = keys.half(), values.half()
+    mask = additive(visible, torch.float32)
+    got = on_every_path(q, k16, v16, mask, 0.3)
+    assert torch.equal(got, exact_attend(q, k16.float(), v16.float(), mask, 0.3, threads=1))
+    for row in range(visible.shape[0]):
+        assert torch.equal(row_alone(q, k16, v16, visible, row, 0.3), got[:, :, row : row + 1]), row
+
+
+@pytest.mark.parametrize("kv_heads, heads, dim, length", [(3, 9, 64, 600), (2, 8, 128, 300), (1, 2, 32, 1500)])
+@pytest.mark.parametrize("rows", [1, 3, 17])
+def test_a_float16_cache_over_many_keys_splits_among_threads_without_changing_a_bit(kv_heads, heads, dim, length,
+                                                                                   rows) -> None:
+    # one row over many keys goes by one_row_split, reading float16 directly;
+    # tree rows go by run()'s items, widening each block of keys
+    visible = np.ones((rows, length + rows), dtype=bool)
+    visible[:, length:] = np.tril(np.ones((rows, rows), dtype=bool))
+    q, keys, values = tensors(kv_heads, heads, dim, visible, 7, torch.float32)
+    k16, v16 = keys.half(), values.half()
+    got = on_every_path(q, k16, v16, additive(visible, torch.float32), dim**-0.5)
+    assert torch.equal(got, exact_attend(q, k16.float(), v16.float(), additive(visible, torch.float32), dim**-0.5))
+    for row in range(rows):
+        assert torch.equal(row_alone(q, k16, v16, visible, row, dim**-0.5, threads=2), got[:, :, row : row + 1])
+    assert_attention(got, q, k16.float(), v16.float(), visible, dim**-0.5)
+
+
+def test_a_float16_cache_takes_float32_queries_only() -> None:
+    q = torch.randn(1, 2, 1, 8).bfloat16()
+    keys = torch.randn(1, 1, 4, 8).half()
+    with pytest.raises(ValueError, match="dtypes") as error:
+        exact_attend(q, keys, keys, torch.zeros(1, 1, 1, 4), 0.5)
+    assert "\n" not in str(error.value)
+    # attend() falls back to SDPA for what the kernel does not take, as before
+    assert not attention._kernel_dtypes(torch.bfloat16, torch.float16, torch.float16)
+    assert attention._kernel_dtypes(torch.float32, torch.float16, torch.float16)
+
+
 def test_strided_inputs_as_the_lean_forward_hands_them() -> None:
     # q transposed from (T, heads, D), keys a prefix view of a larger cache buffer
     gen = torch.Generator().manual_seed(2)

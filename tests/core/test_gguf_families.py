@@ -25,6 +25,7 @@ from racer_core.models.reader import LeanModel
 
 the_kernel()
 
+pytestmark = pytest.mark.usefixtures("float32_kv_cache")
 FLOAT_ACTS = 1e-4  # test_quant_weights: float32 activations on the blocks' own values, of the largest logit
 Q8_ACTS = 0.15
 """8-bit activations err by about 1/254 of a block's largest value per product

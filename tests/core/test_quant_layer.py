@@ -26,12 +26,16 @@ pytestmark = pytest.mark.skipif(kernel_isa() is None, reason="the 4-bit kernel d
 MASKS = TreeMaskBuilder(torch.float32, "cpu", None)
 
 
-def fused_and_torch(family: str, acts: str) -> tuple[LeanForward, LeanForward]:
-    """A lean forward on Q4_1 blocks through the fused layers, and one on the same weights through torch ops."""
+def fused_and_torch(family: str, acts: str, kv: torch.dtype = torch.float32) -> tuple[LeanForward, LeanForward]:
+    """A lean forward on Q4_1 blocks through the fused layers, and one on the
+    same weights through torch ops; the fused layers' cache of dtype `kv`
+    (float32 by default here: the torch body's cache is float32)."""
     from quant_helpers import quantized_lean
 
     fused = quantized_lean(tiny_model(family, seed=4), gguf.GGMLQuantizationType.Q4_1, acts)[0]
     assert fused.fused is not None, "the fused layers were not used"
+    assert fused.fused.kv_dtype == torch.float16  # the default
+    fused.fused.kv_dtype = kv
     plain = copy.copy(fused)
     plain.fused = None
     return fused, plain
@@ -75,11 +79,27 @@ def test_captured_states_are_those_entering_the_layers() -> None:
     assert not torch.equal(got[0][1][:, :64], got[0][1][:, 64:])  # two different layers' states
 
 
+def test_a_float16_cache_holds_the_float32_keys_and_values_rounded() -> None:
+    """The first layer's keys and values are the float32 cache's rounded to
+    nearest even (as torch's .to(float16)); the logits stay close."""
+    fused, _ = fused_and_torch("qwen2", "float", torch.float16)
+    wide, _ = fused_and_torch("qwen2", "float")
+    with torch.inference_mode():
+        (got, got_cache), (want, want_cache) = run_steps(fused), run_steps(wide)
+    first, reference = got_cache.layers[0], want_cache.layers[0]
+    assert first.keys.dtype == torch.float16 and reference.keys.dtype == torch.float32
+    assert torch.equal(first.keys, reference.keys.half()) and torch.equal(first.values, reference.values.half())
+    assert not torch.equal(first.keys.float(), reference.keys)  # something was rounded
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("kv", [torch.float16, torch.float32])
 @pytest.mark.parametrize("acts", ["q8", "float"])
-def test_a_batched_pass_gives_each_part_its_own_bits(acts: str) -> None:
+def test_a_batched_pass_gives_each_part_its_own_bits(acts: str, kv: torch.dtype) -> None:
     """Several sequences in one pass, of different lengths: each part's logits and cache
     torch.equal to its pass alone (more than 3 rows: the row-wise steps run threaded)."""
-    fused, _ = fused_and_torch("qwen3", acts)
+    fused, _ = fused_and_torch("qwen3", acts, kv)
     assert batch_mismatches(fused, [(1, 9), (7, 20), (4, 3)], torch.Generator().manual_seed(2)) == []
 
 
@@ -107,6 +127,8 @@ def test_q_k_and_v_of_different_block_types_run_in_parts(acts: str) -> None:
         layers.append(replace(layer, qkv=QuantParts(parts)))
     mixed = LeanForward(replace(w, layers=layers))
     assert mixed.fused is not None and mixed.quant == "gguf Q4_1+Q8_0"
+    assert batch_mismatches(mixed, [(1, 9), (7, 20), (4, 3)], torch.Generator().manual_seed(2)) == []  # float16
+    mixed.fused.kv_dtype = torch.float32  # as the torch body's cache
     plain = copy.copy(mixed)
     plain.fused = None
     with torch.inference_mode():

@@ -34,7 +34,8 @@ from quant_helpers import (  # noqa: E402
     write_gguf,
 )
 
-pytestmark = pytest.mark.skipif(kernel_isa() is None, reason="the 4-bit kernel does not run on this CPU")
+pytestmark = [pytest.mark.skipif(kernel_isa() is None, reason="the 4-bit kernel does not run on this CPU"),
+              pytest.mark.usefixtures("float32_kv_cache")]
 Q = gguf.GGMLQuantizationType
 TYPES = {"Q4_0": Q.Q4_0, "Q4_1": Q.Q4_1, "Q5_0": Q.Q5_0, "Q5_1": Q.Q5_1, "Q8_0": Q.Q8_0, "Q4_K": Q.Q4_K,
          "Q5_K": Q.Q5_K, "Q6_K": Q.Q6_K}

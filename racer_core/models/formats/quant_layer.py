@@ -12,6 +12,13 @@ values in one fixed order, so a tree row still gets the bits plain decoding
 gets for its token (tests/core/test_bit_exact.py).
 
 RACER_FUSED_LAYERS=0 keeps the torch layer body (for comparisons).
+
+The cache holds float16 keys and values, as llama.cpp's does by default: each
+written row is rounded once (to nearest even), and every later read widens it
+exactly, so a tree row and plain decoding still read the same values. A step
+over a few hundred cached tokens reads the cache as much as the 4-bit
+weights, and several conversations in one pass read one cache each: float16
+halves those bytes. RACER_KV_CACHE=float32 keeps float32 rows (for comparisons).
 """
 
 from __future__ import annotations
@@ -27,6 +34,16 @@ from racer_core.models.formats.quant_weights import BLOCK_LINEARS
 from racer_core.verify.attention import masked_below
 
 DISABLE_ENV = "RACER_FUSED_LAYERS"
+KV_CACHE_ENV = "RACER_KV_CACHE"
+KV_CACHE_CHOICES = {"float16": torch.float16, "float32": torch.float32}
+
+
+def kv_cache_dtype() -> torch.dtype:
+    """The fused layers' cache dtype: float16 unless RACER_KV_CACHE says float32."""
+    name = os.environ.get(KV_CACHE_ENV, "float16")
+    if name not in KV_CACHE_CHOICES:
+        raise ValueError(f"{KV_CACHE_ENV}={name!r}: use one of {', '.join(KV_CACHE_CHOICES)}")
+    return KV_CACHE_CHOICES[name]
 
 
 def _vector(t: torch.Tensor | None) -> np.ndarray | None:
@@ -48,6 +65,7 @@ class FusedLayers:
                 _vector(layer.q_norm), _vector(layer.k_norm),
             ))
         self.kv_heads, self.head_dim = weights.kv_heads, weights.head_dim
+        self.kv_dtype = kv_cache_dtype()
         self.count = len(weights.layers)
         self._layers = _quant.DecoderLayers(
             specs, int(first.shape[1]), weights.heads, weights.kv_heads, weights.head_dim,
@@ -90,13 +108,13 @@ class FusedLayers:
                 raise ValueError(f"mask {tuple(part.mask.shape)} for {rows} rows after {length} cached")
             keep.append(mask)
             meta.append((rows, length, mask.data_ptr(), mask.stride(0), below))
-            caches[p] = part.cache.open_all(rows, self.kv_heads, self.head_dim, torch.float32)
+            caches[p] = part.cache.open_all(rows, self.kv_heads, self.head_dim, self.kv_dtype)
         threads = torch.get_num_threads()
         captured: dict[int, torch.Tensor] = {}
         start = 0
         for stop in [*sorted(i for i in set(capture) if 0 <= i < self.count), self.count]:
             self._layers.run(start, stop, h.data_ptr(), t, cos.data_ptr(), sin_signed.data_ptr(), meta, caches,
-                             threads)
+                             threads, self.kv_dtype == torch.float16)
             if stop < self.count:
                 captured[stop] = h.clone()
             start = stop

@@ -169,8 +169,9 @@ cdef extern from "layer.hpp" namespace "racer_quant":
 
     cdef struct PartCache:
         int64_t rows
-        float* k
-        float* v
+        void* k
+        void* v
+        bint kv_float16
         int64_t head_stride
         int64_t length
         const float* mask
@@ -265,11 +266,12 @@ cdef class DecoderLayers:
         return self.layers.size()
 
     def run(self, int first, int last, size_t h, int64_t T, size_t cos, size_t sin_signed, list parts,
-            cnp.ndarray caches, int threads) -> None:
+            cnp.ndarray caches, int threads, bint kv_float16=False) -> None:
         """Layers [first, last) on h (T x hidden float32, in place). cos and
         sin_signed: T x head_dim float32. parts: per sequence (rows, length,
         mask pointer, mask row stride, masked_below); caches: int64 (parts,
-        layers, 3), each layer's key and value buffer pointers and head stride.
+        layers, 3), each layer's key and value buffer pointers and head stride
+        (in elements: float16 ones where kv_float16, else float32).
         The caller vouches for the pointers (racer_core/models/formats/quant_layer.py)."""
         cdef int64_t n = len(parts), L = self.layers.size()
         if not (0 <= first <= last <= L) or threads < 1 or T <= 0:
@@ -285,14 +287,15 @@ cdef class DecoderLayers:
             cs[p].mask = <const float*> <size_t> mask
             cs[p].mask_row = mask_row
             cs[p].masked_below = below
+            cs[p].kv_float16 = kv_float16
         cdef const int64_t* ptrs = <const int64_t*> cnp.PyArray_DATA(caches)
         cdef LayerShape shape = self.shape
         shape.threads = threads
         with nogil:
             for layer in range(first, last):
                 for p in range(n):
-                    cs[p].k = <float*> <size_t> ptrs[(p * L + layer) * 3]
-                    cs[p].v = <float*> <size_t> ptrs[(p * L + layer) * 3 + 1]
+                    cs[p].k = <void*> <size_t> ptrs[(p * L + layer) * 3]
+                    cs[p].v = <void*> <size_t> ptrs[(p * L + layer) * 3 + 1]
                     cs[p].head_stride = ptrs[(p * L + layer) * 3 + 2]
                 c_decoder_layer(shape, self.layers[layer], <float*> h, T, <const float*> cos,
                                 <const float*> sin_signed, cs.data(), n)

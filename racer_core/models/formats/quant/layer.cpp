@@ -175,9 +175,17 @@ void decoder_layer(const LayerShape& s, const LayerWeights& w, float* h, int64_t
         const PartCache& c = parts[p];
         for (int64_t j = 0; j < c.rows; ++j) {
             const float* row = m.qkv.data() + (start + j) * width;
+            const int64_t at = (c.length + j) * D;
             for (int64_t g = 0; g < s.kv_heads; ++g) {
-                std::memcpy(c.k + g * c.head_stride + (c.length + j) * D, row + nq + g * D, sizeof(float) * D);
-                std::memcpy(c.v + g * c.head_stride + (c.length + j) * D, row + nq + nkv + g * D, sizeof(float) * D);
+                const float* key = row + nq + g * D;
+                const float* value = row + nq + nkv + g * D;
+                if (c.kv_float16) {
+                    racer::float_to_half_row(key, D, static_cast<uint16_t*>(c.k) + g * c.head_stride + at);
+                    racer::float_to_half_row(value, D, static_cast<uint16_t*>(c.v) + g * c.head_stride + at);
+                } else {
+                    std::memcpy(static_cast<float*>(c.k) + g * c.head_stride + at, key, sizeof(float) * D);
+                    std::memcpy(static_cast<float*>(c.v) + g * c.head_stride + at, value, sizeof(float) * D);
+                }
             }
         }
         racer::AttendArgs a{};
@@ -204,6 +212,7 @@ void decoder_layer(const LayerShape& s, const LayerWeights& w, float* h, int64_t
         a.masked_below = c.masked_below;
         a.dtype = racer::Dtype::float32;
         a.mask_dtype = racer::Dtype::float32;
+        a.kv_float16 = c.kv_float16;
         a.threads = s.threads;
         a.portable = false;
         racer::attend(a);

@@ -49,8 +49,9 @@ struct LayerShape {
 
 struct PartCache {  // one sequence's rows of the pass
     int64_t rows;            // its rows, consecutive in h after the previous parts'
-    float* k;                // its cache: kv_heads x capacity x head_dim, float32
-    float* v;
+    void* k;                 // its cache: kv_heads x capacity x head_dim, float32 or float16
+    void* v;
+    bool kv_float16;         // the cache holds float16 (each written row rounded to nearest even)
     int64_t head_stride;     // capacity * head_dim
     int64_t length;          // cached rows before this pass; this pass's go at [length, length + rows)
     const float* mask;       // rows x (length + rows), additive; visible above masked_below
