@@ -313,7 +313,7 @@ class SequenceDecoder:
         record = StepRecord.of_tree(tree, path, bonus)
         t3 = time.perf_counter()
         step = Step(tokens, sources, tree.size, tree.rows, pending.t1 - pending.t0, t2 - pending.t1, t3 - t2,
-                    reason, record, margins, _logprobs(reply, raw[path[: len(tokens)]], tokens))
+                    reason, record, margins, _logprobs(reply, raw, path[: len(tokens)], tokens))
         return step, bonus
 
     def _margins(self, logits: torch.Tensor, rows: list[int], reply: _Reply) -> list[float]:
@@ -374,7 +374,7 @@ class SequenceDecoder:
         reason = "eos" if root in self.rt.eos_ids else ("length" if reply.max_new <= 1 else None)
         margins = self._margins(logits[None, :], [0], reply)
         return Step([root], [Source.MODEL], len(fresh), 1, 0.0, time.perf_counter() - start, 0.0, reason,
-                    margins=margins, logprobs=_logprobs(reply, raw[None, :], [root]))
+                    margins=margins, logprobs=_logprobs(reply, raw[None, :], [0], [root]))
 
 
 @dataclass
@@ -508,7 +508,9 @@ def _chunks(count: int, base: int, images: list[ImageSpan]) -> Iterator[tuple[in
         start = end
 
 
-def _logprobs(reply: _Reply, rows: torch.Tensor, tokens: list[int]) -> list[tuple[float, list[tuple[int, float]]]] | None:
-    """The tokens' log-probabilities from the rows that chose them, only when the reply asks: the
+def _logprobs(reply: _Reply, logits: torch.Tensor, rows: list[int], tokens: list[int]
+              ) -> list[tuple[float, list[tuple[int, float]]]] | None:
+    """The tokens' log-probabilities from the `rows` of `logits` that chose them, only when the reply
+    asks (unasked, the rows are not even gathered: a copy of vocabulary-wide rows every step): the
     model's own, before any processor (a grammar's mask included, so none is -inf)."""
-    return None if reply.logprobs is None else token_logprobs(rows, tokens, reply.logprobs)
+    return None if reply.logprobs is None else token_logprobs(logits[rows], tokens, reply.logprobs)
