@@ -123,6 +123,7 @@ def run_config(
 ) -> dict[str, Any]:
     """The settings written into each answer line; resume refuses a mismatch."""
     cfg = asdict(config)
+    del cfg["tie_margins"]  # what the runner asks of the engine, no setting: answer lines stay as they were
     cfg.update(warm=warm, device=info.device, dtype=info.dtype)
     # written only when set, so files of earlier runs still resume
     if num_choices != 1:
@@ -447,6 +448,7 @@ def answer_choice(
 ) -> Choice:
     """Answer every turn of `q` in one conversation, timing each turn."""
     progress(cfg.method, question_index, q, None, False)
+    cfg = replace(cfg, tie_margins=True)  # greedy replies' near-tie verdicts (racer_core.bench.results) need them
     stepped = cfg.method not in UNSTEPPED_METHODS
     texts, counts, walls, accept, steps, ids, margins = [], [], [], [], [], [], []
     by_source: dict[str, int] = {}

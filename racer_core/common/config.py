@@ -213,12 +213,17 @@ class GenerationConfig:
     # Not a FIELDS parameter (no form, flag or settings entry): the API's structured
     # fields and the chat's !!json set it per reply (racer_core/common/grammar.py).
     grammar: Grammar | None = None
+    # Not a FIELDS parameter either: only the benchmark (its near-tie verdicts) and
+    # scripts/step_overhead.py ask for each greedy token's tie margin (StepEvent.margins),
+    # a top-2 over the vocabulary per accepted row that chat and the API would pay for nothing.
+    tie_margins: bool = False
 
     def __post_init__(self) -> None:
         for name, spec in FIELDS.items():
             object.__setattr__(self, name, spec.check(name, getattr(self, name)))
         if self.grammar is not None and not isinstance(self.grammar, Grammar):
             raise ConfigError("grammar", "grammar must be a racer_core.common.grammar.Grammar or None")
+        _flag("tie_margins", self.tie_margins)
 
     @property
     def greedy(self) -> bool:
@@ -226,7 +231,7 @@ class GenerationConfig:
 
     def replace(self, **changes: Any) -> GenerationConfig:
         """A copy with `changes`, checked like a new one."""
-        unknown = sorted(set(changes) - set(FIELDS) - {"grammar"})
+        unknown = sorted(set(changes) - set(FIELDS) - set(PER_REPLY))
         if unknown:
             raise ConfigError(unknown[0], f"{unknown[0]} is not a generation parameter")
         return dataclasses.replace(self, **changes)
@@ -246,6 +251,9 @@ class GenerationConfig:
             value = _from_text(spec.kind, value.strip())
         return spec.check(name, value)
 
+
+PER_REPLY = ("grammar", "tie_margins")
+"""GenerationConfig's fields that are no setting (no form, flag, settings entry or API field)."""
 
 DEFAULTS = GenerationConfig()
 """Every default, defined once (the dataclass fields above)."""

@@ -55,7 +55,7 @@ class Step:
     update_s: float
     finish_reason: str | None = None
     record: StepRecord | None = None  # the verified tree, for the step inspector
-    margins: list[float] = field(default_factory=list)  # per token, greedy only (racer_core.verify.near_tie)
+    margins: list[float] = field(default_factory=list)  # per token, greedy and config.tie_margins only (near_tie)
     logprobs: list[tuple[float, list[tuple[int, float]]]] | None = None  # per token, when config.logprobs asks
 
 
@@ -304,7 +304,7 @@ class SequenceDecoder:
         if reply.grammar is not None:
             reply.grammar.advance(tokens)
         # node path[i] chose token i: its logits' top-2 gap is that token's tie margin
-        margins = self._margins(logits[path[: len(tokens)]], reply) if tokens else []
+        margins = self._margins(logits, path[: len(tokens)], reply)
         self.cache.commit(base, path)
         self.cached.extend(int(tree.tokens[i]) for i in path)
         top = reply.drafter.verified(tree, raw, path, tokens, self.captured)  # it learns the model, not the grammar
@@ -313,12 +313,15 @@ class SequenceDecoder:
         record = StepRecord.of_tree(tree, path, bonus)
         t3 = time.perf_counter()
         step = Step(tokens, sources, tree.size, tree.rows, pending.t1 - pending.t0, t2 - pending.t1, t3 - t2,
-                    reason, record, margins, _logprobs(reply, raw[path[: len(tokens)]], tokens))
+                    reason, record, margins, _logprobs(reply, raw, path[: len(tokens)], tokens))
         return step, bonus
 
-    def _margins(self, rows: torch.Tensor, reply: _Reply) -> list[float]:
-        """Tie margins of the rows that chose tokens; greedy only (sampling needs no accounting)."""
-        return tie_margins(rows, self.rt.eps) if reply.sampler.greedy else []
+    def _margins(self, logits: torch.Tensor, rows: list[int], reply: _Reply) -> list[float]:
+        """Tie margins of the `rows` of `logits` that chose tokens, when the config asks; greedy
+        only (sampling needs no accounting). Unasked, not even the rows are gathered."""
+        if not (rows and reply.margins and reply.sampler.greedy):
+            return []
+        return tie_margins(logits[rows], self.rt.eps)
 
     def _check_prompt(self, prompt: list[int], config: GenerationConfig) -> None:
         # The config checked its own fields; what is left depends on this model.
@@ -350,6 +353,7 @@ class SequenceDecoder:
             budget=None if config.max_num_draft == "auto" else int(config.max_num_draft),
             drafter=drafter,
             logprobs=config.logprobs,
+            margins=config.tie_margins,
             grammar=start_grammar(config.grammar, self.rt.tokenizer, self.rt.vocab_size, self.rt.eos_ids,
                                   drafts=spec.kind != registry.PLAIN),  # ar stays plain decoding
         )
@@ -368,9 +372,9 @@ class SequenceDecoder:
             reply.grammar.advance([root])
         reply.drafter.start([t for t in prompt if t not in self.rt.placeholder_ids], root)
         reason = "eos" if root in self.rt.eos_ids else ("length" if reply.max_new <= 1 else None)
-        margins = self._margins(logits[None, :], reply)
+        margins = self._margins(logits[None, :], [0], reply)
         return Step([root], [Source.MODEL], len(fresh), 1, 0.0, time.perf_counter() - start, 0.0, reason,
-                    margins=margins, logprobs=_logprobs(reply, raw[None, :], [root]))
+                    margins=margins, logprobs=_logprobs(reply, raw[None, :], [0], [root]))
 
 
 @dataclass
@@ -383,6 +387,7 @@ class _Reply:
     drafter: Drafter
     logprobs: int | None = None  # top alternatives per token's log-probability (None: none asked)
     grammar: ReplyGrammar | None = None  # what the reply must match (config.grammar), followed token by token
+    margins: bool = False  # each greedy token's tie margin (config.tie_margins: the benchmark's)
     generated: list[int] = field(default_factory=list)
 
     def take(
@@ -503,7 +508,9 @@ def _chunks(count: int, base: int, images: list[ImageSpan]) -> Iterator[tuple[in
         start = end
 
 
-def _logprobs(reply: _Reply, rows: torch.Tensor, tokens: list[int]) -> list[tuple[float, list[tuple[int, float]]]] | None:
-    """The tokens' log-probabilities from the rows that chose them, only when the reply asks: the
+def _logprobs(reply: _Reply, logits: torch.Tensor, rows: list[int], tokens: list[int]
+              ) -> list[tuple[float, list[tuple[int, float]]]] | None:
+    """The tokens' log-probabilities from the `rows` of `logits` that chose them, only when the reply
+    asks (unasked, the rows are not even gathered: a copy of vocabulary-wide rows every step): the
     model's own, before any processor (a grammar's mask included, so none is -inf)."""
-    return None if reply.logprobs is None else token_logprobs(rows, tokens, reply.logprobs)
+    return None if reply.logprobs is None else token_logprobs(logits[rows], tokens, reply.logprobs)

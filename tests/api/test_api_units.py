@@ -66,6 +66,7 @@ def refusal(**fields) -> ApiError:
 def test_requests_map_to_the_engines_config_with_openais_defaults() -> None:
     plan = sampling(req(), "racer")
     assert (plan.config.method, plan.config.temperature, plan.config.top_p, plan.n) == ("racer", 1.0, 1.0, 1)
+    assert not plan.config.tie_margins  # the benchmark's: a reply here does not pay for them
     assert not plan.max_tokens_given and plan.config.max_new_tokens == 2**31 - 1  # the context decides
     plan = sampling(req(max_completion_tokens=7, temperature=0, seed=3, stop="\n", n=2,
                         racer={"method": "logits", "max_breadth": 4, "max_num_draft": "auto"}), "ar")
@@ -92,6 +93,7 @@ def test_values_are_refused_by_the_config_rules_under_the_requests_names() -> No
     assert refusal(racer={"ngram": -1}).param == "racer.ngram"
     assert "racer.ngram must be" in refusal(racer={"ngram": -1}).message
     assert refusal(racer={"max_new_tokens": 5}).param == "racer.max_new_tokens"  # OpenAI names that one
+    assert refusal(racer={"tie_margins": True}).param == "racer.tie_margins"  # asked by the benchmark, no setting
     assert refusal(max_tokens=3, max_completion_tokens=4).param == "max_tokens"
     assert refusal(stop=[""]).param == "stop"
 

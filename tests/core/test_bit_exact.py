@@ -91,9 +91,10 @@ def test_one_changed_reduction_order_is_caught(monkeypatch, changed) -> None:
 
 def generate(engine: RacerEngine, **config) -> tuple[list[int], list[float], int]:
     """Tokens, their tie margins (from the logits that chose them) and the drafts accepted."""
-    steps = list(engine.decoder().generate(PROMPT, GenerationConfig(max_new_tokens=64, **config)))
+    steps = list(engine.decoder().generate(PROMPT, GenerationConfig(max_new_tokens=64, tie_margins=True, **config)))
     tokens = [t for s in steps for t in s.tokens]
     margins = [m for s in steps for m in s.margins]
+    assert len(margins) == len(tokens)  # compared below: they must be there
     accepted = sum(s.sources.count(src) for s in steps[1:] for src in Source if src != Source.MODEL)
     return tokens, margins, accepted
 

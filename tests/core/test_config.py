@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from racer_core.common.config import DEFAULTS, FIELDS, MAX_DRAFT, ConfigError, GenerationConfig
+from racer_core.common.config import DEFAULTS, FIELDS, MAX_DRAFT, PER_REPLY, ConfigError, GenerationConfig
 from racer_core.common.errors import InputError
 
 # (field, value): each refused by construction, by replace and by parse_field.
@@ -97,7 +97,8 @@ def test_bad_text_is_refused_by_the_same_rule(name, text) -> None:
 
 def test_defaults_are_valid_and_numbers_normalized() -> None:
     assert GenerationConfig() == DEFAULTS
-    assert set(FIELDS) | {"grammar"} == {f.name for f in dataclasses.fields(GenerationConfig)}  # grammar: per reply
+    # grammar and tie_margins: per reply, no setting
+    assert set(FIELDS) | set(PER_REPLY) == {f.name for f in dataclasses.fields(GenerationConfig)}
     cfg = GenerationConfig(temperature=1, top_p=1)
     assert type(cfg.temperature) is float and type(cfg.top_p) is float
     assert dataclasses.asdict(cfg) == dataclasses.asdict(GenerationConfig(temperature=1.0))
@@ -123,3 +124,13 @@ def test_a_grammar_rides_on_the_config_but_is_no_setting() -> None:
         Grammar("yaml", "x")
     with pytest.raises(InputError, match="needs its text"):
         Grammar("regex", " ")
+
+
+def test_tie_margins_ride_on_the_config_but_are_no_setting() -> None:
+    assert not DEFAULTS.tie_margins  # chat and the API do not pay for them
+    assert DEFAULTS.replace(tie_margins=True).replace(temperature=0.5).tie_margins
+    with pytest.raises(ConfigError, match="tie_margins must be true or false"):
+        GenerationConfig(tie_margins=1)  # type: ignore[arg-type]
+    assert "tie_margins" not in FIELDS  # no flag, settings entry or `racer` request field
+    with pytest.raises(ConfigError, match="not a generation parameter"):
+        GenerationConfig.parse_field("tie_margins", "true")

@@ -116,8 +116,9 @@ def test_engine_records_each_tokens_margin_and_fp32_racer_is_identical(tied_engi
     seen_tie = False
     for method in ("ar", "racer"):
         for rec in result.records[method].values():
+            assert rec.config is not None and "tie_margins" not in rec.config  # asked of the engine, no setting
             choice = rec.choices[0]
-            assert choice.tie_margins is not None
+            assert choice.tie_margins is not None  # the runner asks for them: the caller's config did not
             for ids, margins in zip(choice.token_ids, choice.tie_margins, strict=True):
                 assert len(ids) == len(margins)
                 for token, margin in zip(ids, margins, strict=True):
@@ -127,8 +128,22 @@ def test_engine_records_each_tokens_margin_and_fp32_racer_is_identical(tied_engi
     assert seen_tie
 
 
+@pytest.mark.parametrize("method", ("ar", "racer"))
+def test_margins_only_when_the_config_asks(tied_engine, method):
+    # the top-2 over the vocabulary per token is the benchmark's: chat and the API leave it off
+    engine, _ = tied_engine
+    config = GenerationConfig(method=method, max_new_tokens=24, max_num_draft=8)
+    unasked = list(engine.new_conversation().send(PROMPT, config))
+    asked = list(engine.new_conversation().send(PROMPT, config.replace(tie_margins=True)))
+    tokens = [t for ev in asked for t in ev.token_ids]
+    assert tokens and tokens == [t for ev in unasked for t in ev.token_ids]
+    assert all(ev.margins == () for ev in unasked)
+    assert all(len(ev.margins) == len(ev.token_ids) for ev in asked)
+
+
 def test_sampling_records_no_margins(tied_engine):
     engine, _ = tied_engine
     conv = engine.new_conversation()
-    events = list(conv.send(PROMPT, GenerationConfig(method="racer", max_new_tokens=16, temperature=0.7, seed=1)))
+    config = GenerationConfig(method="racer", max_new_tokens=16, temperature=0.7, seed=1, tie_margins=True)
+    events = list(conv.send(PROMPT, config))
     assert all(ev.margins == () for ev in events)
