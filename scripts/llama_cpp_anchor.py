@@ -19,6 +19,14 @@ environment, for the CPU class being measured, for example
     python scripts/llama_cpp_anchor.py --question-begin 14 --question-end 42 --max-new-tokens 128 \\
         --setups q4,fp16w --methods ar,racer,suffix --isa avx2
 
+and for the native class of an AVX-512 CPU, in another environment,
+`CMAKE_ARGS="-DGGML_NATIVE=ON"`. Where that build dies of an illegal
+instruction in libggml-cpu.so on the first long prompt (its AMX path, on a
+virtual machine that does not grant the tile state: the process ends with
+status 132 and no message), build without AMX:
+`CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=ON
+-DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF"`.
+
 `--setups`: racer-tui engines (q4 = auto, q4f, float32, bfloat16, fp16w), each
 run with every method of `--methods`. `--paths`: `loop` decodes through the
 engine loop, as the chat, the benchmark and the API do (the default, since

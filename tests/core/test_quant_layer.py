@@ -94,6 +94,20 @@ def test_a_float16_cache_holds_the_float32_keys_and_values_rounded() -> None:
         torch.testing.assert_close(a, b, rtol=2e-2, atol=2e-2)
 
 
+def test_the_cache_dtype_comes_from_the_environment_and_a_bad_one_is_refused_in_one_line(monkeypatch) -> None:
+    from racer_core.common.errors import ModelLoadError
+    from racer_core.models.formats.quant_layer import KV_CACHE_ENV, kv_cache_dtype
+
+    monkeypatch.delenv(KV_CACHE_ENV, raising=False)
+    assert kv_cache_dtype() == torch.float16
+    monkeypatch.setenv(KV_CACHE_ENV, "float32")
+    assert kv_cache_dtype() == torch.float32
+    monkeypatch.setenv(KV_CACHE_ENV, "fp8")
+    with pytest.raises(ModelLoadError, match="RACER_KV_CACHE='fp8': use one of float16, float32") as error:
+        kv_cache_dtype()
+    assert "\n" not in str(error.value)
+
+
 @pytest.mark.parametrize("kv", [torch.float16, torch.float32])
 @pytest.mark.parametrize("acts", ["q8", "float"])
 def test_a_batched_pass_gives_each_part_its_own_bits(acts: str, kv: torch.dtype) -> None:

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from racer_core.common.errors import ModelLoadError
 from racer_core.models.formats.quant_weights import BLOCK_LINEARS
 from racer_core.verify.attention import masked_below
 
@@ -42,7 +43,7 @@ def kv_cache_dtype() -> torch.dtype:
     """The fused layers' cache dtype: float16 unless RACER_KV_CACHE says float32."""
     name = os.environ.get(KV_CACHE_ENV, "float16")
     if name not in KV_CACHE_CHOICES:
-        raise ValueError(f"{KV_CACHE_ENV}={name!r}: use one of {', '.join(KV_CACHE_CHOICES)}")
+        raise ModelLoadError(f"{KV_CACHE_ENV}={name!r}: use one of {', '.join(KV_CACHE_CHOICES)}")
     return KV_CACHE_CHOICES[name]
 
 
