@@ -74,6 +74,8 @@ class TreeCacheLayer:
         if not self.is_initialized:
             shape = torch.empty((1, kv_heads, 0, head_dim), dtype=dtype)  # the buffers' shape and dtype, on the CPU
             self.lazy_initialization(shape, shape)
+        elif self._k is not None and self._k.dtype != dtype:  # a kernel would write rows of another width
+            raise ValueError(f"the cache holds {self._k.dtype} rows, not {dtype}")
         self._reserve(self.length + n)
         assert self._k is not None and self._v is not None
         return self._k, self._v
@@ -143,6 +145,7 @@ class TreeCache:
         self._pointers: np.ndarray | None = None  # open_all's answer while no buffer moves
         self._buffers: list[torch.Tensor | None] = []  # the key buffers it was read from
         self._room = 0  # the fewest rows any of them holds
+        self._dtype: torch.dtype | None = None  # the dtype open_all was last asked for
 
     def open_all(self, n: int, kv_heads: int, head_dim: int, dtype: torch.dtype) -> np.ndarray:
         """Every layer's `open_rows(n, ...)` as (layers, 3) int64 rows of (key
@@ -153,7 +156,7 @@ class TreeCache:
         length = layers[0].length
         if any(layer.length != length for layer in layers):
             raise ValueError("the cache's layers hold different lengths")
-        fresh = (self._pointers is not None and length + n <= self._room
+        fresh = (self._pointers is not None and length + n <= self._room and dtype == self._dtype
                  and all(layer._k is k for layer, k in zip(layers, self._buffers, strict=True)))
         if not fresh:
             rows = []
@@ -163,6 +166,7 @@ class TreeCache:
             self._pointers = np.array(rows, dtype=np.int64)
             self._buffers = [layer._k for layer in layers]
             self._room = min(int(layer._k.shape[-2]) for layer in layers if layer._k is not None)
+            self._dtype = dtype
         return self._pointers
 
     def advance_all(self, n: int) -> None:

@@ -52,6 +52,17 @@ def test_layers_of_different_lengths_are_refused() -> None:
         cache.open_all(1, HEADS, DIM, torch.float32)
 
 
+def test_a_cache_opened_in_one_dtype_is_not_handed_out_as_another() -> None:
+    # a kernel told float32 would write rows twice as wide as a float16 buffer's
+    cache = TreeCache(2)
+    cache.open_all(2, HEADS, DIM, torch.float16)
+    assert cache.layers[0]._k.dtype == torch.float16
+    cache.advance_all(2)
+    with pytest.raises(ValueError, match="holds torch.float16 rows, not torch.float32"):
+        cache.open_all(1, HEADS, DIM, torch.float32)  # the kept addresses are not handed out either
+    assert cache.open_all(1, HEADS, DIM, torch.float16).shape == (2, 3)
+
+
 def test_keys_and_values_are_views_of_the_written_rows() -> None:
     cache = TreeCache(1)
     layer = cache.layers[0]
