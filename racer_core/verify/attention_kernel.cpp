@@ -164,10 +164,14 @@ struct Portable {
 
 #define RACER_AVX2 __attribute__((target("avx2,fma,f16c")))
 
-// Eight keys' or values' elements as floats (float16 widened: exact).
+// Eight keys' or values' elements as floats (bf16 and float16 widened: exact).
 RACER_AVX2 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
 RACER_AVX2 inline __m256 load8(const Half* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+RACER_AVX2 inline __m256 load8(const uint16_t* p) {  // bf16: the high half of a float
+    const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
 }
 
 RACER_AVX2 inline float fold(__m256 v) {
@@ -586,22 +590,13 @@ bool one_row_split(const AttendArgs& a, const float* q, const KV* k, const KV* v
     return true;
 }
 
-// widen() of a bf16 row, 8 values at a time.
-RACER_AVX2 void widen_bf16_avx2(const uint16_t* src, int64_t dim, float* dst, int64_t padded) {
-    int64_t d = 0;
-    for (; d + kLanes <= dim; d += kLanes) {
-        const __m128i half = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + d));
-        _mm256_storeu_ps(dst + d, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(half), 16)));
-    }
-    for (; d < dim; ++d) dst[d] = bf16_to_float(src[d]);
-    for (; d < padded; ++d) dst[d] = 0.0f;
-}
-
-// widen() of a float16 row, 8 values at a time (exact, as the scalar widening).
-RACER_AVX2 void widen_half_avx2(const Half* src, int64_t dim, float* dst, int64_t padded) {
+// widen() of a bf16 (uint16_t) or float16 (Half) row, 8 values at a time;
+// either widening is exact, so any way of doing it gives the same bits.
+template <typename T>
+RACER_AVX2 void widen_avx2(const T* src, int64_t dim, float* dst, int64_t padded) {
     int64_t d = 0;
     for (; d + kLanes <= dim; d += kLanes) _mm256_storeu_ps(dst + d, load8(src + d));
-    for (; d < dim; ++d) dst[d] = half_to_float(src[d]);
+    for (; d < dim; ++d) dst[d] = to_float(src[d]);
     for (; d < padded; ++d) dst[d] = 0.0f;
 }
 
@@ -618,15 +613,9 @@ const float* block_rows(const T* base, int64_t row_stride, int64_t first, int64_
     }
     for (int64_t j = first; j < last; ++j) {
         float* dst = buffer + (j - first) * padded;
-        if constexpr (std::is_same_v<T, uint16_t>) {
-            if (avx2_widen) {  // bf16 -> float is exact: any way of doing it gives the same bits
-                widen_bf16_avx2(base + j * row_stride, dim, dst, padded);
-                continue;
-            }
-        }
-        if constexpr (std::is_same_v<T, Half>) {
-            if (avx2_widen) {  // so is float16 -> float
-                widen_half_avx2(base + j * row_stride, dim, dst, padded);
+        if constexpr (!std::is_same_v<T, float>) {
+            if (avx2_widen) {
+                widen_avx2(base + j * row_stride, dim, dst, padded);
                 continue;
             }
         }
