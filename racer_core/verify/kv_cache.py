@@ -145,7 +145,6 @@ class TreeCache:
         self._pointers: np.ndarray | None = None  # open_all's answer while no buffer moves
         self._buffers: list[torch.Tensor | None] = []  # the key buffers it was read from
         self._room = 0  # the fewest rows any of them holds
-        self._dtype: torch.dtype | None = None  # the dtype open_all was last asked for
 
     def open_all(self, n: int, kv_heads: int, head_dim: int, dtype: torch.dtype) -> np.ndarray:
         """Every layer's `open_rows(n, ...)` as (layers, 3) int64 rows of (key
@@ -156,8 +155,9 @@ class TreeCache:
         length = layers[0].length
         if any(layer.length != length for layer in layers):
             raise ValueError("the cache's layers hold different lengths")
-        fresh = (self._pointers is not None and length + n <= self._room and dtype == self._dtype
-                 and all(layer._k is k for layer, k in zip(layers, self._buffers, strict=True)))
+        fresh = (self._pointers is not None and length + n <= self._room
+                 and all(layer._k is k for layer, k in zip(layers, self._buffers, strict=True))
+                 and layers[0]._k.dtype == dtype)  # else open_rows refuses the other dtype
         if not fresh:
             rows = []
             for layer in layers:
@@ -166,7 +166,6 @@ class TreeCache:
             self._pointers = np.array(rows, dtype=np.int64)
             self._buffers = [layer._k for layer in layers]
             self._room = min(int(layer._k.shape[-2]) for layer in layers if layer._k is not None)
-            self._dtype = dtype
         return self._pointers
 
     def advance_all(self, n: int) -> None:
