@@ -491,6 +491,7 @@ struct Avx2 {
 // rows' items to them pays from here (it was 1 << 20 while they slept).
 constexpr int64_t kThreadedWork = int64_t{1} << 16;
 constexpr int64_t kKeyBlock = 32;  // keys whose rows one item keeps in L1 while every query row uses them
+constexpr int64_t kInPlaceRows = 8;  // rows per item up to which a 16-bit cache is read in place (run)
 constexpr int64_t kOneRowWork = int64_t{1} << 16;  // one row's multiply-adds from which one_row_split shares them
 
 // A row's query heads of one key/value head share its keys: three at a time,
@@ -702,6 +703,11 @@ void run(const AttendArgs& a) {
     while ((a.kv_heads * split) % team != 0) ++split;
     const int64_t row_chunk = (a.rows + split - 1) / split;
     const int64_t chunks = (a.rows + row_chunk - 1) / row_chunk;
+    // A float16 or bf16 cache is read in place, each load widened inside the products (as one_row_split
+    // does), where an item has few rows: widening a block into L1 first pays only when many (row, head)
+    // pairs read it. The widening is exact, so either way gives the same bits.
+    const bool in_place = !std::is_same_v<KV, float> && std::is_same_v<Path, Avx2> && a.dim == padded &&
+                          row_chunk <= kInPlaceRows;
     auto item = [&](int64_t index) {
         const int64_t g = index / chunks, r0 = index % chunks * row_chunk, r1 = std::min(a.rows, r0 + row_chunk);
         const int64_t pairs = (r1 - r0) * group;  // pair = (row r0 + p / group, head g * group + p % group)
@@ -759,36 +765,46 @@ void run(const AttendArgs& a) {
                            (at < starts[r + 1] - starts[r] && visible[starts[r] + at] < last);
                 }
                 if (!seen) continue;
-                int64_t stride;
-                constexpr bool wide = std::is_same_v<Path, Avx2>;
-                const float* rows = pass == 0 ? block_rows(kg, a.k_row, first, last, a.dim, padded, kbuf, &stride, wide)
-                                              : block_rows(vg, a.v_row, first, last, a.dim, padded, vbuf, &stride, wide);
-                for (int64_t r = r0; r < r1; ++r) {
-                    int64_t from;
-                    const int32_t* idx;
-                    const int64_t n = in_block(r, first, last, &from, &idx);
-                    if (n == 0) continue;
-                    const float* m = masks + r * masks_row + first;
-                    const int64_t p0 = (r - r0) * group;  // the row's first pair
-                    auto sc = [&](int64_t e) { return scores + (p0 + e) * most + from; };
-                    auto qa = [&](int64_t e) { return (pass == 0 ? qs : acc) + (p0 + e) * padded; };
-                    head_groups(
-                        group,
-                        [&](int64_t e) {
-                            if (pass == 0)
-                                Path::dots3(qa(e), padded, padded, rows, stride, idx, n, a.scale, m, sc(e), most);
-                            else Path::accumulate3(sc(e), most, rows, stride, idx, n, padded, qa(e), padded);
-                        },
-                        [&](int64_t e) {
-                            if (pass == 0)
-                                Path::dots2(qa(e), qa(e + 1), padded, rows, stride, idx, n, a.scale, m, sc(e),
-                                            sc(e + 1));
-                            else Path::accumulate2(sc(e), sc(e + 1), rows, stride, idx, n, padded, qa(e), qa(e + 1));
-                        },
-                        [&](int64_t e) {
-                            if (pass == 0) Path::dots(qa(e), padded, rows, stride, idx, n, a.scale, m, sc(e));
-                            else Path::accumulate(sc(e), rows, stride, idx, n, padded, qa(e));
-                        });
+                // `rows`: the block's keys (pass 0) or values as E (float, or the cache's own type where read in place)
+                auto use_block = [&](const auto* rows, int64_t stride) {
+                    for (int64_t r = r0; r < r1; ++r) {
+                        int64_t from;
+                        const int32_t* idx;
+                        const int64_t n = in_block(r, first, last, &from, &idx);
+                        if (n == 0) continue;
+                        const float* m = masks + r * masks_row + first;
+                        const int64_t p0 = (r - r0) * group;  // the row's first pair
+                        auto sc = [&](int64_t e) { return scores + (p0 + e) * most + from; };
+                        auto qa = [&](int64_t e) { return (pass == 0 ? qs : acc) + (p0 + e) * padded; };
+                        head_groups(
+                            group,
+                            [&](int64_t e) {
+                                if (pass == 0)
+                                    Path::dots3(qa(e), padded, padded, rows, stride, idx, n, a.scale, m, sc(e), most);
+                                else Path::accumulate3(sc(e), most, rows, stride, idx, n, padded, qa(e), padded);
+                            },
+                            [&](int64_t e) {
+                                if (pass == 0)
+                                    Path::dots2(qa(e), qa(e + 1), padded, rows, stride, idx, n, a.scale, m, sc(e),
+                                                sc(e + 1));
+                                else Path::accumulate2(sc(e), sc(e + 1), rows, stride, idx, n, padded, qa(e), qa(e + 1));
+                            },
+                            [&](int64_t e) {
+                                if (pass == 0) Path::dots(qa(e), padded, rows, stride, idx, n, a.scale, m, sc(e));
+                                else Path::accumulate(sc(e), rows, stride, idx, n, padded, qa(e));
+                            });
+                    }
+                };
+                if (in_place) {
+                    if (pass == 0) use_block(kg + first * a.k_row, a.k_row);
+                    else use_block(vg + first * a.v_row, a.v_row);
+                } else {
+                    int64_t stride;
+                    constexpr bool wide = std::is_same_v<Path, Avx2>;
+                    const float* rows = pass == 0
+                        ? block_rows(kg, a.k_row, first, last, a.dim, padded, kbuf, &stride, wide)
+                        : block_rows(vg, a.v_row, first, last, a.dim, padded, vbuf, &stride, wide);
+                    use_block(rows, stride);
                 }
             }
             if (pass == 1) break;
