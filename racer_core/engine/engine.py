@@ -194,7 +194,9 @@ class RacerEngine:
         if self._curve is None:
             # v3 (5 Dec 2026): the exact attention shares one row's and a few rows'
             # work among the threads; curves measured before cost 2-4 rows too much.
-            key = ("v3", *self._identity(), self.info.device, self.info.dtype,
+            # v4 (5 Dec 2026): the VNNI kernel's 2-row and 8-row tiles and the float16
+            # cache read in place made 2-8 rows cheaper; a stored curve would overprice them.
+            key = ("v4", *self._identity(), self.info.device, self.info.dtype,
                    str(most_threads()), torch.__version__)  # what a quiet machine's steps run on
             if self.lean is not None:  # the two forwards cost differently; a stock engine keeps its curves
                 key = (*key, "lean", *self.lean.cost_identity())
