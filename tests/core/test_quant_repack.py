@@ -144,16 +144,16 @@ def test_the_repacked_kernel_is_its_reference_bit_for_bit(qtype, groups, blocks_
 
 @settings(max_examples=50, deadline=None)
 @given(qtype=st.sampled_from(sorted(TYPES)), groups=st.integers(1, 7), blocks_per_row=st.integers(1, 8),
-       t=st.integers(2, 33), seed=st.integers(0, 2**16))
-def test_a_row_alone_equals_it_in_a_tree(qtype, groups, blocks_per_row, t, seed) -> None:
+       t=st.integers(2, 33), isa=st.sampled_from(ISAS), seed=st.integers(0, 2**16))
+def test_a_row_alone_equals_it_in_a_tree(qtype, groups, blocks_per_row, t, isa, seed) -> None:
     rows, cols = 8 * groups, _values(qtype) * (blocks_per_row if qtype not in K_TYPES else 1 + blocks_per_row % 3)
     packed = repack.repack(qtype, _blocks(qtype, rows, cols, seed))
     x = _x(t, cols, seed + 1)
-    together = _repacked(qtype, packed, rows, cols, x, threads=2)
+    together = _repacked(qtype, packed, rows, cols, x, isa, threads=2)
     for i in range(t):
-        assert np.array_equal(_repacked(qtype, packed, rows, cols, x[i : i + 1])[0], together[i]), i
+        assert np.array_equal(_repacked(qtype, packed, rows, cols, x[i : i + 1], isa)[0], together[i]), i
     some = np.random.default_rng(seed).permutation(t)[: max(1, t // 2)]
-    assert np.array_equal(_repacked(qtype, packed, rows, cols, x[some], threads=2), together[some])
+    assert np.array_equal(_repacked(qtype, packed, rows, cols, x[some], isa, threads=2), together[some])
 
 
 @pytest.mark.parametrize("qtype", sorted(TYPES))

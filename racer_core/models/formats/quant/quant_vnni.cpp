@@ -15,6 +15,7 @@ struct VnniDot {
     // four groups for 2 rows (32 registers hold their accumulators: 2 rows cost 1.01x one, from 1.17x),
     // tiles of up to 8 rows (8 rows 2.03x one row, from 2.20x)
     static constexpr int G1 = 4, G2 = 4, RR = 8;
+    static constexpr int WP = 2, WR = 8;  // 512-bit tiles (quant_repack_wide.hpp): group pairs for 1-2 rows, rows per tile
     static constexpr bool PAIRS16 = false;  // dpbusd accumulates in int32 itself
     static __m256i dot(__m256i u8, __m256i s8) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u8, s8); }
     static __m256i dot_add(__m256i acc, __m256i u8, __m256i s8) { return _mm256_dpbusd_epi32(acc, u8, s8); }
@@ -23,6 +24,7 @@ struct VnniDot {
 #define DOT VnniDot
 #include "quant_q8.hpp"
 #include "quant_repack.hpp"
+#include "quant_repack_wide.hpp"
 
 namespace racer_quant {
 void matmul_q8_vnni(int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
@@ -31,6 +33,6 @@ void matmul_q8_vnni(int type, const uint8_t* w, int64_t rows, int64_t cols, cons
 }
 void matmul_rp_vnni(int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
                     int threads) {
-    rp_matmul_any(type, w, rows, cols, x, T, y, threads);
+    rp_wide_matmul_any(type, w, rows, cols, x, T, y, threads);
 }
 }  // namespace racer_quant

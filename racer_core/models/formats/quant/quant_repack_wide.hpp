@@ -1,0 +1,154 @@
+// The repacked kernel (quant_repack.hpp) on 512-bit vectors, for AVX-512 VNNI: one vector holds two
+// groups of eight output rows, so one dpbusd, one conversion and one multiply-add serve sixteen
+// output rows where quant_repack.hpp's 256-bit tile needs two of each. Q4_0, Q4_1 and Q8_0 (the
+// common GGUF blocks; the K and Q5 types keep the 256-bit tile). Included after quant_repack.hpp by
+// the VNNI translation unit only.
+//
+// The bits are quant_repack.hpp's: lane o of a vector does what lane o % 8 of group o / 8's 256-bit
+// tile does, the same exact integer dot of each 32-block, then the same float operations in the same
+// order (acc = fma(f32(dw * dx), f32(dot), acc) over the blocks ascending, then + the offsets' own
+// sum), whatever the tile, the row count or the thread.
+
+namespace {
+
+template <int TYPE>
+constexpr bool rp_wide_type() {
+    return TYPE == racer_quant::Q4_0 || TYPE == racer_quant::Q4_1 || TYPE == racer_quant::Q8_0;
+}
+
+inline __m512i rp_load2(const uint8_t* lo, const uint8_t* hi) {  // 32 bytes of each group, side by side
+    return _mm512_inserti64x4(_mm512_castsi256_si512(rp_load(lo)), rp_load(hi), 1);
+}
+
+inline __m512 rp_join(__m256 lo, __m256 hi) {
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
+}
+
+inline __m512i rp_bcast4_wide(const int8_t* p) {  // four activation bytes in every lane
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+// The integer dots of 32-block b of two groups (blocks a and b2) with R activation rows: lanes 0-7 of
+// out[r] are group a's rows, lanes 8-15 group b2's.
+template <int TYPE, int R>
+inline void rp_block_dots_wide(const uint8_t* a, const uint8_t* b2, const int8_t* xq, int64_t cols, __m512i* out) {
+    for (int r = 0; r < R; ++r) out[r] = _mm512_setzero_si512();
+    if constexpr (TYPE == racer_quant::Q8_0) {
+        for (int c = 0; c < 8; ++c) {
+            const __m512i w = rp_load2(a + 16 + 32 * c, b2 + 16 + 32 * c);
+            const __m512i wabs = _mm512_abs_epi8(w);
+            const __mmask64 negative = _mm512_movepi8_mask(w);
+            for (int r = 0; r < R; ++r) {  // |w| times x with w's sign (a zero w's product is zero either way)
+                const __m512i x = rp_bcast4_wide(xq + r * cols + 4 * c);
+                out[r] = _mm512_dpbusd_epi32(out[r], wabs, _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x));
+            }
+        }
+    } else {  // Q4_0 / Q4_1: 4 chunks, low nibbles elements 4c..4c+3, high 16+4c..16+4c+3
+        const __m512i mask = _mm512_set1_epi8(0x0F);
+        const uint8_t* qa = a + rp_nibbles<TYPE>();
+        const uint8_t* qb = b2 + rp_nibbles<TYPE>();
+        for (int c = 0; c < 4; ++c) {
+            const __m512i raw = rp_load2(qa + 32 * c, qb + 32 * c);
+            const __m512i lo = _mm512_and_si512(raw, mask), hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), mask);
+            for (int r = 0; r < R; ++r) {
+                const int8_t* x = xq + r * cols;
+                out[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(out[r], lo, rp_bcast4_wide(x + 4 * c)), hi,
+                                             rp_bcast4_wide(x + 16 + 4 * c));
+            }
+        }
+    }
+}
+
+// P pairs of groups (16 P output rows) times R activation rows.
+template <int TYPE, int P, int R>
+inline void rp_tile_wide(const uint8_t* w, int64_t group_bytes, int64_t nb, const int8_t* xq, const float* xd,
+                         const float* xs, int64_t cols, float* y, int64_t ldy) {
+    __m512 acc[P][R];
+    for (int p = 0; p < P; ++p)
+        for (int r = 0; r < R; ++r) acc[p][r] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        for (int p = 0; p < P; ++p) {
+            const uint8_t* a = rp_block<TYPE>(w + 2 * p * group_bytes, b);
+            const uint8_t* b2 = rp_block<TYPE>(w + (2 * p + 1) * group_bytes, b);
+            __m512i dots[R];
+            rp_block_dots_wide<TYPE, R>(a, b2, xq + 32 * b, cols, dots);
+            const __m512 dw = rp_join(rp_dw<TYPE>(a, 0, nullptr), rp_dw<TYPE>(b2, 0, nullptr));
+            for (int r = 0; r < R; ++r) {
+                const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(xd[r * nb + b]));  // dw * dx, rounded once
+                acc[p][r] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(dots[r]), acc[p][r]);
+            }
+        }
+    }
+    if constexpr (rp_has_offset<TYPE>()) {  // the offsets' own sum per column, then added (as quant_repack.hpp)
+        for (int p = 0; p < P; ++p) {
+            __m512 sum[R];
+            for (int r = 0; r < R; ++r) sum[r] = _mm512_setzero_ps();
+            for (int64_t b = 0; b < nb; ++b) {
+                const __m512 o = rp_join(rp_offset<TYPE>(rp_block<TYPE>(w + 2 * p * group_bytes, b), 0, nullptr),
+                                         rp_offset<TYPE>(rp_block<TYPE>(w + (2 * p + 1) * group_bytes, b), 0, nullptr));
+                for (int r = 0; r < R; ++r) sum[r] = _mm512_fmadd_ps(o, _mm512_set1_ps(xs[r * nb + b]), sum[r]);
+            }
+            for (int r = 0; r < R; ++r) acc[p][r] = _mm512_add_ps(acc[p][r], sum[r]);
+        }
+    }
+    for (int p = 0; p < P; ++p)
+        for (int r = 0; r < R; ++r) _mm512_storeu_ps(y + r * ldy + 16 * p, acc[p][r]);
+}
+
+template <int TYPE, int P, int R>
+inline void rp_tile_wide_rows(int r, const uint8_t* w, int64_t group_bytes, int64_t nb, const int8_t* xq,
+                              const float* xd, const float* xs, int64_t cols, float* y, int64_t ldy) {
+    if constexpr (R > 1) {
+        if (r < R) return rp_tile_wide_rows<TYPE, P, R - 1>(r, w, group_bytes, nb, xq, xd, xs, cols, y, ldy);
+    }
+    rp_tile_wide<TYPE, P, R>(w, group_bytes, nb, xq, xd, xs, cols, y, ldy);
+}
+
+// As rp_groups: chunks of P group pairs, all T rows in tiles of up to R; the groups past the last
+// whole chunk in quant_repack.hpp's 256-bit tile, one at a time.
+template <int TYPE, int P, int R>
+void rp_groups_wide(const uint8_t* w, int64_t groups, int64_t nb, const int8_t* xq, const float* xd, const float* xs,
+                    int64_t cols, int64_t T, float* y, int64_t rows, int threads) {
+    const int64_t group_bytes = 8 * layout_row_bytes<TYPE>(cols);
+    const int64_t chunks = (groups + 2 * P - 1) / (2 * P);
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1 && chunks > 1)
+    for (int64_t i = 0; i < chunks; ++i) {
+        const int64_t g0 = i * 2 * P;
+        for (int64_t t = 0; t < T; t += R) {
+            const int rr = static_cast<int>(T - t < R ? T - t : R);
+            const int8_t* x = xq + t * cols;
+            if (groups - g0 >= 2 * P)
+                rp_tile_wide_rows<TYPE, P, R>(rr, w + g0 * group_bytes, group_bytes, nb, x, xd + t * nb, xs + t * nb,
+                                              cols, y + t * rows + 8 * g0, rows);
+            else
+                for (int64_t g = g0; g < groups; ++g)
+                    rp_tile_rows<TYPE, 1, R>(rr, w + g * group_bytes, group_bytes, nb, x, xd + t * nb, xs + t * nb,
+                                             cols, y + t * rows + 8 * g, rows);
+        }
+    }
+}
+
+template <int TYPE>
+void rp_wide_matmul_typed(const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
+                          int threads) {
+    if constexpr (!rp_wide_type<TYPE>()) {
+        rp_matmul_typed<TYPE>(w, rows, cols, x, T, y, threads);
+    } else {
+        const int64_t nb = cols / 32;
+        std::vector<int8_t> xq(static_cast<size_t>(T * cols));
+        std::vector<float> xd(static_cast<size_t>(T * nb)), xs(static_cast<size_t>(T * nb));
+        q8_quantize_rows(x, T, cols, xq.data(), xd.data(), xs.data());
+        const int64_t groups = rows / 8;
+        if (T <= 2) rp_groups_wide<TYPE, DOT::WP, 2>(w, groups, nb, xq.data(), xd.data(), xs.data(), cols, T, y, rows, threads);
+        else rp_groups_wide<TYPE, 1, DOT::WR>(w, groups, nb, xq.data(), xd.data(), xs.data(), cols, T, y, rows, threads);
+    }
+}
+
+void rp_wide_matmul_any(int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
+                        int threads) {
+    layout_dispatch(type, [&](auto t) { rp_wide_matmul_typed<decltype(t)::value>(w, rows, cols, x, T, y, threads); });
+}
+
+}  // namespace
