@@ -375,19 +375,33 @@ inline void rp_tile(const uint8_t* w, int64_t group_bytes, int64_t nb, const int
         for (int r = 0; r < R; ++r) _mm256_storeu_ps(y + r * ldy + 8 * g, acc[g][r]);
 }
 
-template <int TYPE, int G, int R>
+// A tile kind: G groups (8 G output rows) by R activation rows in rp_tile.
+template <int TYPE, int G>
+struct RpTile {
+    static constexpr int GROUPS = G;
+    template <int R>
+    static void run(const uint8_t* w, int64_t group_bytes, int64_t nb, const int8_t* xq, const float* xd,
+                    const float* xs, int64_t cols, float* y, int64_t ldy) {
+        rp_tile<TYPE, G, R>(w, group_bytes, nb, xq, xd, xs, cols, y, ldy);
+    }
+};
+
+// Tile's tile for r activation rows (1 <= r <= R).
+template <class Tile, int R>
 inline void rp_tile_rows(int r, const uint8_t* w, int64_t group_bytes, int64_t nb, const int8_t* xq, const float* xd,
                          const float* xs, int64_t cols, float* y, int64_t ldy) {
     if constexpr (R > 1) {
-        if (r < R) return rp_tile_rows<TYPE, G, R - 1>(r, w, group_bytes, nb, xq, xd, xs, cols, y, ldy);
+        if (r < R) return rp_tile_rows<Tile, R - 1>(r, w, group_bytes, nb, xq, xd, xs, cols, y, ldy);
     }
-    rp_tile<TYPE, G, R>(w, group_bytes, nb, xq, xd, xs, cols, y, ldy);
+    Tile::template run<R>(w, group_bytes, nb, xq, xd, xs, cols, y, ldy);
 }
 
-// G groups at a time, all T rows in tiles of up to R.
-template <int TYPE, int G, int R>
+// Tile::GROUPS groups at a time, all T rows in tiles of up to R; the groups past the last whole
+// chunk one at a time.
+template <int TYPE, class Tile, int R>
 void rp_groups(const uint8_t* w, int64_t groups, int64_t nb, const int8_t* xq, const float* xd, const float* xs,
                int64_t cols, int64_t T, float* y, int64_t rows, int threads) {
+    constexpr int G = Tile::GROUPS;
     const int64_t group_bytes = 8 * layout_row_bytes<TYPE>(cols);
     const int64_t chunks = (groups + G - 1) / G;
 #pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1 && chunks > 1)
@@ -399,27 +413,36 @@ void rp_groups(const uint8_t* w, int64_t groups, int64_t nb, const int8_t* xq, c
             const int8_t* x = xq + t * cols;
             float* yt = y + t * rows + 8 * g0;
             if (groups - g0 >= G)
-                rp_tile_rows<TYPE, G, R>(rr, wg, group_bytes, nb, x, xd + t * nb, xs + t * nb, cols, yt, rows);
+                rp_tile_rows<Tile, R>(rr, wg, group_bytes, nb, x, xd + t * nb, xs + t * nb, cols, yt, rows);
             else  // the last groups, one at a time
                 for (int64_t g = g0; g < groups; ++g)
-                    rp_tile_rows<TYPE, 1, R>(rr, w + g * group_bytes, group_bytes, nb, x, xd + t * nb, xs + t * nb,
-                                             cols, y + t * rows + 8 * g, rows);
+                    rp_tile_rows<RpTile<TYPE, 1>, R>(rr, w + g * group_bytes, group_bytes, nb, x, xd + t * nb,
+                                                     xs + t * nb, cols, y + t * rows + 8 * g, rows);
         }
     }
+}
+
+// The T rows of x quantized once (8 bits per 32-block, quant_q8.hpp), then multiply(xq, xd, xs).
+template <class Multiply>
+void rp_quantized(const float* x, int64_t T, int64_t cols, Multiply&& multiply) {
+    const int64_t nb = cols / 32;
+    std::vector<int8_t> xq(static_cast<size_t>(T * cols));
+    std::vector<float> xd(static_cast<size_t>(T * nb)), xs(static_cast<size_t>(T * nb));
+    q8_quantize_rows(x, T, cols, xq.data(), xd.data(), xs.data());
+    multiply(xq.data(), xd.data(), xs.data());
 }
 
 template <int TYPE>
 void rp_matmul_typed(const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
                      int threads) {
-    const int64_t nb = cols / 32;
-    std::vector<int8_t> xq(static_cast<size_t>(T * cols));
-    std::vector<float> xd(static_cast<size_t>(T * nb)), xs(static_cast<size_t>(T * nb));
-    q8_quantize_rows(x, T, cols, xq.data(), xd.data(), xs.data());
-    const int64_t groups = rows / 8;
+    const int64_t nb = cols / 32, groups = rows / 8;
+    constexpr int G2 = TYPE == racer_quant::Q6_K ? 2 : DOT::G2;
     // Few rows: several groups per tile keep independent accumulators in flight.
-    if (T == 1) rp_groups<TYPE, DOT::G1, 1>(w, groups, nb, xq.data(), xd.data(), xs.data(), cols, T, y, rows, threads);
-    else if (T == 2) rp_groups<TYPE, TYPE == racer_quant::Q6_K ? 2 : DOT::G2, 2>(w, groups, nb, xq.data(), xd.data(), xs.data(), cols, T, y, rows, threads);
-    else rp_groups<TYPE, 1, DOT::RR>(w, groups, nb, xq.data(), xd.data(), xs.data(), cols, T, y, rows, threads);
+    rp_quantized(x, T, cols, [&](const int8_t* xq, const float* xd, const float* xs) {
+        if (T == 1) rp_groups<TYPE, RpTile<TYPE, DOT::G1>, 1>(w, groups, nb, xq, xd, xs, cols, T, y, rows, threads);
+        else if (T == 2) rp_groups<TYPE, RpTile<TYPE, G2>, 2>(w, groups, nb, xq, xd, xs, cols, T, y, rows, threads);
+        else rp_groups<TYPE, RpTile<TYPE, 1>, DOT::RR>(w, groups, nb, xq, xd, xs, cols, T, y, rows, threads);
+    });
 }
 
 void rp_matmul_any(int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,

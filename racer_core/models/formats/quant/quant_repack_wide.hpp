@@ -97,38 +97,16 @@ inline void rp_tile_wide(const uint8_t* w, int64_t group_bytes, int64_t nb, cons
         for (int r = 0; r < R; ++r) _mm512_storeu_ps(y + r * ldy + 16 * p, acc[p][r]);
 }
 
-template <int TYPE, int P, int R>
-inline void rp_tile_wide_rows(int r, const uint8_t* w, int64_t group_bytes, int64_t nb, const int8_t* xq,
-                              const float* xd, const float* xs, int64_t cols, float* y, int64_t ldy) {
-    if constexpr (R > 1) {
-        if (r < R) return rp_tile_wide_rows<TYPE, P, R - 1>(r, w, group_bytes, nb, xq, xd, xs, cols, y, ldy);
+// A tile kind for rp_groups (quant_repack.hpp): P group pairs by R activation rows in rp_tile_wide.
+template <int TYPE, int P>
+struct RpTileWide {
+    static constexpr int GROUPS = 2 * P;
+    template <int R>
+    static void run(const uint8_t* w, int64_t group_bytes, int64_t nb, const int8_t* xq, const float* xd,
+                    const float* xs, int64_t cols, float* y, int64_t ldy) {
+        rp_tile_wide<TYPE, P, R>(w, group_bytes, nb, xq, xd, xs, cols, y, ldy);
     }
-    rp_tile_wide<TYPE, P, R>(w, group_bytes, nb, xq, xd, xs, cols, y, ldy);
-}
-
-// As rp_groups: chunks of P group pairs, all T rows in tiles of up to R; the groups past the last
-// whole chunk in quant_repack.hpp's 256-bit tile, one at a time.
-template <int TYPE, int P, int R>
-void rp_groups_wide(const uint8_t* w, int64_t groups, int64_t nb, const int8_t* xq, const float* xd, const float* xs,
-                    int64_t cols, int64_t T, float* y, int64_t rows, int threads) {
-    const int64_t group_bytes = 8 * layout_row_bytes<TYPE>(cols);
-    const int64_t chunks = (groups + 2 * P - 1) / (2 * P);
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1 && chunks > 1)
-    for (int64_t i = 0; i < chunks; ++i) {
-        const int64_t g0 = i * 2 * P;
-        for (int64_t t = 0; t < T; t += R) {
-            const int rr = static_cast<int>(T - t < R ? T - t : R);
-            const int8_t* x = xq + t * cols;
-            if (groups - g0 >= 2 * P)
-                rp_tile_wide_rows<TYPE, P, R>(rr, w + g0 * group_bytes, group_bytes, nb, x, xd + t * nb, xs + t * nb,
-                                              cols, y + t * rows + 8 * g0, rows);
-            else
-                for (int64_t g = g0; g < groups; ++g)
-                    rp_tile_rows<TYPE, 1, R>(rr, w + g * group_bytes, group_bytes, nb, x, xd + t * nb, xs + t * nb,
-                                             cols, y + t * rows + 8 * g, rows);
-        }
-    }
-}
+};
 
 template <int TYPE>
 void rp_wide_matmul_typed(const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
@@ -136,13 +114,11 @@ void rp_wide_matmul_typed(const uint8_t* w, int64_t rows, int64_t cols, const fl
     if constexpr (!rp_wide_type<TYPE>()) {
         rp_matmul_typed<TYPE>(w, rows, cols, x, T, y, threads);
     } else {
-        const int64_t nb = cols / 32;
-        std::vector<int8_t> xq(static_cast<size_t>(T * cols));
-        std::vector<float> xd(static_cast<size_t>(T * nb)), xs(static_cast<size_t>(T * nb));
-        q8_quantize_rows(x, T, cols, xq.data(), xd.data(), xs.data());
-        const int64_t groups = rows / 8;
-        if (T <= 2) rp_groups_wide<TYPE, DOT::WP, 2>(w, groups, nb, xq.data(), xd.data(), xs.data(), cols, T, y, rows, threads);
-        else rp_groups_wide<TYPE, 1, DOT::WR>(w, groups, nb, xq.data(), xd.data(), xs.data(), cols, T, y, rows, threads);
+        const int64_t nb = cols / 32, groups = rows / 8;
+        rp_quantized(x, T, cols, [&](const int8_t* xq, const float* xd, const float* xs) {
+            if (T <= 2) rp_groups<TYPE, RpTileWide<TYPE, DOT::WP>, 2>(w, groups, nb, xq, xd, xs, cols, T, y, rows, threads);
+            else rp_groups<TYPE, RpTileWide<TYPE, 1>, DOT::WR>(w, groups, nb, xq, xd, xs, cols, T, y, rows, threads);
+        });
     }
 }
 
