@@ -33,7 +33,7 @@ COVERED = {  # every script, and the test that runs it (a new script without one
     "context_count_cost.py", "draft_replay.py", "dtype_e2e.py", "first_start.py", "gpu_check.py", "grammar_engines.py",
     "kernel_floor.py",
     "linear_cost.py", "llama_cpp_anchor.py", "llama_cpp_step_cost.py", "logits_rule_speed.py",
-    "prob_replay.py", "reply_memory.py", "sanitize.sh", "screenshots.py", "sized_gguf.py", "step_overhead.py",
+    "prob_replay.py", "quant_builds.py", "reply_memory.py", "sanitize.sh", "screenshots.py", "sized_gguf.py", "step_overhead.py",
     "structured_targets.py", "tui_speed.py", "verify_cost.py",
 }
 ELSEWHERE = {"tree_oracle.py": "tests/core/test_tree_oracle.py"}  # runs there on the tiny model, with its checks
@@ -112,6 +112,18 @@ def test_linear_cost_on_random_blocks_of_a_type_both_layouts(capsys: pytest.Capt
     with pytest.raises(SystemExit):
         _main("linear_cost.py")(["--qtype", "Q6_K", "--shapes", "16x200"])
     assert "a positive multiple of 256" in capsys.readouterr().err
+
+
+def test_quant_builds_times_two_builds_and_checks_their_bits(capsys: pytest.CaptureFixture[str]) -> None:
+    from racer_core.models.formats.quant import _quant
+
+    build = _quant.__file__  # the installed build twice: the same bits, two loads under their own names
+    run("quant_builds.py", build, build, "--layers", "1", "--sizes", "1,3", "--rounds", "1", "--threads", "1")
+    out = capsys.readouterr().out
+    assert "every build gives the same bits at every size" in out
+    assert "fastest against the first build: T=1:" in out
+    with pytest.raises(SystemExit, match="no such build"):
+        _main("quant_builds.py")([build, "/nonexistent/_quant.so"])
 
 
 def test_linear_cost_refuses_an_unknown_format(capsys: pytest.CaptureFixture[str]) -> None:
