@@ -445,8 +445,8 @@ void rp_matmul_typed(const uint8_t* w, int64_t rows, int64_t cols, const float* 
     });
 }
 
-void rp_matmul_any(int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
-                   int threads) {
+[[maybe_unused]] void rp_matmul_any(int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x,
+                                    int64_t T, float* y, int threads) {  // (the VNNI build calls rp_wide_matmul_any)
     layout_dispatch(type, [&](auto t) { rp_matmul_typed<decltype(t)::value>(w, rows, cols, x, T, y, threads); });
 }
 

@@ -1,5 +1,6 @@
 // The integer kernel compiled for AVX-512 VNNI: one dpbusd instead of
-// maddubs + madd per block, on 256-bit vectors (32 registers with AVX-512VL).
+// maddubs + madd per block, on 256-bit vectors (32 registers with AVX-512VL),
+// and repacked Q4_0/Q4_1/Q8_0 on 512-bit ones (quant_repack_wide.hpp).
 #include <cstdint>
 #include <cstring>
 #include <immintrin.h>
