@@ -299,33 +299,33 @@ class RacerEngine:
                 # A pass right after a much larger one is slower for a while (5 Dec 2026: one row 7.3 ms
                 # after a 64-row pass, 5.0 ms eight passes later, 4.4 ms after a 4-row pass), and a
                 # reply's small trees follow small ones: the round's first size settles before it is timed.
-                self._settle(decoder, sizes[0], context, gen)
+                self._passes(decoder, sizes[0], context, gen, SETTLE)
                 for i, size in enumerate(sizes):
-                    ids = torch.randint(0, rt.vocab_size, (size,), generator=gen).to(rt.device)
-                    positions = torch.arange(context, context + size, device=rt.device)
-                    mask = rt.masks.causal(context, size)
                     if self._stop_measuring is not None and self._stop_measuring():
                         raise Interrupted
                     follow_free_cores(rt.lean)
-                    for burst in range(BURST):
-                        start = time.perf_counter()
-                        decoder._forward(ids, positions, mask)
-                        if rt.device.type == "cuda":
-                            torch.cuda.synchronize()
-                        if round_index and burst:  # round 0 pays for first-call allocations, a burst's first pass for waking
-                            best[i] = min(best[i], time.perf_counter() - start)
-                        decoder.cache.truncate(context)
+                    seconds = self._passes(decoder, size, context, gen, BURST)
+                    if round_index:  # round 0 pays for first-call allocations, a burst's first pass for waking
+                        best[i] = min(best[i], *seconds[1:])
         return best
 
-    def _settle(self, decoder: SequenceDecoder, size: int, context: int, gen: torch.Generator) -> None:
-        """SETTLE untimed passes of `size` rows after `context` cached tokens (time_forward's)."""
+    def _passes(self, decoder: SequenceDecoder, size: int, context: int, gen: torch.Generator,
+                count: int) -> list[float]:
+        """`count` passes of the same `size` random rows after `context` cached tokens, back to back
+        (time_forward's); the seconds of each."""
         rt = self.runtime
         ids = torch.randint(0, rt.vocab_size, (size,), generator=gen).to(rt.device)
         positions = torch.arange(context, context + size, device=rt.device)
         mask = rt.masks.causal(context, size)
-        for _ in range(SETTLE):
+        seconds = []
+        for _ in range(count):
+            start = time.perf_counter()
             decoder._forward(ids, positions, mask)
+            if rt.device.type == "cuda":
+                torch.cuda.synchronize()
+            seconds.append(time.perf_counter() - start)
             decoder.cache.truncate(context)
+        return seconds
 
     def _policy(self, method: str) -> TreePolicy:
         """One policy per method, shared by conversations: what it learns about
