@@ -56,6 +56,20 @@ cdef extern from "tree_choice.hpp" namespace "racer":
     void tree_choice(int64_t, const double*, const int64_t*, const double*, int64_t, int64_t, double,
                      ChoiceOut&) nogil
 
+    cdef struct LabelCounts:
+        double* bucket_hits
+        double* bucket_trials
+        int64_t buckets
+        double* kind_hits
+        double* kind_trials
+        int64_t kinds
+        double* calibration_hits
+        double* calibration_trials
+        int64_t bins
+
+    cbool tree_label(int64_t, const int64_t*, const int64_t*, const int64_t*, const int64_t*, const int64_t*,
+                     const double*, const int64_t*, int64_t, int64_t, double, LabelCounts&, uint8_t*) nogil
+
 
 cdef inline void* _data(object a, int typenum, Py_ssize_t size):
     """`a`'s data where it is a native, aligned, C-contiguous array of `typenum` and `size` items, else NULL."""
@@ -66,6 +80,17 @@ cdef inline void* _data(object a, int typenum, Py_ssize_t size):
             or not cnp.PyArray_ISBEHAVED_RO(arr) or cnp.PyArray_SIZE(arr) != size):
         return NULL
     return cnp.PyArray_DATA(arr)
+
+
+cdef inline double* _counts(object a):
+    """`a`'s data where it is a native, aligned, C-contiguous, writeable float64 array, else NULL."""
+    if not cnp.PyArray_Check(a):
+        return NULL
+    cdef cnp.ndarray arr = <cnp.ndarray>a
+    if (cnp.PyArray_TYPE(arr) != cnp.NPY_FLOAT64 or not cnp.PyArray_IS_C_CONTIGUOUS(arr)
+            or not cnp.PyArray_ISBEHAVED(arr)):
+        return NULL
+    return <double*>cnp.PyArray_DATA(arr)
 
 
 cdef class ChoiceTables:
@@ -300,3 +325,61 @@ cdef object _cut(vector[int64_t]& remap, chosen, parents, ancestors, tokens, dep
         for jj in range(k):
             m[i * k + jj] = row[pick[jj]]
     return out_parents, out_mask, out_tokens, out_depths, out_sources, out_context, out_rank, out_share
+
+
+def label(tokens, parents, depths, bucket, kind, raw, list sequence, Py_ssize_t start, Py_ssize_t count,
+          int64_t known, double decay, bucket_hits, bucket_trials, kind_hits, kind_trials, calibration_hits,
+          calibration_trials, chosen):
+    """TreePolicy._reference_label in one call: the tree's nodes labelled by
+    `sequence[start : start + count]` (the text after its root), the counts
+    updated in place; answers how many of `chosen`'s nodes (None: none) the
+    text follows, or -1, having changed nothing, where it cannot read its
+    inputs (then the reference answers)."""
+    if not cnp.PyArray_Check(parents) or count < 0 or start < 0 or start + count > len(sequence):
+        return -1
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(<cnp.ndarray>parents), k = 0, i
+    cdef const int64_t* token = <const int64_t*>_data(tokens, cnp.NPY_INT64, n)
+    cdef const int64_t* up = <const int64_t*>_data(parents, cnp.NPY_INT64, n)
+    cdef const int64_t* depth = <const int64_t*>_data(depths, cnp.NPY_INT64, n)
+    cdef const int64_t* buckets = <const int64_t*>_data(bucket, cnp.NPY_INT64, n)
+    cdef const int64_t* kinds = <const int64_t*>_data(kind, cnp.NPY_INT64, n)
+    cdef const double* chance = <const double*>_data(raw, cnp.NPY_FLOAT64, n)
+    cdef const int64_t* pick = NULL
+    if chosen is not None:
+        if not cnp.PyArray_Check(chosen):
+            return -1
+        k = cnp.PyArray_SIZE(<cnp.ndarray>chosen)
+        pick = <const int64_t*>_data(chosen, cnp.NPY_INT64, k)
+        if pick == NULL:
+            return -1
+        for i in range(k):
+            if pick[i] < 0 or pick[i] >= n:
+                return -1
+    cdef LabelCounts counts
+    counts.bucket_hits, counts.bucket_trials = _counts(bucket_hits), _counts(bucket_trials)
+    counts.kind_hits, counts.kind_trials = _counts(kind_hits), _counts(kind_trials)
+    counts.calibration_hits, counts.calibration_trials = _counts(calibration_hits), _counts(calibration_trials)
+    if (token == NULL or up == NULL or depth == NULL or buckets == NULL or kinds == NULL or chance == NULL
+            or counts.bucket_hits == NULL or counts.bucket_trials == NULL or counts.kind_hits == NULL
+            or counts.kind_trials == NULL or counts.calibration_hits == NULL or counts.calibration_trials == NULL):
+        return -1
+    counts.buckets = cnp.PyArray_SIZE(<cnp.ndarray>bucket_hits)
+    counts.kinds = cnp.PyArray_SIZE(<cnp.ndarray>kind_hits)
+    counts.bins = cnp.PyArray_SIZE(<cnp.ndarray>calibration_hits)
+    if (counts.buckets != cnp.PyArray_SIZE(<cnp.ndarray>bucket_trials) or counts.bins < 1
+            or counts.kinds != cnp.PyArray_SIZE(<cnp.ndarray>kind_trials)
+            or counts.bins != cnp.PyArray_SIZE(<cnp.ndarray>calibration_trials)):
+        return -1
+    cdef vector[int64_t] text
+    text.resize(count)
+    for i in range(count):
+        text[i] = sequence[start + i]
+    cdef vector[uint8_t] on_path
+    on_path.resize(n)
+    if not tree_label(n, token, up, depth, buckets, kinds, chance, text.data(), count, known, decay, counts,
+                      on_path.data()):
+        return -1
+    cdef int64_t gained = 0
+    for i in range(k):
+        gained += on_path[pick[i]]
+    return gained

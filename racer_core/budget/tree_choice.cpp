@@ -136,3 +136,63 @@ void tree_choice(int64_t n, const double* probability, const int64_t* sizes, con
 }
 
 }  // namespace racer
+
+namespace racer {
+
+bool tree_label(int64_t n, const int64_t* tokens, const int64_t* parents, const int64_t* depths,
+                const int64_t* bucket, const int64_t* kind, const double* raw, const int64_t* text,
+                int64_t text_len, int64_t known, double decay, LabelCounts& counts, uint8_t* on_path) {
+  if (n < 1 || parents[0] != -1) return false;
+  for (int64_t j = 1; j < n; ++j) {
+    if (parents[j] < 0 || parents[j] >= j) return false;
+    if (depths[j] <= known) {  // counted below: its bucket, kind and bin must exist
+      if (bucket[j] < 0 || bucket[j] >= counts.buckets || kind[j] < 0 || kind[j] >= counts.kinds) return false;
+      if (!(raw[j] >= 0.0 && raw[j] <= 1.0)) return false;  // NaN too
+    }
+  }
+  // text_path: at each depth the first later node that is a child of the last one and holds the token
+  std::fill(on_path, on_path + n, uint8_t{0});
+  on_path[0] = 1;
+  int64_t node = 0, i = 1;
+  for (int64_t t = 0; t < text_len; ++t) {
+    while (i < n && (parents[i] != node || tokens[i] != text[t])) ++i;
+    if (i == n) break;
+    node = i;
+    on_path[i++] = 1;
+  }
+  bool tested = false, labelled = false;
+  for (int64_t j = 1; j < n; ++j) {
+    if (depths[j] <= known) {
+      labelled = true;
+      tested = tested || on_path[parents[j]];
+    }
+  }
+  if (tested) {  // numpy's order: every count decayed, then one added per tested node
+    for (int64_t b = 0; b < counts.buckets; ++b) counts.bucket_hits[b] *= decay;
+    for (int64_t b = 0; b < counts.buckets; ++b) counts.bucket_trials[b] *= decay;
+    for (int64_t k = 0; k < counts.kinds; ++k) counts.kind_hits[k] *= decay;
+    for (int64_t k = 0; k < counts.kinds; ++k) counts.kind_trials[k] *= decay;
+    for (int64_t j = 1; j < n; ++j) {
+      if (depths[j] > known || !on_path[parents[j]]) continue;
+      counts.bucket_trials[bucket[j]] += 1.0;
+      counts.kind_trials[kind[j]] += 1.0;
+      if (on_path[j]) {
+        counts.bucket_hits[bucket[j]] += 1.0;
+        counts.kind_hits[kind[j]] += 1.0;
+      }
+    }
+  }
+  if (labelled) {
+    for (int64_t b = 0; b < counts.bins; ++b) counts.calibration_hits[b] *= decay;
+    for (int64_t b = 0; b < counts.bins; ++b) counts.calibration_trials[b] *= decay;
+    for (int64_t j = 1; j < n; ++j) {
+      if (depths[j] > known) continue;
+      const int64_t at = std::min(static_cast<int64_t>(raw[j] * static_cast<double>(counts.bins)), counts.bins - 1);
+      counts.calibration_trials[at] += 1.0;
+      if (on_path[j]) counts.calibration_hits[at] += 1.0;
+    }
+  }
+  return true;
+}
+
+}  // namespace racer

@@ -64,3 +64,33 @@ void tree_choice(int64_t n, const double* probability, const int64_t* sizes, con
                  int64_t size_count, int64_t others, double drafting_s, ChoiceOut& out);
 
 }  // namespace racer
+
+namespace racer {
+
+// The counts TreePolicy.learn updates, written in place.
+struct LabelCounts {
+  double* bucket_hits;
+  double* bucket_trials;
+  int64_t buckets;
+  double* kind_hits;  // KindCounts
+  double* kind_trials;
+  int64_t kinds;
+  double* calibration_hits;  // PathCalibration
+  double* calibration_trials;
+  int64_t bins;
+};
+
+// One recorded tree labelled by the text that followed its root
+// (TreePolicy._reference_label is the reference): `text` (text_len tokens,
+// at most the tree's depth) marks the nodes it follows from the root, each
+// depth's first child holding its token; a node is tested where its parent
+// is on that path and `known` tokens decide it; tested nodes count in their
+// bucket and kind, every decided node in its path chance's bin, each array
+// decayed first where anything is added to it. `on_path` is n scratch.
+// Returns false, writing nothing, for a tree it cannot read (a parent not
+// before its child, a bucket, kind or chance out of range): the reference answers.
+bool tree_label(int64_t n, const int64_t* tokens, const int64_t* parents, const int64_t* depths,
+                const int64_t* bucket, const int64_t* kind, const double* raw, const int64_t* text,
+                int64_t text_len, int64_t known, double decay, LabelCounts& counts, uint8_t* on_path);
+
+}  // namespace racer

@@ -430,30 +430,48 @@ class TreePolicy:
                 continue
             if deepest == 0:  # the root alone: no node to label, no tree for the gate to score
                 continue
-            on_path = np.zeros(len(tokens), dtype=bool)
-            text = sequence[position + 1 : position + 1 + min(deepest, known)]
-            on_path[text_path(tokens.tolist(), parents.tolist(), text)] = True
-            tested = on_path[np.maximum(parents, 0)] & (depths <= known)
-            tested[0] = False
             with self._lock:
                 self._best = None  # the counts change below
-                if tested.any():
-                    self._hits *= self.decay
-                    self._trials *= self.decay
-                    # flat views of the counts (made C-contiguous here, scaled in place)
-                    np.add.at(self._trials.reshape(-1), buckets[tested], 1.0)
-                    passed = tested & on_path
-                    np.add.at(self._hits.reshape(-1), buckets[passed], 1.0)
-                    self._kinds.observe(kind[tested], on_path[tested], self.decay)
-                labelled = depths <= known  # every node whose path the text decides
-                labelled[0] = False
-                if labelled.any():
-                    self._calibration.observe(raw[labelled], on_path[labelled], self.decay)
+                gained = -1
+                if self.native:
+                    kinds, calibration = self._kinds, self._calibration
+                    gained = _tree_choice.label(
+                        tokens, parents, depths, buckets, kind, raw, sequence, position + 1, min(deepest, known),
+                        known, self.decay, self._hits, self._trials, kinds.hits, kinds.trials, calibration.hits,
+                        calibration.trials, None if choice is None else choice[0])
+                if gained < 0:
+                    on_path = self._reference_label(tokens, parents, depths, buckets, kind, raw,
+                                                    sequence[position + 1 : position + 1 + min(deepest, known)], known)
+                    gained = 0 if choice is None else int(on_path[choice[0]].sum())
                 if choice is not None and len(choice[0]) > 1:  # the root alone is plain decoding: nothing to score
                     chosen, fed, others, base, drafting_s = choice
                     # the root (1) + the drafts it would accept, beside the pass's others
-                    self.gate.observe(fed, int(on_path[chosen].sum()), others, base, drafting_s)
+                    self.gate.observe(fed, gained, others, base, drafting_s)
         recorded[:] = keep
+
+    def _reference_label(self, tokens: np.ndarray, parents: np.ndarray, depths: np.ndarray, buckets: np.ndarray,
+                         kind: np.ndarray, raw: np.ndarray, text: list[int], known: int) -> np.ndarray:
+        """One recorded tree labelled by `text`, the tokens after its root
+        (`known` of them are decided), in Python and numpy (under the lock):
+        the counts learn; what the native `_tree_choice.label` does, bit for
+        bit. Returns which nodes the text follows."""
+        on_path = np.zeros(len(tokens), dtype=bool)
+        on_path[text_path(tokens.tolist(), parents.tolist(), text)] = True
+        tested = on_path[np.maximum(parents, 0)] & (depths <= known)
+        tested[0] = False
+        if tested.any():
+            self._hits *= self.decay
+            self._trials *= self.decay
+            # flat views of the counts (C-contiguous, scaled in place)
+            np.add.at(self._trials.reshape(-1), buckets[tested], 1.0)
+            passed = tested & on_path
+            np.add.at(self._hits.reshape(-1), buckets[passed], 1.0)
+            self._kinds.observe(kind[tested], on_path[tested], self.decay)
+        labelled = depths <= known  # every node whose path the text decides
+        labelled[0] = False
+        if labelled.any():
+            self._calibration.observe(raw[labelled], on_path[labelled], self.decay)
+        return on_path
 
 
 def text_path(tokens: list[int], parents: list[int], text: list[int]) -> list[int]:

@@ -12,21 +12,12 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from racer_core.budget._tree_choice import cut_nodes
+from tree_helpers import random_tree
 
 from racer_core.budget import _tree_choice
 from racer_core.budget.cost_curve import CostCurve
 from racer_core.budget.tree_policy import Selection, TreePolicy
 from racer_core.drafting.tree import Tree, cut, taken_nodes
-
-
-def _tree(rng: np.random.Generator, size: int, chain: float) -> Tree:
-    """A random tree of `size` nodes, a node under the one before it with chance `chain`, its features random."""
-    parents = [-1] + [i - 1 if rng.random() < chain else int(rng.integers(0, i)) for i in range(1, size)]
-    shaped = Tree.of(rng.integers(0, 50, size), parents, 1)
-    context = np.where(rng.random(size) < 0.5, rng.integers(0, 16, size), 0)
-    rank = np.where(rng.random(size) < 0.6, rng.integers(0, 8, size), -1)
-    context[0], rank[0] = 0, -1
-    return Tree(shaped.tokens, shaped.parents, shaped.depths, shaped.ancestors, shaped.sources, context, rank)
 
 
 def _counts(rng: np.random.Generator, shape: int | tuple[int, ...], coarse: bool, unseen: float) -> tuple:
@@ -87,7 +78,7 @@ def _assert_same_selection(a: Selection, b: Selection) -> None:
 def test_native_choice_equals_the_reference(seed: int, size: int, chain: float, coarse: bool, weight: float,
                                             load: tuple[int, int]) -> None:
     native, reference = _policies(seed, coarse, weight)
-    tree = _tree(np.random.default_rng(seed + 1), size, chain)
+    tree = random_tree(np.random.default_rng(seed + 1), size, chain)
     with np.errstate(all="ignore"):  # a kind never seen at weight 0 reads 0 / 0, on both sides
         found = _tree_choice.estimates(native._choice_tables(), tree.parents, tree.context, tree.rank,
                                        tree.position_ids)
@@ -105,7 +96,7 @@ def test_native_choice_equals_the_reference(seed: int, size: int, chain: float, 
 
 def test_the_learned_state_is_read_where_it_is_changed_in_place_or_replaced() -> None:
     native, reference = _policies(7, False, 3.0)
-    tree = _tree(np.random.default_rng(8), 40, 0.5)
+    tree = random_tree(np.random.default_rng(8), 40, 0.5)
     _assert_same_selection(native.choose(tree), reference.choose(tree))
     for policy in (native, reference):
         policy._kinds.hits *= 0.5  # in place: the tables already read it
@@ -115,7 +106,7 @@ def test_the_learned_state_is_read_where_it_is_changed_in_place_or_replaced() ->
 
 def test_what_the_native_choice_cannot_read_the_reference_answers() -> None:
     native, reference = _policies(3, False, 3.0)
-    tree = _tree(np.random.default_rng(4), 30, 0.5)
+    tree = random_tree(np.random.default_rng(4), 30, 0.5)
     tables = native._choice_tables()
     odd = {
         "negative context": (tree.parents, np.where(np.arange(30) == 5, -2, tree.context), tree.rank, tree.depths),
@@ -142,7 +133,7 @@ def test_native_cut_equals_numpy_indexing(seed: int, size: int, chain: float, ke
     """cut_nodes against drafting/tree.py's taken_nodes on random chosen sets: the
     policy's (a parent before its children) and any ascending set from the root."""
     rng = np.random.default_rng(seed)
-    tree = _tree(rng, size, chain)
+    tree = random_tree(rng, size, chain)
     share = np.where(rng.random(size) < 0.5, rng.random(size), -1.0) if shared else None
     tree = Tree(tree.tokens, tree.parents, tree.depths, tree.ancestors, rng.integers(0, 6, size).astype(np.uint8),
                 tree.context, tree.rank, share=share)
@@ -160,7 +151,7 @@ def test_native_cut_equals_numpy_indexing(seed: int, size: int, chain: float, ke
 
 def test_cut_is_the_numpy_cut_and_odd_choices_are_left_to_numpy() -> None:
     native, _ = _policies(5, False, 3.0)
-    tree = _tree(np.random.default_rng(6), 50, 0.5)
+    tree = random_tree(np.random.default_rng(6), 50, 0.5)
     tree = Tree(tree.tokens, tree.parents, tree.depths, tree.ancestors, tree.sources, tree.context, tree.rank,
                 share=np.linspace(-1.0, 1.0, 50))
     verified = cut(tree, native)
@@ -190,7 +181,7 @@ def test_choice_and_cut_in_one_call_equal_the_reference_and_numpys_cut(seed: int
     cuts the root itself."""
     native, reference = _policies(seed, False, 3.0)
     rng = np.random.default_rng(seed + 2)
-    tree = _tree(rng, size, chain)
+    tree = random_tree(rng, size, chain)
     share = np.where(rng.random(size) < 0.5, rng.random(size), -1.0) if shared else None
     tree = Tree(tree.tokens, tree.parents, tree.depths, tree.ancestors, rng.integers(0, 6, size).astype(np.uint8),
                 tree.context, tree.rank, share=share)
