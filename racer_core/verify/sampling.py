@@ -142,11 +142,20 @@ def accept(
     reply so far, the root included) plus the path's tokens down to it.
     Returns the accepted node indices (root first) and the bonus token.
     """
-    children: dict[tuple[int, int], int] = {}
-    for index in range(1, len(tokens)):
-        children[(int(parents[index]), int(tokens[index]))] = index
+    ups, toks = np.asarray(parents).tolist(), np.asarray(tokens).tolist()
+    children = {(ups[index], toks[index]): index for index in range(1, len(toks))}
     path = [0]
     if sampler.greedy and sampler.penalizer is None:
+        if logits.device.type == "cpu":
+            # Only the rows on the accepted path are read, each as it is reached
+            # (numpy's argmax of a row: the first index of its maximum, as of all rows at once).
+            rows = logits.float().numpy()
+            node, token = 0, int(rows[0].argmax())
+            while (node, token) in children:
+                node = children[(node, token)]
+                path.append(node)
+                token = int(rows[node].argmax())
+            return path, token
         choice = greedy_choices(logits)
         node = 0
         while (node, choice[node]) in children:

@@ -74,6 +74,9 @@ def rope_switch_of(config: Any) -> int | None:
     return int(switch) if switch else None
 
 
+_NUMPY_DTYPES = {torch.float32: np.float32, torch.float16: np.float16, torch.float64: np.float64}
+
+
 class TreeMaskBuilder:
     """Builds the (1, 1, T, L + T) additive mask, reusing buffers."""
 
@@ -83,6 +86,8 @@ class TreeMaskBuilder:
         self.window = window
         self.neg = torch.finfo(dtype).min
         self._open = torch.zeros((1, 1, 1, 0), dtype=dtype, device=device)  # one row seeing every key
+        # the dtype's numpy twin where the mask stays on the CPU (bfloat16 has none: torch builds it)
+        self._numpy = _NUMPY_DTYPES.get(dtype) if torch.device(device).type == "cpu" else None
 
     def build(self, cached: int, ancestor_mask: np.ndarray, depths: np.ndarray) -> torch.Tensor:
         size = ancestor_mask.shape[0]
@@ -93,6 +98,11 @@ class TreeMaskBuilder:
             if self._open.shape[-1] < cached + 1:
                 self._open = torch.zeros((1, 1, 1, 2 * (cached + 1)), dtype=self.dtype, device=self.device)
             return self._open[..., : cached + 1]
+        if self._numpy is not None and self.window is None:
+            # numpy's calls cost a few us where torch's cost tens: a step's tree mask on the CPU (issue 44)
+            built = np.zeros((1, 1, size, cached + size), dtype=self._numpy)
+            np.copyto(built[0, 0, :, cached:], self._numpy(self.neg), where=~ancestor_mask)
+            return torch.from_numpy(built)
         mask = torch.zeros((1, 1, size, cached + size), dtype=self.dtype)
         tree = torch.from_numpy(np.ascontiguousarray(ancestor_mask))
         mask[0, 0, :, cached:].masked_fill_(~tree, self.neg)

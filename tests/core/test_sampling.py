@@ -146,3 +146,24 @@ def test_greedy_choices_are_torch_argmax_ties_included(rows: int, seed: int, dty
     gen = torch.Generator().manual_seed(seed)
     logits = torch.randint(-4, 4, (rows, 300), generator=gen).to(dtype) / 4  # few values: many ties
     assert greedy_choices(logits) == logits.argmax(dim=-1).tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 12), st.integers(0, 2**31 - 1), st.sampled_from([torch.bfloat16, torch.float16, torch.float32]))
+def test_greedy_acceptance_walks_the_tree_by_each_rows_argmax(size: int, seed: int, dtype: torch.dtype) -> None:
+    """Greedy acceptance on the CPU reads the rows along its path one by one:
+    the path and bonus are the walk by all rows' argmax at once (ties: the first)."""
+    gen = torch.Generator().manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    logits = torch.randint(0, 3, (size, 4), generator=gen).to(dtype)  # 4 tokens, 3 values: ties and long paths
+    tokens = rng.integers(0, 4, size)
+    parents = np.array([-1] + [int(rng.integers(0, i)) for i in range(1, size)])
+    choice = logits.argmax(dim=-1).tolist()
+    path, node = [0], 0
+    while True:
+        nxt = [i for i in range(1, size) if parents[i] == node and tokens[i] == choice[node]]
+        if not nxt:
+            break
+        node = nxt[-1]  # a repeated (parent, token) is the last such node, as acceptance indexes them
+        path.append(node)
+    assert _accept(logits, tokens, parents, TokenSampler(0.0, 1.0, None, "cpu")) == (path, choice[node])

@@ -107,3 +107,22 @@ def test_a_lone_rows_mask_is_the_built_one_whatever_the_cache_length() -> None:
         assert torch.equal(lone, two[:, :, :1, : cached + 1]) and torch.all(lone == 0)
     windowed = TreeMaskBuilder(torch.float32, "cpu", window=4).build(6, np.ones((1, 1), dtype=bool), np.zeros(1))
     assert (windowed[0, 0, 0] == 0).int().tolist() == [0, 0, 0, 1, 1, 1, 1]  # a window still hides the far keys
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_a_trees_mask_built_in_numpy_equals_torchs(dtype: torch.dtype) -> None:
+    # on the CPU a tree's mask is built in numpy where the dtype has a numpy twin
+    # (bfloat16 has none): the same values, shape and dtype as torch's build
+    from racer_core.verify.tree_attention import TreeMaskBuilder
+
+    rng = np.random.default_rng(0)
+    fast, slow = TreeMaskBuilder(dtype, "cpu", window=None), TreeMaskBuilder(dtype, "cpu", window=None)
+    slow._numpy = None
+    assert (fast._numpy is None) == (dtype == torch.bfloat16)
+    for cached, size in ((0, 2), (5, 3), (37, 9), (300, 16)):
+        ancestors = np.tril(rng.random((size, size)) < 0.5)
+        np.fill_diagonal(ancestors, True)
+        ancestors[:, 0] = True
+        ours, theirs = fast.build(cached, ancestors, np.arange(size)), slow.build(cached, ancestors, np.arange(size))
+        assert ours.dtype == theirs.dtype == dtype and ours.shape == theirs.shape == (1, 1, size, cached + size)
+        assert torch.equal(ours, theirs) and torch.any(ours != 0)
