@@ -9,10 +9,12 @@ shared with other busy processes, multi-token forwards stall on their threads
 and the refined costs of 2-64 tokens went up to 15x one token's, so the policy
 stopped drafting.)
 
-A curve measured while the machine was busy is not kept for ever: such a
-measurement is marked, measured again at the next starts (up to
-MAX_MEASUREMENTS times in all) and each size keeps its fastest time over the
-measurements, the cost without interference. A benchmark asks for a fresh
+A curve is measured at two starts at least, each size keeping its fastest
+time over the measurements, the cost without interference: one quick
+measurement on a machine shared with other guests caught bursts the load
+average does not show (on a 2-core guest 2 rows priced at 1.71x one row where
+1.3x was right, kept for good). A curve measured while the machine was busy is
+measured again at more starts, up to MAX_MEASUREMENTS times in all. A benchmark asks for a fresh
 measurement at every run and keeps the faster of it and the stored one per size.
 
 A chat never waits for a measurement (`load_or_measure` with `later`): it
@@ -40,8 +42,10 @@ GPU_GRID = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128)
 CPU_QUICK = (1, 2, 4, 8, 16, 32, 64)
 """The sizes a CPU's first start measures (timed in QUICK_ROUNDS rounds); the grid's others are interpolated."""
 QUICK_ROUNDS = 2
+MIN_MEASUREMENTS = 2
+"""Measurements before a quiet one settles a curve."""
 MAX_MEASUREMENTS = 3
-"""How many starts re-measure a curve first measured on a busy machine."""
+"""How many starts measure a curve while every measurement was taken on a busy machine."""
 
 
 def machine_is_busy() -> bool:
@@ -104,9 +108,10 @@ def save_curve(key_parts: Sequence[str], curve: CostCurve, busy: bool = False, m
 
 
 def _settled(stored: tuple[CostCurve, bool, int]) -> bool:
-    """Whether a stored curve is final: measured on a quiet machine, or measured MAX_MEASUREMENTS times."""
+    """Whether a stored curve is final: measured MIN_MEASUREMENTS times, once on a quiet machine; or
+    MAX_MEASUREMENTS times."""
     _, was_busy, count = stored
-    return not was_busy or count >= MAX_MEASUREMENTS
+    return count >= MAX_MEASUREMENTS or (not was_busy and count >= MIN_MEASUREMENTS)
 
 
 def _stored(path: Path, grid: Sequence[int]) -> tuple[CostCurve, bool, int] | None:
@@ -169,7 +174,7 @@ def _measure_and_save(key_parts: Sequence[str], grid: Sequence[int], measure: Ca
     if stored is not None:
         old, was_busy, count = stored
         curve = CostCurve(curve.sizes, [min(a, b) for a, b in zip(curve.seconds, old.seconds, strict=True)])
-        busy_now = busy_now and was_busy  # one quiet measurement settles it
+        busy_now = busy_now and was_busy  # one quiet measurement (with MIN_MEASUREMENTS in all) settles it
         count += 1
     save_curve(key_parts, curve, busy_now, count)
     return curve

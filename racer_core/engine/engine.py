@@ -570,9 +570,10 @@ def measuring_message(measurement: int, refresh: bool = False) -> str:
         return "Measuring the verification cost of a few tree sizes again (a benchmark measures afresh)..."
     if measurement == 1:
         return ("Measuring the verification cost of a few tree sizes for this model and device "
-                f"(if the machine is busy, measured again at up to {MAX_MEASUREMENTS - 1} later starts)...")
+                f"(measured again at the next start, and at up to {MAX_MEASUREMENTS - 1} later starts "
+                "while the machine is busy)...")
     return (f"Measuring the verification cost again (measurement {measurement} of at most {MAX_MEASUREMENTS}: "
-            "the last one was taken while the machine was busy)...")
+            "each tree size keeps its fastest time)...")
 
 
 def _token_logprobs(engine: RacerEngine, tokens: list[int],
