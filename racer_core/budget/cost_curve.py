@@ -9,13 +9,14 @@ shared with other busy processes, multi-token forwards stall on their threads
 and the refined costs of 2-64 tokens went up to 15x one token's, so the policy
 stopped drafting.)
 
-A curve is measured at two starts at least, each size keeping its fastest
-time over the measurements, the cost without interference: one quick
+A curve is measured at two starts at least and the measurements merged
+(`merged`: one row's fastest time, each size's lowest cost over one row),
+the cost without interference: one quick
 measurement on a machine shared with other guests caught bursts the load
 average does not show (on a 2-core guest 2 rows priced at 1.71x one row where
 1.3x was right, kept for good). A curve measured while the machine was busy is
 measured again at more starts, up to MAX_MEASUREMENTS times in all. A benchmark asks for a fresh
-measurement at every run and keeps the faster of it and the stored one per size.
+measurement at every run and merges it with the stored one.
 
 A chat never waits for a measurement (`load_or_measure` with `later`): it
 starts on the stored curve, even one measured while the machine was busy, or
@@ -107,6 +108,22 @@ def save_curve(key_parts: Sequence[str], curve: CostCurve, busy: bool = False, m
     tmp.replace(path)
 
 
+def merged(new: CostCurve, old: CostCurve) -> CostCurve:
+    """Two measurements of one grid as one curve: one row at the faster of
+    the two, each size's cost over one row (its shape) at the lower of the
+    two, never below one row. Each measurement's sizes are timed in
+    interleaved rounds, so its shape holds while the machine's speed drifts
+    between measurements; a size's fastest time of two measurements taken at
+    different speeds would not (5 Dec 2026: a guest's AVX2-class curve, its
+    one row from a fast minute, priced 2 rows at 1.67x one row where
+    interleaved rounds measured 1.31x). Neither measurement's cost is raised."""
+    level = min(new.seconds[0], old.seconds[0])
+    shape = [max(1.0, min(a / new.seconds[0], b / old.seconds[0])) if i else 1.0
+             for i, (a, b) in enumerate(zip(new.seconds, old.seconds, strict=True))]
+    return CostCurve(list(new.sizes), [min(level * r, a, b) for r, a, b in zip(shape, new.seconds, old.seconds,
+                                                                              strict=True)])
+
+
 def _settled(stored: tuple[CostCurve, bool, int]) -> bool:
     """Whether a stored curve is final: measured MIN_MEASUREMENTS times, once on a quiet machine; or
     MAX_MEASUREMENTS times."""
@@ -141,9 +158,10 @@ def load_or_measure(
     """The cached curve for this (model, device, dtype), measuring it once
     (`on_measure` is told first, with the number of this measurement: 1 for
     the first, more for a re-measurement; for a progress message); with `quick` only
-    those sizes are measured and the rest of `grid` is interpolated. A curve
-    measured on a busy machine is measured again at the next starts, and
-    `refresh` measures again in any case; each size keeps its fastest time.
+    those sizes are measured and the rest of `grid` is interpolated. A curve is
+    measured again at the next start (MIN_MEASUREMENTS), and while every
+    measurement was busy at more, and `refresh` measures again in any case;
+    the measurements are `merged`.
 
     With `later` (and no `refresh`), a curve to measure is not measured now:
     `later` gets the measurement (a call that measures, saves and returns the
@@ -161,7 +179,7 @@ def load_or_measure(
 
 def _measure_and_save(key_parts: Sequence[str], grid: Sequence[int], measure: Callable[[Sequence[int]], list[float]],
                       quick: Sequence[int] | None, busy: Callable[[], bool], refresh: bool) -> CostCurve:
-    """Measure, keep each size's fastest time of this and the stored curve, save."""
+    """Measure, merge with the stored curve (`merged`), save."""
     stored = _stored(curve_cache_path(key_parts), grid)  # read again: another process may have measured since
     if stored is not None and not refresh and _settled(stored):
         return stored[0]
@@ -173,7 +191,7 @@ def _measure_and_save(key_parts: Sequence[str], grid: Sequence[int], measure: Ca
     count = 1
     if stored is not None:
         old, was_busy, count = stored
-        curve = CostCurve(curve.sizes, [min(a, b) for a, b in zip(curve.seconds, old.seconds, strict=True)])
+        curve = merged(curve, old)
         busy_now = busy_now and was_busy  # one quiet measurement (with MIN_MEASUREMENTS in all) settles it
         count += 1
     save_curve(key_parts, curve, busy_now, count)

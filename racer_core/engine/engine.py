@@ -203,7 +203,9 @@ class RacerEngine:
             # v4 (5 Dec 2026): the VNNI kernel's 2-row and 8-row tiles and the float16
             # cache read in place made 2-8 rows cheaper; a stored curve would overprice them;
             # and each size is timed in back-to-back passes (time_forward), as a reply runs them.
-            key = ("v4", *self._identity(), self.info.device, self.info.dtype,
+            # v5 (5 Dec 2026): measurements are merged by their shapes (cost_curve.merged); a curve merged
+            # size by size from measurements at different speeds could price 2 rows at 1.67x one row.
+            key = ("v5", *self._identity(), self.info.device, self.info.dtype,
                    str(most_threads()), torch.__version__)  # what a quiet machine's steps run on
             if self.lean is not None:  # the two forwards cost differently; a stock engine keeps its curves
                 key = (*key, "lean", *self.lean.cost_identity())

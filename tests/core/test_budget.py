@@ -47,7 +47,7 @@ def test_curve_is_measured_at_two_starts_and_kept_as_measured(tmp_path, monkeypa
     first = load_or_measure(("m", "cpu"), (1, 2, 4), measure, busy=lambda: False)
     assert first.seconds == [1.0, 3.0, 2.0]  # kept as measured: 2 dearer than 4 (the policy pads up)
     second = load_or_measure(("m", "cpu"), (1, 2, 4), measure, busy=lambda: False)
-    assert second.seconds == [1.0, 1.5, 2.0]
+    assert second.seconds == [1.0, 1.25, 2.0]  # 2 rows at 1.25x one row in the second
     again = load_or_measure(("m", "cpu"), (1, 2, 4), measure)
     assert again.seconds == second.seconds and calls == [1, 2, 4, 1, 2, 4]
     assert json.loads(curve_cache_path(("m", "cpu")).read_text())["measurements"] == MIN_MEASUREMENTS
@@ -161,7 +161,7 @@ def test_a_curve_measured_on_a_busy_machine_is_measured_again_and_keeps_the_fast
     first = load_or_measure(("m", "cpu"), (1, 2, 4), measure, busy=lambda: next(busy))
     assert first.seconds == [4.0, 9.0, 8.0]
     second = load_or_measure(("m", "cpu"), (1, 2, 4), measure, busy=lambda: next(busy))
-    assert second.seconds == [1.0, 9.0, 2.0]  # per size, the faster of the two
+    assert second.seconds == [1.0, 2.25, 2.0]  # one row's faster; per size the lower cost over one row
     third = load_or_measure(("m", "cpu"), (1, 2, 4), measure)  # settled by the quiet measurement
     assert third.seconds == second.seconds and len(calls) == 2
     kept = json.loads(curve_cache_path(("m", "cpu")).read_text())
@@ -199,7 +199,7 @@ def test_a_refresh_measures_again_and_never_raises_a_stored_cost(tmp_path, monke
     timings = iter([[1.0, 2.0], [3.0, 1.5]])
     load_or_measure(("m", "cpu"), (1, 2), lambda sizes: next(timings), busy=lambda: False)
     again = load_or_measure(("m", "cpu"), (1, 2), lambda sizes: next(timings), refresh=True, busy=lambda: False)
-    assert again.seconds == [1.0, 1.5]
+    assert again.seconds == [1.0, 1.0]  # 2 rows at 0.5x one row in the second: never below one row
 
 
 def test_a_damaged_stored_curve_is_measured_again(tmp_path, monkeypatch) -> None:
@@ -234,3 +234,15 @@ def test_test_engines_verify_on_the_scripted_curve() -> None:
     engine = RacerEngine(tiny_model("llama", 0, vocab_size=SMALL_VOCAB), None, "tiny-scripted", eos_ids=frozenset())
     curve = engine.cost_curve()
     assert curve.sizes == list(CPU_GRID) and curve.seconds == scripted_on(CPU_GRID).seconds
+
+
+def test_measurements_at_different_speeds_merge_by_their_shapes() -> None:
+    # the machine 1.5x slower at the second measurement: its shape holds, and
+    # a size's fastest time of the two would have made 2 rows 1.5x one row
+    from racer_core.budget.cost_curve import merged
+
+    fast, slow = CostCurve([1, 2, 4], [4.0, 4.8, 6.4]), CostCurve([1, 2, 4], [6.0, 6.9, 9.9])
+    both = merged(slow, fast)
+    assert both.seconds == pytest.approx([4.0, 4.6, 6.4])  # one row the faster's; 2 rows at the slower's 1.15x; 4 at 1.6x
+    assert merged(fast, slow).seconds == both.seconds
+    assert all(a <= min(b, c) for a, b, c in zip(both.seconds, fast.seconds, slow.seconds, strict=True))
