@@ -10,7 +10,7 @@ and the refined costs of 2-64 tokens went up to 15x one token's, so the policy
 stopped drafting.)
 
 A curve is measured at two starts at least and the measurements merged
-(`merged`: one row's fastest time, each size's lowest cost over one row),
+(`merged`: by their shapes, the faster one row's kept where their speeds differ),
 the cost without interference: one quick
 measurement on a machine shared with other guests caught bursts the load
 average does not show (on a 2-core guest 2 rows priced at 1.71x one row where
@@ -108,20 +108,32 @@ def save_curve(key_parts: Sequence[str], curve: CostCurve, busy: bool = False, m
     tmp.replace(path)
 
 
+SAME_SPEED = 1.1
+"""Two measurements whose one-row times are within this factor ran at about the same speed (`merged`)."""
+
+
 def merged(new: CostCurve, old: CostCurve) -> CostCurve:
-    """Two measurements of one grid as one curve: one row at the faster of
-    the two, each size's cost over one row (its shape) at the lower of the
-    two, never below one row. Each measurement's sizes are timed in
-    interleaved rounds, so its shape holds while the machine's speed drifts
-    between measurements; a size's fastest time of two measurements taken at
-    different speeds would not (5 Dec 2026: a guest's AVX2-class curve, its
-    one row from a fast minute, priced 2 rows at 1.67x one row where
-    interleaved rounds measured 1.31x). Neither measurement's cost is raised."""
+    """Two measurements of one grid as one curve. Each times its sizes in
+    interleaved rounds, so its shape (each size's cost over one row) holds
+    by itself; two taken at different speeds are not mixed size by size.
+    Interference slows the memory-bound one-row pass most, so where one
+    row's times differ by more than SAME_SPEED the measurement with the
+    faster one row is kept whole; at about the same speed each size keeps
+    the lower of the two costs over one row (a burst one of them caught),
+    at the faster one row and never below it.
+
+    5 Dec 2026, a 2-core guest whose speed drifts 1.5x within minutes: each
+    size's fastest time over measurements priced the AVX2 class's 2 rows
+    at 1.67x one row (its one row from a fast minute) where interleaved
+    rounds measured 1.31x; and a measurement whose one-row passes alone
+    were slowed (10.7 ms, 2 rows 9.8) would have priced 2 rows at one row's
+    cost and 8 at 1.6x, read through the other's faster row."""
+    if max(new.seconds[0], old.seconds[0]) > SAME_SPEED * min(new.seconds[0], old.seconds[0]):
+        return CostCurve(list(new.sizes), list((new if new.seconds[0] < old.seconds[0] else old).seconds))
     level = min(new.seconds[0], old.seconds[0])
     shape = [max(1.0, min(a / new.seconds[0], b / old.seconds[0])) if i else 1.0
              for i, (a, b) in enumerate(zip(new.seconds, old.seconds, strict=True))]
-    return CostCurve(list(new.sizes), [min(level * r, a, b) for r, a, b in zip(shape, new.seconds, old.seconds,
-                                                                              strict=True)])
+    return CostCurve(list(new.sizes), [level * r for r in shape])
 
 
 def _settled(stored: tuple[CostCurve, bool, int]) -> bool:

@@ -37,7 +37,7 @@ def test_curve_is_measured_at_two_starts_and_kept_as_measured(tmp_path, monkeypa
     # average missed), each size keeping its fastest; then the curve is settled
     monkeypatch.setenv("RACER_TUI_CACHE_DIR", str(tmp_path))
     calls = []
-    timings = iter([{1: 1.0, 2: 3.0, 4: 2.0}, {1: 1.2, 2: 1.5, 4: 2.5}])
+    timings = iter([{1: 1.0, 2: 3.0, 4: 2.0}, {1: 1.05, 2: 1.5, 4: 2.5}])
 
     def measure(sizes) -> list[float]:
         calls.extend(sizes)
@@ -47,7 +47,7 @@ def test_curve_is_measured_at_two_starts_and_kept_as_measured(tmp_path, monkeypa
     first = load_or_measure(("m", "cpu"), (1, 2, 4), measure, busy=lambda: False)
     assert first.seconds == [1.0, 3.0, 2.0]  # kept as measured: 2 dearer than 4 (the policy pads up)
     second = load_or_measure(("m", "cpu"), (1, 2, 4), measure, busy=lambda: False)
-    assert second.seconds == [1.0, 1.25, 2.0]  # 2 rows at 1.25x one row in the second
+    assert second.seconds == pytest.approx([1.0, 1.5 / 1.05, 2.0])  # the same speed: each size's lower shape
     again = load_or_measure(("m", "cpu"), (1, 2, 4), measure)
     assert again.seconds == second.seconds and calls == [1, 2, 4, 1, 2, 4]
     assert json.loads(curve_cache_path(("m", "cpu")).read_text())["measurements"] == MIN_MEASUREMENTS
@@ -161,7 +161,7 @@ def test_a_curve_measured_on_a_busy_machine_is_measured_again_and_keeps_the_fast
     first = load_or_measure(("m", "cpu"), (1, 2, 4), measure, busy=lambda: next(busy))
     assert first.seconds == [4.0, 9.0, 8.0]
     second = load_or_measure(("m", "cpu"), (1, 2, 4), measure, busy=lambda: next(busy))
-    assert second.seconds == [1.0, 2.25, 2.0]  # one row's faster; per size the lower cost over one row
+    assert second.seconds == [1.0, 12.0, 2.0]  # one row 4x faster: that measurement, whole
     third = load_or_measure(("m", "cpu"), (1, 2, 4), measure)  # settled by the quiet measurement
     assert third.seconds == second.seconds and len(calls) == 2
     kept = json.loads(curve_cache_path(("m", "cpu")).read_text())
@@ -194,12 +194,15 @@ def test_the_loading_screen_says_when_and_why_the_curve_is_measured() -> None:
     assert "once" not in first + again
 
 
-def test_a_refresh_measures_again_and_never_raises_a_stored_cost(tmp_path, monkeypatch) -> None:
+def test_a_refresh_measures_again_and_merges_with_the_stored_curve(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("RACER_TUI_CACHE_DIR", str(tmp_path))
     timings = iter([[1.0, 2.0], [3.0, 1.5]])
     load_or_measure(("m", "cpu"), (1, 2), lambda sizes: next(timings), busy=lambda: False)
     again = load_or_measure(("m", "cpu"), (1, 2), lambda sizes: next(timings), refresh=True, busy=lambda: False)
-    assert again.seconds == [1.0, 1.0]  # 2 rows at 0.5x one row in the second: never below one row
+    assert again.seconds == [1.0, 2.0]  # the second's one row 3x slower (2 rows at half its cost): the first kept
+    timings = iter([[1.05, 0.5]])
+    again = load_or_measure(("m", "cpu"), (1, 2), lambda sizes: next(timings), refresh=True, busy=lambda: False)
+    assert again.seconds == [1.0, 1.0]  # the same speed: the lower shape, never below one row
 
 
 def test_a_damaged_stored_curve_is_measured_again(tmp_path, monkeypatch) -> None:
@@ -236,13 +239,17 @@ def test_test_engines_verify_on_the_scripted_curve() -> None:
     assert curve.sizes == list(CPU_GRID) and curve.seconds == scripted_on(CPU_GRID).seconds
 
 
-def test_measurements_at_different_speeds_merge_by_their_shapes() -> None:
-    # the machine 1.5x slower at the second measurement: its shape holds, and
-    # a size's fastest time of the two would have made 2 rows 1.5x one row
-    from racer_core.budget.cost_curve import merged
+def test_measurements_at_different_speeds_are_not_mixed_size_by_size() -> None:
+    from racer_core.budget.cost_curve import SAME_SPEED, merged
 
-    fast, slow = CostCurve([1, 2, 4], [4.0, 4.8, 6.4]), CostCurve([1, 2, 4], [6.0, 6.9, 9.9])
-    both = merged(slow, fast)
-    assert both.seconds == pytest.approx([4.0, 4.6, 6.4])  # one row the faster's; 2 rows at the slower's 1.15x; 4 at 1.6x
-    assert merged(fast, slow).seconds == both.seconds
-    assert all(a <= min(b, c) for a, b, c in zip(both.seconds, fast.seconds, slow.seconds, strict=True))
+    # the machine 1.5x slower at the second measurement: the faster one is kept whole, where a
+    # size's fastest time of the two would have priced 2 rows at 1.2x one row, not 1.15x
+    fast, slow = CostCurve([1, 2, 4], [4.0, 4.6, 6.4]), CostCurve([1, 2, 4], [6.0, 4.8, 9.9])
+    assert merged(slow, fast).seconds == fast.seconds and merged(fast, slow).seconds == fast.seconds
+    # one row's passes alone slowed in one measurement (its 2 rows cheaper than its one): not read as a shape
+    burst = CostCurve([1, 2, 4], [4.0 * SAME_SPEED * 1.01, 4.2, 5.0])
+    assert merged(burst, fast).seconds == fast.seconds
+    # the same speed: each size's lower cost over one row (a burst caught by one), at the faster row
+    other = CostCurve([1, 2, 4], [4.2, 4.62, 7.56])
+    assert merged(other, fast).seconds == pytest.approx([4.0, 4.4, 6.4])
+    assert merged(fast, other).seconds == merged(other, fast).seconds
