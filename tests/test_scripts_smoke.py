@@ -32,7 +32,7 @@ COVERED = {  # every script, and the test that runs it (a new script without one
     "accept_compare.py", "api_load.py", "api_profile.py", "api_soak.py", "bit_exact_check.py", "busy_machine.py",
     "context_count_cost.py", "draft_replay.py", "dtype_e2e.py", "first_start.py", "gpu_check.py", "grammar_engines.py",
     "kernel_floor.py",
-    "linear_cost.py", "llama_cpp_anchor.py", "llama_cpp_step_cost.py", "logits_rule_speed.py",
+    "linear_cost.py", "llama_cpp_anchor.py", "llama_cpp_step_cost.py", "logits_rule_speed.py", "pass_aftermath.py",
     "prob_replay.py", "quant_builds.py", "reply_memory.py", "sanitize.sh", "screenshots.py", "sized_gguf.py", "step_overhead.py",
     "structured_targets.py", "tui_speed.py", "verify_cost.py",
 }
@@ -165,6 +165,11 @@ def test_sized_gguf_then_the_cost_scripts_on_it(tmp_path: Path, capsys: pytest.C
     run("kernel_floor.py", "--model", path, "--threads", "1", "--sizes", "1,2", "--context", "8", "--rounds", "1")
     out = capsys.readouterr().out
     assert "sized;" in out and "step/floor" in out
+    run("pass_aftermath.py", "--model", path, "--between", "2,sleep,spin,stream", "--context", "8", "--rounds", "1")
+    out = capsys.readouterr().out
+    assert "sized, 8 cached" in out and all(f"{name} " in out for name in ("none", "2 rows", "sleep", "spin", "stream"))
+    with pytest.raises(SystemExit, match="not a row count"):
+        _main("pass_aftermath.py")(["--model", path, "--between", "nap", "--rounds", "1"])
     from racer_core.models.checkpoint.gguf_dequantized import cache_folder
 
     assert not cache_folder(Path(path)).exists()  # blocks throughout: no float32 copy of the file was made
