@@ -327,15 +327,16 @@ cdef object _cut(vector[int64_t]& remap, chosen, parents, ancestors, tokens, dep
     return out_parents, out_mask, out_tokens, out_depths, out_sources, out_context, out_rank, out_share
 
 
-def label(tokens, parents, depths, bucket, kind, raw, list sequence, Py_ssize_t start, Py_ssize_t count,
+def label(tokens, parents, depths, bucket, kind, raw, sequence, Py_ssize_t start, Py_ssize_t count,
           int64_t known, double decay, bucket_hits, bucket_trials, kind_hits, kind_trials, calibration_hits,
           calibration_trials, chosen):
     """TreePolicy._reference_label in one call: the tree's nodes labelled by
     `sequence[start : start + count]` (the text after its root), the counts
     updated in place; answers how many of `chosen`'s nodes (None: none) the
     text follows, or -1, having changed nothing, where it cannot read its
-    inputs (then the reference answers)."""
-    if not cnp.PyArray_Check(parents) or count < 0 or start < 0 or start + count > len(sequence):
+    inputs (then the reference answers): `sequence` a list of ints."""
+    if (type(sequence) is not list or not cnp.PyArray_Check(parents) or count < 0 or start < 0
+            or start + count > len(<list>sequence)):
         return -1
     cdef Py_ssize_t n = cnp.PyArray_SIZE(<cnp.ndarray>parents), k = 0, i
     cdef const int64_t* token = <const int64_t*>_data(tokens, cnp.NPY_INT64, n)
@@ -373,7 +374,10 @@ def label(tokens, parents, depths, bucket, kind, raw, list sequence, Py_ssize_t 
     cdef vector[int64_t] text
     text.resize(count)
     for i in range(count):
-        text[i] = sequence[start + i]
+        item = (<list>sequence)[start + i]
+        if type(item) is not int:
+            return -1
+        text[i] = item
     cdef vector[uint8_t] on_path
     on_path.resize(n)
     if not tree_label(n, token, up, depth, buckets, kinds, chance, text.data(), count, known, decay, counts,

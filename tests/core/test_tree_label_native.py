@@ -114,6 +114,8 @@ def test_what_the_native_labelling_cannot_read_it_leaves_to_the_reference() -> N
         label(tree.tokens, tree.parents[::-1].copy(), tree.depths, buckets, kind, raw),  # a child before its parent
         label(*args, buckets, kind, raw, sequence=text[:3]),  # less text than asked for
         label(*args, buckets, kind, raw, arrays=[counts[0][::2], *counts[1:]]),  # counts not contiguous
+        label(*args, buckets, kind, raw, sequence=np.array(text)),  # the text not a list
+        label(*args, buckets, kind, raw, sequence=[np.int64(t) for t in text]),  # nor of ints
     ):
         assert answer == -1
     for a, b in zip(state, _state(policy), strict=True):
