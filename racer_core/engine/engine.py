@@ -575,7 +575,7 @@ def measuring_message(measurement: int, refresh: bool = False) -> str:
                 f"(measured again at the next start, and at up to {MAX_MEASUREMENTS - 1} later starts "
                 "while the machine is busy)...")
     return (f"Measuring the verification cost again (measurement {measurement} of at most {MAX_MEASUREMENTS}: "
-            "each tree size keeps its fastest time)...")
+            "merged with the earlier one)...")
 
 
 def _token_logprobs(engine: RacerEngine, tokens: list[int],

@@ -190,7 +190,7 @@ def test_the_loading_screen_says_when_and_why_the_curve_is_measured() -> None:
     assert "for this model and device" in first and "again at the next start" in first
     assert f"up to {MAX_MEASUREMENTS - 1} later starts" in first and "busy" in first
     again = measuring_message(2)
-    assert "again" in again and f"2 of at most {MAX_MEASUREMENTS}" in again and "fastest" in again
+    assert "again" in again and f"2 of at most {MAX_MEASUREMENTS}" in again and "merged" in again
     assert "once" not in first + again
 
 
