@@ -80,7 +80,7 @@ def test_labelling_counts_what_the_text_decides() -> None:
     for native in (True, False):
         policy = TreePolicy(CURVE, native=native)
         before = [a.copy() for a in _state(policy)]
-        policy.record(policy_tree := tree, 0, policy.choose(policy_tree))
+        policy.record(tree, 0, policy.choose(tree))
         policy.learn([5, 1, 2, 9])
         trials = policy._trials.sum() - before[1].sum() * policy.decay
         hits = policy._hits.sum() - before[0].sum() * policy.decay
