@@ -4,6 +4,7 @@
     python scripts/tree_oracle.py report /tmp/oracle/steps.json   # no model: the tables, in seconds
     python scripts/tree_oracle.py record --out /tmp/quiet --curve 1:10.4,2:11,4:14.3,8:23.9   # the policies weigh this curve
     python scripts/tree_oracle.py record --out /tmp/cpu --cpu   # the drafter's phases by the loop thread's CPU time
+    python scripts/tree_oracle.py record --out /tmp/avx2 --cpu --isa avx2   # the AVX2 class on an AVX-512 machine
     python scripts/tree_oracle.py report /tmp/oracle/steps.json --rounds 5   # and the choice timed alone
     python scripts/tree_oracle.py replay /tmp/oracle/steps.json   # this code's policy on the recorded trees: x ar, MAT, of the ceiling
 
@@ -50,6 +51,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from racer_core.budget.cost_curve import CostCurve
+from racer_core.budget.cpu_class import ISA_CHOICES
 from racer_core.budget.tree_policy import _CTX_EDGES, _DEPTH_EDGES, _RANK_EDGES, EfficientSizes, TreePolicy, text_path
 
 HELD_OUT = 14
@@ -237,6 +239,9 @@ def tapped(now: Callable[[], float] = time.perf_counter) -> Iterator[Tap]:
 
 
 def record(args: argparse.Namespace) -> None:
+    from racer_core.budget.cpu_class import describe, reexec_with_isa
+
+    reexec_with_isa(args.isa)  # before torch loads: the AVX2 class's limits are read once
     from racer_core.bench.runner import _warm_up
     from racer_core.bench.suites import load_suite
     from racer_core.common.events import GenerationConfig
@@ -285,7 +290,7 @@ def record(args: argparse.Namespace) -> None:
     out.mkdir(parents=True, exist_ok=True)
     doc = {"model": engine.info.model, "dtype": engine.info.dtype, "curve": curve.to_json(), "load": load,
            "curve_given": bool(args.curve), "max_new_tokens": args.max_new_tokens, "questions": questions,
-           "clock": "cpu" if args.cpu else "wall"}
+           "clock": "cpu" if args.cpu else "wall", "cpu_class": describe()}
     (out / "steps.json").write_text(json.dumps(doc))
     print(f"{engine.info.model}: {len(questions)} questions recorded to {out / 'steps.json'}; "
           f"1-minute load {min(load):.2f}-{max(load):.2f}")
@@ -697,7 +702,8 @@ def report(args: argparse.Namespace) -> None:
     ar_python = python_s(doc, "ar")  # medians: a step's Python without the preemptions a busy machine adds
     extra = {m: max(0.0, python_s(doc, m) - ar_python) for m in methods}
     print(f"{doc['model']} ({doc['dtype']}), {len(doc['questions'])} questions, {doc['max_new_tokens']} new tokens; "
-          f"1-minute load {min(doc['load']):.2f}-{max(doc['load']):.2f} while recording")
+          f"1-minute load {min(doc['load']):.2f}-{max(doc['load']):.2f} while recording; "
+          f"CPU class {doc.get('cpu_class', 'not recorded')}")
     given = "given to record" if doc.get("curve_given") else "measured by the engine"
     print(f"cost curve (ms; {'given to report' if args.curve else given}): " + ", ".join(f"{s}:{1e3 * t:.2f}" for s, t in zip(curve.sizes, curve.seconds, strict=True)))
     differ = [q["question_id"] for q in doc["questions"] if len({tuple(r["tokens"]) for r in q["methods"].values()}) > 1]
@@ -833,6 +839,9 @@ def main(argv: list[str] | None = None) -> None:
     rec.add_argument("--curve", default="", help="rows:ms pairs the policies weigh instead of the measured curve")
     rec.add_argument("--cpu", action="store_true", help="time the drafter's phases by the engine loop thread's CPU "
                      "time (less moved by a busy machine); the steps' own timings stay wall-clock")
+    rec.add_argument("--isa", choices=ISA_CHOICES, default="native",
+                     help="avx2: the AVX2 class on an AVX-512 machine (the process starts again with the libraries "
+                     "limited, racer_core/budget/cpu_class.py)")
     rep = sub.add_parser("report", help="the tables from a recording (no model)")
     rep.add_argument("steps", help="a steps.json written by record")
     rep.add_argument("--rounds", type=int, default=0, help="also time the policy's choice alone on the recorded "

@@ -171,7 +171,7 @@ def test_the_script_records_and_reports_on_the_tiny_model(tmp_path: Path, capsys
     tree_oracle.main(["record", "--tiny", "--out", str(tmp_path), "--question-end", "1", "--max-new-tokens", "8"])
     doc = json.loads((tmp_path / "steps.json").read_text())
     runs = doc["questions"][0]["methods"]
-    assert set(runs) == {"ar", "racer", "suffix"}
+    assert set(runs) == {"ar", "racer", "suffix"} and doc["cpu_class"]  # the class it ran in, for the report
     for method in ("racer", "suffix"):  # the recorded choice is the tree each step verified, its tokens the reply's
         steps = runs[method]["steps"]
         assert [len(s["chosen"]) for s in steps] == [s["size"] for s in steps]
@@ -181,6 +181,7 @@ def test_the_script_records_and_reports_on_the_tiny_model(tmp_path: Path, capsys
     assert not any("share" in s["tree"] for s in runs["suffix"]["steps"])
     tree_oracle.main(["report", str(tmp_path / "steps.json"), "--rounds", "1"])
     out = capsys.readouterr().out
+    assert f"CPU class {doc['cpu_class']}" in out
     steps = len(runs["racer"]["steps"])
     assert f"racer: the scoring gives the engine's acceptance on {steps} of {steps} steps" in out
     assert "racer ceiling" in out and "suffix ceiling" in out and "beyond ar" in out and "interleaved rounds" in out
