@@ -107,15 +107,9 @@ def main(argv: list[str] | None = None) -> None:
         base = len(decoder.cached)
 
         def run(rows: int) -> float:
-            """One pass of `rows` chained rows after the cache; the cache is left as it was."""
-            depths = np.arange(rows)
-            mask = rt.masks.build(base, np.tril(np.ones((rows, rows), dtype=bool)), depths)
-            ids = torch.randint(0, rt.vocab_size, (rows,), generator=gen)
-            start = time.perf_counter()
-            decoder._forward(ids, torch.from_numpy(depths + base), mask)
-            seconds = time.perf_counter() - start
-            decoder.cache.truncate(base)
-            return seconds
+            """One pass of `rows` chained rows after the cache, timed as the cost curve times it;
+            the cache is left as it was."""
+            return engine._passes(decoder, rows, base, gen, 1)[0]
 
         chosen = betweens(args.between, run)
         print(f"CPU class {describe()}, {torch.get_num_threads()} threads; {loaded.name}, {args.context} cached; "

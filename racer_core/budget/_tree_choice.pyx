@@ -83,14 +83,10 @@ cdef inline void* _data(object a, int typenum, Py_ssize_t size):
 
 
 cdef inline double* _counts(object a):
-    """`a`'s data where it is a native, aligned, C-contiguous, writeable float64 array, else NULL."""
-    if not cnp.PyArray_Check(a):
+    """`a`'s data where `_data` reads it as float64 (of any size) and it is writeable, else NULL."""
+    if not cnp.PyArray_Check(a) or not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>a):
         return NULL
-    cdef cnp.ndarray arr = <cnp.ndarray>a
-    if (cnp.PyArray_TYPE(arr) != cnp.NPY_FLOAT64 or not cnp.PyArray_IS_C_CONTIGUOUS(arr)
-            or not cnp.PyArray_ISBEHAVED(arr)):
-        return NULL
-    return <double*>cnp.PyArray_DATA(arr)
+    return <double*>_data(a, cnp.NPY_FLOAT64, cnp.PyArray_SIZE(<cnp.ndarray>a))
 
 
 cdef class ChoiceTables:

@@ -135,9 +135,6 @@ void tree_choice(int64_t n, const double* probability, const int64_t* sizes, con
   std::sort(out.chosen + 1, out.chosen + 1 + best_n);
 }
 
-}  // namespace racer
-
-namespace racer {
 
 bool tree_label(int64_t n, const int64_t* tokens, const int64_t* parents, const int64_t* depths,
                 const int64_t* bucket, const int64_t* kind, const double* raw, const int64_t* text,

@@ -63,9 +63,6 @@ struct ChoiceOut {
 void tree_choice(int64_t n, const double* probability, const int64_t* sizes, const double* seconds,
                  int64_t size_count, int64_t others, double drafting_s, ChoiceOut& out);
 
-}  // namespace racer
-
-namespace racer {
 
 // The counts TreePolicy.learn updates, written in place.
 struct LabelCounts {
