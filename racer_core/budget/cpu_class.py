@@ -18,7 +18,7 @@ ISA_ENV: dict[str, dict[str, str]] = {
     "native": {},
     "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
              "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2",
-             "RACER_QUANT_ISA": "avx2"},  # the 4-bit kernel (formats/quant_weights.py)
+             "RACER_QUANT_ISA": "avx2"},  # our kernels: the 4-bit one and the attention
 }
 ISA_CHOICES = tuple(ISA_ENV)
 _MARK = "RACER_CPU_CLASS"

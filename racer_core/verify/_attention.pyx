@@ -32,13 +32,20 @@ cdef extern from "attention_kernel.hpp" namespace "racer":
         cbool kv_float16
         int threads
         cbool portable
+        cbool wide
 
     void c_attend "racer::attend"(const AttendArgs&) except + nogil
     cbool c_avx2_available "racer::avx2_available"() nogil
+    const char* c_path_for "racer::path_for"(cbool portable, cbool wide) nogil
 
 
 def avx2_available() -> bool:
     return c_avx2_available()
+
+
+def path_for(bint portable, bint wide) -> str:
+    """The path attend_raw takes here with these flags: 'portable', 'avx2' or 'avx512'."""
+    return c_path_for(portable, wide).decode()
 
 
 def attend_raw(size_t q, int64_t q_head, int64_t q_row, size_t k, int64_t k_head, int64_t k_row,
@@ -46,11 +53,12 @@ def attend_raw(size_t q, int64_t q_head, int64_t q_row, size_t k, int64_t k_head
                size_t out, int64_t out_head, int64_t out_row,
                int64_t heads, int64_t kv_heads, int64_t rows, int64_t keys, int64_t dim,
                float scale, float masked_below, bint bf16, bint mask_bf16, int threads, bint portable,
-               bint kv_float16=False) -> None:
+               bint kv_float16=False, bint wide=True) -> None:
     """out[h, r] = softmax over row r's visible keys (mask > masked_below) of
     q[h, r] . k[h // group, j] * scale + mask[r, j], times v; pointers to
     float32 (or bfloat16 with `bf16`) buffers, strides in elements; with
-    `kv_float16`, k and v are float16 beside float32 q and out."""
+    `kv_float16`, k and v are float16 beside float32 q and out; `wide` lets
+    the 512-bit path run where the CPU has AVX-512F (the same bits)."""
     cdef AttendArgs a
     a.q = <const void*>q
     a.q_head = q_head
@@ -78,5 +86,6 @@ def attend_raw(size_t q, int64_t q_head, int64_t q_row, size_t k, int64_t k_head
     a.kv_float16 = kv_float16
     a.threads = threads
     a.portable = portable
+    a.wide = wide
     with nogil:
         c_attend(a)

@@ -30,6 +30,8 @@ except ImportError:  # extension not built: SDPA, not bit-exact
 
 DISABLE_ENV = "RACER_EXACT_ATTENTION"
 """Set to 0 to use SDPA (for comparisons)."""
+ISA_ENV = "RACER_QUANT_ISA"
+"""'avx2' keeps this kernel, like the 4-bit one, to its AVX2 path on an AVX-512 CPU (cpu_class.py sets it)."""
 _DTYPES = (torch.float32, torch.bfloat16)
 
 
@@ -67,11 +69,17 @@ def attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torc
     return exact_attend(q, keys, values, mask, scale, threads=threads)
 
 
+def wide_allowed() -> bool:
+    """Whether the kernel may take its 512-bit path (where the CPU has AVX-512F): unless RACER_QUANT_ISA=avx2."""
+    return os.environ.get(ISA_ENV) != "avx2"
+
+
 def exact_attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, scale: float,
-                 threads: int | None = None, portable: bool = False) -> torch.Tensor:
+                 threads: int | None = None, portable: bool = False, wide: bool | None = None) -> torch.Tensor:
     """The kernel itself (CPU, float32 or bfloat16, or float16 keys and values
     beside float32 queries: a float16 cache); `portable` forces its plain C++
-    path where AVX2 would run (the two agree bit for bit)."""
+    path where AVX2 would run, `wide=False` its AVX2 path where the 512-bit one
+    would (default: `wide_allowed()`); all three agree bit for bit."""
     if _attention is None:
         raise RuntimeError("the attention extension is not built (python setup.py build_ext --inplace)")
     _, heads, rows, dim = q.shape
@@ -98,5 +106,6 @@ def exact_attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask
         values.data_ptr(), values.stride(1), values.stride(2), mask.data_ptr(), mask.stride(0),
         out.data_ptr(), dim, heads * dim, heads, kv_heads, rows, length, dim, float(scale), float(neg),
         q.dtype == torch.bfloat16, mask.dtype == torch.bfloat16,
-        torch.get_num_threads() if threads is None else int(threads), portable, half)
+        torch.get_num_threads() if threads is None else int(threads), portable, half,
+        wide_allowed() if wide is None else wide)
     return out.transpose(1, 2)

@@ -486,6 +486,231 @@ struct Avx2 {
     }
 };
 
+#define RACER_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
+
+// The 512-bit path (CPUs with AVX-512F): Avx2's arithmetic, two of its 8-lane
+// vectors side by side in one. A dot product's lanes still take d mod 8 (two
+// keys share a vector, one per half) and fold by fold()'s tree; a weighted
+// sum's outputs are independent lanes, 16 at a time; exp is lane by lane; the
+// softmax sum still adds 8 keys at a time in key order. So every result has
+// Avx2's bits, and what is left over (under 8 keys, under 64 outputs) is
+// Avx2's own code.
+
+// Elements c..c+7 of two rows: [a | b].
+RACER_AVX512 inline __m512 load8x2(const float* a, const float* b) {
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(_mm256_loadu_ps(a))),
+                                               _mm256_castps_pd(_mm256_loadu_ps(b)), 1));
+}
+RACER_AVX512 inline __m256i bits8x2(const void* a, const void* b) {
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(a))),
+                                   _mm_loadu_si128(static_cast<const __m128i*>(b)), 1);
+}
+RACER_AVX512 inline __m512 load8x2(const Half* a, const Half* b) { return _mm512_cvtph_ps(bits8x2(a, b)); }
+RACER_AVX512 inline __m512 load8x2(const uint16_t* a, const uint16_t* b) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits8x2(a, b)), 16));
+}
+
+// Sixteen consecutive elements as floats.
+RACER_AVX512 inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+RACER_AVX512 inline __m512 load16(const Half* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+RACER_AVX512 inline __m512 load16(const uint16_t* p) {
+    const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+}
+
+RACER_AVX512 inline __m512 twice8(const float* p) {  // [p[0..7] | p[0..7]]
+    return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(p))));
+}
+
+// fold() of keys 0|1 and 2|3 (each key's 8 lanes in one half), by fold()'s
+// additions: [fold(k0), fold(k1), fold(k2), fold(k3)].
+RACER_AVX512 inline __m128 fold4x2(__m512 s01, __m512 s23) {
+    const __m512 lo = _mm512_shuffle_f32x4(s01, s23, _MM_SHUFFLE(2, 0, 2, 0));  // l0..l3 of k0, k1, k2, k3
+    const __m512 hi = _mm512_shuffle_f32x4(s01, s23, _MM_SHUFFLE(3, 1, 3, 1));  // l4..l7 of the same
+    const __m512 a = _mm512_add_ps(lo, hi);                                      // l0+l4 .. l3+l7, per key
+    const __m512 b = _mm512_add_ps(a, _mm512_permute_ps(a, _MM_SHUFFLE(3, 2, 3, 2)));  // (a0+a2), (a1+a3)
+    const __m512 c = _mm512_add_ps(b, _mm512_permute_ps(b, _MM_SHUFFLE(1, 1, 1, 1)));  // their sum, first of four
+    return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                                                          0, 0, 0), c));
+}
+
+RACER_AVX512 inline __m512 exp16(__m512 x) {  // exp8's operations, lane by lane
+    x = _mm512_max_ps(x, _mm512_set1_ps(kExpMin));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Hi), x);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Lo), r);
+    __m512 p = _mm512_set1_ps(kP0);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP5));
+    __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+    __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(y, _mm512_castsi512_ps(bits));
+}
+
+struct Avx512 {
+    // H heads' scores over the same keys, 8 keys at a time (4 vectors of two
+    // keys per head: 12 sums in registers for 3 heads); the last few keys by Avx2.
+    template <int H, typename E>
+    RACER_AVX512 static void dots_n(const float* const* q, int64_t padded, const E* k, int64_t stride,
+                                    const int32_t* keys, int64_t n, float scale, const float* mask, float* const* out) {
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            const E* kk[8];
+            for (int j = 0; j < 8; ++j) kk[j] = k + keys[i + j] * stride;
+            __m512 s[H][4];
+            for (int h = 0; h < H; ++h)
+                for (int j = 0; j < 4; ++j) s[h][j] = _mm512_setzero_ps();
+            for (int64_t c = 0; c < padded; c += kLanes) {
+                __m512 x[H];
+                for (int h = 0; h < H; ++h) x[h] = twice8(q[h] + c);
+                for (int j = 0; j < 4; ++j) {
+                    const __m512 kc = load8x2(kk[2 * j] + c, kk[2 * j + 1] + c);
+                    for (int h = 0; h < H; ++h) s[h][j] = _mm512_fmadd_ps(x[h], kc, s[h][j]);
+                }
+            }
+            const __m128 m0 = mask4(mask, keys + i), m1 = mask4(mask, keys + i + 4);
+            for (int h = 0; h < H; ++h) {
+                store4(fold4x2(s[h][0], s[h][1]), scale, m0, out[h] + i);
+                store4(fold4x2(s[h][2], s[h][3]), scale, m1, out[h] + i + 4);
+            }
+        }
+        if (i < n)
+            for (int h = 0; h < H; ++h) Avx2::dots(q[h], padded, k, stride, keys + i, n - i, scale, mask, out[h] + i);
+    }
+
+    template <typename E>
+    RACER_AVX512 static void dots(const float* q, int64_t padded, const E* k, int64_t stride, const int32_t* keys,
+                                  int64_t n, float scale, const float* mask, float* scores) {
+        const float* qs[1] = {q};
+        float* outs[1] = {scores};
+        dots_n<1>(qs, padded, k, stride, keys, n, scale, mask, outs);
+    }
+
+    template <typename E>
+    RACER_AVX512 static void dots2(const float* q0, const float* q1, int64_t padded, const E* k, int64_t stride,
+                                   const int32_t* keys, int64_t n, float scale, const float* mask, float* out0,
+                                   float* out1) {
+        const float* qs[2] = {q0, q1};
+        float* outs[2] = {out0, out1};
+        dots_n<2>(qs, padded, k, stride, keys, n, scale, mask, outs);
+    }
+
+    template <typename E>
+    RACER_AVX512 static void dots3(const float* q, int64_t q_step, int64_t padded, const E* k, int64_t stride,
+                                   const int32_t* keys, int64_t n, float scale, const float* mask, float* out,
+                                   int64_t out_step) {
+        const float* qs[3] = {q, q + q_step, q + 2 * q_step};
+        float* outs[3] = {out, out + out_step, out + 2 * out_step};
+        dots_n<3>(qs, padded, k, stride, keys, n, scale, mask, outs);
+    }
+
+    // H heads' weighted values over the same keys, W vectors (16 W outputs) of
+    // each head in registers at a time; the outputs past them by Avx2, head by head.
+    template <int H, int W, typename E>
+    RACER_AVX512 static int64_t accumulate_n(const float* const* p, const E* v, int64_t stride, const int32_t* keys,
+                                             int64_t n, int64_t padded, float* const* acc, int64_t c0) {
+        for (; c0 + 16 * W <= padded; c0 += 16 * W) {
+            __m512 a[H][W];
+            for (int h = 0; h < H; ++h)
+                for (int w = 0; w < W; ++w) a[h][w] = _mm512_loadu_ps(acc[h] + c0 + 16 * w);
+            for (int64_t i = 0; i < n; ++i) {
+                const E* vi = v + keys[i] * stride + c0;
+                __m512 x[H];
+                for (int h = 0; h < H; ++h) x[h] = _mm512_set1_ps(p[h][i]);
+                for (int w = 0; w < W; ++w) {
+                    const __m512 vc = load16(vi + 16 * w);
+                    for (int h = 0; h < H; ++h) a[h][w] = _mm512_fmadd_ps(x[h], vc, a[h][w]);
+                }
+            }
+            for (int h = 0; h < H; ++h)
+                for (int w = 0; w < W; ++w) _mm512_storeu_ps(acc[h] + c0 + 16 * w, a[h][w]);
+        }
+        return c0;
+    }
+
+    template <int H, typename E>
+    RACER_AVX512 static void accumulate_heads(const float* const* p, const E* v, int64_t stride, const int32_t* keys,
+                                              int64_t n, int64_t padded, float* const* acc) {
+        int64_t c0 = accumulate_n<H, H == 1 ? 8 : 4>(p, v, stride, keys, n, padded, acc, 0);
+        if constexpr (H == 1) c0 = accumulate_n<1, 4>(p, v, stride, keys, n, padded, acc, c0);
+        c0 = accumulate_n<H, 2>(p, v, stride, keys, n, padded, acc, c0);  // a share of a row's outputs (one_row_split)
+        c0 = accumulate_n<H, 1>(p, v, stride, keys, n, padded, acc, c0);
+        if (c0 < padded)
+            for (int h = 0; h < H; ++h) Avx2::accumulate(p[h], v + c0, stride, keys, n, padded - c0, acc[h] + c0);
+    }
+
+    template <typename E>
+    RACER_AVX512 static void accumulate(const float* p, const E* v, int64_t stride, const int32_t* keys, int64_t n,
+                                        int64_t padded, float* acc) {
+        const float* ps[1] = {p};
+        float* accs[1] = {acc};
+        accumulate_heads<1>(ps, v, stride, keys, n, padded, accs);
+    }
+
+    template <typename E>
+    RACER_AVX512 static void accumulate2(const float* p0, const float* p1, const E* v, int64_t stride,
+                                         const int32_t* keys, int64_t n, int64_t padded, float* acc0, float* acc1) {
+        const float* ps[2] = {p0, p1};
+        float* accs[2] = {acc0, acc1};
+        accumulate_heads<2>(ps, v, stride, keys, n, padded, accs);
+    }
+
+    template <typename E>
+    RACER_AVX512 static void accumulate3(const float* p, int64_t p_step, const E* v, int64_t stride,
+                                         const int32_t* keys, int64_t n, int64_t padded, float* acc, int64_t acc_step) {
+        const float* ps[3] = {p, p + p_step, p + 2 * p_step};
+        float* accs[3] = {acc, acc + acc_step, acc + 2 * acc_step};
+        accumulate_heads<3>(ps, v, stride, keys, n, padded, accs);
+    }
+
+    RACER_AVX512 static float softmax(float* scores, int64_t n) {
+        // The largest score as Avx2::softmax finds it (any order gives the same value).
+        __m512 most = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+        int64_t j = 0;
+        for (; j + 16 <= n; j += 16) most = _mm512_max_ps(_mm512_loadu_ps(scores + j), most);
+        alignas(64) float lanes16[16];
+        _mm512_store_ps(lanes16, most);
+        float top = lanes16[0];
+        for (int l = 1; l < 16; ++l) top = std::max(top, lanes16[l]);
+        for (; j < n; ++j) top = std::max(top, scores[j]);
+        const __m512 vtop = _mm512_set1_ps(top);
+        __m256 lanes = _mm256_setzero_ps();
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16) {  // the sum still 8 keys at a time, in key order
+            const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(scores + i), vtop));
+            _mm512_storeu_ps(scores + i, e);
+            lanes = _mm256_add_ps(lanes, _mm512_castps512_ps256(e));
+            lanes = _mm256_add_ps(lanes, _mm512_castps512_ps256(_mm512_shuffle_f32x4(e, e, _MM_SHUFFLE(3, 2, 3, 2))));
+        }
+        for (; i + kLanes <= n; i += kLanes) {
+            const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(scores + i), _mm512_castps512_ps256(vtop)));
+            _mm256_storeu_ps(scores + i, e);
+            lanes = _mm256_add_ps(lanes, e);
+        }
+        if (i < n) {  // the last few: zero in the lanes past the end
+            alignas(32) float x[kLanes] = {};
+            std::memcpy(x, scores + i, (n - i) * sizeof(float));
+            _mm256_store_ps(x, exp8(_mm256_sub_ps(_mm256_load_ps(x), _mm512_castps512_ps256(vtop))));
+            for (int64_t l = n - i; l < kLanes; ++l) x[l] = 0.0f;
+            std::memcpy(scores + i, x, (n - i) * sizeof(float));
+            lanes = _mm256_add_ps(lanes, _mm256_load_ps(x));
+        }
+        return fold(lanes);
+    }
+
+    RACER_AVX512 static void finish(float* acc, int64_t padded, float sum) {
+        int64_t c = 0;
+        for (; c + 16 <= padded; c += 16)
+            _mm512_storeu_ps(acc + c, _mm512_div_ps(_mm512_loadu_ps(acc + c), _mm512_set1_ps(sum)));
+        if (c < padded) Avx2::finish(acc + c, padded - c, sum);
+    }
+};
+
 // Multiply-adds below which one thread does it all. The loop's OpenMP workers
 // spin between a step's parallel regions (openmp_threads.py), so handing a few
 // rows' items to them pays from here (it was 1 << 20 while they slept).
@@ -706,7 +931,7 @@ void run(const AttendArgs& a) {
     // A float16 or bf16 cache is read in place, each load widened inside the products (as one_row_split
     // does), where an item has few rows: widening a block into L1 first pays only when many (row, head)
     // pairs read it. The widening is exact, so either way gives the same bits.
-    const bool in_place = !std::is_same_v<KV, float> && std::is_same_v<Path, Avx2> && a.dim == padded &&
+    const bool in_place = !std::is_same_v<KV, float> && !std::is_same_v<Path, Portable> && a.dim == padded &&
                           row_chunk <= kInPlaceRows;
     auto item = [&](int64_t index) {
         const int64_t g = index / chunks, r0 = index % chunks * row_chunk, r1 = std::min(a.rows, r0 + row_chunk);
@@ -800,7 +1025,7 @@ void run(const AttendArgs& a) {
                     else use_block(vg + first * a.v_row, a.v_row);
                 } else {
                     int64_t stride;
-                    constexpr bool wide = std::is_same_v<Path, Avx2>;
+                    constexpr bool wide = !std::is_same_v<Path, Portable>;
                     const float* rows = pass == 0
                         ? block_rows(kg, a.k_row, first, last, a.dim, padded, kbuf, &stride, wide)
                         : block_rows(vg, a.v_row, first, last, a.dim, padded, vbuf, &stride, wide);
@@ -841,8 +1066,9 @@ void run(const AttendArgs& a) {
 
 template <typename T, typename M, typename KV = T>
 void dispatch(const AttendArgs& a) {
-    if (!a.portable && avx2_available()) run<Avx2, T, M, KV>(a);
-    else run<Portable, T, M, KV>(a);
+    if (a.portable || !avx2_available()) run<Portable, T, M, KV>(a);
+    else if (a.wide && avx512_available()) run<Avx512, T, M, KV>(a);
+    else run<Avx2, T, M, KV>(a);
 }
 
 // Round to nearest even, as torch's .to(float16); the F16C and scalar conversions agree.
@@ -867,6 +1093,16 @@ bool avx2_available() {
     static const bool found =
         __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
     return found;
+}
+
+bool avx512_available() {
+    static const bool found = avx2_available() && __builtin_cpu_supports("avx512f");
+    return found;
+}
+
+const char* path_for(bool portable, bool wide) {
+    if (portable || !avx2_available()) return "portable";
+    return wide && avx512_available() ? "avx512" : "avx2";
 }
 
 void attend(const AttendArgs& a) {

@@ -6,8 +6,9 @@
 // the softmax sum in 8 lanes by the key's place among the row's visible keys,
 // the weighted sum of values key by key. Nothing depends on how many rows the
 // call has, where a row sits in a tree, or how many threads run: a tree row
-// gives the bits its token gets alone after the same prefix. The AVX2 path and
-// the portable path do the same operations in the same order (compiled with
+// gives the bits its token gets alone after the same prefix. The AVX-512 path,
+// the AVX2 path and the portable path do the same operations in the same order
+// (the 512-bit one as two 8-lane halves; compiled with
 // -ffp-contract=off), so they agree bit for bit too.
 #pragma once
 
@@ -38,12 +39,17 @@ struct AttendArgs {
     bool kv_float16;   // k and v are IEEE float16 (a float16 cache) beside float32 q and out
     int threads;       // at most this many threads work on the call (1: the caller alone)
     bool portable;     // the portable path even where AVX2 runs (tests compare the two)
+    bool wide;         // the 512-bit path where the CPU has AVX-512F (the same bits as the AVX2 path)
 };
 
 // Throws std::invalid_argument on inconsistent sizes.
 void attend(const AttendArgs& args);
 
 bool avx2_available();  // with FMA and F16C, which every AVX2 CPU has
+bool avx512_available();  // AVX-512F besides
+
+// The path attend() takes for these flags here: "portable", "avx2" or "avx512".
+const char* path_for(bool portable, bool wide);
 
 // dst[i] = src[i] rounded to the nearest float16 (ties to even), as torch's .to(float16).
 void float_to_half_row(const float* src, int64_t n, uint16_t* dst);

@@ -1,9 +1,11 @@
 """The batch-invariant attention kernel (racer_core/verify/attention.py):
 a row's result is the same bits alone as inside any tree, any batch, any
-thread count, on either code path; and it is attention (against a float64
-reference, to a tolerance)."""
+thread count, on any of its code paths (portable, AVX2, 512-bit); and it is
+attention (against a float64 reference, to a tolerance)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -77,12 +79,15 @@ def row_alone(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, visible
 
 def on_every_path(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
                   scale: float) -> torch.Tensor:
-    """The call on one thread, checked equal bit for bit on the portable path and on 2, 3 and 8 threads."""
+    """The call on one thread, checked equal bit for bit on the portable path, the AVX2 path where the
+    512-bit one would run, and on 2, 3 and 8 threads."""
     one = exact_attend(q, keys, values, mask, scale, threads=1)
     assert torch.equal(one, exact_attend(q, keys, values, mask, scale, threads=1, portable=True))
+    assert torch.equal(one, exact_attend(q, keys, values, mask, scale, threads=1, wide=False))
     for threads in (2, 3, 8):
         assert torch.equal(one, exact_attend(q, keys, values, mask, scale, threads=threads)), threads
         assert torch.equal(one, exact_attend(q, keys, values, mask, scale, threads=threads, portable=True))
+        assert torch.equal(one, exact_attend(q, keys, values, mask, scale, threads=threads, wide=False))
     return one
 
 
@@ -114,6 +119,38 @@ def test_portable_path_and_thread_counts_give_the_same_bits(problem: tuple) -> N
     first = exact_attend(q, keys, values, mask, 0.3, threads=1)
     assert torch.equal(first, exact_attend(q, keys, values, mask, 0.3, threads=1, portable=True))
     assert torch.equal(first, exact_attend(q, keys, values, mask, 0.3, threads=4))
+    assert torch.equal(first, exact_attend(q, keys, values, mask, 0.3, threads=1, wide=False))
+    assert torch.equal(first, exact_attend(q, keys, values, mask, 0.3, threads=4, wide=True))
+
+
+@settings(max_examples=60, deadline=None)
+@given(problems(), st.sampled_from([torch.float32, torch.float16]), st.integers(0, 600))
+def test_the_512_bit_path_gives_the_avx2_paths_bits(problem: tuple, cache: torch.dtype, more: int) -> None:
+    """Longer prefixes and any width (the 512-bit path's 8-key, 16-output steps and what they leave
+    over), a float32 or float16 cache: its bits are the AVX2 path's and the portable one's."""
+    kv_heads, heads, dim, visible, seed, _ = problem
+    visible = np.concatenate([np.ones((visible.shape[0], more), dtype=bool), visible], axis=1)
+    q, keys, values = tensors(kv_heads, heads, dim, visible, seed, torch.float32)
+    keys, values = keys.to(cache), values.to(cache)
+    mask = additive(visible, torch.float32)
+    for threads in (1, 2):
+        wide = exact_attend(q, keys, values, mask, 0.3, threads=threads, wide=True)
+        assert torch.equal(wide, exact_attend(q, keys, values, mask, 0.3, threads=threads, wide=False)), threads
+        assert torch.equal(wide, exact_attend(q, keys, values, mask, 0.3, threads=threads, portable=True)), threads
+
+
+@pytest.mark.skipif(not Path("/proc/cpuinfo").exists(), reason="reads the CPU's flags from /proc/cpuinfo")
+def test_the_512_bit_path_runs_where_the_cpu_has_it_unless_kept_to_avx2(monkeypatch: pytest.MonkeyPatch) -> None:
+    flags = Path("/proc/cpuinfo").read_text().split()
+    vector = "avx2" if attention._attention.avx2_available() else "portable"
+    assert attention._attention.path_for(False, True) == ("avx512" if vector == "avx2" and "avx512f" in flags
+                                                           else vector)
+    assert attention._attention.path_for(False, False) == vector
+    assert attention._attention.path_for(True, True) == "portable"
+    monkeypatch.delenv(attention.ISA_ENV, raising=False)
+    assert attention.wide_allowed()
+    monkeypatch.setenv(attention.ISA_ENV, "avx2")  # what --isa avx2 sets (racer_core/budget/cpu_class.py)
+    assert not attention.wide_allowed()
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

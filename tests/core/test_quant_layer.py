@@ -117,6 +117,22 @@ def test_a_batched_pass_gives_each_part_its_own_bits(acts: str, kv: torch.dtype)
     assert batch_mismatches(fused, [(1, 9), (7, 20), (4, 3)], torch.Generator().manual_seed(2)) == []
 
 
+def test_the_attentions_512_bit_path_changes_no_bit_of_a_pass() -> None:
+    """The fused layers with the attention's 512-bit path (where the CPU has AVX-512F) and kept to
+    its AVX2 path: the same logits and cache, bit for bit, over a prompt and a tree."""
+    fused, _ = fused_and_torch("qwen3", "q8", torch.float16)
+    with torch.inference_mode():
+        fused.fused.wide_attention = True
+        wide, wide_cache = run_steps(fused)
+        fused.fused.wide_attention = False
+        narrow, narrow_cache = run_steps(fused)
+    fused.fused.wide_attention = True
+    for a, b in zip(wide, narrow, strict=True):
+        assert torch.equal(a, b)
+    for a, b in zip(wide_cache.layers, narrow_cache.layers, strict=True):
+        assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
+
+
 @pytest.mark.parametrize("acts", ["q8", "float"])
 def test_q_k_and_v_of_different_block_types_run_in_parts(acts: str) -> None:
     """Q4_K_M's layers with v in Q6_K: q|k|v as QuantParts (each part its own

@@ -43,7 +43,8 @@ activations (the dequantized model's values, slower at few rows). Both are row-i
 REPACK_ENV = "RACER_QUANT_REPACK"
 """'0' keeps q8 weights in the file's block layout (the previous kernel, for comparisons); else repacked where supported."""
 ISA_ENV = "RACER_QUANT_ISA"
-"""Limit the kernel to an ISA class ('avx2'); cpu_class.py sets it with the libraries' limits."""
+"""Limit the kernel, and the attention beside it (verify/attention.py), to an ISA class ('avx2'); cpu_class.py
+sets it with the libraries' limits."""
 Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K = 2, 3, 6, 7, 8, 12, 13, 14
 TYPE_NAMES = {Q4_0: "Q4_0", Q4_1: "Q4_1", Q5_0: "Q5_0", Q5_1: "Q5_1", Q8_0: "Q8_0", Q4_K: "Q4_K", Q5_K: "Q5_K",
               Q6_K: "Q6_K"}

@@ -165,6 +165,7 @@ cdef extern from "layer.hpp" namespace "racer_quant":
         float eps, scale
         int isa
         bint q8
+        bint wide_attention
         int threads
 
     cdef struct PartCache:
@@ -218,13 +219,14 @@ cdef class DecoderLayers:
     cdef list keep
 
     def __init__(self, list specs, int64_t hidden, int64_t heads, int64_t kv_heads, int64_t head_dim,
-                 int64_t inter, float eps, float scale, str isa, bint q8):
+                 int64_t inter, float eps, float scale, str isa, bint q8, bint wide_attention=True):
         if hidden <= 0 or heads <= 0 or kv_heads <= 0 or heads % kv_heads or head_dim <= 0 or head_dim % 2 or inter <= 0:
             raise ValueError("bad layer shape")
         self.shape.hidden, self.shape.heads, self.shape.kv_heads = hidden, heads, kv_heads
         self.shape.head_dim, self.shape.inter, self.shape.eps, self.shape.scale = head_dim, inter, eps, scale
         self.shape.isa = _isa(isa)
         self.shape.q8 = q8
+        self.shape.wide_attention = wide_attention
         self.shape.threads = 1
         self.keep = specs
         cdef int64_t nq = heads * head_dim, width = nq + 2 * kv_heads * head_dim
@@ -264,6 +266,15 @@ cdef class DecoderLayers:
 
     def __len__(self) -> int:
         return self.layers.size()
+
+    @property
+    def wide_attention(self) -> bool:
+        """Whether the attention may take its 512-bit path (the same bits as its AVX2 path)."""
+        return self.shape.wide_attention
+
+    @wide_attention.setter
+    def wide_attention(self, bint wide) -> None:
+        self.shape.wide_attention = wide
 
     def run(self, int first, int last, size_t h, int64_t T, size_t cos, size_t sin_signed, list parts,
             cnp.ndarray caches, int threads, bint kv_float16=False) -> None:

@@ -215,6 +215,7 @@ void decoder_layer(const LayerShape& s, const LayerWeights& w, float* h, int64_t
         a.kv_float16 = c.kv_float16;
         a.threads = s.threads;
         a.portable = false;
+        a.wide = s.wide_attention;
         racer::attend(a);
         start += c.rows;
     }

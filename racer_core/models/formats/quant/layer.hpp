@@ -44,6 +44,7 @@ struct LayerShape {
     float eps, scale;
     int isa;      // Isa (quant.hpp)
     bool q8;      // activations quantized to 8 bits (matmul_q8), else float (matmul)
+    bool wide_attention;  // the attention's 512-bit path where the CPU has AVX-512F (attention_kernel.hpp)
     int threads;
 };
 
