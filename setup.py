@@ -49,7 +49,8 @@ quant = Extension(
     "racer_core.models.formats.quant._quant",
     sources=["racer_core/models/formats/quant/_quant.pyx", "racer_core/models/formats/quant/quant.cpp",
              "racer_core/models/formats/quant/quant_avx2.cpp", "racer_core/models/formats/quant/quant_avx512.cpp",
-             "racer_core/models/formats/quant/quant_vnni.cpp", "racer_core/models/formats/quant/layer.cpp",
+             "racer_core/models/formats/quant/quant_vnni.cpp", "racer_core/models/formats/quant/quant_avxvnni.cpp",
+             "racer_core/models/formats/quant/layer.cpp",
              "racer_core/verify/attention_kernel.cpp"],
     include_dirs=["racer_core/models/formats/quant", "racer_core/verify", np.get_include()],
     depends=sorted(glob("racer_core/models/formats/quant/*.hpp") + glob("racer_core/verify/*.h*")),  # rebuilt when a header changes

@@ -12,6 +12,7 @@ row count, with each build's ratio to its own one row.
     git stash; python setup.py build_ext --inplace; cp racer_core/models/formats/quant/_quant*.so /tmp/before.so
     git stash pop; python setup.py build_ext --inplace
     python scripts/quant_builds.py /tmp/before.so racer_core/models/formats/quant/_quant*.so --sizes 1,2,4,8,16,32
+    python scripts/quant_builds.py racer_core/models/formats/quant/_quant*.so --isa avx2,avxvnni   # two ISAs, one build
 """
 
 from __future__ import annotations
@@ -47,7 +48,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--layers", type=int, default=30, help="decoder layers (the model's 30; fewer for a quick try)")
-    parser.add_argument("--isa", default=None, help="the kernel's ISA name (default: the best this CPU has)")
+    parser.add_argument("--isa", default=None,
+                        help="the kernel's ISA name, or several comma-separated to compare ISAs on each build "
+                             "(default: the best this CPU has)")
     args = parser.parse_args(argv)
     missing = [b for b in args.builds if not Path(b).is_file()]
     if missing:
@@ -58,8 +61,11 @@ def main(argv: list[str] | None = None) -> None:
     from racer_core.models.formats.quant import _quant
     from scripts.linear_cost import gguf_blocks
 
-    isa = args.isa or _quant.best()
-    builds = [load_build(b, i) for i, b in enumerate(args.builds)]
+    isas = (args.isa or _quant.best()).split(",")
+    loaded = [load_build(b, i) for i, b in enumerate(args.builds)]
+    # one column per (build, ISA); the first is the baseline
+    builds = [(build, isa) for build in loaded for isa in isas]
+    names = [f"{os.path.basename(b)[-20:]} {isa}" if len(isas) > 1 else b for b in args.builds for isa in isas]
     sizes = [int(s) for s in args.sizes.split(",")]
     weights = gguf_blocks(args.layers)
     calls = [(w.kernel_type, w.blocks, int(w.shape[0]), int(w.shape[1])) for w in weights]
@@ -68,7 +74,8 @@ def main(argv: list[str] | None = None) -> None:
     xs = {t: {c: rng.standard_normal((t, c)).astype(np.float32) for c in widths} for t in sizes}
     ys = {t: [np.empty((t, rows), np.float32) for _, _, rows, _ in calls] for t in sizes}
 
-    def step(build: ModuleType, t: int) -> None:
+    def step(column: tuple[ModuleType, str], t: int) -> None:
+        build, isa = column
         for y, (kind, blocks, rows, cols) in zip(ys[t], calls, strict=True):
             build.matmul_q8(kind, blocks, rows, cols, xs[t][cols], y, isa, args.threads)
 
@@ -77,10 +84,10 @@ def main(argv: list[str] | None = None) -> None:
         for build in builds:
             step(build, t)
             outputs.append([y.copy() for y in ys[t]])
-        for path, out in zip(args.builds[1:], outputs[1:], strict=True):
+        for name, out in zip(names[1:], outputs[1:], strict=True):
             if not all(np.array_equal(a, b) for a, b in zip(outputs[0], out, strict=True)):
-                raise SystemExit(f"{path} gives other bits than {args.builds[0]} at {t} rows")
-    print(f"ISA {isa}, {args.threads} threads; every build gives the same bits at every size")
+                raise SystemExit(f"{name} gives other bits than {names[0]} at {t} rows")
+    print(f"ISA {','.join(isas)}, {args.threads} threads; every build gives the same bits at every size")
     times: dict[tuple[int, int], list[float]] = {}
     for r in range(args.rounds):
         for t in sizes:
@@ -90,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
                 times.setdefault((i, t), []).append(time.perf_counter() - start)
     print(f"wall ms for a step's linears, fastest / median of {args.rounds} interleaved rounds "
           "(x = against the build's own first size)")
-    print("T     " + "".join(f"{os.path.basename(b)[-28:]:>30}" for b in args.builds))
+    print("T     " + "".join(f"{os.path.basename(b)[-28:]:>30}" for b in names))
     for t in sizes:
         cells = []
         for i in range(len(builds)):

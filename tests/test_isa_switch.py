@@ -42,7 +42,7 @@ def test_a_bad_value_is_one_line(tmp_path: Path) -> None:
                            "--basetemp", str(tmp_path / "t")], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode != 0
-    assert done.stderr.strip() == "ERROR: RACER_TEST_ISA: unknown CPU class 'avx3': one of native, avx2"
+    assert done.stderr.strip() == "ERROR: RACER_TEST_ISA: unknown CPU class 'avx3': one of native, avx2, avxvnni"
 
 
 def test_limits_are_refused_once_torch_is_loaded(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,6 +6,10 @@ dispatches to: ATen, oneDNN and MKL, and fbgemm (the quantized engine behind
 --fp16-weights). Each reads its variable once, when it loads, so the
 variables must be set before torch is imported: `reexec_with_isa` starts the
 same command again with them set. Torch-free, so a front end may call it first.
+
+Two AVX2 classes: `avx2` (AVX2 alone: AMD before Zen 4, Intel before Alder Lake)
+and `avxvnni` (AVX2 with AVX-VNNI, whose dpbusd our 4-bit kernel uses: Intel's
+CPUs from Alder Lake on). Both limit the libraries alike.
 """
 
 from __future__ import annotations
@@ -14,11 +18,14 @@ import os
 import sys
 from collections.abc import Sequence
 
+_AVX2_LIBRARIES = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+                   "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2"}
 ISA_ENV: dict[str, dict[str, str]] = {
     "native": {},
-    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
-             "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2",
-             "RACER_QUANT_ISA": "avx2"},  # our kernels: the 4-bit one and the attention
+    "avx2": {**_AVX2_LIBRARIES, "RACER_QUANT_ISA": "avx2"},  # our kernels: the 4-bit one and the attention
+    # AVX2 with AVX-VNNI (Intel's CPUs from Alder Lake on, most without AVX-512): our 4-bit kernel's integer
+    # dots take VNNI's dpbusd there; the libraries as for avx2
+    "avxvnni": {**_AVX2_LIBRARIES, "RACER_QUANT_ISA": "avxvnni"},
 }
 ISA_CHOICES = tuple(ISA_ENV)
 _MARK = "RACER_CPU_CLASS"

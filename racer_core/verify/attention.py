@@ -31,7 +31,7 @@ except ImportError:  # extension not built: SDPA, not bit-exact
 DISABLE_ENV = "RACER_EXACT_ATTENTION"
 """Set to 0 to use SDPA (for comparisons)."""
 ISA_ENV = "RACER_QUANT_ISA"
-"""'avx2' keeps this kernel, like the 4-bit one, to its AVX2 path on an AVX-512 CPU (cpu_class.py sets it)."""
+"""'avx2' or 'avxvnni' keeps this kernel, like the 4-bit one, to its AVX2 path on an AVX-512 CPU (cpu_class.py sets it)."""
 _DTYPES = (torch.float32, torch.bfloat16)
 
 
@@ -70,8 +70,9 @@ def attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torc
 
 
 def wide_allowed() -> bool:
-    """Whether the kernel may take its 512-bit path (where the CPU has AVX-512F): unless RACER_QUANT_ISA=avx2."""
-    return os.environ.get(ISA_ENV) != "avx2"
+    """Whether the kernel may take its 512-bit path (where the CPU has AVX-512F): unless RACER_QUANT_ISA names
+    an AVX2 class."""
+    return os.environ.get(ISA_ENV) not in ("avx2", "avxvnni")
 
 
 def exact_attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, scale: float,

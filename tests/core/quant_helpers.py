@@ -25,7 +25,7 @@ def the_kernel() -> tuple[ModuleType, list[str]]:
     kernel = pytest.importorskip("racer_core.models.formats.quant._quant")
     if kernel.best() == "none":
         pytest.skip("the kernel needs AVX2+FMA+F16C", allow_module_level=True)
-    return kernel, ["avx2"] + (["avx512"] if kernel.best() == "avx512" else [])
+    return kernel, [isa for isa in ("avx2", "avxvnni", "avx512") if kernel.available(isa)]
 
 
 def repacked_types(weights) -> set[str]:

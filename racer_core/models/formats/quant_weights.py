@@ -43,8 +43,9 @@ activations (the dequantized model's values, slower at few rows). Both are row-i
 REPACK_ENV = "RACER_QUANT_REPACK"
 """'0' keeps q8 weights in the file's block layout (the previous kernel, for comparisons); else repacked where supported."""
 ISA_ENV = "RACER_QUANT_ISA"
-"""Limit the kernel, and the attention beside it (verify/attention.py), to an ISA class ('avx2'); cpu_class.py
-sets it with the libraries' limits."""
+"""Limit the kernel, and the attention beside it (verify/attention.py), to an ISA class: 'avx2', or 'avxvnni'
+(AVX2 with AVX-VNNI's integer dots, as Intel's CPUs from Alder Lake on); cpu_class.py sets it with the
+libraries' limits."""
 Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K = 2, 3, 6, 7, 8, 12, 13, 14
 TYPE_NAMES = {Q4_0: "Q4_0", Q4_1: "Q4_1", Q5_0: "Q5_0", Q5_1: "Q5_1", Q8_0: "Q8_0", Q4_K: "Q4_K", Q5_K: "Q5_K",
               Q6_K: "Q6_K"}
@@ -53,7 +54,8 @@ TYPE_NAMES = {Q4_0: "Q4_0", Q4_1: "Q4_1", Q5_0: "Q5_0", Q5_1: "Q5_1", Q8_0: "Q8_
 
 @functools.cache
 def kernel_isa() -> str | None:
-    """The ISA the kernel runs with here ('avx512' or 'avx2'), None where it cannot run."""
+    """The ISA the kernel runs with here ('avx512', 'avxvnni' or 'avx2'), None where it cannot run.
+    RACER_QUANT_ISA may ask for a lesser one the CPU has ('avx2', or 'avxvnni': AVX2 with AVX-VNNI)."""
     try:
         from racer_core.models.formats.quant import _quant
     except ImportError:
@@ -63,7 +65,12 @@ def kernel_isa() -> str | None:
     if best == "none":
         return None
     wanted = os.environ.get(ISA_ENV, best)
-    return "avx2" if wanted == "avx2" else best
+    if wanted in ("avx2", "avxvnni") and _quant.available(wanted):
+        return wanted
+    if wanted == "avxvnni":  # the class asked for is an AVX2 one: its nearest here
+        log.warning("%s=avxvnni: this CPU has no AVX-VNNI, so the kernel runs avx2", ISA_ENV)
+        return "avx2"
+    return best
 
 
 def activations() -> str:

@@ -17,6 +17,7 @@ cdef extern from "quant.hpp" namespace "racer_quant":
     int64_t block_bytes(int type)
     int64_t block_values(int type)
     int best_isa()
+    bint isa_available(int isa)
     bint is_repacked(int type)
     void c_matmul "racer_quant::matmul"(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols,
                                         const float* x, int64_t T, float* y, int threads) noexcept nogil
@@ -27,19 +28,25 @@ cdef extern from "quant.hpp" namespace "racer_quant":
     void c_dequantize "racer_quant::dequantize"(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols,
                                                 float* out) nogil
 
-ISA_NAMES = {0: "none", 1: "avx2", 2: "avx512"}
+ISA_NAMES = {0: "none", 1: "avx2", 2: "avx512", 3: "avxvnni"}
+"""avxvnni: AVX2 with AVX-VNNI's integer dots (no AVX-512), the same bits as avx2."""
 REPACKED = 0x100
 """Added to a block type id (any of them): blocks of eight rows interleaved (repack.py)."""
 
 
+def available(str isa) -> bool:
+    """Whether the kernel runs `isa` ('avx2', 'avxvnni' or 'avx512') on this CPU."""
+    return isa in ("avx2", "avx512", "avxvnni") and isa_available({"avx2": 1, "avx512": 2, "avxvnni": 3}[isa])
+
+
 def best() -> str:
-    """The best ISA the kernel has for this CPU: 'avx512', 'avx2' or 'none'."""
+    """The best ISA the kernel has for this CPU: 'avx512', 'avxvnni', 'avx2' or 'none'."""
     return ISA_NAMES[best_isa()]
 
 
 cdef int _isa(str isa) except -1:
-    cdef int code = {"avx2": 1, "avx512": 2}.get(isa, 0)
-    if code == 0 or code > best_isa():
+    cdef int code = {"avx2": 1, "avx512": 2, "avxvnni": 3}.get(isa, 0)
+    if code == 0 or not isa_available(code):
         raise ValueError(f"ISA {isa!r} is not available on this CPU (best: {best()})")
     return code
 

@@ -10,6 +10,8 @@ void matmul_q8_avx2(int, const uint8_t*, int64_t, int64_t, const float*, int64_t
 void matmul_q8_vnni(int, const uint8_t*, int64_t, int64_t, const float*, int64_t, float*, int);
 void matmul_rp_avx2(int, const uint8_t*, int64_t, int64_t, const float*, int64_t, float*, int);
 void matmul_rp_vnni(int, const uint8_t*, int64_t, int64_t, const float*, int64_t, float*, int);
+void matmul_q8_avxvnni(int, const uint8_t*, int64_t, int64_t, const float*, int64_t, float*, int);
+void matmul_rp_avxvnni(int, const uint8_t*, int64_t, int64_t, const float*, int64_t, float*, int);
 void quantize_rows_avx2(const float*, int64_t, int64_t, int8_t*, float*, float*);
 void dequantize_avx512(int, const uint8_t*, int64_t, int64_t, float*);
 
@@ -49,7 +51,18 @@ int best_isa() {
     if (!avx2) return NONE;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
         return AVX512;
-    return AVX2;
+    return __builtin_cpu_supports("avxvnni") ? AVX2_VNNI : AVX2;
+}
+
+bool isa_available(int isa) {
+    __builtin_cpu_init();
+    const int best = best_isa();
+    switch (isa) {
+        case AVX2: return best != NONE;
+        case AVX512: return best == AVX512;
+        case AVX2_VNNI: return best != NONE && __builtin_cpu_supports("avxvnni");
+        default: return false;
+    }
 }
 
 bool has_vnni() {
@@ -61,8 +74,10 @@ void matmul_q8(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols, 
                float* y, int threads) {
     if (is_repacked(type)) {
         if (isa == AVX512 && has_vnni()) matmul_rp_vnni(type & ~REPACKED, w, rows, cols, x, T, y, threads);
+        else if (isa == AVX2_VNNI) matmul_rp_avxvnni(type & ~REPACKED, w, rows, cols, x, T, y, threads);
         else if (isa != NONE) matmul_rp_avx2(type & ~REPACKED, w, rows, cols, x, T, y, threads);
     } else if (isa == AVX512 && has_vnni()) matmul_q8_vnni(type, w, rows, cols, x, T, y, threads);
+    else if (isa == AVX2_VNNI) matmul_q8_avxvnni(type, w, rows, cols, x, T, y, threads);
     else if (isa != NONE) matmul_q8_avx2(type, w, rows, cols, x, T, y, threads);
 }
 
@@ -73,12 +88,12 @@ void quantize_rows(const float* x, int64_t T, int64_t cols, int8_t* q, float* d,
 void matmul(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
             int threads) {
     if (isa == AVX512) matmul_avx512(type, w, rows, cols, x, T, y, threads);
-    else if (isa == AVX2) matmul_avx2(type, w, rows, cols, x, T, y, threads);
+    else if (isa == AVX2 || isa == AVX2_VNNI) matmul_avx2(type, w, rows, cols, x, T, y, threads);
 }
 
 void dequantize(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols, float* out) {
     if (isa == AVX512) dequantize_avx512(type, w, rows, cols, out);
-    else if (isa == AVX2) dequantize_avx2(type, w, rows, cols, out);
+    else if (isa == AVX2 || isa == AVX2_VNNI) dequantize_avx2(type, w, rows, cols, out);
 }
 
 }  // namespace racer_quant

@@ -18,7 +18,8 @@
 namespace racer_quant {
 
 enum Type : int { Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q4_K = 12, Q5_K = 13, Q6_K = 14 };  // ggml's type ids
-enum Isa : int { NONE = 0, AVX2 = 1, AVX512 = 2 };
+// AVX2_VNNI: the AVX2 kernel with AVX-VNNI's dpbusd for the integer dots (matmul_q8; else as AVX2).
+enum Isa : int { NONE = 0, AVX2 = 1, AVX512 = 2, AVX2_VNNI = 3 };
 
 // Added to any block type here: the blocks of each eight rows interleaved for
 // the integer kernel (quant_repack.hpp; rows a multiple of 8). Only matmul_q8 reads them.
@@ -33,8 +34,12 @@ int64_t block_bytes(int type);
 // Values per block of `type`: 32, or 256 for Q4_K, Q5_K and Q6_K (0 if unknown).
 int64_t block_values(int type);
 
-// The best ISA this CPU has (AVX2 needs AVX2+FMA+F16C; AVX512 also F+BW+VL).
+// The best ISA this CPU has (AVX2 needs AVX2+FMA+F16C; AVX512 also F+BW+VL; AVX2_VNNI is AVX2 with
+// AVX-VNNI where AVX512 is missing).
 int best_isa();
+
+// Whether this CPU runs `isa` (AVX2 wherever AVX2_VNNI or AVX512 runs).
+bool isa_available(int isa);
 
 // w: rows x (cols/block_values * block_bytes) bytes; x: T x cols; y: T x rows.
 // cols must be a multiple of block_values. isa: AVX2 or AVX512 (must be supported).
@@ -45,7 +50,8 @@ void matmul(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols,
 // block (quantize_rows), integer dot products per block and one float scale per
 // (weight block, activation block), as llama.cpp multiplies its Q4/Q8 weights.
 // Row-invariant, and the same bits on every ISA (AVX2: maddubs; AVX-512
-// VNNI: dpbusd, used where the CPU has it and isa is AVX512). A repacked type
+// VNNI: dpbusd, used where the CPU has it and isa is AVX512; AVX-VNNI's dpbusd
+// for isa AVX2_VNNI). A repacked type
 // goes through quant_repack.hpp (its own summation order, also row-invariant).
 void matmul_q8(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols,
                const float* x, int64_t T, float* y, int threads);
