@@ -195,13 +195,15 @@ class LeanForward:
         """What sets this forward's costs apart, for the cost curve's cache key: packed
         weights; fp16 weights' calls padded to fbgemm's row-invariant counts (a curve
         measured before 4 Dec 2026 did without); a GGUF's blocks with their activation
-        mode and layer body."""
+        mode, layer body and kernel ISA (the AVX2 and AVX-VNNI builds give the same bits at other costs)."""
         found = ["packed"] if self.packed else []
         if self.half and half_weights.row_counts().padded:
             found.append("fp16 rows padded")
         if self.quant:
             acts = {w.acts for w in self.weights.linears() if w.acts is not None}
-            found += [self.quant, *sorted(acts), "fused layers" if self.fused is not None else "torch layers"]
+            isas = {w.isa for w in self.weights.linears() if getattr(w, "isa", None)}
+            found += [self.quant, *sorted(acts), "fused layers" if self.fused is not None else "torch layers",
+                      *(f"kernel {isa}" for isa in sorted(isas))]
         return found
 
     def __call__(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: Any,

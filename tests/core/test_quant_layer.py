@@ -216,4 +216,4 @@ def test_the_cost_curve_key_tells_the_layer_bodies_and_activation_modes_apart() 
     floats, _ = fused_and_torch("llama", "float")
     keys = {tuple(lean.cost_identity()) for lean in (fused, plain, floats)}
     assert len(keys) == 3
-    assert fused.cost_identity() == ["gguf Q4_1", "q8", "fused layers"]
+    assert fused.cost_identity() == ["gguf Q4_1", "q8", "fused layers", f"kernel {kernel_isa()}"]
