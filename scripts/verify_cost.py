@@ -174,7 +174,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: process CPU time, robust on a shared machine when --threads 1")
     parser.add_argument("--isa", choices=ISA_CHOICES, default="native",
-                        help="avx2: measure the AVX2 class (the libraries limited; the process starts again)")
+                        help="avx2: measure the AVX2 class (the libraries limited; the process starts again); avxvnni: the "
+                             "same with the 4-bit kernel on AVX-VNNI")
     parser.add_argument("--model", default=None, help="a GGUF file (default: the embedded model)")
     parser.add_argument("--prefill-every-row", action="store_true",
                         help="with --prefill: every row's logits, as racer's fixed-budget table reads them")

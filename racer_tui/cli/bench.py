@@ -87,7 +87,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     o.add_loading(p)
     p.add_argument("--isa", choices=ISA_CHOICES, default="native",
                    help="the CPU class to measure: avx2 limits torch's libraries to AVX2 (most laptops) on an "
-                   "AVX-512 machine; the command starts again with them limited (default: native)")
+                   "AVX-512 machine, avxvnni the same with racer's 4-bit kernel on AVX-VNNI (Intel from Alder "
+                   "Lake on); the command starts again with them limited (default: native)")
     p.add_argument("--answer-dir", type=Path, default=None, metavar="DIR", help="where METHOD.jsonl answer files go")
     add_original_arguments(p)
     p.add_argument(
