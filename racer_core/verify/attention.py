@@ -75,12 +75,15 @@ def wide_allowed() -> bool:
     return os.environ.get(ISA_ENV) not in ("avx2", "avxvnni")
 
 
+_WIDE = wide_allowed()  # read once: the CPU class is set before the process loads torch (cpu_class.py)
+
+
 def exact_attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, scale: float,
                  threads: int | None = None, portable: bool = False, wide: bool | None = None) -> torch.Tensor:
     """The kernel itself (CPU, float32 or bfloat16, or float16 keys and values
     beside float32 queries: a float16 cache); `portable` forces its plain C++
     path where AVX2 would run, `wide=False` its AVX2 path where the 512-bit one
-    would (default: `wide_allowed()`); all three agree bit for bit."""
+    would (default: `wide_allowed()` as the process started); all three agree bit for bit."""
     if _attention is None:
         raise RuntimeError("the attention extension is not built (python setup.py build_ext --inplace)")
     _, heads, rows, dim = q.shape
@@ -108,5 +111,5 @@ def exact_attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask
         out.data_ptr(), dim, heads * dim, heads, kv_heads, rows, length, dim, float(scale), float(neg),
         q.dtype == torch.bfloat16, mask.dtype == torch.bfloat16,
         torch.get_num_threads() if threads is None else int(threads), portable, half,
-        wide_allowed() if wide is None else wide)
+        _WIDE if wide is None else wide)
     return out.transpose(1, 2)
