@@ -305,6 +305,9 @@ inline void rp_block_dots(const uint8_t* blk, int s, const int8_t* xq, int64_t c
             for (int r = 0; r < R; ++r) {
                 const int8_t* x = xq + r * cols;
                 acc[r] = rp_q4_add2(acc[r], lo, rp_bcast4(x + 4 * c), hi, rp_bcast4(x + 16 + 4 * c));
+                // each chunk's sums kept in their register as made (the compiler would otherwise hold every
+                // product of the block to add them in a tree, spilling most of them on 16 registers)
+                __asm__("" : "+x"(acc[r]));
             }
             if ((2 * c + 2) % rp_pairs16<TYPE>() == 0) rp_flush(out, acc, R);
         }
