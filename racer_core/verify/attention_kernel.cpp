@@ -428,10 +428,10 @@ struct Avx2 {
         }
     }
 
-    RACER_AVX2 static float softmax(float* scores, int64_t n) {
-        // The largest score, 8 lanes at a time: a maximum is the same value in any
-        // order (a NaN score is passed over, as std::max(top, x) does; the sign of a
-        // zero maximum changes no exp below), so this equals the portable path's.
+    // The largest score, 8 lanes at a time: a maximum is the same value in any
+    // order (a NaN score is passed over, as std::max(top, x) does; the sign of a
+    // zero maximum changes no exp below), so this equals the portable path's.
+    RACER_AVX2 static float top_score(const float* scores, int64_t n) {
         __m256 most = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
         int64_t j = 0;
         for (; j + kLanes <= n; j += kLanes) most = _mm256_max_ps(_mm256_loadu_ps(scores + j), most);
@@ -440,9 +440,17 @@ struct Avx2 {
         float top = lanes8[0];
         for (int l = 1; l < kLanes; ++l) top = std::max(top, lanes8[l]);
         for (; j < n; ++j) top = std::max(top, scores[j]);
+        return top;
+    }
+
+    RACER_AVX2 static float softmax(float* scores, int64_t n) {
+        return exp_sum(scores, 0, n, top_score(scores, n), _mm256_setzero_ps());
+    }
+
+    // scores[i..n) -> exp(score - top) in place, added to `lanes` 8 keys at a time;
+    // returns the folded sum (softmax's, from key i on).
+    RACER_AVX2 static float exp_sum(float* scores, int64_t i, int64_t n, float top, __m256 lanes) {
         const __m256 vtop = _mm256_set1_ps(top);
-        __m256 lanes = _mm256_setzero_ps();
-        int64_t i = 0;
         for (; i + kLanes <= n; i += kLanes) {
             __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(scores + i), vtop));
             _mm256_storeu_ps(scores + i, e);
@@ -669,15 +677,7 @@ struct Avx512 {
     }
 
     RACER_AVX512 static float softmax(float* scores, int64_t n) {
-        // The largest score as Avx2::softmax finds it (any order gives the same value).
-        __m512 most = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-        int64_t j = 0;
-        for (; j + 16 <= n; j += 16) most = _mm512_max_ps(_mm512_loadu_ps(scores + j), most);
-        alignas(64) float lanes16[16];
-        _mm512_store_ps(lanes16, most);
-        float top = lanes16[0];
-        for (int l = 1; l < 16; ++l) top = std::max(top, lanes16[l]);
-        for (; j < n; ++j) top = std::max(top, scores[j]);
+        const float top = Avx2::top_score(scores, n);
         const __m512 vtop = _mm512_set1_ps(top);
         __m256 lanes = _mm256_setzero_ps();
         int64_t i = 0;
@@ -687,20 +687,7 @@ struct Avx512 {
             lanes = _mm256_add_ps(lanes, _mm512_castps512_ps256(e));
             lanes = _mm256_add_ps(lanes, _mm512_castps512_ps256(_mm512_shuffle_f32x4(e, e, _MM_SHUFFLE(3, 2, 3, 2))));
         }
-        for (; i + kLanes <= n; i += kLanes) {
-            const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(scores + i), _mm512_castps512_ps256(vtop)));
-            _mm256_storeu_ps(scores + i, e);
-            lanes = _mm256_add_ps(lanes, e);
-        }
-        if (i < n) {  // the last few: zero in the lanes past the end
-            alignas(32) float x[kLanes] = {};
-            std::memcpy(x, scores + i, (n - i) * sizeof(float));
-            _mm256_store_ps(x, exp8(_mm256_sub_ps(_mm256_load_ps(x), _mm512_castps512_ps256(vtop))));
-            for (int64_t l = n - i; l < kLanes; ++l) x[l] = 0.0f;
-            std::memcpy(scores + i, x, (n - i) * sizeof(float));
-            lanes = _mm256_add_ps(lanes, _mm256_load_ps(x));
-        }
-        return fold(lanes);
+        return Avx2::exp_sum(scores, i, n, top, lanes);  // the last few keys as Avx2 adds them
     }
 
     RACER_AVX512 static void finish(float* acc, int64_t padded, float sum) {

@@ -32,7 +32,7 @@ import torch
 
 from racer_core.common.errors import ModelLoadError
 from racer_core.models.formats.quant_weights import BLOCK_LINEARS
-from racer_core.verify.attention import masked_below, wide_allowed
+from racer_core.verify.attention import masked_below
 
 DISABLE_ENV = "RACER_FUSED_LAYERS"
 KV_CACHE_ENV = "RACER_KV_CACHE"
@@ -71,7 +71,7 @@ class FusedLayers:
         self._layers = _quant.DecoderLayers(
             specs, int(first.shape[1]), weights.heads, weights.kv_heads, weights.head_dim,
             int(weights.layers[0].gate_up.shape[0]) // 2, float(weights.eps), float(scale), first.isa,
-            first.acts == "q8", first.isa == "avx512" and wide_allowed())
+            first.acts == "q8", first.isa == "avx512")  # (an AVX2 class asked for gives the kernel avx2 or avxvnni)
 
     @property
     def wide_attention(self) -> bool:

@@ -30,13 +30,14 @@ cdef extern from "quant.hpp" namespace "racer_quant":
 
 ISA_NAMES = {0: "none", 1: "avx2", 2: "avx512", 3: "avxvnni"}
 """avxvnni: AVX2 with AVX-VNNI's integer dots (no AVX-512), the same bits as avx2."""
+ISA_CODES = {name: code for code, name in ISA_NAMES.items() if code}
 REPACKED = 0x100
 """Added to a block type id (any of them): blocks of eight rows interleaved (repack.py)."""
 
 
 def available(str isa) -> bool:
     """Whether the kernel runs `isa` ('avx2', 'avxvnni' or 'avx512') on this CPU."""
-    return isa in ("avx2", "avx512", "avxvnni") and isa_available({"avx2": 1, "avx512": 2, "avxvnni": 3}[isa])
+    return isa in ISA_CODES and isa_available(ISA_CODES[isa])
 
 
 def best() -> str:
@@ -45,7 +46,7 @@ def best() -> str:
 
 
 cdef int _isa(str isa) except -1:
-    cdef int code = {"avx2": 1, "avx512": 2, "avxvnni": 3}.get(isa, 0)
+    cdef int code = ISA_CODES.get(isa, 0)
     if code == 0 or not isa_available(code):
         raise ValueError(f"ISA {isa!r} is not available on this CPU (best: {best()})")
     return code
