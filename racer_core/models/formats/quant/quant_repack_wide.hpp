@@ -72,6 +72,8 @@ inline void rp_tile_wide(const uint8_t* w, int64_t group_bytes, int64_t nb, cons
         for (int p = 0; p < P; ++p) {
             const uint8_t* a = rp_block<TYPE>(w + 2 * p * group_bytes, b);
             const uint8_t* b2 = rp_block<TYPE>(w + (2 * p + 1) * group_bytes, b);
+            rp_prefetch(w + 2 * p * group_bytes, group_bytes, nb, b, 2 * P * group_bytes);
+            rp_prefetch(w + (2 * p + 1) * group_bytes, group_bytes, nb, b, 2 * P * group_bytes);
             __m512i dots[R];
             rp_block_dots_wide<TYPE, R>(a, b2, xq + 32 * b, cols, dots);
             const __m512 dw = rp_join(rp_dw<TYPE>(a, 0, nullptr), rp_dw<TYPE>(b2, 0, nullptr));
