@@ -321,7 +321,8 @@ inline const uint8_t* rp_block(const uint8_t* group, int64_t b) {
 }
 
 // Asks for 32-block b's bytes of the group at `group`, `ahead` bytes on, to be brought into L1: the
-// tile after this one reads them next. A step streams its weights from L3 or memory, and a tile
+// tile after this one reads them next (rp_groups asks in a chunk's first row tile only; the others
+// read the same groups again, from L1 or L2). A step streams its weights from L3 or memory, and a tile
 // otherwise stalls at each group it starts on (one row ran 1.2-1.5x slower on AVX2 and at 0.8B;
 // docs/design.md, "Prefetching the next tile"). A prefetch never faults and changes no value; the
 // address is formed as an integer, so one past the weights' end is no pointer arithmetic out of bounds.
@@ -336,7 +337,7 @@ inline void rp_prefetch(const uint8_t* group, int64_t group_bytes, int64_t nb, i
 // Q4_K's and Q5_K's at 1-2 rows in the same pass, its scales decoded once per super-block.
 template <int TYPE, int G, int R>
 inline void rp_tile(const uint8_t* w, int64_t group_bytes, int64_t nb, const int8_t* xq, const float* xd,
-                    const float* xs, int64_t cols, float* y, int64_t ldy) {
+                    const float* xs, int64_t cols, float* y, int64_t ldy, int64_t ahead) {
     constexpr int STEP = rp_step<TYPE, R>();
     constexpr bool ONE_PASS = rp_q4k_scaled<TYPE>() && STEP == 2;
     constexpr int OG = ONE_PASS ? G : 1, OR = ONE_PASS ? R : 1;
@@ -350,7 +351,8 @@ inline void rp_tile(const uint8_t* w, int64_t group_bytes, int64_t nb, const int
         const int s0 = static_cast<int>(b0 & 7);
         for (int g = 0; g < G; ++g) {
             const uint8_t* blk = rp_block<TYPE>(w + g * group_bytes, b0);
-            for (int i = 0; i < STEP; ++i) rp_prefetch(w + g * group_bytes, group_bytes, nb, b0 + i, G * group_bytes);
+            if (ahead)
+                for (int i = 0; i < STEP; ++i) rp_prefetch(w + g * group_bytes, group_bytes, nb, b0 + i, ahead);
             const Q4kScales* k = ONE_PASS ? &ks[g] : nullptr;
             if constexpr (ONE_PASS) {
                 if (s0 == 0) rp_q4k_scales(blk, &ks[g]);
@@ -396,19 +398,19 @@ struct RpTile {
     static constexpr int GROUPS = G;
     template <int R>
     static void run(const uint8_t* w, int64_t group_bytes, int64_t nb, const int8_t* xq, const float* xd,
-                    const float* xs, int64_t cols, float* y, int64_t ldy) {
-        rp_tile<TYPE, G, R>(w, group_bytes, nb, xq, xd, xs, cols, y, ldy);
+                    const float* xs, int64_t cols, float* y, int64_t ldy, int64_t ahead) {
+        rp_tile<TYPE, G, R>(w, group_bytes, nb, xq, xd, xs, cols, y, ldy, ahead);
     }
 };
 
 // Tile's tile for r activation rows (1 <= r <= R).
 template <class Tile, int R>
 inline void rp_tile_rows(int r, const uint8_t* w, int64_t group_bytes, int64_t nb, const int8_t* xq, const float* xd,
-                         const float* xs, int64_t cols, float* y, int64_t ldy) {
+                         const float* xs, int64_t cols, float* y, int64_t ldy, int64_t ahead) {
     if constexpr (R > 1) {
-        if (r < R) return rp_tile_rows<Tile, R - 1>(r, w, group_bytes, nb, xq, xd, xs, cols, y, ldy);
+        if (r < R) return rp_tile_rows<Tile, R - 1>(r, w, group_bytes, nb, xq, xd, xs, cols, y, ldy, ahead);
     }
-    Tile::template run<R>(w, group_bytes, nb, xq, xd, xs, cols, y, ldy);
+    Tile::template run<R>(w, group_bytes, nb, xq, xd, xs, cols, y, ldy, ahead);
 }
 
 // Tile::GROUPS groups at a time, all T rows in tiles of up to R; the groups past the last whole
@@ -428,11 +430,12 @@ void rp_groups(const uint8_t* w, int64_t groups, int64_t nb, const int8_t* xq, c
             const int8_t* x = xq + t * cols;
             float* yt = y + t * rows + 8 * g0;
             if (groups - g0 >= G)
-                rp_tile_rows<Tile, R>(rr, wg, group_bytes, nb, x, xd + t * nb, xs + t * nb, cols, yt, rows);
+                rp_tile_rows<Tile, R>(rr, wg, group_bytes, nb, x, xd + t * nb, xs + t * nb, cols, yt, rows,
+                                      t == 0 ? G * group_bytes : 0);
             else  // the last groups, one at a time
                 for (int64_t g = g0; g < groups; ++g)
                     rp_tile_rows<RpTile<TYPE, 1>, R>(rr, w + g * group_bytes, group_bytes, nb, x, xd + t * nb,
-                                                     xs + t * nb, cols, y + t * rows + 8 * g, rows);
+                                                     xs + t * nb, cols, y + t * rows + 8 * g, rows, 0);
         }
     }
 }

@@ -64,7 +64,7 @@ inline void rp_block_dots_wide(const uint8_t* a, const uint8_t* b2, const int8_t
 // P pairs of groups (16 P output rows) times R activation rows.
 template <int TYPE, int P, int R>
 inline void rp_tile_wide(const uint8_t* w, int64_t group_bytes, int64_t nb, const int8_t* xq, const float* xd,
-                         const float* xs, int64_t cols, float* y, int64_t ldy) {
+                         const float* xs, int64_t cols, float* y, int64_t ldy, int64_t ahead) {
     __m512 acc[P][R];
     for (int p = 0; p < P; ++p)
         for (int r = 0; r < R; ++r) acc[p][r] = _mm512_setzero_ps();
@@ -72,8 +72,10 @@ inline void rp_tile_wide(const uint8_t* w, int64_t group_bytes, int64_t nb, cons
         for (int p = 0; p < P; ++p) {
             const uint8_t* a = rp_block<TYPE>(w + 2 * p * group_bytes, b);
             const uint8_t* b2 = rp_block<TYPE>(w + (2 * p + 1) * group_bytes, b);
-            rp_prefetch(w + 2 * p * group_bytes, group_bytes, nb, b, 2 * P * group_bytes);
-            rp_prefetch(w + (2 * p + 1) * group_bytes, group_bytes, nb, b, 2 * P * group_bytes);
+            if (ahead) {
+                rp_prefetch(w + 2 * p * group_bytes, group_bytes, nb, b, ahead);
+                rp_prefetch(w + (2 * p + 1) * group_bytes, group_bytes, nb, b, ahead);
+            }
             __m512i dots[R];
             rp_block_dots_wide<TYPE, R>(a, b2, xq + 32 * b, cols, dots);
             const __m512 dw = rp_join(rp_dw<TYPE>(a, 0, nullptr), rp_dw<TYPE>(b2, 0, nullptr));
@@ -105,8 +107,8 @@ struct RpTileWide {
     static constexpr int GROUPS = 2 * P;
     template <int R>
     static void run(const uint8_t* w, int64_t group_bytes, int64_t nb, const int8_t* xq, const float* xd,
-                    const float* xs, int64_t cols, float* y, int64_t ldy) {
-        rp_tile_wide<TYPE, P, R>(w, group_bytes, nb, xq, xd, xs, cols, y, ldy);
+                    const float* xs, int64_t cols, float* y, int64_t ldy, int64_t ahead) {
+        rp_tile_wide<TYPE, P, R>(w, group_bytes, nb, xq, xd, xs, cols, y, ldy, ahead);
     }
 };
 
