@@ -30,6 +30,7 @@ struct Avx2Dot {
     // repacked (quant_repack.hpp): groups of 8 rows per tile for 1 and 2 activation rows, else rows per tile
     static constexpr int G1 = 4, G2 = 1, RR = 4;
     static constexpr bool PAIRS16 = true;  // a Q4 block's int16 pair sums added before one madd
+    static constexpr bool BIAS_Q8 = false;  // maddubs would saturate on x + 128: Q8_0 keeps the sign trick
     static __m256i dot(__m256i u8, __m256i s8) {
         return _mm256_madd_epi16(_mm256_maddubs_epi16(u8, s8), _mm256_set1_epi16(1));
     }

@@ -16,6 +16,7 @@ struct AvxVnniDot {
     static constexpr int P = 2, P2 = 4, P1 = 4, R = 4;  // output rows per tile for 3-4, 2 and 1 activation rows
     static constexpr int G1 = 4, G2 = 2, RR = 8;  // repacked: fewer registers than AVX2 needs, so larger tiles
     static constexpr bool PAIRS16 = false;              // dpbusd accumulates in int32 itself
+    static constexpr bool BIAS_Q8 = true;  // Q8_0's dots on x + 128 (quant_repack.hpp, rp_bias_q8)
     static __m256i dot(__m256i u8, __m256i s8) { return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u8, s8); }
     static __m256i dot_add(__m256i acc, __m256i u8, __m256i s8) { return _mm256_dpbusd_avx_epi32(acc, u8, s8); }
 };

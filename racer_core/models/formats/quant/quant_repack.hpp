@@ -217,11 +217,22 @@ inline void rp_block_dots(const uint8_t* blk, int s, const int8_t* xq, int64_t c
     if constexpr (TYPE == racer_quant::Q8_0) {
         const uint8_t* q = blk + 16;
         for (int r = 0; r < R; ++r) out[r] = _mm256_setzero_si256();
-        for (int c = 0; c < 8; ++c) {
-            const __m256i w = rp_load(q + 32 * c);
-            const __m256i wabs = _mm256_sign_epi8(w, w);  // signed x signed: |w| times x with w's sign
-            for (int r = 0; r < R; ++r)
-                out[r] = DOT::dot_add(out[r], wabs, _mm256_sign_epi8(rp_bcast4(xq + r * cols + 4 * c), w));
+        if constexpr (DOT::BIAS_Q8) {  // xq holds x + 128 (rp_quantized's bias): (x + 128) w, less 128 sum(w)
+            __m256i sum = _mm256_setzero_si256();
+            for (int c = 0; c < 8; ++c) {
+                const __m256i w = rp_load(q + 32 * c);
+                sum = DOT::dot_add(sum, _mm256_set1_epi8(1), w);  // the block's sum of w, once for every row
+                for (int r = 0; r < R; ++r) out[r] = DOT::dot_add(out[r], rp_bcast4(xq + r * cols + 4 * c), w);
+            }
+            const __m256i bias = _mm256_slli_epi32(sum, 7);
+            for (int r = 0; r < R; ++r) out[r] = _mm256_sub_epi32(out[r], bias);
+        } else {
+            for (int c = 0; c < 8; ++c) {
+                const __m256i w = rp_load(q + 32 * c);
+                const __m256i wabs = _mm256_sign_epi8(w, w);  // signed x signed: |w| times x with w's sign
+                for (int r = 0; r < R; ++r)
+                    out[r] = DOT::dot_add(out[r], wabs, _mm256_sign_epi8(rp_bcast4(xq + r * cols + 4 * c), w));
+            }
         }
     } else if constexpr (TYPE == racer_quant::Q6_K) {
         // quants - 32 in -32..31: |w| times x with w's sign, maddubs pairs of at most 2*32*127; a
@@ -441,13 +452,26 @@ void rp_groups(const uint8_t* w, int64_t groups, int64_t nb, const int8_t* xq, c
 }
 
 // The T rows of x quantized once (8 bits per 32-block, quant_q8.hpp), then multiply(xq, xd, xs).
-template <class Multiply>
+// BIAS: each quantized value as the unsigned byte x + 128 (its sign bit flipped; x is -127..127),
+// for the dpbusd builds' Q8_0 dots (rp_bias_q8).
+template <bool BIAS = false, class Multiply>
 void rp_quantized(const float* x, int64_t T, int64_t cols, Multiply&& multiply) {
     const int64_t nb = cols / 32;
     std::vector<int8_t> xq(static_cast<size_t>(T * cols));
     std::vector<float> xd(static_cast<size_t>(T * nb)), xs(static_cast<size_t>(T * nb));
     q8_quantize_rows(x, T, cols, xq.data(), xd.data(), xs.data());
+    if constexpr (BIAS)
+        for (int8_t& v : xq) v = static_cast<int8_t>(static_cast<uint8_t>(v) ^ 0x80u);
     multiply(xq.data(), xd.data(), xs.data());
+}
+
+// Whether TYPE's dots read biased activations (rp_quantized's BIAS): Q8_0 where DOT's integer dot
+// takes unsigned bytes times signed ones into int32 (dpbusd). Its weights are signed, so without the
+// bias each chunk's activations took w's sign per row (the sign trick, as maddubs needs: its int16 pair
+// sums would saturate at 255 * 127 * 2); with it one sum of w per block serves every row.
+template <int TYPE>
+constexpr bool rp_bias_q8() {
+    return TYPE == racer_quant::Q8_0 && DOT::BIAS_Q8;
 }
 
 template <int TYPE>
@@ -456,7 +480,7 @@ void rp_matmul_typed(const uint8_t* w, int64_t rows, int64_t cols, const float* 
     const int64_t nb = cols / 32, groups = rows / 8;
     constexpr int G2 = TYPE == racer_quant::Q6_K ? 2 : DOT::G2;
     // Few rows: several groups per tile keep independent accumulators in flight.
-    rp_quantized(x, T, cols, [&](const int8_t* xq, const float* xd, const float* xs) {
+    rp_quantized<rp_bias_q8<TYPE>()>(x, T, cols, [&](const int8_t* xq, const float* xd, const float* xs) {
         if (T == 1) rp_groups<TYPE, RpTile<TYPE, DOT::G1>, 1>(w, groups, nb, xq, xd, xs, cols, T, y, rows, threads);
         else if (T == 2) rp_groups<TYPE, RpTile<TYPE, G2>, 2>(w, groups, nb, xq, xd, xs, cols, T, y, rows, threads);
         else rp_groups<TYPE, RpTile<TYPE, 1>, DOT::RR>(w, groups, nb, xq, xd, xs, cols, T, y, rows, threads);

@@ -35,16 +35,16 @@ inline __m512i rp_bcast4_wide(const int8_t* p) {  // four activation bytes in ev
 template <int TYPE, int R>
 inline void rp_block_dots_wide(const uint8_t* a, const uint8_t* b2, const int8_t* xq, int64_t cols, __m512i* out) {
     for (int r = 0; r < R; ++r) out[r] = _mm512_setzero_si512();
-    if constexpr (TYPE == racer_quant::Q8_0) {
+    if constexpr (TYPE == racer_quant::Q8_0) {  // xq holds x + 128 (rp_quantized's bias): (x + 128) w, less 128 sum(w)
+        static_assert(DOT::BIAS_Q8, "the 512-bit Q8_0 dots read biased activations");
+        __m512i sum = _mm512_setzero_si512();
         for (int c = 0; c < 8; ++c) {
             const __m512i w = rp_load2(a + 16 + 32 * c, b2 + 16 + 32 * c);
-            const __m512i wabs = _mm512_abs_epi8(w);
-            const __mmask64 negative = _mm512_movepi8_mask(w);
-            for (int r = 0; r < R; ++r) {  // |w| times x with w's sign (a zero w's product is zero either way)
-                const __m512i x = rp_bcast4_wide(xq + r * cols + 4 * c);
-                out[r] = _mm512_dpbusd_epi32(out[r], wabs, _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x));
-            }
+            sum = _mm512_dpbusd_epi32(sum, _mm512_set1_epi8(1), w);  // the block's sum of w, once for every row
+            for (int r = 0; r < R; ++r) out[r] = _mm512_dpbusd_epi32(out[r], rp_bcast4_wide(xq + r * cols + 4 * c), w);
         }
+        const __m512i bias = _mm512_slli_epi32(sum, 7);
+        for (int r = 0; r < R; ++r) out[r] = _mm512_sub_epi32(out[r], bias);
     } else {  // Q4_0 / Q4_1: 4 chunks, low nibbles elements 4c..4c+3, high 16+4c..16+4c+3
         const __m512i mask = _mm512_set1_epi8(0x0F);
         const uint8_t* qa = a + rp_nibbles<TYPE>();
@@ -119,7 +119,7 @@ void rp_wide_matmul_typed(const uint8_t* w, int64_t rows, int64_t cols, const fl
         rp_matmul_typed<TYPE>(w, rows, cols, x, T, y, threads);
     } else {
         const int64_t nb = cols / 32, groups = rows / 8;
-        rp_quantized(x, T, cols, [&](const int8_t* xq, const float* xd, const float* xs) {
+        rp_quantized<rp_bias_q8<TYPE>()>(x, T, cols, [&](const int8_t* xq, const float* xd, const float* xs) {
             if (T <= 2) rp_groups<TYPE, RpTileWide<TYPE, DOT::WP>, 2>(w, groups, nb, xq, xd, xs, cols, T, y, rows, threads);
             else rp_groups<TYPE, RpTileWide<TYPE, 1>, DOT::WR>(w, groups, nb, xq, xd, xs, cols, T, y, rows, threads);
         });

@@ -18,6 +18,7 @@ struct VnniDot {
     static constexpr int G1 = 4, G2 = 4, RR = 8;
     static constexpr int WP = 2, WR = 8;  // 512-bit tiles (quant_repack_wide.hpp): group pairs for 1-2 rows, rows per tile
     static constexpr bool PAIRS16 = false;  // dpbusd accumulates in int32 itself
+    static constexpr bool BIAS_Q8 = true;  // Q8_0's dots on x + 128 (quant_repack.hpp, rp_bias_q8)
     static __m256i dot(__m256i u8, __m256i s8) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u8, s8); }
     static __m256i dot_add(__m256i acc, __m256i u8, __m256i s8) { return _mm256_dpbusd_epi32(acc, u8, s8); }
 };
