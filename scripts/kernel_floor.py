@@ -13,6 +13,12 @@ beside floor(T) = bytes / bandwidth + (T - 1) * MACs per row / rate.
     python scripts/kernel_floor.py --threads 2
     python scripts/kernel_floor.py --threads 1 --clock cpu   # a busy machine
     python scripts/kernel_floor.py --threads 2 --model /tmp/llama-0.8b-q4_1.gguf --sizes 1,2,4,8,16
+    python scripts/kernel_floor.py --threads 2 --isa avx2   # the AVX2 class on a newer CPU (cpu_class.py)
+
+The int8 rate is the kernel's on the ISA the step runs (quant_weights.kernel_isa:
+the AVX2 build under --isa avx2, its AVX-VNNI build under --isa avxvnni).
+Before 5 Dec 2026, 21:40 UTC it was the CPU's best build's whatever the class,
+so the AVX2 class's floors were those of the AVX-512 kernel.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from racer_core.budget.cpu_class import ISA_CHOICES, reexec_with_isa  # noqa: E402
 
 
 def bandwidth(threads: int, rounds: int, clock) -> float:
@@ -37,8 +44,8 @@ def bandwidth(threads: int, rounds: int, clock) -> float:
     return buf.numel() * 4 / best
 
 
-def int8_rate(threads: int, rounds: int, clock) -> float:
-    """The repacked integer kernel's multiply-adds per second on an L2-resident Q4_1 matrix, 32 rows."""
+def int8_rate(threads: int, rounds: int, clock, isa: str) -> float:
+    """The repacked integer kernel's multiply-adds per second on an L2-resident Q4_1 matrix, 32 rows, on `isa`."""
     import numpy as np
     from gguf import GGMLQuantizationType, quants
 
@@ -51,7 +58,6 @@ def int8_rate(threads: int, rounds: int, clock) -> float:
         rng.standard_normal((rows, cols)).astype(np.float32), GGMLQuantizationType.Q4_1)))
     x = rng.standard_normal((t, cols)).astype(np.float32)
     y = np.empty((t, rows), dtype=np.float32)
-    isa = _quant.best()
 
     def many() -> None:
         for _ in range(50):
@@ -70,7 +76,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: process CPU time, robust on a shared machine when --threads 1")
     parser.add_argument("--model", default=None, help="a GGUF file (default: the embedded model)")
+    parser.add_argument("--isa", choices=ISA_CHOICES, default="native",
+                        help="avx2 or avxvnni: that class on a newer CPU (the process starts again with the libraries "
+                        "limited, racer_core/budget/cpu_class.py)")
     args = parser.parse_args(argv)
+    reexec_with_isa(args.isa)
     if args.threads < 1 or args.rounds < 1 or args.context < 1:
         raise SystemExit("--threads, --rounds and --context must be at least 1")
     try:
@@ -81,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from racer_core.bench.timing import fastest_of_rounds
     from racer_core.common.errors import ModelLoadError
-    from racer_core.models.formats.quant_weights import QuantWeight
+    from racer_core.models.formats.quant_weights import QuantWeight, kernel_isa
     from racer_core.models.loader import load
     from racer_core.verify.kv_cache import TreeCache
 
@@ -100,11 +110,14 @@ def main(argv: list[str] | None = None) -> None:
     weight_bytes = sum(w.blocks.nbytes for w in quant)
     macs = sum(int(w.shape[0]) * int(w.shape[1]) for w in quant)
     bw = bandwidth(args.threads, args.rounds, clock)
-    rate = int8_rate(args.threads, args.rounds, clock)
+    isa = kernel_isa()
+    if isa is None:
+        raise SystemExit("kernel_floor: the 4-bit kernel does not run here")
+    rate = int8_rate(args.threads, args.rounds, clock, isa)
     torch.set_num_threads(args.threads)
     print(f"{loaded.name}; {args.threads} threads, {args.clock} clock; weights {lean.quant}, repacked: "
           f"{sum(w.repacked for w in quant)} of {len(quant)} linears")
-    print(f"memory read {bw / 1e9:.1f} GB/s; int8 kernel {rate / 1e9:.1f} GMAC/s")
+    print(f"memory read {bw / 1e9:.1f} GB/s; int8 kernel ({isa}) {rate / 1e9:.1f} GMAC/s")
     print(f"one row: {weight_bytes / 1e6:.1f} MB of blocks -> floor {1e3 * weight_bytes / bw:.2f} ms; "
           f"each extra row: {macs / 1e6:.1f} M multiply-adds -> floor {1e3 * macs / rate:.2f} ms")
 

@@ -165,6 +165,7 @@ def test_sized_gguf_then_the_cost_scripts_on_it(tmp_path: Path, capsys: pytest.C
     run("kernel_floor.py", "--model", path, "--threads", "1", "--sizes", "1,2", "--context", "8", "--rounds", "1")
     out = capsys.readouterr().out
     assert "sized;" in out and "step/floor" in out
+    assert "int8 kernel (avx" in out  # the rate is the kernel's on the ISA the step runs
     run("pass_aftermath.py", "--model", path, "--between", "2,sleep,spin,stream", "--context", "8", "--rounds", "1")
     out = capsys.readouterr().out
     assert "sized, 8 cached" in out and all(f"{name} " in out for name in ("none", "2 rows", "sleep", "spin", "stream"))
