@@ -206,7 +206,7 @@ class RacerEngine:
             # v5 (5 Dec 2026): measurements are merged by their shapes (cost_curve.merged); a curve merged
             # size by size from measurements at different speeds could price 2 rows at 1.67x one row.
             # v6 (5 Dec 2026, evening): the 4-bit kernel prefetches its next tile (quant_repack.hpp); one
-            # row became 1.25-1.35x cheaper, more rows less so: a stored curve would underprice trees.
+            # row's linears became 1.2-1.35x cheaper, more rows' less so: a stored curve would underprice trees.
             key = ("v6", *self._identity(), self.info.device, self.info.dtype,
                    str(most_threads()), torch.__version__)  # what a quiet machine's steps run on
             if self.lean is not None:  # the two forwards cost differently; a stock engine keeps its curves
