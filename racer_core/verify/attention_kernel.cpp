@@ -1074,6 +1074,72 @@ RACER_AVX2 void half_row_avx2(const float* src, int64_t n, uint16_t* dst) {
     for (; i < n; ++i) dst[i] = float_to_half(src[i]).bits;
 }
 
+// One key/value head of a one-row call, whole, on the calling thread: the
+// inner loops one_row_split shares out (each score its own dot product, each
+// head's softmax whole, each output summing its keys in order), so the same
+// bits as the call alone.
+template <class Path, typename KV>
+void one_row_head(const AttendArgs& a, int64_t g, const int32_t* keys, int64_t n) {
+    const int64_t padded = a.dim, group = a.heads / a.kv_heads;
+    const float* q = static_cast<const float*>(a.q);
+    const float* mask = static_cast<const float*>(a.mask);
+    float* out = static_cast<float*>(a.out);
+    if (n == 0) {  // no visible key: NaN, as run() gives
+        for (int64_t e = 0; e < group; ++e) {
+            float* dst = out + (g * group + e) * a.out_head;
+            std::fill(dst, dst + a.dim, std::numeric_limits<float>::quiet_NaN());
+        }
+        return;
+    }
+    const KV* kg = static_cast<const KV*>(a.k) + g * a.k_head;
+    const KV* vg = static_cast<const KV*>(a.v) + g * a.v_head;
+    thread_local std::vector<float> kept_scores, kept_acc;
+    std::vector<float>& scores = kept_scores;  // group x n
+    std::vector<float>& acc = kept_acc;        // group x padded
+    scores.resize(static_cast<size_t>(group * n));
+    acc.assign(static_cast<size_t>(group * padded), 0.0f);
+    float* s = scores.data();
+    float* o = acc.data();
+    const float* qg = q + g * group * a.q_head;
+    head_groups(
+        group,
+        [&](int64_t e) {
+            Path::dots3(qg + e * a.q_head, a.q_head, padded, kg, a.k_row, keys, n, a.scale, mask, s + e * n, n);
+        },
+        [&](int64_t e) {
+            Path::dots2(qg + e * a.q_head, qg + (e + 1) * a.q_head, padded, kg, a.k_row, keys, n, a.scale, mask,
+                        s + e * n, s + (e + 1) * n);
+        },
+        [&](int64_t e) { Path::dots(qg + e * a.q_head, padded, kg, a.k_row, keys, n, a.scale, mask, s + e * n); });
+    float sums[64];
+    for (int64_t e = 0; e < group; ++e) sums[e] = Path::softmax(s + e * n, n);
+    head_groups(
+        group, [&](int64_t e) { Path::accumulate3(s + e * n, n, vg, a.v_row, keys, n, padded, o + e * padded, padded); },
+        [&](int64_t e) {
+            Path::accumulate2(s + e * n, s + (e + 1) * n, vg, a.v_row, keys, n, padded, o + e * padded,
+                              o + (e + 1) * padded);
+        },
+        [&](int64_t e) { Path::accumulate(s + e * n, vg, a.v_row, keys, n, padded, o + e * padded); });
+    for (int64_t e = 0; e < group; ++e) {
+        Path::finish(o + e * padded, padded, sums[e]);
+        std::memcpy(out + (g * group + e) * a.out_head, o + e * padded, static_cast<size_t>(a.dim) * sizeof(float));
+    }
+}
+
+void check(const AttendArgs& a) {
+    if (a.heads <= 0 || a.kv_heads <= 0 || a.heads % a.kv_heads != 0)
+        throw std::invalid_argument("heads must be a positive multiple of kv_heads");
+    if (a.rows < 0 || a.keys < 0 || a.dim <= 0 || a.keys > std::numeric_limits<int32_t>::max())
+        throw std::invalid_argument("rows, keys and dim must be non-negative (dim positive)");
+}
+
+// Whether attend_rows computes the call in its shared region: one float32
+// query row over a float32 mask, a head a multiple of 8 wide, on AVX2 or AVX-512.
+bool one_row_call(const AttendArgs& a) {
+    return a.rows == 1 && a.dtype == Dtype::float32 && a.mask_dtype == Dtype::float32 && !a.portable &&
+           a.dim % kLanes == 0 && a.heads / a.kv_heads <= 64 && avx2_available();
+}
+
 }  // namespace
 
 bool avx2_available() {
@@ -1093,10 +1159,7 @@ const char* path_for(bool portable, bool wide) {
 }
 
 void attend(const AttendArgs& a) {
-    if (a.heads <= 0 || a.kv_heads <= 0 || a.heads % a.kv_heads != 0)
-        throw std::invalid_argument("heads must be a positive multiple of kv_heads");
-    if (a.rows < 0 || a.keys < 0 || a.dim <= 0 || a.keys > std::numeric_limits<int32_t>::max())
-        throw std::invalid_argument("rows, keys and dim must be non-negative (dim positive)");
+    check(a);
     if (a.rows == 0) return;
     if (a.kv_float16) {
         if (a.dtype != Dtype::float32) throw std::invalid_argument("float16 keys and values take float32 queries");
@@ -1111,6 +1174,76 @@ void attend(const AttendArgs& a) {
         if (a.mask_dtype == Dtype::float32) dispatch<uint16_t, float>(a);
         else dispatch<uint16_t, uint16_t>(a);
     }
+}
+
+void attend_rows(const AttendArgs* calls, int64_t count, int threads) {
+    // The one-row calls' visible keys (ascending), one list after another.
+    thread_local std::vector<int32_t> kept_keys;
+    thread_local std::vector<int64_t> kept_starts, kept_calls;
+    std::vector<int32_t>& keys = kept_keys;
+    std::vector<int64_t>& starts = kept_starts;  // per one-row call: its keys' start in `keys`
+    std::vector<int64_t>& rows = kept_calls;     // the one-row calls' indices
+    rows.clear();
+    starts.clear();
+    int64_t total = 0, work = 0;
+    for (int64_t c = 0; c < count; ++c) {
+        check(calls[c]);
+        if (one_row_call(calls[c]) && calls[c].keys > 0) {
+            rows.push_back(c);
+            total += calls[c].keys;
+        }
+    }
+    keys.resize(static_cast<size_t>(total));
+    starts.assign(rows.size() + 1, 0);
+    for (size_t i = 0; i < rows.size(); ++i) {
+        const AttendArgs& a = calls[rows[i]];
+        const float* mask = static_cast<const float*>(a.mask);
+        int64_t n = starts[i];
+        for (int64_t j = 0; j < a.keys; ++j) {
+            keys[n] = static_cast<int32_t>(j);
+            n += mask[j] > a.masked_below;
+        }
+        starts[i + 1] = n;
+        work += (n - starts[i]) * a.heads * a.dim;
+    }
+    // One call, or too few items to keep the threads busy: attend() splits a
+    // single row's keys and outputs among the threads itself.
+    const int64_t per = rows.empty() ? 0 : calls[rows[0]].kv_heads;
+    bool same = true;
+    for (const int64_t c : rows) same = same && calls[c].kv_heads == per;
+    const int64_t slots = static_cast<int64_t>(rows.size());
+    if (slots < 2 || !same || (threads > 1 && slots * per < 2 * threads)) {
+        for (int64_t c = 0; c < count; ++c) attend(calls[c]);
+        return;
+    }
+    // The other calls each as attend() does them, with their own threads.
+    size_t next = 0;
+    for (int64_t c = 0; c < count; ++c) {
+        if (next < rows.size() && rows[next] == c) ++next;
+        else attend(calls[c]);
+    }
+    // An item: one call's key/value head.
+    auto item = [&](int64_t slot, int64_t g) {
+        const AttendArgs& a = calls[rows[slot]];
+        const int32_t* k = keys.data() + starts[slot];
+        const int64_t n = starts[slot + 1] - starts[slot];
+        const bool wide = a.wide && avx512_available();
+        if (a.kv_float16) {
+            if (wide) one_row_head<Avx512, Half>(a, g, k, n);
+            else one_row_head<Avx2, Half>(a, g, k, n);
+        } else {
+            if (wide) one_row_head<Avx512, float>(a, g, k, n);
+            else one_row_head<Avx2, float>(a, g, k, n);
+        }
+    };
+    if (threads <= 1 || work < kThreadedWork) {
+        for (int64_t index = 0; index < slots * per; ++index) item(index / per, index % per);
+        return;
+    }
+    const int64_t items_count = slots * per;
+    const int team = static_cast<int>(std::min<int64_t>(threads, items_count));
+#pragma omp parallel for num_threads(team) schedule(dynamic, 1)
+    for (int64_t index = 0; index < items_count; ++index) item(index / per, index % per);
 }
 
 void float_to_half_row(const float* src, int64_t n, uint16_t* dst) {

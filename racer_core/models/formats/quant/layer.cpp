@@ -170,6 +170,10 @@ void decoder_layer(const LayerShape& s, const LayerWeights& w, float* h, int64_t
             rope(vec, cos + t * D, sin_signed + t * D, D, tmp.data());
         }
     }
+    // Each part's keys and values into its cache, then every part's attention in
+    // one call (attend_rows: the one-row parts of a batched pass share one parallel region).
+    thread_local std::vector<racer::AttendArgs> calls;
+    calls.assign(static_cast<size_t>(n_parts), racer::AttendArgs{});
     int64_t start = 0;
     for (int64_t p = 0; p < n_parts; ++p) {
         const PartCache& c = parts[p];
@@ -188,7 +192,7 @@ void decoder_layer(const LayerShape& s, const LayerWeights& w, float* h, int64_t
                 }
             }
         }
-        racer::AttendArgs a{};
+        racer::AttendArgs& a = calls[static_cast<size_t>(p)];
         a.q = m.qkv.data() + start * width;
         a.q_head = D;
         a.q_row = width;
@@ -216,9 +220,9 @@ void decoder_layer(const LayerShape& s, const LayerWeights& w, float* h, int64_t
         a.threads = s.threads;
         a.portable = false;
         a.wide = s.wide_attention;
-        racer::attend(a);
         start += c.rows;
     }
+    racer::attend_rows(calls.data(), n_parts, s.threads);
     linear(s, w.o, m.attn.data(), T, m.out.data());
     const float* out = m.out.data();
 #pragma omp parallel for num_threads(row_threads) schedule(static) if (row_threads > 1)
