@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts"
 SHORT = ["--question-begin", "14", "--question-end", "15", "--max-new-tokens", "4"]  # one built-in question
 COVERED = {  # every script, and the test that runs it (a new script without one fails the last test)
-    "accept_compare.py", "api_load.py", "api_profile.py", "api_soak.py", "bit_exact_check.py", "busy_machine.py",
+    "accept_compare.py", "api_load.py", "api_profile.py", "api_soak.py", "batch_cost.py", "bit_exact_check.py",
+    "busy_machine.py",
     "context_count_cost.py", "draft_replay.py", "dtype_e2e.py", "first_start.py", "gpu_check.py", "grammar_engines.py",
     "kernel_floor.py",
     "linear_cost.py", "llama_cpp_anchor.py", "llama_cpp_step_cost.py", "logits_rule_speed.py", "pass_aftermath.py",
@@ -420,3 +421,13 @@ def test_kernel_floor_prints_each_step_beside_its_floor(capsys: pytest.CaptureFi
     run("kernel_floor.py", "--threads", "1", "--sizes", "1,2", "--context", "8", "--rounds", "1")
     out = capsys.readouterr().out
     assert "GB/s" in out and "GMAC/s" in out and "step/floor" in out
+
+
+def test_batch_cost_prints_batches_beside_trees_and_the_servers_ceiling(capsys: pytest.CaptureFixture[str]) -> None:
+    run("batch_cost.py", "--threads", "1", "--sizes", "2,3", "--context", "8", "--rounds", "1")
+    out = capsys.readouterr().out
+    assert "batch/tree" in out and out.rstrip().splitlines()[-1].startswith("3 ")
+    run("batch_cost.py", "--threads", "1", "--ceiling", "2", "--rounds", "1")
+    assert "ceiling" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="--sizes"):
+        _main("batch_cost.py")(["--sizes", "0"])
