@@ -718,6 +718,41 @@ inline void head_groups(int64_t group, Three&& three, Two&& two, One&& one) {
     }
 }
 
+// One query row's scores for the `group` query heads of one key/value head
+// over keys[0..m): qg the group's first head (heads a.q_head apart), kg its
+// keys, sg the first head's scores (heads `stride` apart).
+template <class Path, typename KV>
+inline void group_scores(const AttendArgs& a, int64_t group, int64_t padded, const float* qg, const KV* kg,
+                         const int32_t* keys, int64_t m, const float* mask, float* sg, int64_t stride) {
+    head_groups(
+        group,
+        [&](int64_t e) {
+            Path::dots3(qg + e * a.q_head, a.q_head, padded, kg, a.k_row, keys, m, a.scale, mask, sg + e * stride,
+                        stride);
+        },
+        [&](int64_t e) {
+            Path::dots2(qg + e * a.q_head, qg + (e + 1) * a.q_head, padded, kg, a.k_row, keys, m, a.scale, mask,
+                        sg + e * stride, sg + (e + 1) * stride);
+        },
+        [&](int64_t e) { Path::dots(qg + e * a.q_head, padded, kg, a.k_row, keys, m, a.scale, mask, sg + e * stride); });
+}
+
+// The same heads' weighted values over keys[0..n), `width` outputs: pg the
+// first head's n weights (heads n apart), vg its values at the first output,
+// og the first head's outputs (heads `padded` apart).
+template <class Path, typename KV>
+inline void group_values(const AttendArgs& a, int64_t group, int64_t padded, const float* pg, const KV* vg,
+                         const int32_t* keys, int64_t n, int64_t width, float* og) {
+    head_groups(
+        group,
+        [&](int64_t e) { Path::accumulate3(pg + e * n, n, vg, a.v_row, keys, n, width, og + e * padded, padded); },
+        [&](int64_t e) {
+            Path::accumulate2(pg + e * n, pg + (e + 1) * n, vg, a.v_row, keys, n, width, og + e * padded,
+                              og + (e + 1) * padded);
+        },
+        [&](int64_t e) { Path::accumulate(pg + e * n, vg, a.v_row, keys, n, width, og + e * padded); });
+}
+
 // One query row (plain decoding, and a tree of the root alone: most steps) on
 // all the threads. run()'s items are key/value heads, and 3 of them on 2
 // threads leave one thread idle a third of the call; with a single row they
@@ -747,31 +782,14 @@ bool one_row_split(const AttendArgs& a, const float* q, const KV* k, const KV* v
     const int64_t key_parts = (n + key_part - 1) / key_part;
     const int64_t out_parts = std::min<int64_t>(team, padded / kOutputs);
     const int64_t out_part = (padded / kOutputs + out_parts - 1) / out_parts * kOutputs;
-    auto heads_of = [&](int64_t g, auto&& three, auto&& two, auto&& one) {  // head_groups with h, not e
-        head_groups(group, [&](int64_t e) { three(g * group + e); }, [&](int64_t e) { two(g * group + e); },
-                    [&](int64_t e) { one(g * group + e); });
-    };
 #pragma omp parallel num_threads(team)
     {
 #pragma omp for schedule(static)
         for (int64_t item = 0; item < a.kv_heads * key_parts; ++item) {
             const int64_t g = item / key_parts, i0 = item % key_parts * key_part, m = std::min(n, i0 + key_part) - i0;
-            const KV* kg = k + g * a.k_head;
-            const float* qh = q;  // row 0 of head h at q + h * q_head
-            float* s = scores.data() + i0;
-            heads_of(
-                g,
-                [&](int64_t h) {
-                    Path::dots3(qh + h * a.q_head, a.q_head, padded, kg, a.k_row, keys + i0, m, a.scale, mask,
-                                s + h * n, n);
-                },
-                [&](int64_t h) {
-                    Path::dots2(qh + h * a.q_head, qh + (h + 1) * a.q_head, padded, kg, a.k_row, keys + i0, m,
-                                a.scale, mask, s + h * n, s + (h + 1) * n);
-                },
-                [&](int64_t h) {
-                    Path::dots(qh + h * a.q_head, padded, kg, a.k_row, keys + i0, m, a.scale, mask, s + h * n);
-                });
+            // head h's query at q + h * q_head, its scores at scores + h * n
+            group_scores<Path>(a, group, padded, q + g * group * a.q_head, k + g * a.k_head, keys + i0, m, mask,
+                               scores.data() + g * group * n + i0, n);
         }
 #pragma omp for schedule(static)
         for (int64_t h = 0; h < a.heads; ++h) sums[h] = Path::softmax(scores.data() + h * n, n);
@@ -780,19 +798,9 @@ bool one_row_split(const AttendArgs& a, const float* q, const KV* k, const KV* v
             const int64_t g = item / out_parts, c0 = item % out_parts * out_part;
             const int64_t width = std::min(padded, c0 + out_part) - c0;
             if (width <= 0) continue;
-            const KV* vg = v + g * a.v_head + c0;
-            const float* p = scores.data();
             float* o = acc.data() + c0;
-            heads_of(
-                g,
-                [&](int64_t h) {
-                    Path::accumulate3(p + h * n, n, vg, a.v_row, keys, n, width, o + h * padded, padded);
-                },
-                [&](int64_t h) {
-                    Path::accumulate2(p + h * n, p + (h + 1) * n, vg, a.v_row, keys, n, width, o + h * padded,
-                                      o + (h + 1) * padded);
-                },
-                [&](int64_t h) { Path::accumulate(p + h * n, vg, a.v_row, keys, n, width, o + h * padded); });
+            group_values<Path>(a, group, padded, scores.data() + g * group * n, v + g * a.v_head + c0, keys, n, width,
+                               o + g * group * padded);
             for (int64_t e = 0; e < group; ++e) {
                 const int64_t h = g * group + e;
                 Path::finish(o + h * padded, width, sums[h]);
@@ -1075,9 +1083,9 @@ RACER_AVX2 void half_row_avx2(const float* src, int64_t n, uint16_t* dst) {
 }
 
 // One key/value head of a one-row call, whole, on the calling thread: the
-// inner loops one_row_split shares out (each score its own dot product, each
-// head's softmax whole, each output summing its keys in order), so the same
-// bits as the call alone.
+// inner loops one_row_split shares out (group_scores, group_values: each
+// score its own dot product, each head's softmax whole, each output summing
+// its keys in order), so the same bits as the call alone.
 template <class Path, typename KV>
 void one_row_head(const AttendArgs& a, int64_t g, const int32_t* keys, int64_t n) {
     const int64_t padded = a.dim, group = a.heads / a.kv_heads;
@@ -1100,26 +1108,10 @@ void one_row_head(const AttendArgs& a, int64_t g, const int32_t* keys, int64_t n
     acc.assign(static_cast<size_t>(group * padded), 0.0f);
     float* s = scores.data();
     float* o = acc.data();
-    const float* qg = q + g * group * a.q_head;
-    head_groups(
-        group,
-        [&](int64_t e) {
-            Path::dots3(qg + e * a.q_head, a.q_head, padded, kg, a.k_row, keys, n, a.scale, mask, s + e * n, n);
-        },
-        [&](int64_t e) {
-            Path::dots2(qg + e * a.q_head, qg + (e + 1) * a.q_head, padded, kg, a.k_row, keys, n, a.scale, mask,
-                        s + e * n, s + (e + 1) * n);
-        },
-        [&](int64_t e) { Path::dots(qg + e * a.q_head, padded, kg, a.k_row, keys, n, a.scale, mask, s + e * n); });
+    group_scores<Path>(a, group, padded, q + g * group * a.q_head, kg, keys, n, mask, s, n);
     float sums[64];
     for (int64_t e = 0; e < group; ++e) sums[e] = Path::softmax(s + e * n, n);
-    head_groups(
-        group, [&](int64_t e) { Path::accumulate3(s + e * n, n, vg, a.v_row, keys, n, padded, o + e * padded, padded); },
-        [&](int64_t e) {
-            Path::accumulate2(s + e * n, s + (e + 1) * n, vg, a.v_row, keys, n, padded, o + e * padded,
-                              o + (e + 1) * padded);
-        },
-        [&](int64_t e) { Path::accumulate(s + e * n, vg, a.v_row, keys, n, padded, o + e * padded); });
+    group_values<Path>(a, group, padded, s, vg, keys, n, padded, o);
     for (int64_t e = 0; e < group; ++e) {
         Path::finish(o + e * padded, padded, sums[e]);
         std::memcpy(out + (g * group + e) * a.out_head, o + e * padded, static_cast<size_t>(a.dim) * sizeof(float));
@@ -1177,15 +1169,13 @@ void attend(const AttendArgs& a) {
 }
 
 void attend_rows(const AttendArgs* calls, int64_t count, int threads) {
-    // The one-row calls' visible keys (ascending), one list after another.
     thread_local std::vector<int32_t> kept_keys;
     thread_local std::vector<int64_t> kept_starts, kept_calls;
-    std::vector<int32_t>& keys = kept_keys;
+    std::vector<int32_t>& keys = kept_keys;      // the one-row calls' visible keys, one list after another
     std::vector<int64_t>& starts = kept_starts;  // per one-row call: its keys' start in `keys`
     std::vector<int64_t>& rows = kept_calls;     // the one-row calls' indices
     rows.clear();
-    starts.clear();
-    int64_t total = 0, work = 0;
+    int64_t total = 0;
     for (int64_t c = 0; c < count; ++c) {
         check(calls[c]);
         if (one_row_call(calls[c]) && calls[c].keys > 0) {
@@ -1193,8 +1183,19 @@ void attend_rows(const AttendArgs* calls, int64_t count, int threads) {
             total += calls[c].keys;
         }
     }
+    // One call (a conversation alone: every step of a chat), or too few items to keep the
+    // threads busy: attend() splits a single row's keys and outputs among the threads itself.
+    const int64_t per = rows.empty() ? 0 : calls[rows[0]].kv_heads;
+    bool same = true;
+    for (const int64_t c : rows) same = same && calls[c].kv_heads == per;
+    const int64_t slots = static_cast<int64_t>(rows.size());
+    if (slots < 2 || !same || (threads > 1 && slots * per < 2 * threads)) {
+        for (int64_t c = 0; c < count; ++c) attend(calls[c]);
+        return;
+    }
     keys.resize(static_cast<size_t>(total));
     starts.assign(rows.size() + 1, 0);
+    int64_t work = 0;
     for (size_t i = 0; i < rows.size(); ++i) {
         const AttendArgs& a = calls[rows[i]];
         const float* mask = static_cast<const float*>(a.mask);
@@ -1205,16 +1206,6 @@ void attend_rows(const AttendArgs* calls, int64_t count, int threads) {
         }
         starts[i + 1] = n;
         work += (n - starts[i]) * a.heads * a.dim;
-    }
-    // One call, or too few items to keep the threads busy: attend() splits a
-    // single row's keys and outputs among the threads itself.
-    const int64_t per = rows.empty() ? 0 : calls[rows[0]].kv_heads;
-    bool same = true;
-    for (const int64_t c : rows) same = same && calls[c].kv_heads == per;
-    const int64_t slots = static_cast<int64_t>(rows.size());
-    if (slots < 2 || !same || (threads > 1 && slots * per < 2 * threads)) {
-        for (int64_t c = 0; c < count; ++c) attend(calls[c]);
-        return;
     }
     // The other calls each as attend() does them, with their own threads.
     size_t next = 0;
