@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
 class _Sequences:
     """Sequences with their prompts prefilled; each pass's rows are truncated off again."""
 
-    def __init__(self, engine: Any, prompts: list[list[int]]) -> None:
+    def __init__(self, engine: Any, prompts: list[list[int]], trees: Sequence[int] = ()) -> None:
         import torch
 
         from racer_core.engine.decoder import SequenceDecoder
@@ -102,11 +103,9 @@ class _Sequences:
             self.decoders.append(decoder)
         self.rows = [Part(torch.randint(0, rt.vocab_size, (1,), generator=gen), torch.tensor([n]),
                           rt.masks.causal(n, 1), d.cache) for d, n in zip(self.decoders, self.lengths, strict=True)]
-        self.trees: dict[int, Part] = {}
-        n = self.lengths[0]
-        for size in range(2, len(prompts) + 1):
-            self.trees[size] = Part(torch.randint(0, rt.vocab_size, (size,), generator=gen),
-                                    torch.arange(n, n + size), rt.masks.causal(n, size), self.decoders[0].cache)
+        n = self.lengths[0]  # a tree of each size in `trees`, in the first sequence
+        self.trees = {size: Part(torch.randint(0, rt.vocab_size, (size,), generator=gen), torch.arange(n, n + size),
+                                 rt.masks.causal(n, size), self.decoders[0].cache) for size in trees}
 
     def batch(self, count: int) -> None:
         self.lean.batch(self.rows[:count])
@@ -132,7 +131,7 @@ def _random_prompts(engine: Any, count: int, length: int) -> list[list[int]]:
 def passes(engine: Any, sizes: list[int], context: int, rounds: int) -> None:
     from racer_core.bench.timing import timed_rounds
 
-    seqs = _Sequences(engine, _random_prompts(engine, max(sizes), context))
+    seqs = _Sequences(engine, _random_prompts(engine, max(sizes), context), [n for n in sizes if n > 1])
     calls, names = [lambda: seqs.one(0)], ["1 row"]
     for size in sizes:
         if size > 1:
@@ -153,8 +152,6 @@ def passes(engine: Any, sizes: list[int], context: int, rounds: int) -> None:
 
 
 def ceiling(engine: Any, clients: int, rounds: int) -> None:
-    import time
-
     from racer_core.bench.suites import load_builtin
     from racer_core.bench.timing import timed_rounds
     from racer_core.engine.decoder import SequenceDecoder
@@ -163,15 +160,13 @@ def ceiling(engine: Any, clients: int, rounds: int) -> None:
     turns = [q.turns[0] for q in load_builtin()]
     prompts = [chat_prompt_ids(engine, [{"role": "user", "content": turns[i % len(turns)]}], {})
                for i in range(clients)]
-    prefill = 0.0
-    for prompt in prompts:  # each prompt's fastest prefill
-        spent = []
-        for _ in range(max(2, rounds // 3)):
-            decoder = SequenceDecoder(engine.runtime)
-            start = time.perf_counter()
-            decoder._prefill(prompt)
-            spent.append(time.perf_counter() - start)
-        prefill += min(spent)
+    fresh: list[Any] = [None]  # each prefill into a new sequence, made untimed before it
+
+    def new_sequence(_: int) -> None:
+        fresh[0] = SequenceDecoder(engine.runtime)
+
+    prefills = [lambda p=p: fresh[0]._prefill(p) for p in prompts]
+    prefill = sum(min(s) for s in timed_rounds(prefills, max(2, rounds // 3), before=new_sequence))
     into = _random_prompts(engine, clients, REPLY // 2)  # each sequence half way into its reply
     seqs = _Sequences(engine, [p + extra for p, extra in zip(prompts, into, strict=True)])
     calls = [lambda i=i: seqs.one(i) for i in range(clients)] + [lambda: seqs.batch(clients)]
