@@ -295,7 +295,9 @@ class LeanForward:
             rows = h[0] if whole else h[0, keep[0][0] : keep[0][1]]
         else:
             rows = torch.cat([h[0, a:b] for a, b in keep])
-        logits = w.lm_head(_rms(rows, w.final_norm, w.eps))
+        # the fused layers' final norm is theirs (their norms' order, no torch ops between them and the head)
+        fused = self.fused if rows.dtype == torch.float32 and rows.device.type == "cpu" else None
+        logits = w.lm_head(fused.final_norm(rows) if fused is not None else _rms(rows, w.final_norm, w.eps))
         out, at = [], 0
         for first, last in keep:
             out.append((logits[at : at + last - first], None))

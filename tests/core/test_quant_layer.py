@@ -68,6 +68,42 @@ def test_fused_layers_compute_the_torch_layer_body(family: str) -> None:
         torch.testing.assert_close(a.values, b.values, rtol=1e-4, atol=1e-4)
 
 
+def test_the_final_norm_is_the_layers_norm_row_by_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model's final RMSNorm runs natively, as the layers' norms (FusedLayers.final_norm: no torch
+    ops between the layers and the head): each row the same bits alone or among others, on one
+    thread or two, RMSNorm's value, and the fused forward reads no torch norm at all."""
+    from racer_core.models import lean_forward as lean_module
+    from racer_core.models.formats.quant import _quant
+
+    fused, _ = fused_and_torch("llama", "float")
+    hidden = int(fused.weights.final_norm.shape[0])
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(9, hidden, generator=gen) * torch.logspace(-3, 3, 9)[:, None]
+    weight = fused.weights.final_norm.detach().float().contiguous().numpy()
+    eps = float(fused.weights.eps)
+    together = {}
+    for threads in (1, 2):
+        out = np.empty_like(x.numpy())
+        _quant.rms_norm_rows(x.numpy(), weight, eps, out, threads)
+        together[threads] = out
+    alone = np.concatenate([fused.fused.final_norm(x[i : i + 1]).numpy() for i in range(9)])
+    assert np.array_equal(together[1], together[2]) and np.array_equal(together[1], alone)
+    assert np.array_equal(fused.fused.final_norm(x).numpy(), alone)
+    x64 = x.double()
+    want = fused.weights.final_norm.detach().double() * (x64 / torch.sqrt((x64 * x64).mean(-1, keepdim=True) + eps))
+    torch.testing.assert_close(torch.from_numpy(alone).double(), want, rtol=2e-6, atol=1e-9)
+
+    def no_torch_norm(*args: object) -> None:
+        raise AssertionError("the fused forward ran a torch RMSNorm")
+
+    monkeypatch.setattr(lean_module, "_rms", no_torch_norm)
+    with torch.inference_mode():
+        run_steps(fused)
+    with pytest.raises(ValueError, match="weight must be") as error:
+        _quant.rms_norm_rows(x.numpy(), weight[:-1], eps, np.empty_like(x.numpy()))
+    assert "\n" not in str(error.value)
+
+
 def test_captured_states_are_those_entering_the_layers() -> None:
     fused, plain = fused_and_torch("llama", "float")
     with torch.inference_mode():

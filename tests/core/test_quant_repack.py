@@ -72,6 +72,43 @@ def test_repacking_only_moves_the_files_bytes(qtype, groups, blocks_per_row, see
     assert np.array_equal(repack.unpack(qtype, packed, ids), blocks[ids])
 
 
+@settings(max_examples=60, deadline=None)
+@given(qtype=st.sampled_from(sorted(TYPES)), groups=st.integers(1, 6), blocks_per_row=st.integers(1, 9),
+       seed=st.integers(0, 2**16), picks=st.lists(st.integers(0, 47), max_size=12))
+def test_rows_unpacked_natively_are_the_references(qtype, groups, blocks_per_row, seed, picks) -> None:
+    """An embedding's rows each step (QuantWeight.rows): _quant.unpack_rows gives repack.unpack's bytes,
+    repeated and unordered ids included."""
+    rows, cols = 8 * groups, _values(qtype) * blocks_per_row
+    blocks = _blocks(qtype, rows, cols, seed)
+    packed = repack.repack(qtype, blocks)
+    ids = np.array([p % rows for p in picks], dtype=np.int64)
+    size, fields = repack.FIELDS[qtype]
+    got = _quant.unpack_rows(packed, size, np.asarray(fields, dtype=np.int64), ids)
+    assert got.shape == (len(ids), packed.shape[1]) and got.dtype == np.uint8
+    assert np.array_equal(got, repack.unpack(qtype, packed, ids))
+    assert np.array_equal(got, blocks[ids])
+
+
+def test_rows_unpacked_natively_refuse_bad_input_in_one_line() -> None:
+    blocks = _blocks(3, 16, 64, 0)
+    packed = repack.repack(3, blocks)
+    size, fields = repack.FIELDS[3]
+    table = np.asarray(fields, dtype=np.int64)
+    bad = [
+        (packed, size, table, np.array([16], dtype=np.int64), "outside"),
+        (packed, size, table, np.array([-1], dtype=np.int64), "outside"),
+        (packed, size, table, np.array([0], dtype=np.int32), "ids must be"),
+        (packed, size + 1, table, np.array([0], dtype=np.int64), "not repacked blocks"),
+        (packed, size, table[:-1], np.array([0], dtype=np.int64), "cover"),
+        (packed[:12], size, table, np.array([0], dtype=np.int64), "not repacked blocks"),
+        (packed.astype(np.int8), size, table, np.array([0], dtype=np.int64), "packed must be"),
+    ]
+    for arrays in bad:
+        with pytest.raises(ValueError, match=arrays[-1]) as error:
+            _quant.unpack_rows(*arrays[:-1])
+        assert "\n" not in str(error.value)
+
+
 def test_the_layout_is_the_documented_one() -> None:
     """Group 0, block 1 of a Q4_1 matrix: eight d, eight m, then chunk c = bytes 4c..4c+3 of each row's quants."""
     blocks = _blocks(3, 16, 64, seed=1)

@@ -7,6 +7,7 @@ byte; the multiply runs without the GIL.
 """
 
 from libc.stdint cimport int8_t, int64_t, uint8_t
+from libc.string cimport memcpy
 
 cimport numpy as cnp
 import numpy as np
@@ -148,6 +149,55 @@ def dequantize(int qtype, cnp.ndarray blocks, int64_t rows, int64_t cols, str is
     return out
 
 
+def unpack_rows(cnp.ndarray packed, int64_t size, cnp.ndarray fields, cnp.ndarray ids) -> np.ndarray:
+    """Rows `ids` of repacked blocks back in the file's layout: repack.unpack's
+    answer for those rows (its reference), the bytes moved here without
+    gathering each row's whole group first. `size`: bytes per block; `fields`:
+    (start, length, unit) rows of repack.FIELDS[type], in repacked order."""
+    if packed.dtype != np.uint8 or packed.ndim != 2 or not packed.flags.c_contiguous:
+        raise ValueError("packed must be a C-contiguous uint8 array (rows, bytes per row)")
+    if fields.dtype != np.int64 or fields.ndim != 2 or fields.shape[1] != 3 or not fields.flags.c_contiguous:
+        raise ValueError("fields must be a C-contiguous int64 array (n, 3)")
+    if ids.dtype != np.int64 or ids.ndim != 1 or not ids.flags.c_contiguous:
+        raise ValueError("ids must be a C-contiguous int64 array")
+    cdef int64_t total = packed.shape[0], row_bytes = packed.shape[1]
+    if size <= 0 or row_bytes % size or total % 8:
+        raise ValueError(f"({total}, {row_bytes}) bytes are not repacked blocks of {size} bytes")
+    cdef const int64_t* f = <const int64_t*> cnp.PyArray_DATA(fields)
+    cdef int64_t n_fields = fields.shape[0], covered = 0, i
+    for i in range(n_fields):
+        if f[3 * i + 2] <= 0 or f[3 * i + 1] % f[3 * i + 2] or f[3 * i] < 0 or f[3 * i] + f[3 * i + 1] > size:
+            raise ValueError("bad field (start, length, unit)")
+        covered += f[3 * i + 1]
+    if covered != size:
+        raise ValueError(f"the fields cover {covered} of a block's {size} bytes")
+    cdef const int64_t* idp = <const int64_t*> cnp.PyArray_DATA(ids)
+    cdef int64_t n = ids.shape[0]
+    for i in range(n):
+        if not 0 <= idp[i] < total:
+            raise ValueError(f"row {idp[i]} is outside the {total} rows")
+    out = np.empty((n, row_bytes), dtype=np.uint8)
+    cdef const uint8_t* src = <const uint8_t*> cnp.PyArray_DATA(packed)
+    cdef uint8_t* dst = <uint8_t*> cnp.PyArray_DATA(out)
+    cdef int64_t nb = row_bytes // size, b, j, k, lane, first, start, length, unit
+    cdef const uint8_t* block
+    cdef uint8_t* into
+    with nogil:
+        for i in range(n):
+            lane = idp[i] % 8
+            for b in range(nb):
+                # group idp[i] // 8's block b: each field's pieces, piece k of the eight rows side by side
+                block = src + ((idp[i] // 8) * nb + b) * 8 * size
+                into = dst + i * row_bytes + b * size
+                first = 0
+                for j in range(n_fields):
+                    start, length, unit = f[3 * j], f[3 * j + 1], f[3 * j + 2]
+                    for k in range(length // unit):
+                        memcpy(into + start + k * unit, block + 8 * first + (k * 8 + lane) * unit, unit)
+                    first += length
+    return out
+
+
 # ---------------------------------------------------------------- one decoder layer a call (layer.hpp)
 
 from libcpp.vector cimport vector
@@ -190,6 +240,8 @@ cdef extern from "layer.hpp" namespace "racer_quant":
     void c_decoder_layer "racer_quant::decoder_layer"(const LayerShape& shape, const LayerWeights& w, float* h,
                                                       int64_t T, const float* cos, const float* sin_signed,
                                                       const PartCache* parts, int64_t n_parts) except + nogil
+    void c_rms_norm_rows "racer_quant::rms_norm_rows"(const float* x, const float* weight, int64_t T, int64_t n,
+                                                      float eps, float* out, int threads) noexcept nogil
 
 
 cdef QuantLinear _linear(tuple weight, int64_t rows, int64_t cols) except *:
@@ -212,6 +264,26 @@ cdef const float* _vector(object array, int64_t size, str name) except? NULL:
     if a.dtype != np.float32 or a.ndim != 1 or not a.flags.c_contiguous or a.shape[0] != size:
         raise ValueError(f"{name} must be a C-contiguous float32 vector of {size}")
     return <const float*> cnp.PyArray_DATA(a)
+
+
+def rms_norm_rows(cnp.ndarray x, cnp.ndarray weight, float eps, cnp.ndarray out, int threads=1) -> None:
+    """out = RMSNorm(x) * weight, row by row, as the decoder layers compute their norms
+    (layer.hpp); x and out (T, n) C-contiguous float32, weight (n,). Needs AVX2, as the layers do."""
+    if best_isa() == 0:
+        raise ValueError("rms_norm_rows needs AVX2")
+    if x.dtype != np.float32 or x.ndim != 2 or not x.flags.c_contiguous or x.shape[1] == 0:
+        raise ValueError("x must be a C-contiguous float32 array (T, n)")
+    if out.dtype != np.float32 or out.ndim != 2 or not out.flags.c_contiguous or out.shape[0] != x.shape[0] \
+            or out.shape[1] != x.shape[1] or not out.flags.writeable:
+        raise ValueError("out must be a writable C-contiguous float32 array shaped as x")
+    cdef const float* w = _vector(weight, x.shape[1], "weight")
+    if w == NULL:
+        raise ValueError("weight must be a C-contiguous float32 vector as wide as x")
+    cdef const float* xp = <const float*> cnp.PyArray_DATA(x)
+    cdef float* op = <float*> cnp.PyArray_DATA(out)
+    cdef int64_t T = x.shape[0], n = x.shape[1]
+    with nogil:
+        c_rms_norm_rows(xp, w, T, n, eps, op, max(1, threads))
 
 
 cdef class DecoderLayers:

@@ -242,4 +242,10 @@ void decoder_layer(const LayerShape& s, const LayerWeights& w, float* h, int64_t
     for (int64_t i = 0; i < T * H; ++i) h[i] = h[i] + m.out[i];
 }
 
+void rms_norm_rows(const float* x, const float* weight, int64_t T, int64_t n, float eps, float* out, int threads) {
+    const int row_threads = T >= 4 ? threads : 1;  // as the layers' row-wise steps
+#pragma omp parallel for num_threads(row_threads) schedule(static) if (row_threads > 1)
+    for (int64_t t = 0; t < T; ++t) rms_norm(x + t * n, weight, n, eps, out + t * n);
+}
+
 }  // namespace racer_quant

@@ -66,4 +66,8 @@ struct PartCache {  // one sequence's rows of the pass
 void decoder_layer(const LayerShape& shape, const LayerWeights& w, float* h, int64_t T, const float* cos,
                    const float* sin_signed, const PartCache* parts, int64_t n_parts);
 
+// out = RMSNorm(x) * weight for T rows of n (the layers' own norm, so a model's final norm is
+// computed as its layers' are: each row alone, in one fixed order whatever the rows beside it).
+void rms_norm_rows(const float* x, const float* weight, int64_t T, int64_t n, float eps, float* out, int threads);
+
 }  // namespace racer_quant
