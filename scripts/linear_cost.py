@@ -58,26 +58,36 @@ LAYER_SHAPES = [(HIDDEN + 2 * KV, HIDDEN), (HIDDEN, HIDDEN), (2 * INNER, HIDDEN)
 Multiply = Callable[[dict[int, Any], int], object]  # (inputs by width, T) -> the linears' outputs
 
 
-def gguf_blocks(layers: int) -> list[Any]:
-    """The embedded GGUF's linears of one step's first `layers` layers and the head as QuantWeights, in forward
-    order (layer by layer, then the head)."""
+def gguf_blocks(layers: int, path: str | None = None) -> list[Any]:
+    """A Llama-shaped GGUF's linears (the embedded model's, or the file at `path`, as sized_gguf.py writes)
+    of one step's first `layers` layers and the head as QuantWeights, in forward order (layer by layer,
+    then the head: the tied embedding, or output.weight)."""
     from racer_core.models.checkpoint.files import CheckpointConfig
     from racer_core.models.checkpoint.gguf_blocks import read_blocks
+    from racer_core.models.checkpoint.gguf_fields import config_from_fields
     from racer_core.models.checkpoint.gguf_reader import open_reader
     from racer_core.models.embedded import embedded_gguf
     from racer_core.models.families import family_of
     from racer_core.models.formats.quant_weights import QuantWeight
 
+    reader = open_reader(path or embedded_gguf())
+    config = config_from_fields(reader)
+    if config is None or config["model_type"] != "llama":
+        raise SystemExit(f"{path}: not a Llama-shaped GGUF")
     family = family_of(CheckpointConfig({"model_type": "llama"}))
-    blocks = read_blocks(open_reader(embedded_gguf()).tensors, "llama", family, LAYERS, 9, 3).weights
+    count = int(config["num_hidden_layers"])
+    blocks = read_blocks(reader.tensors, "llama", family, count, int(config["num_attention_heads"]),
+                         int(config["num_key_value_heads"])).weights
     fused: list[QuantWeight] = []
-    for i in range(layers):
+    for i in range(min(layers, count)):
         name = f"model.layers.{i}."
-        fused += [QuantWeight.stack([blocks[f"{name}self_attn.{p}_proj.weight"] for p in "qkv"]),
+        qkv = [blocks[f"{name}self_attn.{p}_proj.weight"] for p in "qkv"]
+        one = len({(w.qtype, w.shape[1]) for w in qkv}) == 1  # a Q4_K_M layer's v may be Q6_K: three calls, as the layer makes
+        fused += [*([QuantWeight.stack(qkv)] if one else qkv),
                   blocks[f"{name}self_attn.o_proj.weight"],
                   QuantWeight.stack([blocks[f"{name}mlp.{p}_proj.weight"] for p in ("gate", "up")]),
                   blocks[f"{name}mlp.down_proj.weight"]]
-    fused.append(blocks["model.embed_tokens.weight"])  # the tied Q8_0 head
+    fused.append(blocks.get("lm_head.weight", blocks["model.embed_tokens.weight"]))  # the head (the embedded's: tied Q8_0)
     return fused
 
 

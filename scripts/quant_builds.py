@@ -13,6 +13,8 @@ row count, with each build's ratio to its own one row.
     git stash pop; python setup.py build_ext --inplace
     python scripts/quant_builds.py /tmp/before.so racer_core/models/formats/quant/_quant*.so --sizes 1,2,4,8,16,32
     python scripts/quant_builds.py racer_core/models/formats/quant/_quant*.so --isa avx2,avxvnni   # two ISAs, one build
+    python scripts/quant_builds.py /tmp/before.so racer_core/models/formats/quant/_quant*.so --model /tmp/llama-0.8b-q4_1.gguf
+      (--model: a Llama-shaped GGUF's linears, as scripts/sized_gguf.py writes one, instead of the embedded model's)
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--layers", type=int, default=30, help="decoder layers (the model's 30; fewer for a quick try)")
+    parser.add_argument("--model", default=None,
+                        help="a Llama-shaped GGUF (scripts/sized_gguf.py writes one) instead of the embedded model")
     parser.add_argument("--isa", default=None,
                         help="the kernel's ISA name, or several comma-separated to compare ISAs on each build "
                              "(default: the best this CPU has)")
@@ -67,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     builds = [(build, isa) for build in loaded for isa in isas]
     names = [f"{os.path.basename(b)[-20:]} {isa}" if len(isas) > 1 else b for b in args.builds for isa in isas]
     sizes = [int(s) for s in args.sizes.split(",")]
-    weights = gguf_blocks(args.layers)
+    weights = gguf_blocks(args.layers, args.model)
     calls = [(w.kernel_type, w.blocks, int(w.shape[0]), int(w.shape[1])) for w in weights]
     rng = np.random.default_rng(0)
     widths = {c for *_, c in calls}

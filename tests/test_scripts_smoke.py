@@ -167,6 +167,11 @@ def test_sized_gguf_then_the_cost_scripts_on_it(tmp_path: Path, capsys: pytest.C
     out = capsys.readouterr().out
     assert "sized;" in out and "step/floor" in out
     assert "int8 kernel (avx" in out  # the rate is the kernel's on the ISA the step runs
+    from racer_core.models.formats.quant import _quant
+
+    # a Q4_K_M layer's q|k|v of two types: three calls, as the fused layer makes them
+    run("quant_builds.py", _quant.__file__, "--model", path, "--sizes", "1,2", "--rounds", "1", "--threads", "1")
+    assert "every build gives the same bits at every size" in capsys.readouterr().out
     run("pass_aftermath.py", "--model", path, "--between", "2,sleep,spin,stream", "--context", "8", "--rounds", "1")
     out = capsys.readouterr().out
     assert "sized, 8 cached" in out and all(f"{name} " in out for name in ("none", "2 rows", "sleep", "spin", "stream"))

@@ -207,7 +207,9 @@ class RacerEngine:
             # size by size from measurements at different speeds could price 2 rows at 1.67x one row.
             # v6 (5 Dec 2026, evening): the 4-bit kernel prefetches its next tile (quant_repack.hpp); one
             # row's linears became 1.2-1.35x cheaper, more rows' less so: a stored curve would underprice trees.
-            key = ("v6", *self._identity(), self.info.device, self.info.dtype,
+            # v7 (6 Dec 2026): 1-4 rows read the weights in tiles of one group (one stream), 1.1-1.37x
+            # cheaper, 5 and more as before; and the final norm runs natively: the same, only more so.
+            key = ("v7", *self._identity(), self.info.device, self.info.dtype,
                    str(most_threads()), torch.__version__)  # what a quiet machine's steps run on
             if self.lean is not None:  # the two forwards cost differently; a stock engine keeps its curves
                 key = (*key, "lean", *self.lean.cost_identity())

@@ -12,11 +12,12 @@
 namespace {
 struct VnniDot {
     static constexpr int P = 4, P2 = 8, P1 = 8, R = 4;  // output rows per tile for 3-4, 2 and 1 activation rows
-    // repacked (quant_repack.hpp), measured on a Sapphire-Rapids-class Xeon (5 Dec 2026, docs/performance.md):
-    // four groups for 2 rows (32 registers hold their accumulators: 2 rows cost 1.01x one, from 1.17x),
-    // tiles of up to 8 rows (8 rows 2.03x one row, from 2.20x)
-    static constexpr int G1 = 4, G2 = 4, RR = 8;
-    static constexpr int WP = 2, WR = 8;  // 512-bit tiles (quant_repack_wide.hpp): group pairs for 1-2 rows, rows per tile
+    // repacked (quant_repack.hpp), measured on a Sapphire-Rapids-class Xeon (docs/performance.md): tiles of up
+    // to 8 rows (5 Dec 2026: 8 rows 2.03x one row, from 2.20x); one group a tile for 1 and 2 rows (6 Dec 2026:
+    // a tile's groups are that many streams of weights, and at a row or two, bound by reading the weights,
+    // one stream the prefetchers follow read them 1.1-1.3x faster than four)
+    static constexpr int G1 = 1, G2 = 1, RR = 8;
+    static constexpr int WR = 8;  // 512-bit tiles (quant_repack_wide.hpp): rows per tile, from NARROW_ROWS + 1 rows
     static constexpr bool PAIRS16 = false;  // dpbusd accumulates in int32 itself
     static constexpr bool BIAS_Q8 = true;  // Q8_0's dots on x + 128 (quant_repack.hpp, rp_bias_q8)
     static __m256i dot(__m256i u8, __m256i s8) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u8, s8); }
