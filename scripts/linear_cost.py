@@ -68,7 +68,7 @@ def gguf_blocks(layers: int, path: str | None = None) -> list[Any]:
     from racer_core.models.checkpoint.gguf_reader import open_reader
     from racer_core.models.embedded import embedded_gguf
     from racer_core.models.families import family_of
-    from racer_core.models.formats.quant_weights import QuantWeight
+    from racer_core.models.formats.quant_weights import QuantParts, QuantWeight, stack_blocks
 
     reader = open_reader(path or embedded_gguf())
     config = config_from_fields(reader)
@@ -81,9 +81,8 @@ def gguf_blocks(layers: int, path: str | None = None) -> list[Any]:
     fused: list[QuantWeight] = []
     for i in range(min(layers, count)):
         name = f"model.layers.{i}."
-        qkv = [blocks[f"{name}self_attn.{p}_proj.weight"] for p in "qkv"]
-        one = len({(w.qtype, w.shape[1]) for w in qkv}) == 1  # a Q4_K_M layer's v may be Q6_K: three calls, as the layer makes
-        fused += [*([QuantWeight.stack(qkv)] if one else qkv),
+        qkv = stack_blocks([blocks[f"{name}self_attn.{p}_proj.weight"] for p in "qkv"])
+        fused += [*(qkv.parts if isinstance(qkv, QuantParts) else [qkv]),  # a Q4_K_M layer's v may be Q6_K: its calls
                   blocks[f"{name}self_attn.o_proj.weight"],
                   QuantWeight.stack([blocks[f"{name}mlp.{p}_proj.weight"] for p in ("gate", "up")]),
                   blocks[f"{name}mlp.down_proj.weight"]]

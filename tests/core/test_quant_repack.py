@@ -82,8 +82,7 @@ def test_rows_unpacked_natively_are_the_references(qtype, groups, blocks_per_row
     blocks = _blocks(qtype, rows, cols, seed)
     packed = repack.repack(qtype, blocks)
     ids = np.array([p % rows for p in picks], dtype=np.int64)
-    size, fields = repack.FIELDS[qtype]
-    got = _quant.unpack_rows(packed, size, np.asarray(fields, dtype=np.int64), ids)
+    got = _quant.unpack_rows(packed, repack.FIELDS[qtype][0], repack.FIELD_TABLES[qtype], ids)
     assert got.shape == (len(ids), packed.shape[1]) and got.dtype == np.uint8
     assert np.array_equal(got, repack.unpack(qtype, packed, ids))
     assert np.array_equal(got, blocks[ids])
@@ -92,8 +91,7 @@ def test_rows_unpacked_natively_are_the_references(qtype, groups, blocks_per_row
 def test_rows_unpacked_natively_refuse_bad_input_in_one_line() -> None:
     blocks = _blocks(3, 16, 64, 0)
     packed = repack.repack(3, blocks)
-    size, fields = repack.FIELDS[3]
-    table = np.asarray(fields, dtype=np.int64)
+    size, table = repack.FIELDS[3][0], repack.FIELD_TABLES[3]
     bad = [
         (packed, size, table, np.array([16], dtype=np.int64), "outside"),
         (packed, size, table, np.array([-1], dtype=np.int64), "outside"),

@@ -195,8 +195,7 @@ class QuantWeight:
             from racer_core.models.formats.quant import _quant
 
             # an embedding's rows each step: the bytes moved natively (repack.unpack, their reference, costs 0.1 ms)
-            size, fields = repack.FIELDS[self.qtype]
-            return _quant.unpack_rows(self.blocks, size, np.asarray(fields, dtype=np.int64),
+            return _quant.unpack_rows(self.blocks, repack.FIELDS[self.qtype][0], repack.FIELD_TABLES[self.qtype],
                                       np.ascontiguousarray(ids, dtype=np.int64))
         return self.blocks if ids is None else np.ascontiguousarray(self.blocks[ids])
 

@@ -122,13 +122,12 @@ void rp_wide_matmul_typed(const uint8_t* w, int64_t rows, int64_t cols, const fl
                           int threads) {
     if constexpr (!rp_wide_type<TYPE>()) {
         rp_matmul_typed<TYPE>(w, rows, cols, x, T, y, threads);
+    } else if (T <= NARROW_ROWS) {
+        rp_matmul_typed<TYPE>(w, rows, cols, x, T, y, threads);  // the 256-bit tiles of one group
     } else {
         const int64_t nb = cols / 32, groups = rows / 8;
         rp_quantized<rp_bias_q8<TYPE>()>(x, T, cols, [&](const int8_t* xq, const float* xd, const float* xs) {
-            if (T == 1) rp_groups<TYPE, RpTile<TYPE, DOT::G1>, 1>(w, groups, nb, xq, xd, xs, cols, T, y, rows, threads);
-            else if (T == 2) rp_groups<TYPE, RpTile<TYPE, DOT::G2>, 2>(w, groups, nb, xq, xd, xs, cols, T, y, rows, threads);
-            else if (T <= NARROW_ROWS) rp_groups<TYPE, RpTile<TYPE, 1>, DOT::RR>(w, groups, nb, xq, xd, xs, cols, T, y, rows, threads);
-            else rp_groups<TYPE, RpTileWide<TYPE, 1>, DOT::WR>(w, groups, nb, xq, xd, xs, cols, T, y, rows, threads);
+            rp_groups<TYPE, RpTileWide<TYPE, 1>, DOT::WR>(w, groups, nb, xq, xd, xs, cols, T, y, rows, threads);
         });
     }
 }

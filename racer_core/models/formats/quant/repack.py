@@ -37,6 +37,8 @@ FIELDS = {
     Q6_K: (210, ((0, 128, 4), (128, 64, 4), (192, 16, 1), (208, 2, 2))),
 }
 """type -> (bytes per block, its fields as (start, length, unit) in the file's block, in repacked order)."""
+FIELD_TABLES = {qtype: np.asarray(fields, dtype=np.int64) for qtype, (_, fields) in FIELDS.items()}
+"""type -> its FIELDS as an int64 (n, 3) array, as _quant.unpack_rows reads them."""
 
 
 def repackable(qtype: int, rows: int) -> bool:
