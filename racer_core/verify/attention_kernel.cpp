@@ -1125,11 +1125,28 @@ void check(const AttendArgs& a) {
         throw std::invalid_argument("rows, keys and dim must be non-negative (dim positive)");
 }
 
-// Whether attend_rows computes the call in its shared region: one float32
-// query row over a float32 mask, a head a multiple of 8 wide, on AVX2 or AVX-512.
-bool one_row_call(const AttendArgs& a) {
-    return a.rows == 1 && a.dtype == Dtype::float32 && a.mask_dtype == Dtype::float32 && !a.portable &&
-           a.dim % kLanes == 0 && a.heads / a.kv_heads <= 64 && avx2_available();
+// Whether attend_rows can compute the call's rows in its shared region: float32
+// query rows over a float32 mask, a head a multiple of 8 wide, on AVX2 or AVX-512.
+bool shareable_call(const AttendArgs& a) {
+    return a.rows >= 1 && a.keys > 0 && a.dtype == Dtype::float32 && a.mask_dtype == Dtype::float32 &&
+           !a.portable && a.dim % kLanes == 0 && a.heads / a.kv_heads <= 64 && avx2_available();
+}
+
+// A batched pass's trees up to this many rows join the shared region row by row:
+// each of their own parallel regions cost a pass of 8 sequences about 0.6 ms on the
+// embedded model (30 layers), a fifth of what a 2-row tree beside 7 one-row sequences
+// added (docs/performance.md, 6 Dec 2026). A larger call (a prompt chunk) keeps
+// attend()'s own threads, which convert each key once for all its rows.
+constexpr int64_t kSharedTreeRows = 16;
+
+// Row r of call `a` as a one-row call: its query, mask and output rows.
+AttendArgs row_of(const AttendArgs& a, int64_t r) {
+    AttendArgs one = a;
+    one.q = static_cast<const float*>(a.q) + r * a.q_row;
+    one.mask = static_cast<const float*>(a.mask) + r * a.mask_row;
+    one.out = static_cast<float*>(a.out) + r * a.out_row;
+    one.rows = 1;
+    return one;
 }
 
 }  // namespace
@@ -1170,34 +1187,40 @@ void attend(const AttendArgs& a) {
 
 void attend_rows(const AttendArgs* calls, int64_t count, int threads) {
     thread_local std::vector<int32_t> kept_keys;
-    thread_local std::vector<int64_t> kept_starts, kept_calls;
-    std::vector<int32_t>& keys = kept_keys;      // the one-row calls' visible keys, one list after another
-    std::vector<int64_t>& starts = kept_starts;  // per one-row call: its keys' start in `keys`
-    std::vector<int64_t>& rows = kept_calls;     // the one-row calls' indices
-    rows.clear();
+    thread_local std::vector<int64_t> kept_starts;
+    thread_local std::vector<AttendArgs> kept_units;
+    thread_local std::vector<char> kept_shared;
+    std::vector<int32_t>& keys = kept_keys;      // each unit's visible keys, one list after another
+    std::vector<int64_t>& starts = kept_starts;  // per unit: its keys' start in `keys`
+    std::vector<AttendArgs>& units = kept_units;  // the shared region's one-row calls (a tree's rows each one)
+    std::vector<char>& shared = kept_shared;     // per call: its rows are units
+    units.clear();
+    shared.assign(static_cast<size_t>(count), 0);
     int64_t total = 0;
     for (int64_t c = 0; c < count; ++c) {
-        check(calls[c]);
-        if (one_row_call(calls[c]) && calls[c].keys > 0) {
-            rows.push_back(c);
-            total += calls[c].keys;
-        }
+        const AttendArgs& a = calls[c];
+        check(a);
+        // A tree's rows join only beside other calls: a conversation alone keeps attend()'s own threads.
+        if (!shareable_call(a) || (a.rows > 1 && (count < 2 || a.rows > kSharedTreeRows))) continue;
+        shared[static_cast<size_t>(c)] = 1;
+        for (int64_t r = 0; r < a.rows; ++r) units.push_back(row_of(a, r));
+        total += a.rows * a.keys;
     }
     // One call (a conversation alone: every step of a chat), or too few items to keep the
     // threads busy: attend() splits a single row's keys and outputs among the threads itself.
-    const int64_t per = rows.empty() ? 0 : calls[rows[0]].kv_heads;
+    const int64_t per = units.empty() ? 0 : units[0].kv_heads;
     bool same = true;
-    for (const int64_t c : rows) same = same && calls[c].kv_heads == per;
-    const int64_t slots = static_cast<int64_t>(rows.size());
+    for (const AttendArgs& u : units) same = same && u.kv_heads == per;
+    const int64_t slots = static_cast<int64_t>(units.size());
     if (slots < 2 || !same || (threads > 1 && slots * per < 2 * threads)) {
         for (int64_t c = 0; c < count; ++c) attend(calls[c]);
         return;
     }
     keys.resize(static_cast<size_t>(total));
-    starts.assign(rows.size() + 1, 0);
+    starts.assign(units.size() + 1, 0);
     int64_t work = 0;
-    for (size_t i = 0; i < rows.size(); ++i) {
-        const AttendArgs& a = calls[rows[i]];
+    for (size_t i = 0; i < units.size(); ++i) {
+        const AttendArgs& a = units[i];
         const float* mask = static_cast<const float*>(a.mask);
         int64_t n = starts[i];
         for (int64_t j = 0; j < a.keys; ++j) {
@@ -1208,14 +1231,11 @@ void attend_rows(const AttendArgs* calls, int64_t count, int threads) {
         work += (n - starts[i]) * a.heads * a.dim;
     }
     // The other calls each as attend() does them, with their own threads.
-    size_t next = 0;
-    for (int64_t c = 0; c < count; ++c) {
-        if (next < rows.size() && rows[next] == c) ++next;
-        else attend(calls[c]);
-    }
-    // An item: one call's key/value head.
+    for (int64_t c = 0; c < count; ++c)
+        if (!shared[static_cast<size_t>(c)]) attend(calls[c]);
+    // An item: one unit's key/value head.
     auto item = [&](int64_t slot, int64_t g) {
-        const AttendArgs& a = calls[rows[slot]];
+        const AttendArgs& a = units[static_cast<size_t>(slot)];
         const int32_t* k = keys.data() + starts[slot];
         const int64_t n = starts[slot + 1] - starts[slot];
         const bool wide = a.wide && avx512_available();

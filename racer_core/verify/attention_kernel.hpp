@@ -45,10 +45,11 @@ struct AttendArgs {
 // Throws std::invalid_argument on inconsistent sizes.
 void attend(const AttendArgs& args);
 
-// Several calls at once (the sequences of a batched pass): the one-row calls
-// share one parallel region of `threads`, an item a call's key/value head,
-// each computed as attend() computes it alone (the same bits); the other
-// calls run as attend() runs them. Throws as attend() does.
+// Several calls at once (the sequences of a batched pass): the one-row calls,
+// and the rows of small trees beside them, share one parallel region of
+// `threads`, an item a row's key/value head, each computed as attend()
+// computes a row alone (the same bits); the other calls run as attend() runs
+// them. Throws as attend() does.
 void attend_rows(const AttendArgs* calls, int64_t count, int threads);
 
 bool avx2_available();  // with FMA and F16C, which every AVX2 CPU has

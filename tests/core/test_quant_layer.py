@@ -157,17 +157,18 @@ def test_a_batched_pass_gives_each_part_its_own_bits(acts: str, kv: torch.dtype)
 @pytest.mark.parametrize("kv", [torch.float16, torch.float32])
 def test_one_row_parts_share_one_attention_region_and_keep_their_bits(kv: torch.dtype, wide: bool) -> None:
     """Many one-row sequences in one pass (a batched server's decoding steps): their
-    attention runs as one parallel region of (sequence, key/value head) items
-    (attend_rows), beside a tree part that keeps its own; each part's logits and
-    cache still equal its pass alone, whose attention took another path (one row
-    over 1,100 keys splits its keys and outputs among the threads). Small passes
-    run the items on one thread: the same bits."""
+    attention runs as one parallel region of (row, key/value head) items
+    (attend_rows), a small tree's rows among them, beside a tree part of more than
+    16 rows that keeps its own; each part's logits and cache still equal its pass
+    alone, whose attention took another path (one row over 1,100 keys splits its
+    keys and outputs among the threads; a tree's rows share its keys). Small
+    passes run the items on one thread: the same bits."""
     fused, _ = fused_and_torch("qwen3", "q8", kv)
     threads = torch.get_num_threads()
     torch.set_num_threads(2)  # items enough for the threads: the shared region runs
     try:
         fused.fused.wide_attention = wide
-        shapes = [(1, 1100), (1, 700), (1, 1), (4, 30), (1, 257), (1, 5)]
+        shapes = [(1, 1100), (1, 700), (1, 1), (4, 30), (1, 257), (1, 5), (17, 40)]
         assert batch_mismatches(fused, shapes, torch.Generator().manual_seed(3)) == []
         assert batch_mismatches(fused, [(1, 9), (1, 20), (1, 3)], torch.Generator().manual_seed(4)) == []
     finally:
