@@ -9,6 +9,11 @@ pass of N one-row sequences and a tree of N rows in one sequence, each after
 `--context` cached tokens, and prints both with their ratio (fastest of the
 rounds, and the median).
 
+`--mixed N` instead asks what one sequence's tree adds to a pass of N: a pass of
+N one-row sequences against N - 1 of them beside a tree of each size of
+`--sizes` (interleaved rounds), the extra milliseconds and the pass's ratio,
+beside what the cost curve's sizes would say (t(N - 1 + k) - t(N), one tree
+of those rows timed alone): under load the tree policy prices a tree so.
 `--ceiling N` instead measures the model's share of `scripts/api_load.py
 --clients N`'s comparison on the built-in suite's first N first turns (the
 chat template applied): each prompt's prefill, a one-row step of each
@@ -21,6 +26,7 @@ Python, HTTP or waiting counted. The prefill is the same work in both.
 
     python scripts/batch_cost.py --sizes 2,4,8,16 --threads 2
     python scripts/batch_cost.py --ceiling 4 --threads 2
+    python scripts/batch_cost.py --mixed 8 --sizes 2,3,4,6,8 --threads 2
     python scripts/batch_cost.py --ceiling 8 --threads 2 --isa avx2   # the AVX2 class on a newer CPU
 """
 
@@ -55,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--context", type=int, default=256, help="cached tokens of each sequence")
     parser.add_argument("--ceiling", type=int, default=0, metavar="N",
                         help="the batched server's model-only ceiling for N clients instead")
+    parser.add_argument("--mixed", type=int, default=0, metavar="N",
+                        help="what a tree of each of --sizes rows adds to a pass of N one-row sequences instead")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--model", default=None, help="a model or GGUF file (default: the embedded model)")
@@ -62,8 +70,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="avx2 or avxvnni: that class on a newer CPU (racer_core/budget/cpu_class.py)")
     args = parser.parse_args(argv)
     reexec_with_isa(args.isa)
-    if args.threads < 1 or args.rounds < 1 or args.context < 1 or args.ceiling < 0:
-        raise SystemExit("--threads, --rounds and --context must be at least 1, --ceiling at least 0")
+    if args.threads < 1 or args.rounds < 1 or args.context < 1 or args.ceiling < 0 or args.mixed < 0:
+        raise SystemExit("--threads, --rounds and --context must be at least 1, --ceiling and --mixed at least 0")
+    if args.mixed == 1:
+        raise SystemExit("--mixed N: a pass of at least 2 sequences")
     sizes = _counts(args.sizes)
     import torch
 
@@ -80,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     with torch.inference_mode():
         if args.ceiling:
             ceiling(engine, args.ceiling, args.rounds)
+        elif args.mixed:
+            mixed(engine, args.mixed, sizes, args.context, args.rounds)
         else:
             passes(engine, sizes, args.context, args.rounds)
     return 0
@@ -149,6 +161,27 @@ def passes(engine: Any, sizes: list[int], context: int, rounds: int) -> None:
             t, b = f"tree {size}", f"batch {size}"
             print(f"{size:<5}  {1e3 * best[t]:6.2f} ({1e3 * middle[t]:6.2f})   {1e3 * best[b]:6.2f} "
                   f"({1e3 * middle[b]:6.2f})   {best[b] / best[t]:6.2f}x     {best[b] / best['1 row']:6.2f}x")
+
+
+def mixed(engine: Any, count: int, sizes: list[int], context: int, rounds: int) -> None:
+    from racer_core.bench.timing import timed_rounds
+
+    trees = sorted({k for k in sizes if k > 1} | {count - 1 + k for k in sizes} | {count})
+    seqs = _Sequences(engine, _random_prompts(engine, count, context), trees)
+    rest = seqs.rows[1:count]
+    calls = [lambda: seqs.batch(count)]
+    calls += [lambda k=k: seqs.lean.batch([seqs.trees[k] if k > 1 else seqs.rows[0], *rest]) for k in sizes]
+    calls += [lambda k=k: seqs.tree(k) for k in trees]  # one sequence's trees: the cost curve's sizes
+    spans = timed_rounds(calls, rounds, warmup=1, after=lambda _: seqs.truncate())
+    middle = [1e3 * statistics.median(s) for s in spans]
+    base, passes = middle[0], dict(zip(sizes, middle[1 : 1 + len(sizes)], strict=True))
+    alone = dict(zip(trees, middle[1 + len(sizes) :], strict=True))
+    print(f"{engine.info.model}: a pass of {count} one-row sequences ({context} cached each) {base:.2f} ms, against "
+          f"{count - 1} of them beside one sequence's tree; median of {rounds} interleaved rounds")
+    print("tree   pass ms   added ms   pass ratio   curve's added ms (t(N-1+k) - t(N), trees alone)")
+    for k in sizes:
+        curve = alone[count - 1 + k] - alone[count]
+        print(f"{k:<5}  {passes[k]:7.2f}   {passes[k] - base:7.2f}    {passes[k] / base:7.3f}x    {curve:7.2f}")
 
 
 def ceiling(engine: Any, clients: int, rounds: int) -> None:

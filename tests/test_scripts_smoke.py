@@ -428,11 +428,15 @@ def test_kernel_floor_prints_each_step_beside_its_floor(capsys: pytest.CaptureFi
     assert "GB/s" in out and "GMAC/s" in out and "step/floor" in out
 
 
-def test_batch_cost_prints_batches_beside_trees_and_the_servers_ceiling(capsys: pytest.CaptureFixture[str]) -> None:
+def test_batch_cost_prints_batches_beside_trees_the_ceiling_and_a_tree_in_a_pass(
+        capsys: pytest.CaptureFixture[str]) -> None:
     run("batch_cost.py", "--threads", "1", "--sizes", "2,3", "--context", "8", "--rounds", "1")
     out = capsys.readouterr().out
     assert "batch/tree" in out and out.rstrip().splitlines()[-1].startswith("3 ")
     run("batch_cost.py", "--threads", "1", "--ceiling", "2", "--rounds", "1")
     assert "ceiling" in capsys.readouterr().out
+    run("batch_cost.py", "--threads", "1", "--mixed", "3", "--sizes", "1,2", "--context", "8", "--rounds", "1")
+    out = capsys.readouterr().out
+    assert "curve's added ms" in out and out.rstrip().splitlines()[-1].startswith("2 ")
     with pytest.raises(SystemExit, match="--sizes"):
         _main("batch_cost.py")(["--sizes", "0"])
