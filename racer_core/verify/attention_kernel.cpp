@@ -1132,11 +1132,11 @@ bool shareable_call(const AttendArgs& a) {
            !a.portable && a.dim % kLanes == 0 && a.heads / a.kv_heads <= 64 && avx2_available();
 }
 
-// A batched pass's trees up to this many rows join the shared region row by row:
-// each of their own parallel regions cost a pass of 8 sequences about 0.6 ms on the
-// embedded model (30 layers), a fifth of what a 2-row tree beside 7 one-row sequences
-// added (docs/performance.md, 6 Dec 2026). A larger call (a prompt chunk) keeps
-// attend()'s own threads, which convert each key once for all its rows.
+// A batched pass's trees up to this many rows join the shared region row by row: with
+// a parallel region of its own per layer, a 2- or 4-row tree beside 7 one-row sequences
+// made their pass about 3% dearer (the embedded model; docs/performance.md, 6 Dec 2026).
+// A larger call (a prompt chunk) keeps attend()'s own threads, which convert each key
+// once for all its rows.
 constexpr int64_t kSharedTreeRows = 16;
 
 // Row r of call `a` as a one-row call: its query, mask and output rows.
