@@ -174,14 +174,14 @@ def mixed(engine: Any, count: int, sizes: list[int], context: int, rounds: int) 
     calls += [lambda k=k: seqs.tree(k) for k in trees]  # one sequence's trees: the cost curve's sizes
     spans = timed_rounds(calls, rounds, warmup=1, after=lambda _: seqs.truncate())
     middle = [1e3 * statistics.median(s) for s in spans]
-    base, passes = middle[0], dict(zip(sizes, middle[1 : 1 + len(sizes)], strict=True))
+    base, with_tree = middle[0], dict(zip(sizes, middle[1 : 1 + len(sizes)], strict=True))
     alone = dict(zip(trees, middle[1 + len(sizes) :], strict=True))
     print(f"{engine.info.model}: a pass of {count} one-row sequences ({context} cached each) {base:.2f} ms, against "
           f"{count - 1} of them beside one sequence's tree; median of {rounds} interleaved rounds")
     print("tree   pass ms   added ms   pass ratio   curve's added ms (t(N-1+k) - t(N), trees alone)")
     for k in sizes:
         curve = alone[count - 1 + k] - alone[count]
-        print(f"{k:<5}  {passes[k]:7.2f}   {passes[k] - base:7.2f}    {passes[k] / base:7.3f}x    {curve:7.2f}")
+        print(f"{k:<5}  {with_tree[k]:7.2f}   {with_tree[k] - base:7.2f}    {with_tree[k] / base:7.3f}x    {curve:7.2f}")
 
 
 def ceiling(engine: Any, clients: int, rounds: int) -> None:

@@ -67,6 +67,7 @@ class FusedLayers:
             ))
         self.kv_heads, self.head_dim = weights.kv_heads, weights.head_dim
         self._final_norm, self._eps = _vector(weights.final_norm), float(weights.eps)
+        self._norm_rows = _quant.rms_norm_rows  # looked up once: called every step
         self.kv_dtype = kv_cache_dtype()
         self.count = len(weights.layers)
         self._layers = _quant.DecoderLayers(
@@ -103,11 +104,9 @@ class FusedLayers:
     def final_norm(self, rows: torch.Tensor) -> torch.Tensor:
         """The model's final RMSNorm of `rows` ((T, hidden) float32), computed as the layers'
         norms are (one native call, no torch ops: it ran between the layers and the head each step)."""
-        from racer_core.models.formats.quant import _quant
-
         x = rows.contiguous()
         out = torch.empty_like(x)
-        _quant.rms_norm_rows(x.numpy(), self._final_norm, self._eps, out.numpy(), torch.get_num_threads())
+        self._norm_rows(x.numpy(), self._final_norm, self._eps, out.numpy(), torch.get_num_threads())
         return out
 
     def run(self, h: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor, parts: Sequence[Any],
