@@ -37,14 +37,6 @@ _RANK_EDGES = np.array([0, 1, 2, 4])  # logits rank -1 (none), 0, 1, 2-3, 4+ -> 
 _DEPTH_EDGES = np.array([2, 3])  # depth 1, 2, 3+ -> 0 .. 2
 _SHAPE = (6, 5, 3)
 _RANK_CAP = 5  # rank + 1 capped: none, 0, 1, 2, 3, 4 and more -- what both the buckets and the kinds tell apart
-CPU_HOLD_FROM = 3
-"""A CPU engine's `TreePolicy.hold_from`: no tree is drafted in a pass that
-holds this many other sequences (docs/design.md 1.8, "Held in full passes").
-Measured on a 2-core CPU in both classes, racer's trees in passes of 4 or
-more sequences, though the curve priced them as paying, left racer 2-4%
-behind ar (the pass waits for their drafting, choice and learning, and
-they spread the sequences' ends, so the passes hold fewer); held there,
-racer was level with ar."""
 
 
 def _feature_tables() -> tuple[np.ndarray, np.ndarray]:
@@ -154,10 +146,6 @@ class TreePolicy:
     (`note_drafting`). Under load the whole pass waits for it, so
     `worth_drafting`, `choose` and the gate's score count it in a tree's value
     (tree_value.py); alone it is not used."""
-    hold_from: int | None = None
-    """Under continuous batching, no tree is drafted while this many other
-    sequences share the pass (`worth_drafting`; a CPU engine's is
-    CPU_HOLD_FROM); None: the tree's value decides at every load."""
     native: bool = True
     """Estimates and choice by the C++ (tree_choice.cpp); False: by the Python
     reference (_reference_estimates, _reference_weigh), which the native one
@@ -213,14 +201,11 @@ class TreePolicy:
         most (n - 1) p, and the pass waits `drafting_s` longer for the
         drafting itself: if no size's value (tree_value) pays even so, none
         can. And once the last ROOT_STREAK choices (draft_gate.py) under load all kept the
-        root alone, only the gate's probes draft (DraftGate.probes). With
-        `hold_from`, never beside that many others (no probe either).
+        root alone, only the gate's probes draft (DraftGate.probes).
         Alone (no others) always True: the tree is drafted and weighed as before."""
         others, base = load
         if others == 0:
             return True
-        if self.hold_from is not None and others >= self.hold_from:
-            return False
         with self._lock:
             if not self.gate.probes():  # first: most steps of a full batch stop here, reading no counts
                 return False

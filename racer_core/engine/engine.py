@@ -22,7 +22,7 @@ import torch
 from racer_core.budget import cost_curve as curves
 from racer_core.budget import cpu_class
 from racer_core.budget.cost_curve import CPU_GRID, CPU_QUICK, GPU_GRID, MAX_MEASUREMENTS, QUICK_ROUNDS, CostCurve
-from racer_core.budget.tree_policy import CPU_HOLD_FROM, TreePolicy
+from racer_core.budget.tree_policy import TreePolicy
 from racer_core.common.capabilities import check_for
 from racer_core.common.config import TRANSFORMERS_METHODS
 from racer_core.common.errors import InputError
@@ -121,7 +121,6 @@ class RacerEngine:
         window = sliding_window_of(model.config)
         vocab = int(config.vocab_size)
         self._grid = GPU_GRID if device.type == "cuda" else CPU_GRID
-        self._hold_from = None if device.type == "cuda" else CPU_HOLD_FROM  # trees held in full passes (1.8)
         self._curve: CostCurve | None = None
         self.background: CurveInBackground | None = None  # a measurement waiting for a quiet moment
         self._replies = 0  # replies running now (a background measurement waits for none)
@@ -340,8 +339,7 @@ class RacerEngine:
         this model's acceptance carries over from chat to chat."""
         with self._policy_lock:
             if method not in self._policies:
-                self._policies[method] = TreePolicy(self.cost_curve(), largest=self._grid[-1],
-                                                    hold_from=self._hold_from)
+                self._policies[method] = TreePolicy(self.cost_curve(), largest=self._grid[-1])
             return self._policies[method]
 
     def batched(self, max_rows: int = DEFAULT_MAX_ROWS) -> EngineLoop | None:

@@ -206,15 +206,3 @@ def test_under_load_the_pre_check_follows_what_the_policy_learns() -> None:
         policy.learn([3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8], final=True)
     policy.gate.paused, policy.gate._kept_root = False, 0  # the gate's own pause aside: the counts decide
     assert policy.worth_drafting()
-
-
-def test_held_from_a_number_of_others_not_even_a_sure_tree_is_drafted_and_no_probe_drafts() -> None:
-    """`hold_from` (a CPU engine's, CPU_HOLD_FROM): beside that many others in
-    the pass no tree is drafted, however likely; below it the value decides as
-    without the hold; alone a tree is always drafted."""
-    held, free = TreePolicy(CURVE, hold_from=3), TreePolicy(CURVE)
-    for policy in (held, free):
-        policy._hits[:] = 0.99 * policy._trials
-    assert held.worth_drafting((0, 0)) and held.worth_drafting((2, 2)) == free.worth_drafting((2, 2)) is True
-    assert free.worth_drafting((3, 3)) and free.worth_drafting((7, 7))  # on this curve they would pay
-    assert not any(held.worth_drafting((others, others)) for others in (3, 4, 7) for _ in range(3 * 8))

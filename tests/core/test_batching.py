@@ -17,9 +17,8 @@ import torch
 from engine_helpers import PROMPT, SMALL_VOCAB, make_markov
 
 from racer_core.budget.cost_curve import CostCurve
-from racer_core.budget.tree_policy import CPU_HOLD_FROM, TreePolicy
+from racer_core.budget.tree_policy import TreePolicy
 from racer_core.common.events import GenerationConfig, Source
-from racer_core.drafting.racer import RacerDrafter
 from racer_core.engine.engine import RacerEngine
 from racer_core.engine.loop import PROMPT_WAITS, EngineLoop
 from racer_core.testing import tiny_model
@@ -178,34 +177,6 @@ def test_a_pass_keeps_within_its_rows_unless_one_part_alone_exceeds_them(alone: 
     for (prompt, config), (tokens, _) in zip(requests, got, strict=True):
         assert tokens == _generate(alone, prompt, config)[0]
     assert engine.loop.most_rows <= 24 and engine.loop.most_parts >= 2
-
-
-def test_a_cpu_engine_drafts_no_tree_beside_three_others_and_outputs_stay_exact(
-        alone: RacerEngine, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A CPU engine's policies hold trees from CPU_HOLD_FROM others on
-    (tree_policy.py): four sequences together verify their roots alone, and
-    as they end the rest draft again; every output is what it is alone."""
-    drafted: list[tuple[int, int]] = []  # (others in the pass, the tree's size)
-    draft = RacerDrafter.draft
-
-    def spy(self: RacerDrafter, root: int, prev: int, limit: int | None, load: tuple[int, int] = (0, 0)) -> Any:
-        tree = draft(self, root, prev, limit, load)
-        drafted.append((load[0], tree.size))
-        return tree
-
-    monkeypatch.setattr(RacerDrafter, "draft", spy)
-    engine = _engine(batched=True)
-    assert engine._policy("racer").hold_from == CPU_HOLD_FROM == 3
-    requests = [(_prompt(i), GenerationConfig(method="racer", max_new_tokens=10 + 12 * i, temperature=0.0))
-                for i in range(4)]
-    got = _concurrently(engine, requests, first=4)
-    for (prompt, config), (tokens, _) in zip(requests, got, strict=True):
-        assert tokens == _generate(alone, prompt, config)[0]
-    assert engine.loop.most_parts == 4
-    held = [size for others, size in drafted if others >= CPU_HOLD_FROM]
-    assert held and set(held) == {1}  # beside three others: the root alone, every step
-    assert any(size > 1 for others, size in drafted if 0 < others < CPU_HOLD_FROM)  # fewer: trees again
-    assert sum(d for _, d in got) > 5  # and their drafts accepted
 
 
 def test_each_tree_is_weighed_against_the_others_rows_passed_in(monkeypatch: pytest.MonkeyPatch) -> None:
