@@ -92,8 +92,13 @@ class Tree:
 
     @classmethod
     def root_only(cls, root: int) -> Tree:
-        """Plain decoding: the root alone."""
-        return cls.of([root], [-1], 0, "plain")
+        """Plain decoding: the root alone. Its columns but the token are one
+        shared read-only set (`_ROOT`): every ar step and every undrafted step
+        makes one, and building them afresh (eight small arrays) cost tens of
+        microseconds a step, most of a plain step's drafting."""
+        token = np.empty(1, dtype=np.int64)
+        token[0] = root
+        return cls(token, *_ROOT, "plain")
 
 
 def rebuilt(tree: Tree, nodes: Sequence[int], parents: Sequence[int], tokens: Sequence[int],
@@ -125,6 +130,17 @@ def rebuilt(tree: Tree, nodes: Sequence[int], parents: Sequence[int], tokens: Se
     return replace(tree, tokens=np.asarray(tokens, dtype=np.int64), parents=parent, depths=depths, ancestors=ancestors,
                    sources=np.asarray(sources, dtype=np.uint8), context=context, rank=rank, fed=0,
                    estimates=estimates, share=share)
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array
+
+
+# The root-only tree's parents, depths, ancestor mask, sources, contexts and ranks (Tree.root_only), as Tree.of makes them.
+_ROOT = tuple(_read_only(a) for a in (np.full(1, -1, dtype=np.int64), np.zeros(1, dtype=np.int64),
+                                      np.ones((1, 1), dtype=bool), np.zeros(1, dtype=np.uint8),
+                                      np.zeros(1, dtype=np.int64), np.full(1, -1, dtype=np.int64)))
 
 
 def _shape(parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

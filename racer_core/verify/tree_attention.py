@@ -104,11 +104,11 @@ class TreeMaskBuilder:
             np.copyto(built[0, 0, :, cached:], self._numpy(self.neg), where=~ancestor_mask)
             return torch.from_numpy(built)
         mask = torch.zeros((1, 1, size, cached + size), dtype=self.dtype)
-        tree = torch.from_numpy(np.ascontiguousarray(ancestor_mask))
+        tree = torch.tensor(ancestor_mask, dtype=torch.bool)  # a copy: a root-only tree's mask is read-only
         mask[0, 0, :, cached:].masked_fill_(~tree, self.neg)
         if self.window is not None and cached > 0:
             # Query at position cached + depth sees key j only if the distance is below the window.
-            query_pos = torch.from_numpy(np.asarray(depths, dtype=np.int64)) + cached
+            query_pos = torch.tensor(depths, dtype=torch.int64) + cached
             key_pos = torch.arange(cached)
             too_far = (query_pos[:, None] - key_pos[None, :]) >= self.window
             mask[0, 0, :, :cached].masked_fill_(too_far, self.neg)
