@@ -83,6 +83,7 @@ class RacerApp(App):
         self.engine_user: EngineUser | None = None
         self.engine_changed: Signal[Engine] = Signal(self, "engine-changed")
         self._loading: LoadingScreen | None = None
+        self._early: tuple[str | None, str] = (None, "")  # typed while loading (LoadingScreen.carry), not yet handed on
         self.add_mode("chat", ChatScreen)
         self.add_mode("bench", bench_screen)
 
@@ -143,7 +144,8 @@ class RacerApp(App):
         """Show the loading view and build the engine in a worker thread."""
         self.engine = None
         label = describe(self.model_path)
-        self._loading = LoadingScreen(label)
+        self._loading = LoadingScreen(label, *self._early)  # what was typed during a load that failed stays
+        self._early = (None, "")
         if isinstance(self.screen, (LoadingScreen, ModelErrorScreen)):
             self.switch_screen(self._loading)
         else:
@@ -177,12 +179,18 @@ class RacerApp(App):
         self.engine = message.engine
         if self._trying is not None:
             self._save_model_choice(self._trying)
+        early = self._loading.carry() if self._loading is not None and self._loading.is_attached else (None, "")
         if self._loading is not None and self.screen is self._loading:
             self.pop_screen()
         self._loading = None
         self.engine_changed.publish(message.engine)
+        queued, draft = early
+        if (queued or draft) and isinstance(self.screen, ChatScreen):
+            self.screen.take_early(queued, draft)  # the message typed meanwhile goes now
 
     def on_engine_failed(self, message: EngineFailed) -> None:
+        if self._loading is not None and self._loading.is_attached:
+            self._early = self._loading.carry()  # kept for the next load's view
         error = ModelErrorScreen(describe(self.model_path), message.error)
         if self._loading is not None and self.screen is self._loading:
             self.switch_screen(error)

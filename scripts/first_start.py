@@ -5,8 +5,9 @@ needed; the imports count, as in a user's start).
 "Usable" is the moment the chat screen is shown with the model loaded and its
 cost curve known, ready to answer (the app's EngineReady handled and the frame
 drawn). Each start prints its milestones in seconds from the process's spawn:
-first frame (the loading view drawn), the loader's steps as the loading view
-shows them, and ready.
+first frame (the loading view drawn), typing (the loading view's prompt has
+the keys: a message typed there is sent once the model is ready), the
+loader's steps as the loading view shows them, and ready.
 
     python scripts/first_start.py                      # a fresh cache: dequantize, cost curve; then later starts
     python scripts/first_start.py --models-from /work/cache --later 5   # reuse a dequantized model
@@ -58,6 +59,12 @@ class Timed(RacerApp):
 
     def on_ready(self):
         marks["first frame"] = now()
+        self.typing()
+    def typing(self):
+        if getattr(self.focused, "id", None) == "early-prompt":
+            marks.setdefault("typing", now())
+        elif "typing" not in marks and "ready" not in marks:
+            self.set_timer(0.01, self.typing)
     def on_engine_ready(self, message):
         super().on_engine_ready(message)
         def shown():
@@ -131,9 +138,9 @@ def main(argv: list[str] | None = None) -> None:
         later = [start(child, env, args.dtype, args.cpu_marks) for _ in range(args.later)]
         for i, marks in enumerate(later):
             show(f"later start {i + 1}", marks, digits)
-        for what in ("ready", "cpu"):
-            if later:
-                values = [m[what] for m in later]
+        for what in ("typing", "ready", "cpu"):
+            values = [m[what] for m in later if what in m]
+            if values:
                 print(f"later starts, {what}: min {min(values):.1f} s, median {statistics.median(values):.1f} s",
                       flush=True)
     print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)

@@ -335,7 +335,23 @@ class ChatScreen(ChatActions, Screen):
     # -- sending ---------------------------------------------------------
 
     def on_prompt_input_submitted(self, message: PromptInput.Submitted) -> None:
-        text = message.text.strip()
+        self._submit(message.text, message.prompt)
+
+    def take_early(self, queued: str | None, draft: str) -> None:
+        """What was typed on the loading view (LoadingScreen.carry): the
+        message sent there is sent now, as if from the prompt, and the prompt
+        then holds what was still being typed."""
+        prompt = self.query_one(PromptInput)
+        if queued:
+            prompt.text = queued
+            self._submit(queued, prompt)
+        if draft:
+            prompt.text = f"{prompt.text}\n{draft}" if prompt.text else draft
+        prompt.focus()
+
+    def _submit(self, typed: str, prompt: PromptInput) -> None:
+        """The prompt's text sent (or run as a command); `prompt` is cleared once it went."""
+        text = typed.strip()
         if not text or self._busy():
             return
         text, as_json = split_json_prefix(text)
@@ -343,11 +359,11 @@ class ChatScreen(ChatActions, Screen):
             self.notify(f"usage: {JSON_PREFIX} PROMPT (the reply is one JSON object)", severity="warning")
             return
         if text.startswith("!!") and not as_json:  # the original chat's commands
-            self.run_bang_from(message.prompt, text)
+            self.run_bang_from(prompt, text)
             return
         if self._editing is not None and self._editing == self.chat_id:
             if self.resend_edited(text, as_json):
-                message.prompt.clear()
+                prompt.clear()
             return
         engine = self.host.ready_engine()
         if engine is None:
@@ -358,8 +374,8 @@ class ChatScreen(ChatActions, Screen):
             self.notify(str(exc), title="Image", severity="error", timeout=10)
             return
         attached = self.attached
-        if self.send(engine, words, images, typed=message.text.strip(), attached=attached, as_json=as_json):
-            message.prompt.clear()
+        if self.send(engine, words, images, typed=typed.strip(), attached=attached, as_json=as_json):
+            prompt.clear()
             self.attached = []
             self.query_one(AttachmentBar).show([])
 

@@ -407,6 +407,60 @@ async def test_loading_view_reports_progress(start_app: StartApp) -> None:
     assert seen == ["dequantizing weights"]
 
 
+async def test_a_message_typed_while_the_model_loads_is_sent_once_it_is_ready(start_app: StartApp) -> None:
+    """The loading view takes the first message: Enter queues it (a second
+    Enter is refused, the text stays typed), and once the engine is ready the
+    chat sends it as if typed there; what was still being typed stays in the prompt."""
+    from racer_tui.screens.loading import EARLY_HINT, LoadingScreen
+
+    gate = threading.Event()
+    engine = FakeEngine()
+
+    def factory(model_path, *, device="auto", dtype="auto", progress=None):
+        gate.wait(20)  # the test types meanwhile
+        return engine
+
+    pilot = await start_app(factory)
+    app = pilot.app
+    await wait_for(pilot, lambda: isinstance(app.screen, LoadingScreen))
+    loading = app.screen
+    assert app.focused is loading.query_one(PromptInput)
+    assert str(loading.query_one("#early-hint").render()) == EARLY_HINT
+    await pilot.press(*"hello there", "enter")
+    assert "Waiting for the model, then sent: hello there" in str(loading.query_one("#early-hint").render())
+    await pilot.press(*"and more", "enter")  # one message waits at most: this one stays typed
+    assert loading.carry() == ("hello there", "and more")
+    assert engine.prompts == []
+    gate.set()
+    chat = await ready_chat(pilot)
+    await wait_for(pilot, lambda: not chat.generating and engine.prompts)
+    assert engine.calls == [("racer", "hello there")]
+    assert chat.query_one(PromptInput).text == "and more"
+
+
+async def test_a_message_typed_while_a_load_fails_waits_for_the_next_load(start_app: StartApp) -> None:
+    from racer_tui.screens.loading import LoadingScreen
+
+    gate = threading.Event()
+
+    def failing(model_path, *, device="auto", dtype="auto", progress=None):
+        gate.wait(20)
+        raise ModelLoadError("cannot read model.gguf")
+
+    pilot = await start_app(failing)
+    app = pilot.app
+    await wait_for(pilot, lambda: isinstance(app.screen, LoadingScreen))
+    await pilot.press(*"hi", "enter", *"draft")
+    gate.set()
+    await wait_for(pilot, lambda: isinstance(app.screen, ModelErrorScreen))
+    engine = FakeEngine()
+    app.engine_factory = factory_for(engine)
+    await pilot.press("r")
+    chat = await ready_chat(pilot)
+    await wait_for(pilot, lambda: not chat.generating and engine.prompts)
+    assert engine.calls == [("racer", "hi")] and chat.query_one(PromptInput).text == "draft"
+
+
 async def test_factory_helpers_cover_failure(start_app: StartApp) -> None:
     pilot = await start_app(failing_factory("cannot read model.gguf"))
     app = pilot.app
