@@ -33,7 +33,7 @@ COVERED = {  # every script, and the test that runs it (a new script without one
     "busy_machine.py",
     "context_count_cost.py", "draft_replay.py", "dtype_e2e.py", "first_start.py", "gpu_check.py", "grammar_engines.py",
     "kernel_floor.py",
-    "linear_cost.py", "llama_cpp_anchor.py", "llama_cpp_step_cost.py", "logits_rule_speed.py", "pass_aftermath.py",
+    "linear_cost.py", "llama_cpp_anchor.py", "loop_load.py", "llama_cpp_step_cost.py", "logits_rule_speed.py", "pass_aftermath.py",
     "prob_replay.py", "quant_builds.py", "reply_memory.py", "sanitize.sh", "screenshots.py", "sized_gguf.py", "step_overhead.py",
     "structured_targets.py", "tui_speed.py", "verify_cost.py",
 }
@@ -426,6 +426,17 @@ def test_kernel_floor_prints_each_step_beside_its_floor(capsys: pytest.CaptureFi
     run("kernel_floor.py", "--threads", "1", "--sizes", "1,2", "--context", "8", "--rounds", "1")
     out = capsys.readouterr().out
     assert "GB/s" in out and "GMAC/s" in out and "step/floor" in out
+
+
+def test_loop_load_compares_methods_on_the_engine_loop_and_times_its_passes(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    run("loop_load.py", "--clients", "2", "--rounds", "2", "--max-tokens", "4", "--prompts", "repeat")
+    out = capsys.readouterr().out
+    assert "/ar" in out and "outside the passes" in out and "racer passes (sequences x extra rows" in out
+    with pytest.raises(SystemExit, match="--clients"):
+        _main("loop_load.py")(["--clients", "0"])
+    with pytest.raises(SystemExit, match="method"):
+        _main("loop_load.py")(["--methods", "nope", "--rounds", "1", "--max-tokens", "1"])
 
 
 def test_batch_cost_prints_batches_beside_trees_the_ceiling_and_a_tree_in_a_pass(

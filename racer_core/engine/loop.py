@@ -46,7 +46,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,6 +136,9 @@ class EngineLoop:
         self._thread: threading.Thread | None = None
         self._closing = False
         self._local = threading.local()  # the submitting thread's seat (figures only)
+        self.observer: Callable[[list[Forward], float], None] | None = None
+        """Told each pass's requests (their rows, a prompt chunk's prompt_left)
+        and its seconds, on the loop's thread (a measuring script's: scripts/loop_load.py)."""
         _LOOPS.add(self)
 
     # -- the callers' side ------------------------------------------------------------
@@ -366,6 +369,7 @@ class EngineLoop:
         taken = self._take()
         requests = [s.request for s in taken]
         lean = requests[0].decoder.rt.lean  # type: ignore[union-attr]
+        started = time.perf_counter()
         try:
             if len(requests) == 1:  # a pass of its own (it follows the free cores itself)
                 results = [requests[0].run()]  # type: ignore[union-attr]
@@ -377,6 +381,8 @@ class EngineLoop:
             for sequence in taken:
                 self._end(sequence, exc)
             return
+        if self.observer is not None:
+            self.observer(requests, time.perf_counter() - started)  # type: ignore[arg-type]
         rows = sum(r.rows for r in requests)  # type: ignore[union-attr]
         self.passes += 1
         self.rows += rows

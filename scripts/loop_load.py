@@ -1,0 +1,183 @@
+"""Load the engine loop in-process: N conversations sent at once per round,
+the methods taking turns round by round (their order rotating), every pass timed.
+
+What `scripts/api_load.py` measures through the server, without HTTP, the
+server's threads or a client process; a shared machine still moves a round
+by 5-10%, so read the ratios over many rounds. Each round's conversations
+answer the next N prompts (the built-in suite's first turns, or with
+`--prompts repeat` a request to copy a code sample, a text the drafts
+predict), the same prompts for every method of the round.
+
+Per method: tokens/s over its rounds (tokens over the rounds' wall time), MAT
+(tokens per step), its ratio to the first method (overall and per round),
+and where the time went: the passes' forward seconds per token, and the
+loop's time outside its passes (the sequences' prepare and complete, the
+readers, the round's start and end) per pass. Then its passes by sequences
+and extra rows (tree rows beyond one per sequence; passes with a prompt chunk
+apart): count and median milliseconds.
+
+    python scripts/loop_load.py --clients 4 --rounds 8
+    python scripts/loop_load.py --clients 4 --rounds 6 --prompts repeat
+    python scripts/loop_load.py --clients 8 --methods ar,racer,suffix --isa avx2
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from racer_core.budget.cpu_class import ISA_CHOICES, reexec_with_isa  # noqa: E402
+
+CODE = '''def tree_value(pass_seconds, tokens, load=(0, 0), drafting_s=0.0):
+    others = load[0]
+    return (others + tokens) / (pass_seconds + (drafting_s if others else 0.0))
+
+
+def rows_of(parts):
+    return sum(part.rows for part in parts)
+
+
+def median(values):
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+'''
+REPEAT = "Copy this code exactly, then add a docstring to each function:\n\n" + CODE
+
+
+def prompts_of(kind: str, count: int) -> list[str]:
+    if kind == "repeat":  # each a little different, so no two are one prompt
+        return [REPEAT + ("" if i == 0 else f"\n# copy {i}") for i in range(count)]
+    from racer_core.bench.suites import load_builtin
+
+    return [q.turns[0] for q in load_builtin()]
+
+
+class Passes:
+    """The loop's passes as its observer hears them, kept per method."""
+
+    def __init__(self) -> None:
+        self.method = ""
+        self.seen: dict[str, list[tuple[int, int, bool, float]]] = defaultdict(list)  # parts, extra, prompt, s
+
+    def __call__(self, requests: list[Any], seconds: float) -> None:
+        rows = [r.rows for r in requests]
+        prompt = any(r.prompt_left for r in requests)
+        self.seen[self.method].append((len(rows), sum(rows) - len(rows), prompt, seconds))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clients", type=int, default=4, help="conversations sent at once each round")
+    parser.add_argument("--rounds", type=int, default=6, help="rounds per method")
+    parser.add_argument("--methods", default="ar,racer", help="the first is the one the others are compared to")
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--prompts", choices=("builtin", "repeat"), default="builtin")
+    parser.add_argument("--model", default=None, help="a model or GGUF file (default: the embedded model)")
+    parser.add_argument("--isa", choices=ISA_CHOICES, default="native",
+                        help="avx2 or avxvnni: that class on a newer CPU (racer_core/budget/cpu_class.py)")
+    args = parser.parse_args(argv)
+    reexec_with_isa(args.isa)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if args.clients < 1 or args.rounds < 1 or args.max_tokens < 1 or not methods:
+        raise SystemExit("--clients, --rounds and --max-tokens must be at least 1, and --methods name one")
+    from racer_core.common.config import GenerationConfig
+    from racer_core.common.errors import RacerError
+    from racer_core.engine.engine import chat_prompt_ids, load_engine
+
+    try:
+        engine = load_engine(args.model)
+        configs = {m: GenerationConfig(method=m, max_new_tokens=args.max_tokens, temperature=0.0) for m in methods}
+    except (RacerError, ValueError) as exc:
+        raise SystemExit(f"loop_load: {exc}") from None
+    loop = engine.batched()
+    if loop is None:
+        raise SystemExit(f"loop_load: {engine.info.model} has no lean forward, so its conversations are not batched")
+    texts = prompts_of(args.prompts, args.clients)
+    prompts = [chat_prompt_ids(engine, [{"role": "user", "content": t}], {}) for t in texts]
+    passes = Passes()
+    loop.observer = passes
+    # per method: (tokens, steps, wall seconds, forward seconds) per round
+    rounds: dict[str, list[tuple[int, int, float, float]]] = defaultdict(list)
+    print(f"{args.clients} conversations at once, {args.rounds} rounds per method, {args.max_tokens} tokens, "
+          f"greedy, prompts: {args.prompts}; {engine.info.model}", flush=True)
+    try:
+        for r in range(args.rounds):
+            turn = methods[r % len(methods):] + methods[: r % len(methods)]
+            mine = [prompts[(r * args.clients + k) % len(prompts)] for k in range(args.clients)]
+            for method in turn:
+                rounds[method].append(one_round(engine, loop, passes, method, configs[method], mine))
+    except RacerError as exc:
+        raise SystemExit(f"loop_load: {exc}") from None
+    finally:
+        loop.observer = None
+    report(methods, rounds, passes)
+    return 0
+
+
+def one_round(engine: Any, loop: Any, passes: Passes, method: str, config: Any,
+              prompts: list[list[int]]) -> tuple[int, int, float, float]:
+    counts = [[0, 0] for _ in prompts]
+    errors: list[BaseException] = []
+
+    def read(i: int) -> None:
+        try:
+            for step in loop.submit(engine.decoder().steps(prompts[i], config, None)):
+                counts[i][0] += len(step.tokens)
+                counts[i][1] += 1
+        except BaseException as exc:  # noqa: BLE001 - raised below, on the main thread
+            errors.append(exc)
+
+    passes.method = method
+    before = len(passes.seen[method])
+    threads = [threading.Thread(target=read, args=(i,)) for i in range(len(prompts))]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - start
+    if errors:
+        raise errors[0]
+    forward = sum(p[3] for p in passes.seen[method][before:])
+    return sum(c[0] for c in counts), sum(c[1] for c in counts), wall, forward
+
+
+def report(methods: list[str], rounds: dict[str, list[tuple[int, int, float, float]]], passes: Passes) -> None:
+    first = methods[0]
+    for method in methods:
+        done = rounds[method]
+        tokens, steps = sum(x[0] for x in done), sum(x[1] for x in done)
+        wall, forward = sum(x[2] for x in done), sum(x[3] for x in done)
+        seen = passes.seen[method]
+        line = (f"{method:>8}: {tokens / wall:7.1f} tok/s, MAT {tokens / max(steps, 1):.2f}, forward "
+                f"{1000 * forward / tokens:.2f} ms/token, outside the passes {1000 * (wall - forward) / max(len(seen), 1):.2f} "
+                f"ms/pass ({len(seen)} passes)")
+        if method != first:
+            base = rounds[first]
+            ratio = (tokens / wall) / (sum(x[0] for x in base) / sum(x[2] for x in base))
+            each = [(a[0] / a[2]) / (b[0] / b[2]) for a, b in zip(done, base, strict=True)]
+            line += f"; /{first} {ratio:.3f}x (rounds {min(each):.2f}-{max(each):.2f}x)"
+        print(line, flush=True)
+    for method in methods:
+        groups: dict[tuple[int, str], list[float]] = defaultdict(list)
+        for parts, extra, prompt, seconds in passes.seen[method]:
+            groups[(parts, "prompt" if prompt else _extra(extra))].append(seconds)
+        shown = ", ".join(f"{parts}x{kind} {len(v)} at {1000 * statistics.median(v):.2f} ms"
+                          for (parts, kind), v in sorted(groups.items()))
+        print(f"{method:>8} passes (sequences x extra rows, count, median): {shown}", flush=True)
+
+
+def _extra(extra: int) -> str:
+    return "0" if extra == 0 else "1-2" if extra <= 2 else "3-6" if extra <= 6 else "7+"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
