@@ -185,8 +185,11 @@ class RacerApp(App):
         self._loading = None
         self.engine_changed.publish(message.engine)
         queued, draft = early
-        if (queued or draft) and isinstance(self.screen, ChatScreen):
-            self.screen.take_early(queued, draft)  # the message typed meanwhile goes now
+        if isinstance(self.screen, ChatScreen):
+            if queued or draft:
+                self.screen.take_early(queued, draft)  # the message typed meanwhile goes now
+        elif queued:  # loaded from another view (the dashboard): the message is not lost unsaid
+            self.notify(f"Not sent, type it again in the chat: {queued}", severity="warning", timeout=20)
 
     def on_engine_failed(self, message: EngineFailed) -> None:
         if self._loading is not None and self._loading.is_attached:

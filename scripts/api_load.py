@@ -4,7 +4,10 @@ ar, the batched server against the sequential one.
 For each client count N (`--clients 1,2,4,8,16`) each round sends N streamed
 requests at once per (server, method), the order of the pairs rotating from
 round to round so all meet the same machine load; prompts are the builtin
-suite's first turns. Reported per server and method: total tokens/s over all
+suite's first turns. A round waits for its slowest request; with `--each K`
+each client sends K requests back to back in a round (the next as soon as
+its last ended), as clients that keep a server busy do, so that a round's
+tail weighs less. Reported per server and method: total tokens/s over all
 clients, requests/s (requests over the wall time of its rounds), time to
 first token (median and 95th percentile), and per request tokens/s (whole
 request, and after the first token), with RACER's mean accepted tokens from
@@ -12,6 +15,7 @@ each answer's statistics; then the ratios batched/sequential and racer/ar.
 
     python scripts/api_load.py --clients 1,4,8 --requests 2 --max-tokens 128 --dtype float32
     python scripts/api_load.py --servers batched --clients 4      # the batched server only
+    python scripts/api_load.py --servers batched --clients 4,8 --requests 2 --each 4   # clients that keep it busy
     python scripts/api_load.py --url http://127.0.0.1:8000/v1 --api-key KEY   # a server already running
 
 Without --url, `racer-tui api --headless` serves the model (the embedded one
@@ -73,15 +77,18 @@ def one_request(api: Any, server: str, clients: int, method: str, prompt: str, m
                   usage.completion_tokens if usage else 0, racer.get("mean_accepted_tokens"))
 
 
-def run_round(api: Any, server: str, method: str, prompts: list[str], max_tokens: int,
+def run_round(api: Any, server: str, method: str, prompts: list[list[str]], max_tokens: int,
               round_: int) -> tuple[list[Sample], float]:
+    """One round: each client (one list of prompts each) sends its requests
+    one after another, every client at once; the round ends with the last."""
     samples: list[Sample] = []
     lock = threading.Lock()
 
-    def client(prompt: str) -> None:
-        sample = one_request(api, server, len(prompts), method, prompt, max_tokens, round_)
-        with lock:
-            samples.append(sample)
+    def client(mine: list[str]) -> None:
+        for prompt in mine:
+            sample = one_request(api, server, len(prompts), method, prompt, max_tokens, round_)
+            with lock:
+                samples.append(sample)
 
     start = time.perf_counter()
     threads = [threading.Thread(target=client, args=(p,)) for p in prompts]
@@ -209,13 +216,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto")
     p.add_argument("--clients", type=counts, default=[4], help="concurrent clients, one count or several: 1,2,4,8,16")
-    p.add_argument("--requests", type=int, default=3, help="requests per client, server and method (M rounds)")
+    p.add_argument("--requests", type=int, default=3, help="rounds (M) per client count, server and method")
+    p.add_argument("--each", type=int, default=1, metavar="K",
+                   help="requests each client sends back to back in a round, the next as soon as the last ended "
+                        "(1: a round's requests start together and the round waits for the slowest; more: "
+                        "clients that keep the server busy, as users do); M rounds of K")
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--methods", default="racer,ar")
     p.add_argument("--servers", default="batched,sequential", help="without --url: batched, sequential or both")
     p.add_argument("--max-batch", type=int, default=None, help="the batched server's (default: the most clients)")
     p.add_argument("--json", type=Path, default=None, help="write every sample and the summaries here")
     args = p.parse_args(argv)
+    if args.requests < 1 or args.each < 1:
+        p.error("--requests and --each must be at least 1")
     from openai import OpenAI
 
     from racer_core.bench.suites import load_builtin
@@ -239,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         pairs = [(k, m) for k in kinds for m in methods]
         for n in args.clients:
             for r in range(args.requests):
-                batch = [prompts[(r * n + i) % len(prompts)] for i in range(n)]
+                batch = [[prompts[((r * n + i) * args.each + j) % len(prompts)] for j in range(args.each)]
+                         for i in range(n)]
                 shift = r % len(pairs)
                 for kind, method in pairs[shift:] + pairs[:shift]:
                     got, wall = run_round(apis[kind], kind, method, batch, args.max_tokens, r)
@@ -256,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     for n in args.clients:
         results = {(k, m): summary(samples[n, k, m], walls[n, k, m]) for k in kinds for m in methods}
         summaries[n] = results
-        print(f"\n{n} clients x {args.requests} requests per server and method, max_tokens {args.max_tokens}, "
+        each = f" of {args.each} back to back" if args.each > 1 else ""
+        print(f"\n{n} clients x {args.requests} rounds{each} per server and method, max_tokens {args.max_tokens}, "
               f"greedy, interleaved rounds")
         print_table(results)
     if args.json:

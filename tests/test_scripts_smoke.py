@@ -310,9 +310,12 @@ def test_api_load_and_api_soak_against_a_tiny_server(capsys: pytest.CaptureFixtu
     # Their own servers (`racer-tui api` in a process of its own) are left out: --url takes this one.
     with api_server() as url:
         run("api_load.py", "--url", url, "--clients", "1", "--requests", "1", "--max-tokens", "4")
+        run("api_load.py", "--url", url, "--clients", "2", "--requests", "1", "--each", "2", "--max-tokens", "2")
         run("api_soak.py", "--url", url, "--requests", "4", "--clients", "2", "--max-tokens", "4")
     out = capsys.readouterr().out
     assert "racer/ar given" in out and '"passed": true' in out
+    assert "2 clients x 1 rounds of 2 back to back" in out
+    assert out.split("2 clients x")[1].split("failed")[1].split()[:2] == ["0", "0"]  # 4 requests a method, none failed
 
 
 def test_api_profile_splits_a_loaded_servers_cpu(capsys: pytest.CaptureFixture[str]) -> None:
