@@ -201,14 +201,11 @@ class TreePolicy:
         most (n - 1) p, and the pass waits `drafting_s` longer for the
         drafting itself: if no size's value (tree_value) pays even so, none
         can. And once the last ROOT_STREAK choices (draft_gate.py) under load all kept the
-        root alone, only the gate's probes draft (DraftGate.probes). Beside
-        a prompt chunk (a PassLoad's `prompting`) never.
+        root alone, only the gate's probes draft (DraftGate.probes).
         Alone (no others) always True: the tree is drafted and weighed as before."""
         others, base = load
         if others == 0:
             return True
-        if getattr(load, "prompting", False):
-            return False
         with self._lock:
             if not self.gate.probes():  # first: most steps of a full batch stop here, reading no counts
                 return False

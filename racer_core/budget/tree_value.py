@@ -21,21 +21,6 @@ Load = tuple[int, int]
 """(other sequences in the pass, their rows)."""
 
 
-class PassLoad(tuple):
-    """A Load (equal to the plain pair) that also says whether a prompt chunk
-    is among the others' rows (`prompting`; the engine loop's, loop.py): such
-    a pass is priced on the steep part of the curve and makes few tokens, so
-    against its tokens per second any tree looks cheap, and TreePolicy
-    drafts none there (docs/design.md 1.8, "Beside a prompt chunk")."""
-
-    prompting: bool
-
-    def __new__(cls, others: int, rows: int, prompting: bool = False) -> PassLoad:
-        load = super().__new__(cls, (others, rows))
-        load.prompting = prompting
-        return load
-
-
 def tree_value(pass_seconds: float | np.ndarray, tokens: float | np.ndarray, load: Load = (0, 0),
                drafting_s: float | np.ndarray = 0.0) -> float | np.ndarray:
     """Tokens per curve-second of the whole pass: the others' one each and the

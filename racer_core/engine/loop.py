@@ -52,7 +52,6 @@ from typing import Any
 
 import torch
 
-from racer_core.budget.tree_value import PassLoad
 from racer_core.engine.decoder import Forward, Step
 from racer_core.engine.openmp_threads import follow_free_cores, release_openmp_workers
 
@@ -289,14 +288,12 @@ class EngineLoop:
                     self._thread = None
                     return False
 
-    def _load(self, sequence: _Sequence) -> PassLoad:
+    def _load(self, sequence: _Sequence) -> tuple[int, int]:
         """(other sequences, their rows) in the pass `sequence` prepares for:
-        the requests already made for it, and the last pass's rows of the
-        rest; `prompting` where one of those requests is a prompt chunk."""
+        the requests already made for it, and the last pass's rows of the rest."""
         others = [s for s in self._active if s is not sequence]
         rows = sum(s.request.rows if s.request is not None else s.last_rows for s in others)
-        prompting = any(s.request is not None and s.request.prompt_left > 0 for s in others)
-        return PassLoad(len(others), rows, prompting)
+        return len(others), rows
 
     def _resume(self, sequence: _Sequence, value: Any) -> None:
         """Send `value` to `sequence` and run it until it asks for a pass, posts a Step or ends."""

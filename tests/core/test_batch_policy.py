@@ -10,7 +10,6 @@ import torch
 
 from racer_core.budget.cost_curve import CostCurve
 from racer_core.budget.tree_policy import TreePolicy
-from racer_core.budget.tree_value import PassLoad
 from racer_core.drafting.automaton import Automaton
 
 # Flat up to 8 rows (a small step costs what one row costs), then rows cost in earnest.
@@ -207,16 +206,3 @@ def test_under_load_the_pre_check_follows_what_the_policy_learns() -> None:
         policy.learn([3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8], final=True)
     policy.gate.paused, policy.gate._kept_root = False, 0  # the gate's own pause aside: the counts decide
     assert policy.worth_drafting()
-
-
-def test_beside_a_prompt_chunk_not_even_a_sure_tree_is_drafted() -> None:
-    """A pass holding another's prompt chunk (PassLoad.prompting): its rows put
-    the pass on the steep part of the curve and it makes few tokens, so
-    against it any tree looks cheap; no tree is drafted there. The same load
-    without a prompt chunk drafts as before, and alone nothing changes."""
-    policy = TreePolicy(CURVE)
-    policy._hits[:] = 0.99 * policy._trials
-    assert PassLoad(1, 300, True) == (1, 300)  # a Load like any other, to every reader of the pair
-    assert policy.worth_drafting((1, 300)) and policy.worth_drafting(PassLoad(1, 300))
-    assert not policy.worth_drafting(PassLoad(1, 300, True)) and not policy.worth_drafting(PassLoad(3, 40, True))
-    assert policy.worth_drafting(PassLoad(0, 0, True))  # no others: nothing is prompting beside it

@@ -19,7 +19,6 @@ from engine_helpers import PROMPT, SMALL_VOCAB, make_markov
 from racer_core.budget.cost_curve import CostCurve
 from racer_core.budget.tree_policy import TreePolicy
 from racer_core.common.events import GenerationConfig, Source
-from racer_core.drafting.racer import RacerDrafter
 from racer_core.engine.engine import RacerEngine
 from racer_core.engine.loop import PROMPT_WAITS, EngineLoop
 from racer_core.testing import tiny_model
@@ -178,32 +177,6 @@ def test_a_pass_keeps_within_its_rows_unless_one_part_alone_exceeds_them(alone: 
     for (prompt, config), (tokens, _) in zip(requests, got, strict=True):
         assert tokens == _generate(alone, prompt, config)[0]
     assert engine.loop.most_rows <= 24 and engine.loop.most_parts >= 2
-
-
-def test_beside_a_prompt_chunk_a_sequence_verifies_its_root_alone(alone: RacerEngine,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """A pass of 24 rows at most and prompts of 18+ tokens: the prompts are
-    prefilled one pass after another while the sequences already past theirs
-    decode; a step whose pass holds another's prompt chunk is told so
-    (PassLoad.prompting) and drafts no tree; the outputs are unchanged."""
-    drafted: list[tuple[bool, int]] = []  # (beside a prompt chunk, the tree's size)
-    draft = RacerDrafter.draft
-
-    def spy(self: RacerDrafter, root: int, prev: int, limit: int | None, load: tuple[int, int] = (0, 0)) -> Any:
-        tree = draft(self, root, prev, limit, load)
-        drafted.append((getattr(load, "prompting", False), tree.size))
-        return tree
-
-    monkeypatch.setattr(RacerDrafter, "draft", spy)
-    engine = _engine(batched=True, max_rows=24)
-    requests = [(_prompt(i), GenerationConfig(method="racer", max_new_tokens=24, temperature=0.0)) for i in range(3)]
-    got = _concurrently(engine, requests, first=3)
-    for (prompt, config), (tokens, _) in zip(requests, got, strict=True):
-        assert tokens == _generate(alone, prompt, config)[0]
-    beside = [size for prompting, size in drafted if prompting]
-    assert beside and set(beside) == {1}
-    assert any(size > 1 for prompting, size in drafted if not prompting)  # elsewhere trees as before
-    assert sum(d for _, d in got) > 5
 
 
 def test_each_tree_is_weighed_against_the_others_rows_passed_in(monkeypatch: pytest.MonkeyPatch) -> None:
