@@ -92,9 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     from racer_core.common.errors import RacerError
     from racer_core.engine.engine import chat_prompt_ids, load_engine
 
-    try:
-        engine = load_engine(args.model)
+    try:  # the methods checked first: a misspelt one fails before the model loads
         configs = {m: GenerationConfig(method=m, max_new_tokens=args.max_tokens, temperature=0.0) for m in methods}
+        engine = load_engine(args.model)
     except (RacerError, ValueError) as exc:
         raise SystemExit(f"loop_load: {exc}") from None
     loop = engine.batched()
