@@ -116,9 +116,8 @@ Automaton::Automaton(int32_t max_nodes, int32_t min_depth, int32_t ngram, bool l
 }
 
 void Automaton::init_logits(int32_t vocab_size, int32_t top_k) {
-  std::vector<int32_t> table(static_cast<size_t>(vocab_size) * top_k);
+  table_.reset(new int32_t[static_cast<size_t>(vocab_size) * top_k]);  // not zeroed: see table_
   std::vector<uint8_t> written(static_cast<size_t>(vocab_size), 0);
-  table_.swap(table);
   written_.swap(written);
   vocab_size_ = vocab_size;
   top_k_ = top_k;
