@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 
+import numpy as np
+
 from racer_core.common.paths import cache_dir, cache_key
 
 CPU_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
@@ -77,6 +79,21 @@ class CostCurve:
         s0, s1 = self.sizes[-2], self.sizes[-1]
         t0, t1 = self.seconds[-2], self.seconds[-1]
         return t1 + (t1 - t0) * (size - s1) / (s1 - s0)
+
+    def at(self, sizes: np.ndarray) -> np.ndarray:
+        """`self(s)` for every s of `sizes` (float64), in the same operations in the
+        same order, so each equals the scalar call bit for bit: the tree policy
+        reads a whole shifted curve per load (TreePolicy.sizes_on), and the
+        scalar loop over 64 sizes took about 0.4 ms a load."""
+        grid = np.asarray(self.sizes, dtype=np.float64)
+        cost = np.asarray(self.seconds, dtype=np.float64)
+        x = np.asarray(sizes, dtype=np.float64)
+        # segment (s0, s1] holding x, the last one extended past the grid
+        hi = np.clip(np.searchsorted(grid, x, side="left"), 1, len(grid) - 1)
+        s0, s1, t0, t1 = grid[hi - 1], grid[hi], cost[hi - 1], cost[hi]
+        inside = t0 + (t1 - t0) * (x - s0) / (s1 - s0)
+        past = t1 + (t1 - t0) * (x - s1) / (s1 - s0)
+        return np.where(x <= grid[0], cost[0], np.where(x <= grid[-1], inside, past))
 
     def to_json(self) -> dict[str, list[float] | list[int]]:
         return {"sizes": self.sizes, "seconds": self.seconds}

@@ -103,11 +103,16 @@ class EfficientSizes:
         # the choice reads them every step, as Python numbers (TreePolicy.choose)
         self.size_list: list[int] = self.sizes.tolist()
         self.seconds_list: list[float] = self.seconds.tolist()
+        # the sizes past the root's, as `worth_drafting` reads them on every step under load
+        self.drafts: np.ndarray = (self.sizes[1:] - 1).astype(np.float64)
+        self.tree_seconds: np.ndarray = np.asarray(self.seconds[1:], dtype=np.float64)
 
     @classmethod
-    def from_curve(cls, curve: CostCurve, largest: int) -> EfficientSizes:
+    def from_curve(cls, curve: CostCurve, largest: int, base: int = 0) -> EfficientSizes:
+        """The sizes 1..`largest` of a tree beside `base` rows of other
+        sequences, priced t(base + size)."""
         grid = np.arange(1, largest + 1)
-        cost = np.array([curve(int(s)) for s in grid])
+        cost = curve.at(grid + base)
         envelope = np.minimum.accumulate(cost[::-1])[::-1]  # cheapest size >= s
         keep = np.concatenate([envelope[:-1] < envelope[1:], [True]])
         return cls(grid[keep], envelope[keep])
@@ -184,9 +189,7 @@ class TreePolicy:
         if sizes is None:
             if len(self._based) > 4096:
                 self._based = {}
-            shifted = CostCurve(list(range(1, self.largest + 1)),
-                                [self.curve(base + s) for s in range(1, self.largest + 1)])
-            sizes = self._based[base] = EfficientSizes.from_curve(shifted, self.largest)
+            sizes = self._based[base] = EfficientSizes.from_curve(self.curve, self.largest, base)
         return sizes
 
     def worth_drafting(self, load: tuple[int, int] = (0, 0)) -> bool:
@@ -211,9 +214,9 @@ class TreePolicy:
                 return False
             best = self._best_chance()
         sizes = self.sizes_on(base)
-        plain = tree_value(float(sizes.seconds[0]), 1.0, load)
-        drafted = tree_value(sizes.seconds[1:], 1.0 + (sizes.sizes[1:] - 1) * best, load, self.drafting_s)
-        return bool(np.any(drafted > plain * 1.0001))
+        plain = tree_value(sizes.seconds_list[0], 1.0, load)
+        drafted = tree_value(sizes.tree_seconds, 1.0 + sizes.drafts * best, load, self.drafting_s)
+        return bool((drafted > plain * 1.0001).any())
 
     def _best_chance(self) -> float:
         """The likeliest a node can be (under the lock), read again only after

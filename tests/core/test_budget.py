@@ -32,6 +32,27 @@ def test_curve_interpolates_and_extrapolates() -> None:
     assert CostCurve([1, 2], [1.0, 2.0])(4) == 4.0
 
 
+def test_the_curve_read_at_many_sizes_at_once_equals_each_read_alone() -> None:
+    """`CostCurve.at` (the policy reads a whole shifted curve per load) equals
+    the scalar call bit for bit: below, on, between and past the grid."""
+    rng = np.random.default_rng(7)
+    for trial in range(200):
+        sizes = np.unique(rng.integers(1, 80, size=int(rng.integers(2, 9)))).tolist()
+        if len(sizes) < 2:  # a curve has two sizes at least (past the grid reads the last segment)
+            continue
+        curve = CostCurve(sizes, rng.uniform(1e-3, 5e-2, size=len(sizes)).tolist())
+        reads = np.arange(0, 200)
+        assert curve.at(reads).tolist() == [curve(int(s)) for s in reads], (trial, curve)
+
+
+def test_sizes_beside_other_rows_price_the_tree_at_the_shifted_curve() -> None:
+    curve = CostCurve([1, 2, 4, 8, 16], [1.0, 1.2, 1.3, 2.0, 4.0])
+    based = EfficientSizes.from_curve(curve, 8, base=6)
+    for size, seconds in zip(based.size_list, based.seconds_list, strict=True):
+        assert seconds == min(curve(6 + s) for s in range(size, 9))
+    assert TreePolicy(curve, largest=8).sizes_on(6).size_list == based.size_list
+
+
 def test_curve_is_measured_at_two_starts_and_kept_as_measured(tmp_path, monkeypatch) -> None:
     # a quiet machine's first measurement is taken again at the next start (a burst the load
     # average missed), each size keeping its fastest; then the curve is settled
