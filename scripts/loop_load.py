@@ -19,6 +19,15 @@ apart): count and median milliseconds.
     python scripts/loop_load.py --clients 4 --rounds 8
     python scripts/loop_load.py --clients 4 --rounds 6 --prompts repeat
     python scripts/loop_load.py --clients 8 --methods ar,racer,suffix --isa avx2
+    python scripts/loop_load.py --clients 8 --each 4 --question-begin 0 --question-end 14
+
+Rounds of one conversation per client end with the slowest reply, and the
+passes before that end hold fewer and fewer sequences; where a method
+speeds some replies more than others (racer's trees) that tail hides its
+gain, where a server kept busy would fill the places. `--each K` has every
+client send K conversations back to back, so the tail is a K-th of a round;
+each method's line also gives its tokens/s over the rounds' busy windows
+(from the start until the first client has its last reply), the tail left out.
 """
 
 from __future__ import annotations
@@ -78,16 +87,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=4, help="conversations sent at once each round")
     parser.add_argument("--rounds", type=int, default=6, help="rounds per method")
     parser.add_argument("--methods", default="ar,racer", help="the first is the one the others are compared to")
+    parser.add_argument("--each", type=int, default=1,
+                        help="conversations each client sends back to back in a round (a round then ends with "
+                             "one slow reply per client, not per conversation, as on a server kept busy)")
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--prompts", choices=("builtin", "repeat"), default="builtin")
+    parser.add_argument("--question-begin", type=int, default=None,
+                        help="the first built-in question (0-based), as racer-tui bench takes it: tune on 0-14")
+    parser.add_argument("--question-end", type=int, default=None, help="one past the last built-in question")
     parser.add_argument("--model", default=None, help="a model or GGUF file (default: the embedded model)")
     parser.add_argument("--isa", choices=ISA_CHOICES, default="native",
                         help="avx2 or avxvnni: that class on a newer CPU (racer_core/budget/cpu_class.py)")
     args = parser.parse_args(argv)
     reexec_with_isa(args.isa)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    if args.clients < 1 or args.rounds < 1 or args.max_tokens < 1 or not methods:
-        raise SystemExit("--clients, --rounds and --max-tokens must be at least 1, and --methods name one")
+    if args.clients < 1 or args.rounds < 1 or args.max_tokens < 1 or args.each < 1 or not methods:
+        raise SystemExit("--clients, --rounds, --each and --max-tokens must be at least 1, and --methods name one")
     from racer_core.common.config import GenerationConfig
     from racer_core.common.errors import RacerError
     from racer_core.engine.engine import chat_prompt_ids, load_engine
@@ -100,18 +115,23 @@ def main(argv: list[str] | None = None) -> int:
     loop = engine.batched()
     if loop is None:
         raise SystemExit(f"loop_load: {engine.info.model} has no lean forward, so its conversations are not batched")
-    texts = prompts_of(args.prompts, args.clients)
+    texts = prompts_of(args.prompts, args.clients * args.each)[args.question_begin:args.question_end]
+    if not texts:
+        raise SystemExit("loop_load: --question-begin and --question-end leave no prompt")
     prompts = [chat_prompt_ids(engine, [{"role": "user", "content": t}], {}) for t in texts]
     passes = Passes()
     loop.observer = passes
-    # per method: (tokens, steps, wall seconds, forward seconds) per round
-    rounds: dict[str, list[tuple[int, int, float, float]]] = defaultdict(list)
-    print(f"{args.clients} conversations at once, {args.rounds} rounds per method, {args.max_tokens} tokens, "
+    # per method, per round: (tokens, steps, wall seconds, forward seconds, and the busy window's tokens and seconds)
+    rounds: dict[str, list[Round]] = defaultdict(list)
+    each = f", {args.each} back to back per client" if args.each > 1 else ""
+    print(f"{args.clients} conversations at once{each}, {args.rounds} rounds per method, {args.max_tokens} tokens, "
           f"greedy, prompts: {args.prompts}; {engine.info.model}", flush=True)
     try:
         for r in range(args.rounds):
             turn = methods[r % len(methods):] + methods[: r % len(methods)]
-            mine = [prompts[(r * args.clients + k) % len(prompts)] for k in range(args.clients)]
+            per_round = args.clients * args.each
+            mine = [[prompts[(r * per_round + k * args.each + j) % len(prompts)] for j in range(args.each)]
+                    for k in range(args.clients)]
             for method in turn:
                 rounds[method].append(one_round(engine, loop, passes, method, configs[method], mine))
     except RacerError as exc:
@@ -122,16 +142,25 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+Round = tuple[int, int, float, float, int, float]
+
+
 def one_round(engine: Any, loop: Any, passes: Passes, method: str, config: Any,
-              prompts: list[list[int]]) -> tuple[int, int, float, float]:
+              prompts: list[list[list[int]]]) -> Round:
+    """One round: a client per entry of `prompts`, sending its prompts one after another.
+    Its busy window runs from the start to the first client's last token: every client
+    still sending, so no pass is short of sequences for want of requests."""
     counts = [[0, 0] for _ in prompts]
+    arrivals: list[list[tuple[float, int]]] = [[] for _ in prompts]  # (when read, tokens) per step
     errors: list[BaseException] = []
 
     def read(i: int) -> None:
         try:
-            for step in loop.submit(engine.decoder().steps(prompts[i], config, None)):
-                counts[i][0] += len(step.tokens)
-                counts[i][1] += 1
+            for prompt in prompts[i]:
+                for step in loop.submit(engine.decoder().steps(prompt, config, None)):
+                    counts[i][0] += len(step.tokens)
+                    counts[i][1] += 1
+                    arrivals[i].append((time.perf_counter(), len(step.tokens)))
         except BaseException as exc:  # noqa: BLE001 - raised below, on the main thread
             errors.append(exc)
 
@@ -147,10 +176,12 @@ def one_round(engine: Any, loop: Any, passes: Passes, method: str, config: Any,
     if errors:
         raise errors[0]
     forward = sum(p[3] for p in passes.seen[method][before:])
-    return sum(c[0] for c in counts), sum(c[1] for c in counts), wall, forward
+    busy_end = min(a[-1][0] for a in arrivals if a) if all(arrivals) else start
+    busy = sum(n for a in arrivals for when, n in a if when <= busy_end)
+    return sum(c[0] for c in counts), sum(c[1] for c in counts), wall, forward, busy, busy_end - start
 
 
-def report(methods: list[str], rounds: dict[str, list[tuple[int, int, float, float]]], passes: Passes) -> None:
+def report(methods: list[str], rounds: dict[str, list[Round]], passes: Passes) -> None:
     first = methods[0]
     for method in methods:
         done = rounds[method]
@@ -160,11 +191,14 @@ def report(methods: list[str], rounds: dict[str, list[tuple[int, int, float, flo
         line = (f"{method:>8}: {tokens / wall:7.1f} tok/s, MAT {tokens / max(steps, 1):.2f}, forward "
                 f"{1000 * forward / tokens:.2f} ms/token, outside the passes {1000 * (wall - forward) / max(len(seen), 1):.2f} "
                 f"ms/pass ({len(seen)} passes)")
+        busy = _rate(done, 4, 5)
+        line += f"; while every client sends {busy:.1f} tok/s"
         if method != first:
             base = rounds[first]
-            ratio = (tokens / wall) / (sum(x[0] for x in base) / sum(x[2] for x in base))
+            ratio = (tokens / wall) / _rate(base, 0, 2)
             each = [(a[0] / a[2]) / (b[0] / b[2]) for a, b in zip(done, base, strict=True)]
-            line += f"; /{first} {ratio:.3f}x (rounds {min(each):.2f}-{max(each):.2f}x)"
+            line += (f"; /{first} {ratio:.3f}x (rounds {min(each):.2f}-{max(each):.2f}x), "
+                     f"while every client sends {busy / _rate(base, 4, 5):.3f}x")
         print(line, flush=True)
     for method in methods:
         groups: dict[tuple[int, str], list[float]] = defaultdict(list)
@@ -173,6 +207,10 @@ def report(methods: list[str], rounds: dict[str, list[tuple[int, int, float, flo
         shown = ", ".join(f"{parts}x{kind} {len(v)} at {1000 * statistics.median(v):.2f} ms"
                           for (parts, kind), v in sorted(groups.items()))
         print(f"{method:>8} passes (sequences x extra rows, count, median): {shown}", flush=True)
+
+
+def _rate(done: list[Round], tokens: int, seconds: int) -> float:
+    return sum(x[tokens] for x in done) / max(sum(x[seconds] for x in done), 1e-9)
 
 
 def _extra(extra: int) -> str:

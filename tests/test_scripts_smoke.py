@@ -433,9 +433,10 @@ def test_kernel_floor_prints_each_step_beside_its_floor(capsys: pytest.CaptureFi
 
 def test_loop_load_compares_methods_on_the_engine_loop_and_times_its_passes(
         capsys: pytest.CaptureFixture[str]) -> None:
-    run("loop_load.py", "--clients", "2", "--rounds", "2", "--max-tokens", "4", "--prompts", "repeat")
+    run("loop_load.py", "--clients", "2", "--rounds", "2", "--max-tokens", "4", "--prompts", "repeat", "--each", "2")
     out = capsys.readouterr().out
     assert "/ar" in out and "outside the passes" in out and "racer passes (sequences x extra rows" in out
+    assert "while every client sends" in out
     with pytest.raises(SystemExit, match="--clients"):
         _main("loop_load.py")(["--clients", "0"])
     with pytest.raises(SystemExit, match="method"):
