@@ -103,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     if args.clients < 1 or args.rounds < 1 or args.max_tokens < 1 or args.each < 1 or not methods:
         raise SystemExit("--clients, --rounds, --each and --max-tokens must be at least 1, and --methods name one")
+    texts = prompts_of(args.prompts, args.clients * args.each)[args.question_begin:args.question_end]
+    if not texts:  # before the model loads, as the methods below
+        raise SystemExit("loop_load: --question-begin and --question-end leave no prompt")
     from racer_core.common.config import GenerationConfig
     from racer_core.common.errors import RacerError
     from racer_core.engine.engine import chat_prompt_ids, load_engine
@@ -115,9 +118,6 @@ def main(argv: list[str] | None = None) -> int:
     loop = engine.batched()
     if loop is None:
         raise SystemExit(f"loop_load: {engine.info.model} has no lean forward, so its conversations are not batched")
-    texts = prompts_of(args.prompts, args.clients * args.each)[args.question_begin:args.question_end]
-    if not texts:
-        raise SystemExit("loop_load: --question-begin and --question-end leave no prompt")
     prompts = [chat_prompt_ids(engine, [{"role": "user", "content": t}], {}) for t in texts]
     passes = Passes()
     loop.observer = passes

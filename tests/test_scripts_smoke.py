@@ -441,6 +441,8 @@ def test_loop_load_compares_methods_on_the_engine_loop_and_times_its_passes(
         _main("loop_load.py")(["--clients", "0"])
     with pytest.raises(SystemExit, match="method"):
         _main("loop_load.py")(["--methods", "nope", "--rounds", "1", "--max-tokens", "1"])
+    with pytest.raises(SystemExit, match="leave no prompt"):
+        _main("loop_load.py")(["--question-begin", "50", "--rounds", "1"])
 
 
 def test_batch_cost_prints_batches_beside_trees_the_ceiling_and_a_tree_in_a_pass(
