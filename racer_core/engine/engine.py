@@ -22,6 +22,7 @@ import torch
 from racer_core.budget import cost_curve as curves
 from racer_core.budget import cpu_class
 from racer_core.budget.cost_curve import CPU_GRID, CPU_QUICK, GPU_GRID, MAX_MEASUREMENTS, QUICK_ROUNDS, CostCurve
+from racer_core.budget.processor import processor
 from racer_core.budget.tree_policy import TreePolicy
 from racer_core.common.capabilities import check_for
 from racer_core.common.config import TRANSFORMERS_METHODS
@@ -215,6 +216,11 @@ class RacerEngine:
             if self.lean is not None:  # the two forwards cost differently; a stock engine keeps its curves
                 key = (*key, "lean", *self.lean.cost_identity())
             key = (*key, *cpu_class.limits())  # a limited CPU class (cpu_class.py) costs differently
+            # and another processor of the same class too (a home directory's cache moves between machines)
+            if self.runtime.device.type == "cpu":
+                key = (*key, f"processor {processor()}")
+            elif self.runtime.device.type == "cuda":
+                key = (*key, f"gpu {torch.cuda.get_device_name(self.runtime.device)}")
             def told(measurement: int) -> None:
                 if progress:
                     progress(measuring_message(measurement, refresh), None)

@@ -1,0 +1,43 @@
+"""Which processor a measurement was taken on (the cost curve's cache key).
+
+A stored cost curve is this machine's: another CPU prices trees differently
+(an AMD Zen 4 runs 512-bit vectors as two 256-bit halves, an Intel Xeon of
+the same ISA class does not). The user cache moves with a home directory, a
+container's mounted volume or a virtual machine moved to another host, so
+the curve's key names the processor, not only its instruction set. Under a
+hypervisor the model name may be generic ("AMD EPYC"); the family, model
+and stepping still tell the generations apart. Torch-free.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+CPUINFO = Path("/proc/cpuinfo")
+_FIELDS = ("vendor_id", "cpu family", "model", "stepping", "model name",  # x86
+           "CPU implementer", "CPU architecture", "CPU variant", "CPU part", "CPU revision")  # ARM
+
+
+def processor(cpuinfo: str | os.PathLike[str] = CPUINFO) -> str:
+    """This CPU's identity: the first processor's vendor, family, model,
+    stepping and model name from Linux's /proc/cpuinfo (an ARM core's
+    implementer and part), else what `platform` says."""
+    try:
+        text = Path(cpuinfo).read_text(errors="replace")
+    except OSError:
+        text = ""
+    first: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if first:
+                break  # the first processor's block only: a hybrid CPU's other cores repeat the package
+            continue
+        name, _, value = line.partition(":")
+        name = name.strip()
+        if name in _FIELDS and name not in first:
+            first[name] = " ".join(value.split())
+    if first:
+        return "; ".join(f"{k}={first[k]}" for k in _FIELDS if k in first)
+    return f"{platform.machine()} {platform.processor()}".strip() or "unknown"
