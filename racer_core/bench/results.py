@@ -54,6 +54,7 @@ class BenchResult:
     model: str | None = None
     device: str | None = None
     dtype: str | None = None
+    cpu: str | None = None  # which CPU and class ran it (EngineInfo.cpu); None for loaded files and other devices
     forward: str | None = None  # "lean" (batch-invariant: no near-tie excuse) or "stock"; None for loaded files
     warm: bool | None = None
     question_count: int = 0  # questions selected for the run
@@ -229,6 +230,7 @@ class BenchResult:
             "model": self.model,
             "device": self.device,
             "dtype": self.dtype,
+            "cpu": self.cpu,
             "questions": self.question_count or len(self.question_order),
             "warm": self.warm,
             "greedy": self.greedy,

@@ -207,6 +207,7 @@ def start_run(
         model=model_id or info.model,
         device=info.device,
         dtype=info.dtype,
+        cpu=info.cpu or None,
         forward=info.forward,
         warm=warm,
         question_count=len(questions),

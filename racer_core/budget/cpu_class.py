@@ -66,6 +66,13 @@ def limits() -> list[str]:
     return [f"{k}={os.environ[k]}" for k in ISA_ENV["avx2"] if k in os.environ]
 
 
+def capability() -> str:
+    """The class torch's kernels run in a word: 'AVX512', or 'AVX2 (limited)' under the limits."""
+    import torch
+
+    return torch.backends.cpu.get_cpu_capability() + (" (limited)" if limits() else "")
+
+
 def describe() -> str:
     """The CPU class torch runs with, e.g. 'AVX512 (native)' or 'AVX2 (limited)'."""
     import torch

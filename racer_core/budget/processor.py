@@ -24,6 +24,30 @@ def processor(cpuinfo: str | os.PathLike[str] = CPUINFO) -> str:
     """This CPU's identity: the first processor's vendor, family, model,
     stepping and model name from Linux's /proc/cpuinfo (an ARM core's
     implementer and part), else what `platform` says."""
+    first = _first_processor(cpuinfo)
+    if first:
+        return "; ".join(f"{k}={first[k]}" for k in _FIELDS if k in first)
+    return _platform()
+
+
+def processor_name(cpuinfo: str | os.PathLike[str] = CPUINFO) -> str:
+    """This CPU for a reader: its model name with its family and model
+    ("AMD EPYC (family 25, model 17)"), an ARM core's part, else `platform`'s."""
+    first = _first_processor(cpuinfo)
+    if "model name" in first:
+        generation = ", ".join(f"{k.removeprefix('cpu ')} {first[k]}" for k in ("cpu family", "model") if k in first)
+        return f"{first['model name']} ({generation})" if generation else first["model name"]
+    if "CPU part" in first:
+        return f"ARM core, implementer {first.get('CPU implementer', '?')}, part {first['CPU part']}"
+    return _platform()
+
+
+def _platform() -> str:
+    return f"{platform.machine()} {platform.processor()}".strip() or "unknown"
+
+
+def _first_processor(cpuinfo: str | os.PathLike[str]) -> dict[str, str]:
+    """The first processor's fields of _FIELDS in Linux's /proc/cpuinfo; {} where it cannot be read."""
     try:
         text = Path(cpuinfo).read_text(errors="replace")
     except OSError:
@@ -38,6 +62,4 @@ def processor(cpuinfo: str | os.PathLike[str] = CPUINFO) -> str:
         name = name.strip()
         if name in _FIELDS and name not in first:
             first[name] = " ".join(value.split())
-    if first:
-        return "; ".join(f"{k}={first[k]}" for k in _FIELDS if k in first)
-    return f"{platform.machine()} {platform.processor()}".strip() or "unknown"
+    return first

@@ -113,6 +113,7 @@ class EngineInfo:
     dtype: str  # "float32", "bfloat16"
     forward: str = "stock"  # the verification forward: "lean" (lean_forward.py) or "stock" (transformers')
     draft_head: str | None = None  # the EAGLE-3 draft head's name (method eagle3), when one was loaded
+    cpu: str = ""  # on a CPU, which one and the class its libraries run ("AMD EPYC (family 25, model 17), AVX512")
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ import torch
 from racer_core.budget import cost_curve as curves
 from racer_core.budget import cpu_class
 from racer_core.budget.cost_curve import CPU_GRID, CPU_QUICK, GPU_GRID, MAX_MEASUREMENTS, QUICK_ROUNDS, CostCurve
-from racer_core.budget.processor import processor
+from racer_core.budget.processor import processor, processor_name
 from racer_core.budget.tree_policy import TreePolicy
 from racer_core.common.capabilities import check_for
 from racer_core.common.config import TRANSFORMERS_METHODS
@@ -136,7 +136,8 @@ class RacerEngine:
         shown = self.lean.quant if self.lean is not None and self.lean.quant else shown  # a GGUF's own blocks
         self.info = EngineInfo(model=name, device=str(device), dtype=shown,
                                forward="stock" if self.lean is None else "lean",
-                               draft_head=None if loaded.head is None else loaded.head.name)
+                               draft_head=None if loaded.head is None else loaded.head.name,
+                               cpu=f"{processor_name()}, {cpu_class.capability()}" if device.type == "cpu" else "")
         num_layers = int(config.num_hidden_layers)
         # The most tokens the model takes; None when its config does not say.
         self.context_limit: int | None = int(getattr(config, "max_position_embeddings", 0) or 0) or None

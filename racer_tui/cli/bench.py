@@ -221,7 +221,9 @@ def _run(args: argparse.Namespace, loader: EngineLoader) -> int:
         engine = load(device=args.device)
         answer_dir = _answer_dir(args, name, args.model_id or engine.info.model)
         info = engine.info
-        _announce(args, name, len(questions), f"{info.model} ({info.device}, {info.dtype}, {info.forward} forward)", err)
+        on = f" on {info.cpu}" if info.cpu else ""  # which CPU and class the figures are for
+        _announce(args, name, len(questions), f"{info.model} ({info.device}, {info.dtype}, {info.forward} forward){on}",
+                  err)
         with ProgressDisplay(args.methods, len(questions), err) as display:
             result = run_benchmark(
                 engine, questions, args.methods, config, answer_dir=answer_dir, warm=args.warm,

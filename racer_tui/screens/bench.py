@@ -288,8 +288,9 @@ class BenchScreen(Screen):
         self.board = BenchBoard(methods=methods, question_count=len(questions))
         self.query_one("#bench-table", Static).update("")
         tries = f" · {repeats} tries each, the median kept" if repeats > 1 else ""
+        cpu = f" ({engine.info.cpu})" if engine.info.cpu else ""  # which CPU and class the figures are for
         self.query_one("#bench-info", Static).update(Text(
-            f"{name}: {counted(len(questions), 'question')} × {', '.join(methods)} on {engine.info.model}{tries} "
+            f"{name}: {counted(len(questions), 'question')} × {', '.join(methods)} on {engine.info.model}{cpu}{tries} "
             f"· answers in {self.host.show_path(answer_dir)}"
         ))
         self.show_board()

@@ -11,6 +11,7 @@ pytest.importorskip("torch")
 from racer_core.bench.answers import read_answers  # noqa: E402
 from racer_core.bench.runner import run_benchmark  # noqa: E402
 from racer_core.bench.suites import Question  # noqa: E402
+from racer_core.budget import cpu_class  # noqa: E402
 from racer_core.common.events import GenerationConfig  # noqa: E402
 from racer_tui import cli  # noqa: E402
 
@@ -44,6 +45,9 @@ def test_cli_on_tiny_engine_greedy_matches_ar(engine, tmp_path, capsys):
     assert rc == 0, capsys.readouterr().err
     doc = json.loads(summary.read_text())
     assert doc["model"] == "tiny-llama" and doc["dtype"] == "float32"
+    # which CPU and class the figures are for, in the summary and the run's first line
+    assert doc["cpu"] == engine.info.cpu and doc["cpu"].endswith(cpu_class.capability())
+    assert f"on {engine.info.cpu}" in "".join(capsys.readouterr())
     # fp32 greedy: RACER must reproduce plain decoding token for token
     assert doc["methods"]["racer"]["identical_to_ar"] is True
     assert doc["methods"]["pld"]["mat"] is None

@@ -12,7 +12,7 @@ from conftest import scripted_on
 from engine_helpers import SMALL_VOCAB
 
 from racer_core.budget import cost_curve
-from racer_core.budget.processor import processor
+from racer_core.budget.processor import processor, processor_name
 from racer_core.engine import engine as engine_module
 from racer_core.engine.engine import RacerEngine
 from racer_core.testing import tiny_model
@@ -78,3 +78,10 @@ def test_a_curve_measured_on_one_processor_is_not_read_on_another(monkeypatch: p
     assert keys[0] == keys[2] and keys[0] != keys[1]
     assert cost_curve.curve_cache_path(keys[0]) != cost_curve.curve_cache_path(keys[1])
     assert any("Xeon" in part for part in keys[0]) and any("AMD EPYC" in part for part in keys[1])
+
+
+def test_the_processor_for_a_reader_is_its_name_family_and_model(tmp_path: Path) -> None:
+    assert processor_name(_file(tmp_path, "xeon", XEON)) == "Intel(R) Xeon(R) Platinum 8480+ (family 6, model 143)"
+    assert processor_name(_file(tmp_path, "epyc", EPYC)) == "AMD EPYC (family 25, model 17)"
+    assert processor_name(_file(tmp_path, "arm", ARM)) == "ARM core, implementer 0x41, part 0xd0c"
+    assert processor_name(tmp_path / "missing")

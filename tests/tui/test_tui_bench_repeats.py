@@ -16,6 +16,7 @@ from rich.console import Console
 
 from racer_core.bench import runner
 from racer_core.bench.report import bench_tables
+from racer_core.common.events import EngineInfo
 from racer_tui.screens.bench import BenchScreen
 from racer_tui.widgets.bench_charts import FlightChart
 
@@ -108,3 +109,14 @@ async def test_bad_repeats_are_refused_with_one_notice(start_app: StartApp, bad:
     bench.action_start()
     await wait_for(pilot, lambda: bench.result is not None)
     assert bench.result.repeats == 2 and len(engine.configs) == 2 + 2 * 2 * 2  # warm-ups, 2 tries x 2 turns
+
+
+async def test_the_run_names_the_cpu_and_class_its_figures_are_for(start_app: StartApp) -> None:
+    engine = FakeEngine(info=EngineInfo("fake-model", "cpu", "float32",
+                                        cpu="AMD EPYC (family 25, model 17), AVX2 (limited)"))
+    pilot = await start_app(engine)
+    bench = await dashboard(pilot, "1", "2", "1")
+    bench.action_start()
+    await wait_for(pilot, lambda: bench.result is not None)
+    info = str(bench.query_one("#bench-info").render()).replace("\n", " ")
+    assert "on fake-model (AMD EPYC (family 25, model 17), AVX2 (limited))" in info
