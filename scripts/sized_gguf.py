@@ -7,8 +7,8 @@ acceptance. It is a tied Llama (the embedding is the head), in a download's
 mix of block types as llama.cpp's quantizer chooses them: `q4_1` (every
 linear Q4_1; the embedding Q6_K, or Q8_0 where its width is no multiple of
 256, as in the embedded model), `q4_k_m` (Q4_K, with Q6_K for attn_v and
-ffn_down in half the layers, and the embedding Q6_K) or `q5_k_m` (the same
-with Q5_K for Q4_K). The tokenizer fields are
+ffn_down in half the layers, and the embedding Q6_K), `q5_k_m` (the same
+with Q5_K for Q4_K) or `q8_0` (every tensor Q8_0). The tokenizer fields are
 the embedded model's (49152 tokens), so racer-tui and llama.cpp both load it.
 Preset 0.8b: hidden 2048, 16 layers, FFN 5632, 32 heads of 64, 8 key-value
 heads (0.82B parameters); a 0.8B file takes seconds (random blocks, no quantizer).
@@ -16,6 +16,7 @@ heads (0.82B parameters); a 0.8B file takes seconds (random blocks, no quantizer
     python scripts/sized_gguf.py /tmp/llama-0.8b-q4_1.gguf --preset 0.8b --mix q4_1
     python scripts/sized_gguf.py /tmp/llama-0.8b-q4_k_m.gguf --preset 0.8b --mix q4_k_m
     python scripts/sized_gguf.py /tmp/llama-0.8b-q5_k_m.gguf --preset 0.8b --mix q5_k_m
+    python scripts/sized_gguf.py /tmp/llama-0.8b-q8_0.gguf --preset 0.8b --mix q8_0
     python scripts/sized_gguf.py /tmp/small.gguf --hidden 1024 --layers 8 --ffn 2816 --heads 16 --kv-heads 4
 """
 

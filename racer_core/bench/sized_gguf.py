@@ -106,7 +106,7 @@ PRESETS = {"0.8b": Shape(hidden=2048, layers=16, ffn=5632, heads=32, kv_heads=8)
 """0.8b: TinyLlama's widths (2048 wide, FFN 5632, heads of 64) at 16 layers and 8 key-value heads;
 with the 49152-token vocabulary, 0.82B parameters (0.10B of them the tied embedding)."""
 
-MIXES = ("q4_1", "q4_k_m", "q5_k_m")
+MIXES = ("q4_1", "q4_k_m", "q5_k_m", "q8_0")
 
 
 def use_more_bits(layer: int, layers: int) -> bool:
@@ -119,11 +119,14 @@ def tensor_types(shape: Shape, mix: str) -> dict[str, int]:
     """Every quantized tensor's GGML type in `mix`, as llama.cpp's quantizer chooses them for a tied model:
     the embedding (the head too) Q6_K where its rows are whole 256-value blocks, else Q8_0 (the embedded
     model's 576 wide); q4_1 every linear Q4_1; q4_k_m Q4_K (q5_k_m Q5_K), with Q6_K for attn_v and
-    ffn_down in use_more_bits' layers."""
+    ffn_down in use_more_bits' layers; q8_0 every tensor Q8_0, the embedding too (llama.cpp keeps a
+    Q8_0 file's output in Q8_0)."""
     if mix not in MIXES:
         raise ValueError(f"unknown mix {mix!r}; choose one of {', '.join(MIXES)}")
     if mix in K_MIXES and (shape.hidden % 256 or shape.ffn % 256):
         raise ValueError(f"{mix} needs --hidden and --ffn in multiples of 256 (the K types' blocks)")
+    if mix == "q8_0":
+        return {"token_embd.weight": 8} | {name: 8 for layer in range(shape.layers) for name in shape.linears(layer)}
     types = {"token_embd.weight": 14 if shape.hidden % 256 == 0 else 8}
     for layer in range(shape.layers):
         for name in shape.linears(layer):
@@ -134,7 +137,7 @@ def tensor_types(shape: Shape, mix: str) -> dict[str, int]:
 
 K_MIXES = {"q4_k_m": 12, "q5_k_m": 13}
 """The K mixes' main type: Q4_K, Q5_K."""
-FILE_TYPES = {"q4_1": "MOSTLY_Q4_1", "q4_k_m": "MOSTLY_Q4_K_M", "q5_k_m": "MOSTLY_Q5_K_M"}
+FILE_TYPES = {"q4_1": "MOSTLY_Q4_1", "q4_k_m": "MOSTLY_Q4_K_M", "q5_k_m": "MOSTLY_Q5_K_M", "q8_0": "MOSTLY_Q8_0"}
 
 
 @dataclass(frozen=True)

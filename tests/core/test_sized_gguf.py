@@ -70,6 +70,10 @@ def test_q4_1_head_is_q8_0_where_its_width_is_no_whole_k_block() -> None:
             tensor_types(embedded_width, mix)
 
 
+def test_q8_0_is_q8_0_throughout_the_head_too() -> None:
+    assert set(tensor_types(PRESETS["0.8b"], "q8_0").values()) == {Q.Q8_0}
+
+
 @pytest.mark.parametrize(("shape", "words"), [
     (Shape(256, 2, 512, 3, 1), "must split into --heads"),
     (Shape(256, 2, 512, 4, 3), "must split into --heads"),
@@ -106,7 +110,7 @@ def test_a_tokenizer_source_without_tokens_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("mix", "quant"), [("q4_1", "gguf Q4_1+Q6_K"), ("q4_k_m", "gguf Q4_K+Q6_K"),
-                                           ("q5_k_m", "gguf Q5_K+Q6_K")])
+                                           ("q5_k_m", "gguf Q5_K+Q6_K"), ("q8_0", "gguf Q8_0")])
 def test_a_written_file_loads_in_its_blocks_at_its_shape(mix: str, quant: str, tokenizer_gguf: Path,
                                                          tmp_path: Path) -> None:
     from quant_helpers import the_kernel
