@@ -212,7 +212,9 @@ class RacerEngine:
             # v7 (6 Dec 2026): 1-4 rows read the weights in tiles of one group (one stream), 1.1-1.37x
             # cheaper, 5 and more as before; and the final norm runs natively: the same, only more so.
             # v8 (6 Dec 2026): the VNNI build's 512-bit tiles take 10 rows, not 8: 9-16 rows 1.05-1.10x cheaper.
-            key = ("v8", *self._identity(), self.info.device, self.info.dtype,
+            # v9 (6 Dec 2026, afternoon): rows of at most 1,024 values keep the 256-bit tiles up to 6 rows (8 for
+            # Q8_0): a small model's 5-8 rows 1.05-1.19x cheaper (quant_repack_wide.hpp's NARROW_COLS).
+            key = ("v9", *self._identity(), self.info.device, self.info.dtype,
                    str(most_threads()), torch.__version__)  # what a quiet machine's steps run on
             if self.lean is not None:  # the two forwards cost differently; a stock engine keeps its curves
                 key = (*key, "lean", *self.lean.cost_identity())

@@ -177,6 +177,20 @@ def test_the_repacked_kernel_is_its_reference_bit_for_bit(qtype, groups, blocks_
     assert np.array_equal(got, reference.matmul_q8_repacked(qtype, blocks, rows, cols, x))
 
 
+@pytest.mark.parametrize("qtype", sorted(TYPES))
+def test_rows_of_a_few_activations_keep_their_bits_on_either_side_of_the_narrow_tiles_width(qtype: int) -> None:
+    """At 5-8 rows the VNNI build takes its 256-bit tiles for rows of at most 1,024 values and its
+    512-bit tiles for wider ones (quant_repack_wide.hpp's NARROW_COLS): both are the reference's bits."""
+    for cols in ((768, 1280) if qtype in K_TYPES else (992, 1024, 1056, 1280)):
+        blocks = _blocks(qtype, 24, cols, seed=cols)
+        packed = repack.repack(qtype, blocks)
+        x = _x(8, cols, seed=cols + 1)
+        for isa in ISAS:
+            for t in (5, 6, 7, 8):
+                got = _repacked(qtype, packed, 24, cols, x[:t].copy(), isa, threads=2)
+                assert np.array_equal(got, reference.matmul_q8_repacked(qtype, blocks, 24, cols, x[:t])), (cols, isa, t)
+
+
 @settings(max_examples=50, deadline=None)
 @given(qtype=st.sampled_from(sorted(TYPES)), groups=st.integers(1, 7), blocks_per_row=st.integers(1, 8),
        t=st.integers(2, 33), isa=st.sampled_from(ISAS), seed=st.integers(0, 2**16))

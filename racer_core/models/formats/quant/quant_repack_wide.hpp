@@ -115,14 +115,22 @@ struct RpTileWide {
 // Up to this many activation rows the 256-bit tiles of one group (quant_repack.hpp) run even the wide
 // types: a step of so few rows is bound by reading the weights, and a 512-bit tile reads two groups, two
 // streams (6 Dec 2026, embedded model: 1-4 rows 1.28-1.37x faster; at 0.8B 1.02-1.11x, and 6 rows 0.96x).
+// And for rows of at most NARROW_COLS values (a small model's: the embedded one's 576), up to 6 activation
+// rows, 8 for Q8_0. In a step, where each matrix's blocks come from memory, the 512-bit tiles lost there
+// though they win on the same matrix warm in the caches: on an AMD Zen 4, per matrix in a whole step at
+// 5 rows, the embedded model's 49152 x 576 Q8_0 head 1.5x slower, its 576-wide Q4_1 linears 1.1-1.2x
+// (docs/performance.md, 6 Dec 2026, 14:05); a step's linears at 5-8 rows 1.19, 1.12, 1.07 and 1.05x
+// faster this way. Wider rows (a 0.8B model's 2048) keep the 512-bit tiles from 5 rows: 256-bit ones were
+// 0.84-0.93x there, Q4_1 and Q8_0 alike.
 constexpr int64_t NARROW_ROWS = 4;
+constexpr int64_t NARROW_COLS = 1024;
 
 template <int TYPE>
 void rp_wide_matmul_typed(const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
                           int threads) {
     if constexpr (!rp_wide_type<TYPE>()) {
         rp_matmul_typed<TYPE>(w, rows, cols, x, T, y, threads);
-    } else if (T <= NARROW_ROWS) {
+    } else if (T <= NARROW_ROWS || (cols <= NARROW_COLS && T <= (TYPE == racer_quant::Q8_0 ? 8 : 6))) {
         rp_matmul_typed<TYPE>(w, rows, cols, x, T, y, threads);  // the 256-bit tiles of one group
     } else {
         const int64_t nb = cols / 32, groups = rows / 8;
