@@ -195,8 +195,8 @@ class RacerEngine:
         return self.cost_curve(refresh=True)
 
     def cost_curve(self, progress: Progress | None = None, refresh: bool = False, later: bool = False) -> CostCurve:
-        """The curve the tree policies weigh (measured once per model, device
-        and dtype, then read from the cache). `later`: if it is still to be
+        """The curve the tree policies weigh (measured once per model, device,
+        dtype and processor, then read from the cache). `later`: if it is still to be
         measured, start on the stored or the safe curve and measure in the
         background once the machine and the engine are quiet (curve_in_background.py)."""
         if self._curve is None:
