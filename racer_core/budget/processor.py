@@ -47,19 +47,21 @@ def _platform() -> str:
 
 
 def _first_processor(cpuinfo: str | os.PathLike[str]) -> dict[str, str]:
-    """The first processor's fields of _FIELDS in Linux's /proc/cpuinfo; {} where it cannot be read."""
-    try:
-        text = Path(cpuinfo).read_text(errors="replace")
-    except OSError:
-        text = ""
+    """The first processor's fields of _FIELDS in Linux's /proc/cpuinfo; {} where it cannot be read.
+    Read line by line up to the end of that block: the kernel writes the file as it is read, a block
+    per core, and every engine start asks (the curve's key, the benchmark's line)."""
     first: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            if first:
-                break  # the first processor's block only: a hybrid CPU's other cores repeat the package
-            continue
-        name, _, value = line.partition(":")
-        name = name.strip()
-        if name in _FIELDS and name not in first:
-            first[name] = " ".join(value.split())
+    try:
+        with open(cpuinfo, errors="replace") as lines:
+            for line in lines:
+                if not line.strip():
+                    if first:
+                        break  # the first processor's block only: the other cores repeat the package
+                    continue
+                name, _, value = line.partition(":")
+                name = name.strip()
+                if name in _FIELDS and name not in first:
+                    first[name] = " ".join(value.split())
+    except OSError:
+        return {}
     return first

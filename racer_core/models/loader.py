@@ -16,6 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from racer_core.budget.processor import CPUINFO
 from racer_core.common.errors import InputError, ModelLoadError
 from racer_core.common.events import Progress
 from racer_core.models import hub
@@ -91,7 +92,6 @@ def resolve_device(device: str) -> str:
     return device
 
 
-CPUINFO = Path("/proc/cpuinfo")
 NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
