@@ -5,7 +5,13 @@ memory read bandwidth (a float32 sum over a buffer far larger than the
 caches, torch's vectorized threads). Every extra row is arithmetic: its floor
 is the row's multiply-adds over the int8 kernel's rate with nothing waiting
 on memory (the repacked kernel on a Q4_1 matrix that stays in L2, 32 rows:
-this kernel's own compute rate, not the CPU's nominal peak). Then the step
+this kernel's own compute rate, not the CPU's nominal peak). Beside it, the
+kernel's integer dot instruction timed alone, and with each 32-value block's
+float work beside its dots (the scale, the multiply-add into the row's sum,
+and Q4_1's offset term): the "mix floor" prices each linear's extra row at the
+rate its block type's instruction mix allows (on an AMD Zen 4 a 512-bit dot
+shares its pipes with the float multiplies, so the mix, not the instruction,
+is what a kernel can reach). Then the step
 after `--context` cached tokens (the lean forward with its fused layers,
 fastest of interleaved rounds, racer_core/bench/timing.py) for each row count,
 beside floor(T) = bytes / bandwidth + (T - 1) * MACs per row / rate.
@@ -67,6 +73,20 @@ def int8_rate(threads: int, rounds: int, clock, isa: str) -> float:
     return 50 * rows * cols * t / best
 
 
+NO_OFFSET = (8, 14)
+"""Q8_0 and Q6_K: no offset term, so two float multiplies a block beside its dots, not three."""
+
+
+def dot_peaks(threads: int, rounds: int, isa: str) -> dict[int, float]:
+    """The kernel's integer dot instruction on `isa`, timed alone (0) and with each block's float work beside it
+    (2: a Q8_0 or Q6_K block's, 3: with an offset term, Q4_0/Q4_1's): multiply-adds per second, the best of `rounds`
+    (_quant.dot_peak; each time is taken inside the extension, not through Python)."""
+    from racer_core.models.formats.quant import _quant
+
+    return {floats: max(_quant.dot_peak(isa, threads, 2_000_000, floats) for _ in range(rounds))
+            for floats in (0, 2, 3)}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=2)
@@ -114,12 +134,19 @@ def main(argv: list[str] | None = None) -> None:
     if isa is None:
         raise SystemExit("kernel_floor: the 4-bit kernel does not run here")
     rate = int8_rate(args.threads, args.rounds, clock, isa)
+    peaks = dot_peaks(args.threads, args.rounds, isa)
+    # The instruction's floor for one extra row: each linear's multiply-adds at the rate its block type's mix allows.
+    mix_seconds = sum(int(w.shape[0]) * int(w.shape[1]) / peaks[2 if w.qtype in NO_OFFSET else 3] for w in quant)
     torch.set_num_threads(args.threads)
     print(f"{loaded.name}; {args.threads} threads, {args.clock} clock; weights {lean.quant}, repacked: "
           f"{sum(w.repacked for w in quant)} of {len(quant)} linears")
     print(f"memory read {bw / 1e9:.1f} GB/s; int8 kernel ({isa}) {rate / 1e9:.1f} GMAC/s")
+    print(f"the dot instruction alone {peaks[0] / 1e9:.1f} GMAC/s; with each block's float work "
+          f"{peaks[2] / 1e9:.1f} (Q8_0) / {peaks[3] / 1e9:.1f} (Q4_1); the kernel {rate / peaks[3]:.2f}x of the "
+          f"Q4_1 mix, {rate / peaks[0]:.2f}x of the instruction")
     print(f"one row: {weight_bytes / 1e6:.1f} MB of blocks -> floor {1e3 * weight_bytes / bw:.2f} ms; "
-          f"each extra row: {macs / 1e6:.1f} M multiply-adds -> floor {1e3 * macs / rate:.2f} ms")
+          f"each extra row: {macs / 1e6:.1f} M multiply-adds -> floor {1e3 * macs / rate:.2f} ms "
+          f"(at the instruction mix's rate {1e3 * mix_seconds:.2f} ms)")
 
     layers = len(lean.weights.layers)
     gen = torch.Generator().manual_seed(0)
@@ -139,11 +166,13 @@ def main(argv: list[str] | None = None) -> None:
                                  clock=clock)
     one = best[0] if sizes[0] == 1 else None
     print(f"\nstep after {args.context} cached tokens, fastest of {args.rounds} interleaved rounds")
-    print("T      step ms    floor ms   step/floor   step/one row")
+    print("T      step ms    floor ms   step/floor   step/one row   mix floor ms   step/mix floor")
     for t, spent in zip(sizes, best, strict=True):
         floor = weight_bytes / bw + (t - 1) * macs / rate
+        mix_floor = weight_bytes / bw + (t - 1) * mix_seconds
         rel = f"{spent / one:8.2f}x" if one else "       -"
-        print(f"{t:<5} {1e3 * spent:8.2f}   {1e3 * floor:8.2f}   {spent / floor:8.2f}x   {rel}")
+        print(f"{t:<5} {1e3 * spent:8.2f}   {1e3 * floor:8.2f}   {spent / floor:8.2f}x   {rel}      "
+              f"{1e3 * mix_floor:8.2f}   {spent / mix_floor:8.2f}x")
 
 
 if __name__ == "__main__":

@@ -429,6 +429,7 @@ def test_kernel_floor_prints_each_step_beside_its_floor(capsys: pytest.CaptureFi
     run("kernel_floor.py", "--threads", "1", "--sizes", "1,2", "--context", "8", "--rounds", "1")
     out = capsys.readouterr().out
     assert "GB/s" in out and "GMAC/s" in out and "step/floor" in out
+    assert "the dot instruction alone" in out and "step/mix floor" in out
 
 
 def test_loop_load_compares_methods_on_the_engine_loop_and_times_its_passes(

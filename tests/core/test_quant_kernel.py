@@ -153,3 +153,22 @@ def test_bad_arguments_are_refused_before_the_kernel_runs() -> None:
     with pytest.raises(ValueError, match="multiple of 256"):
         _quant.matmul_q8(12, np.zeros((4, 144), dtype=np.uint8), 4, 224, np.zeros((2, 224), dtype=np.float32),
                          y, ISAS[0], 1)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_the_dot_instructions_rate_is_measured_on_each_isa(isa: str) -> None:
+    # Only that it runs and reports a rate: how fast is the machine's business (scripts/kernel_floor.py prints it).
+    for floats in (0, 2, 3):
+        rate = _quant.dot_peak(isa, 2, 1000, floats)
+        assert np.isfinite(rate) and rate > 0, (isa, floats, rate)
+
+
+def test_the_dot_peak_refuses_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="not available"):
+        _quant.dot_peak("neon", 1, 10)
+    with pytest.raises(ValueError, match="at least 1"):
+        _quant.dot_peak(ISAS[0], 0, 10)
+    with pytest.raises(ValueError, match="at least 1"):
+        _quant.dot_peak(ISAS[0], 1, 0)
+    with pytest.raises(ValueError, match="expected 0, 2 or 3"):
+        _quant.dot_peak(ISAS[0], 1, 10, floats=1)

@@ -28,6 +28,7 @@ cdef extern from "quant.hpp" namespace "racer_quant":
                                                       float* d, float* s) nogil
     void c_dequantize "racer_quant::dequantize"(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols,
                                                 float* out) nogil
+    double c_dot_peak "racer_quant::dot_peak"(int isa, int threads, int64_t iters, int floats) nogil
 
 ISA_NAMES = {0: "none", 1: "avx2", 2: "avx512", 3: "avxvnni"}
 """avxvnni: AVX2 with AVX-VNNI's integer dots (no AVX-512), the same bits as avx2."""
@@ -51,6 +52,22 @@ cdef int _isa(str isa) except -1:
     if code == 0 or not isa_available(code):
         raise ValueError(f"ISA {isa!r} is not available on this CPU (best: {best()})")
     return code
+
+
+def dot_peak(str isa, int threads, int64_t iters, int floats=0) -> float:
+    """The integer dot instruction the kernel runs on `isa` ('avx2', 'avxvnni' or 'avx512'), timed alone on
+    `threads` threads for `iters` rounds of 32-value blocks: its multiply-adds per second. floats=2 adds each
+    block's float work beside its dots (its scale and its multiply-add into the row's sum), 3 also Q4_1's
+    offset term: the rate the kernel's instruction mix allows. For measuring (scripts/kernel_floor.py)."""
+    cdef int code = _isa(isa)
+    if threads < 1 or iters < 1:
+        raise ValueError(f"dot_peak: threads {threads} and iters {iters} must be at least 1")
+    if floats not in (0, 2, 3):
+        raise ValueError(f"dot_peak: floats {floats}: expected 0, 2 or 3")
+    cdef double rate
+    with nogil:
+        rate = c_dot_peak(code, threads, iters, floats)
+    return rate
 
 
 cdef void _check_blocks(int qtype, cnp.ndarray blocks, int64_t rows, int64_t cols) except *:

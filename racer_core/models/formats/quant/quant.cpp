@@ -14,6 +14,9 @@ void matmul_q8_avxvnni(int, const uint8_t*, int64_t, int64_t, const float*, int6
 void matmul_rp_avxvnni(int, const uint8_t*, int64_t, int64_t, const float*, int64_t, float*, int);
 void quantize_rows_avx2(const float*, int64_t, int64_t, int8_t*, float*, float*);
 void dequantize_avx512(int, const uint8_t*, int64_t, int64_t, float*);
+double dot_peak_avx2(int, int64_t, int);
+double dot_peak_vnni(int, int64_t, int);
+double dot_peak_avxvnni(int, int64_t, int);
 
 bool is_repacked(int type) {
     const int base = type & ~REPACKED;
@@ -94,6 +97,13 @@ void matmul(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols, con
 void dequantize(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols, float* out) {
     if (isa == AVX512) dequantize_avx512(type, w, rows, cols, out);
     else if (isa == AVX2 || isa == AVX2_VNNI) dequantize_avx2(type, w, rows, cols, out);
+}
+
+double dot_peak(int isa, int threads, int64_t iters, int floats) {  // the dots matmul_q8 runs for isa
+    if (isa == AVX512 && has_vnni()) return dot_peak_vnni(threads, iters, floats);
+    if (isa == AVX2_VNNI) return dot_peak_avxvnni(threads, iters, floats);
+    if (isa != NONE) return dot_peak_avx2(threads, iters, floats);
+    return 0.0;
 }
 
 }  // namespace racer_quant

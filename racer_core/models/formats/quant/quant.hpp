@@ -63,6 +63,12 @@ bool has_vnni();
 // d = amax / 127, q = nearest-even(x * (127 / amax)), s = d * sum(q). Needs AVX2.
 void quantize_rows(const float* x, int64_t T, int64_t cols, int8_t* q, float* d, float* s);
 
+// The integer dot instruction matmul_q8 uses for `isa` (must be supported), timed alone: its multiply-adds
+// per second over `threads` threads, `iters` rounds of 32-value blocks each (quant_peak.hpp). floats 2 or 3
+// adds each block's float work beside its dots (2: the scale and the multiply-add into the row's sum; 3:
+// Q4_1's offset term too); 0 the dots alone. Measuring only (scripts/kernel_floor.py).
+double dot_peak(int isa, int threads, int64_t iters, int floats);
+
 // The weights as float32, exactly the values the kernel multiplies with.
 void dequantize(int isa, int type, const uint8_t* w, int64_t rows, int64_t cols, float* out);
 

@@ -41,6 +41,7 @@ struct Avx2Dot {
 #define DOT Avx2Dot
 #include "quant_q8.hpp"
 #include "quant_repack.hpp"
+#include "quant_peak.hpp"
 
 namespace racer_quant {
 void matmul_avx2(int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
@@ -54,6 +55,14 @@ void matmul_q8_avx2(int type, const uint8_t* w, int64_t rows, int64_t cols, cons
 void matmul_rp_avx2(int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
                     int threads) {
     rp_matmul_any(type, w, rows, cols, x, T, y, threads);
+}
+double dot_peak_avx2(int threads, int64_t iters, int floats) {  // maddubs' pair sums in int16, one madd a block
+    return peak_rate_any<__m256i, 8>(
+        [](__m256i acc, __m256i u, __m256i s) {
+            __asm__ volatile("" : "+v"(u));  // each product opaque, as dpbusd's accumulating ones are by themselves
+            return _mm256_add_epi16(acc, _mm256_maddubs_epi16(u, s));
+        },
+        [](__m256i v) { return _mm256_madd_epi16(v, _mm256_set1_epi16(1)); }, threads, iters, floats);
 }
 void quantize_rows_avx2(const float* x, int64_t T, int64_t cols, int8_t* q, float* d, float* s) {
     q8_quantize_rows(x, T, cols, q, d, s);

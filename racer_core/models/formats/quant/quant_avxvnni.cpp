@@ -24,6 +24,7 @@ struct AvxVnniDot {
 #define DOT AvxVnniDot
 #include "quant_q8.hpp"
 #include "quant_repack.hpp"
+#include "quant_peak.hpp"
 
 namespace racer_quant {
 void matmul_q8_avxvnni(int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
@@ -33,5 +34,9 @@ void matmul_q8_avxvnni(int type, const uint8_t* w, int64_t rows, int64_t cols, c
 void matmul_rp_avxvnni(int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
                        int threads) {
     rp_matmul_any(type, w, rows, cols, x, T, y, threads);
+}
+double dot_peak_avxvnni(int threads, int64_t iters, int floats) {
+    return peak_rate_any<__m256i, 8>([](__m256i acc, __m256i u, __m256i s) { return AvxVnniDot::dot_add(acc, u, s); },
+                                     [](__m256i v) { return v; }, threads, iters, floats);
 }
 }  // namespace racer_quant

@@ -31,6 +31,8 @@ struct VnniDot {
 #include "quant_q8.hpp"
 #include "quant_repack.hpp"
 #include "quant_repack_wide.hpp"
+#define RACER_PEAK_512
+#include "quant_peak.hpp"
 
 namespace racer_quant {
 void matmul_q8_vnni(int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
@@ -40,5 +42,9 @@ void matmul_q8_vnni(int type, const uint8_t* w, int64_t rows, int64_t cols, cons
 void matmul_rp_vnni(int type, const uint8_t* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,
                     int threads) {
     rp_wide_matmul_any(type, w, rows, cols, x, T, y, threads);
+}
+double dot_peak_vnni(int threads, int64_t iters, int floats) {  // the wide tile's 512-bit dpbusd
+    return peak_rate_any<__m512i, 12>([](__m512i acc, __m512i u, __m512i s) { return _mm512_dpbusd_epi32(acc, u, s); },
+                                      [](__m512i v) { return v; }, threads, iters, floats);
 }
 }  // namespace racer_quant
