@@ -21,14 +21,19 @@ each answer's statistics; then the ratios batched/sequential and racer/ar.
 Without --url, `racer-tui api --headless` serves the model (the embedded one
 unless --model) on a free loopback port for the run, in its own process: one
 process per server kind (`--max-batch` for the batched one, `--sequential`),
-both started before the first round. Needs the `api` and `test` extras (the
-openai client).
+both started before the first round. They run with their thread count fixed
+(RACER_FOLLOW_FREE_CORES=0, unless set otherwise): the servers take turns, and
+otherwise each would count the other's last round as another process's load and
+start its next round on one thread (racer_core/budget/free_cores.py reads the
+other processes' use since its last step, which for an idle server is the
+other's whole round). Needs the `api` and `test` extras (the openai client).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import statistics
 import subprocess
@@ -164,15 +169,20 @@ def print_table(results: dict[tuple[str, str], dict[str, Any]]) -> None:
 
 
 def launch_api(options: list[str], model: str | None, what: str = "the server",
-               on_line: Callable[[str], None] | None = None) -> tuple[subprocess.Popen[str], str, str]:
+               on_line: Callable[[str], None] | None = None,
+               fixed_threads: bool = False) -> tuple[subprocess.Popen[str], str, str]:
     """`racer-tui api --headless OPTIONS` on a free loopback port, in its own process (the
     clients' threads must not share the engine's interpreter lock): (the process, its base
     URL, the line that named it). The rest of its log goes to `on_line`, or is read and
-    dropped, so a full pipe never stalls the server."""
+    dropped, so a full pipe never stalls the server. `fixed_threads`: the thread count does not
+    follow the other processes' load (RACER_FOLLOW_FREE_CORES=0 unless set otherwise)."""
     words = [sys.executable, "-m", "racer_tui.cli", "api", "--headless", "--port", "0", *options]
     if model:
         words += ["--model", model]
-    server = subprocess.Popen(words, stdout=subprocess.PIPE, text=True)
+    env = dict(os.environ)
+    if fixed_threads:
+        env.setdefault("RACER_FOLLOW_FREE_CORES", "0")
+    server = subprocess.Popen(words, stdout=subprocess.PIPE, text=True, env=env)
     assert server.stdout is not None
     for line in server.stdout:
         if " on http://" in line:
@@ -193,7 +203,8 @@ def start_server(args: argparse.Namespace, kind: str) -> tuple[subprocess.Popen[
     most = max(args.clients)
     options = ["--device", args.device, "--dtype", args.dtype, "--queue", str(max(16, most))]
     options += ["--sequential"] if kind == "sequential" else ["--max-batch", str(args.max_batch or most)]
-    server, url, line = launch_api(options, args.model, f"the {kind} server")
+    # The servers take turns: neither is another process's load for the other (the module's docstring).
+    server, url, line = launch_api(options, args.model, f"the {kind} server", fixed_threads=True)
     print(f"{kind}: {line}", file=sys.stderr)
     return server, url
 

@@ -318,6 +318,27 @@ def test_api_load_and_api_soak_against_a_tiny_server(capsys: pytest.CaptureFixtu
     assert out.split("2 clients x")[1].split("failed")[1].split()[:2] == ["0", "0"]  # 4 requests a method, none failed
 
 
+def test_api_loads_own_servers_keep_their_thread_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its two servers take turns: each would otherwise count the other's last round as another process's load.
+    api_load = importlib.import_module("scripts.api_load")
+    envs: list[dict[str, str]] = []
+
+    class Server:
+        def __init__(self) -> None:
+            self.stdout = iter(["racer-tui api: serving tiny on http://127.0.0.1:1/v1 as model 'tiny'\n"])
+
+    def popen(words: list[str], **options: Any) -> Server:
+        envs.append(options["env"])
+        return Server()
+
+    monkeypatch.setattr(api_load.subprocess, "Popen", popen)
+    monkeypatch.delenv("RACER_FOLLOW_FREE_CORES", raising=False)
+    args = api_load.argparse.Namespace(clients=[1], device="cpu", dtype="auto", max_batch=None, model=None)
+    assert api_load.start_server(args, "sequential")[1] == "http://127.0.0.1:1/v1"
+    api_load.launch_api([], None)  # another caller (api_soak.py): the count follows the machine, as a user's does
+    assert envs[0]["RACER_FOLLOW_FREE_CORES"] == "0" and "RACER_FOLLOW_FREE_CORES" not in envs[1]
+
+
 def test_api_profile_splits_a_loaded_servers_cpu(capsys: pytest.CaptureFixture[str]) -> None:
     # The embedded model served in this process, api_load.py's clients in a process of their own.
     pytest.importorskip("openai")
