@@ -217,7 +217,7 @@ inline void rp_block_dots(const uint8_t* blk, int s, const int8_t* xq, int64_t c
     if constexpr (TYPE == racer_quant::Q8_0) {
         const uint8_t* q = blk + 16;
         for (int r = 0; r < R; ++r) out[r] = _mm256_setzero_si256();
-        if constexpr (DOT::BIAS_Q8) {  // xq holds x + 128 (rp_quantized's bias): (x + 128) w, less 128 sum(w)
+        if constexpr (DOT::BIAS_Q8) {  // xq holds x + 128 (RpRows' bias): (x + 128) w, less 128 sum(w)
             __m256i sum = _mm256_setzero_si256();
             for (int c = 0; c < 8; ++c) {
                 const __m256i w = rp_load(q + 32 * c);
@@ -424,45 +424,79 @@ inline void rp_tile_rows(int r, const uint8_t* w, int64_t group_bytes, int64_t n
     Tile::template run<R>(w, group_bytes, nb, xq, xd, xs, cols, y, ldy, ahead);
 }
 
+// The T activation rows of a multiply and their 8-bit blocks (8 bits per 32-block, quant_q8.hpp).
+// bias: each quantized value as the unsigned byte x + 128 (its sign bit flipped; x is -127..127),
+// for the dpbusd builds' Q8_0 dots (rp_bias_q8).
+struct RpRows {
+    const float* x;
+    int8_t* xq;
+    float* xd;
+    float* xs;
+    bool bias;
+
+    // Row t quantized: each row alone, so which thread does it changes no bit.
+    void quantize(int64_t t, int64_t cols) const {
+        const int64_t nb = cols / 32;
+        int8_t* q = xq + t * cols;
+        q8_quantize_rows(x + t * cols, 1, cols, q, xd + t * nb, xs + t * nb);
+        if (bias)
+            for (int64_t i = 0; i < cols; ++i) q[i] = static_cast<int8_t>(static_cast<uint8_t>(q[i]) ^ 0x80u);
+    }
+};
+
 // Tile::GROUPS groups at a time, all T rows in tiles of up to R; the groups past the last whole
-// chunk one at a time.
+// chunk one at a time. Four rows or more are quantized in the same parallel region, before the
+// tiles: a step's rows split between the threads rather than left to one while the others wait.
 template <int TYPE, class Tile, int R>
-void rp_groups(const uint8_t* w, int64_t groups, int64_t nb, const int8_t* xq, const float* xd, const float* xs,
-               int64_t cols, int64_t T, float* y, int64_t rows, int threads) {
+void rp_groups(const uint8_t* w, int64_t groups, int64_t nb, const RpRows& a, int64_t cols, int64_t T, float* y,
+               int64_t rows, int threads) {
     constexpr int G = Tile::GROUPS;
     const int64_t group_bytes = 8 * layout_row_bytes<TYPE>(cols);
     const int64_t chunks = (groups + G - 1) / G;
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1 && chunks > 1)
-    for (int64_t i = 0; i < chunks; ++i) {
-        const int64_t g0 = i * G;
-        const uint8_t* wg = w + g0 * group_bytes;
-        for (int64_t t = 0; t < T; t += R) {
-            const int rr = static_cast<int>(T - t < R ? T - t : R);
-            const int8_t* x = xq + t * cols;
-            float* yt = y + t * rows + 8 * g0;
-            if (groups - g0 >= G)
-                rp_tile_rows<Tile, R>(rr, wg, group_bytes, nb, x, xd + t * nb, xs + t * nb, cols, yt, rows,
-                                      t == 0 ? G * group_bytes : 0);
-            else  // the last groups, one at a time
-                for (int64_t g = g0; g < groups; ++g)
-                    rp_tile_rows<RpTile<TYPE, 1>, R>(rr, w + g * group_bytes, group_bytes, nb, x, xd + t * nb,
-                                                     xs + t * nb, cols, y + t * rows + 8 * g, rows, 0);
+    const int8_t* xq = a.xq;
+    const float *xd = a.xd, *xs = a.xs;
+    const bool split = T >= 4;  // a row or three: quantized before the region, not behind one more barrier
+    if (!split)
+        for (int64_t t = 0; t < T; ++t) a.quantize(t, cols);
+#pragma omp parallel num_threads(threads) if (threads > 1 && chunks > 1)
+    {
+        if (split) {
+#pragma omp for schedule(static)
+            for (int64_t t = 0; t < T; ++t) a.quantize(t, cols);
+        }
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < chunks; ++i) {
+            const int64_t g0 = i * G;
+            const uint8_t* wg = w + g0 * group_bytes;
+            for (int64_t t = 0; t < T; t += R) {
+                const int rr = static_cast<int>(T - t < R ? T - t : R);
+                const int8_t* xt = xq + t * cols;
+                float* yt = y + t * rows + 8 * g0;
+                if (groups - g0 >= G)
+                    rp_tile_rows<Tile, R>(rr, wg, group_bytes, nb, xt, xd + t * nb, xs + t * nb, cols, yt, rows,
+                                          t == 0 ? G * group_bytes : 0);
+                else  // the last groups, one at a time
+                    for (int64_t g = g0; g < groups; ++g)
+                        rp_tile_rows<RpTile<TYPE, 1>, R>(rr, w + g * group_bytes, group_bytes, nb, xt, xd + t * nb,
+                                                         xs + t * nb, cols, y + t * rows + 8 * g, rows, 0);
+            }
         }
     }
 }
 
-// The T rows of x quantized once (8 bits per 32-block, quant_q8.hpp), then multiply(xq, xd, xs).
-// BIAS: each quantized value as the unsigned byte x + 128 (its sign bit flipped; x is -127..127),
-// for the dpbusd builds' Q8_0 dots (rp_bias_q8).
+// multiply(rows): RpRows over x with room for its 8-bit blocks, kept by the calling thread and
+// reused, so a step's many calls neither allocate nor zero them.
 template <bool BIAS = false, class Multiply>
 void rp_quantized(const float* x, int64_t T, int64_t cols, Multiply&& multiply) {
     const int64_t nb = cols / 32;
-    std::vector<int8_t> xq(static_cast<size_t>(T * cols));
-    std::vector<float> xd(static_cast<size_t>(T * nb)), xs(static_cast<size_t>(T * nb));
-    q8_quantize_rows(x, T, cols, xq.data(), xd.data(), xs.data());
-    if constexpr (BIAS)
-        for (int8_t& v : xq) v = static_cast<int8_t>(static_cast<uint8_t>(v) ^ 0x80u);
-    multiply(xq.data(), xd.data(), xs.data());
+    thread_local std::vector<int8_t> kept_q;
+    thread_local std::vector<float> kept_d, kept_s;
+    if (kept_q.size() < static_cast<size_t>(T * cols)) kept_q.resize(static_cast<size_t>(T * cols));
+    if (kept_d.size() < static_cast<size_t>(T * nb)) {
+        kept_d.resize(static_cast<size_t>(T * nb));
+        kept_s.resize(static_cast<size_t>(T * nb));
+    }
+    multiply(RpRows{x, kept_q.data(), kept_d.data(), kept_s.data(), BIAS});
 }
 
 // Whether TYPE's dots read biased activations (rp_quantized's BIAS): Q8_0 where DOT's integer dot
@@ -480,10 +514,10 @@ void rp_matmul_typed(const uint8_t* w, int64_t rows, int64_t cols, const float* 
     const int64_t nb = cols / 32, groups = rows / 8;
     constexpr int G2 = TYPE == racer_quant::Q6_K ? 2 : DOT::G2;
     // Few rows: several groups per tile keep independent accumulators in flight.
-    rp_quantized<rp_bias_q8<TYPE>()>(x, T, cols, [&](const int8_t* xq, const float* xd, const float* xs) {
-        if (T == 1) rp_groups<TYPE, RpTile<TYPE, DOT::G1>, 1>(w, groups, nb, xq, xd, xs, cols, T, y, rows, threads);
-        else if (T == 2) rp_groups<TYPE, RpTile<TYPE, G2>, 2>(w, groups, nb, xq, xd, xs, cols, T, y, rows, threads);
-        else rp_groups<TYPE, RpTile<TYPE, 1>, DOT::RR>(w, groups, nb, xq, xd, xs, cols, T, y, rows, threads);
+    rp_quantized<rp_bias_q8<TYPE>()>(x, T, cols, [&](const RpRows& a) {
+        if (T == 1) rp_groups<TYPE, RpTile<TYPE, DOT::G1>, 1>(w, groups, nb, a, cols, T, y, rows, threads);
+        else if (T == 2) rp_groups<TYPE, RpTile<TYPE, G2>, 2>(w, groups, nb, a, cols, T, y, rows, threads);
+        else rp_groups<TYPE, RpTile<TYPE, 1>, DOT::RR>(w, groups, nb, a, cols, T, y, rows, threads);
     });
 }
 

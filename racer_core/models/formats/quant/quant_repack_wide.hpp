@@ -35,7 +35,7 @@ inline __m512i rp_bcast4_wide(const int8_t* p) {  // four activation bytes in ev
 template <int TYPE, int R>
 inline void rp_block_dots_wide(const uint8_t* a, const uint8_t* b2, const int8_t* xq, int64_t cols, __m512i* out) {
     for (int r = 0; r < R; ++r) out[r] = _mm512_setzero_si512();
-    if constexpr (TYPE == racer_quant::Q8_0) {  // xq holds x + 128 (rp_quantized's bias): (x + 128) w, less 128 sum(w)
+    if constexpr (TYPE == racer_quant::Q8_0) {  // xq holds x + 128 (RpRows' bias): (x + 128) w, less 128 sum(w)
         static_assert(DOT::BIAS_Q8, "the 512-bit Q8_0 dots read biased activations");
         __m512i sum = _mm512_setzero_si512();
         for (int c = 0; c < 8; ++c) {
@@ -134,8 +134,8 @@ void rp_wide_matmul_typed(const uint8_t* w, int64_t rows, int64_t cols, const fl
         rp_matmul_typed<TYPE>(w, rows, cols, x, T, y, threads);  // the 256-bit tiles of one group
     } else {
         const int64_t nb = cols / 32, groups = rows / 8;
-        rp_quantized<rp_bias_q8<TYPE>()>(x, T, cols, [&](const int8_t* xq, const float* xd, const float* xs) {
-            rp_groups<TYPE, RpTileWide<TYPE, 1>, DOT::WR>(w, groups, nb, xq, xd, xs, cols, T, y, rows, threads);
+        rp_quantized<rp_bias_q8<TYPE>()>(x, T, cols, [&](const RpRows& a) {
+            rp_groups<TYPE, RpTileWide<TYPE, 1>, DOT::WR>(w, groups, nb, a, cols, T, y, rows, threads);
         });
     }
 }
