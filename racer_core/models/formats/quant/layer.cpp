@@ -148,7 +148,7 @@ void decoder_layer(const LayerShape& s, const LayerWeights& w, float* h, int64_t
     // Row-wise steps run on the matmuls' threads where there are rows enough
     // (each row is computed alone, so this changes no bit).
     // (m is this thread's: the parallel regions below take its buffers' pointers, never m itself.)
-    const int row_threads = T >= 4 ? s.threads : 1;
+    const int row_threads = T >= SPLIT_ROWS ? s.threads : 1;
     float* x = m.x.data();
 #pragma omp parallel for num_threads(row_threads) schedule(static) if (row_threads > 1)
     for (int64_t t = 0; t < T; ++t) rms_norm(h + t * H, w.input_norm, H, s.eps, x + t * H);
@@ -243,7 +243,7 @@ void decoder_layer(const LayerShape& s, const LayerWeights& w, float* h, int64_t
 }
 
 void rms_norm_rows(const float* x, const float* weight, int64_t T, int64_t n, float eps, float* out, int threads) {
-    const int row_threads = T >= 4 ? threads : 1;  // as the layers' row-wise steps
+    const int row_threads = T >= SPLIT_ROWS ? threads : 1;  // as the layers' row-wise steps
 #pragma omp parallel for num_threads(row_threads) schedule(static) if (row_threads > 1)
     for (int64_t t = 0; t < T; ++t) rms_norm(x + t * n, weight, n, eps, out + t * n);
 }

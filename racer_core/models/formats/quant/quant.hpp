@@ -25,6 +25,11 @@ enum Isa : int { NONE = 0, AVX2 = 1, AVX512 = 2, AVX2_VNNI = 3 };
 // the integer kernel (quant_repack.hpp; rows a multiple of 8). Only matmul_q8 reads them.
 constexpr int REPACKED = 0x100;
 
+// From this many rows a call's row-wise work (norms, rope, the activations' quantization) is split
+// between its threads; fewer rows stay on the calling thread. Each row is computed alone, so the
+// split changes no bit.
+constexpr int64_t SPLIT_ROWS = 4;
+
 // Whether `type` is a repacked type id.
 bool is_repacked(int type);
 

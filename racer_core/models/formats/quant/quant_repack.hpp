@@ -445,7 +445,7 @@ struct RpRows {
 };
 
 // Tile::GROUPS groups at a time, all T rows in tiles of up to R; the groups past the last whole
-// chunk one at a time. Four rows or more are quantized in the same parallel region, before the
+// chunk one at a time. SPLIT_ROWS rows or more are quantized in the same parallel region, before the
 // tiles: a step's rows split between the threads rather than left to one while the others wait.
 template <int TYPE, class Tile, int R>
 void rp_groups(const uint8_t* w, int64_t groups, int64_t nb, const RpRows& a, int64_t cols, int64_t T, float* y,
@@ -455,7 +455,7 @@ void rp_groups(const uint8_t* w, int64_t groups, int64_t nb, const RpRows& a, in
     const int64_t chunks = (groups + G - 1) / G;
     const int8_t* xq = a.xq;
     const float *xd = a.xd, *xs = a.xs;
-    const bool split = T >= 4;  // a row or three: quantized before the region, not behind one more barrier
+    const bool split = T >= racer_quant::SPLIT_ROWS;  // fewer: quantized before the region, not behind one more barrier
     if (!split)
         for (int64_t t = 0; t < T; ++t) a.quantize(t, cols);
 #pragma omp parallel num_threads(threads) if (threads > 1 && chunks > 1)
