@@ -11,6 +11,8 @@ layer one C++ call, formats/quant_layer.py; its Q4_1/Q8_0 blocks repacked, quant
 same with the blocks in the file's layout (the kernel before repacking), `lean-q4-torch` the same as lean-q4 with
 the layer body in torch ops, `lean-q4-kv32` the same as lean-q4 with a float32 key/value cache (quant_layer.py),
 `lean-q4-attn256` the same as lean-q4 with the attention on its AVX2 path where its 512-bit one would run,
+`lean-q4-parts` the same as lean-q4 with the pass in parts (the embedding, the layers, the final norm and the head each
+its own call from Python, as before 6 Dec 2026; lean-q4 makes them one native call, FusedLayers.step),
 `lean-sdpa` the lean forward with SDPA attention instead of the batch-invariant kernel
 (racer_core/verify/attention.py). `--isa avx2` measures the AVX2 class on an AVX-512
 machine (the process starts again with the libraries limited, cpu_class.py).
@@ -27,6 +29,7 @@ machine (the process starts again with the libraries limited, cpu_class.py).
     python scripts/verify_cost.py --variants lean-q4-file,lean-q4 --prefill 1000 --threads 2 --rounds 5
     python scripts/verify_cost.py --variants lean-q4-kv32,lean-q4 --sizes 1,2,4,8 --context 600 --threads 2
     python scripts/verify_cost.py --variants lean-q4-attn256,lean-q4 --sizes 1,2,4,8,16,32 --context 1024 --threads 2
+    python scripts/verify_cost.py --variants lean-q4-parts,lean-q4 --sizes 1,2,4,8,16,32 --threads 2 --rounds 30
 
 `--model` names another GGUF file (scripts/sized_gguf.py writes one of any
 size); a run of lean-q4 variants only loads it in its blocks throughout (no
@@ -51,7 +54,8 @@ from racer_core.budget.cpu_class import ISA_CHOICES, reexec_with_isa  # noqa: E4
 Forward = Callable[[Any, Any, Any, Any], Any]
 
 
-QUANT_VARIANTS = {"lean-q4", "lean-q4f", "lean-q4-torch", "lean-q4-file", "lean-q4-kv32", "lean-q4-attn256"}
+QUANT_VARIANTS = {"lean-q4", "lean-q4f", "lean-q4-torch", "lean-q4-file", "lean-q4-kv32", "lean-q4-attn256",
+                  "lean-q4-parts"}
 """The variants on a GGUF's own blocks, each loaded again in its own setting (quant_weights.py)."""
 
 
@@ -103,6 +107,8 @@ def variants(engine: Any, names: list[str], model_path: str | None = None) -> di
                 lean.fused.kv_dtype = torch.float32
             if name == "lean-q4-attn256" and lean.fused is not None:  # the attention's AVX2 path where AVX-512 runs
                 lean.fused.wide_attention = False
+            if name == "lean-q4-parts" and lean.fused is not None:  # each part of the pass its own call
+                lean.fused.whole_step = False
             print(f"{name}: weights {lean.quant}, layers {'fused' if lean.fused is not None else 'in torch ops'}")
             found[name] = lean
         elif name == "lean-compiled":

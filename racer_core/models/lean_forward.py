@@ -232,12 +232,17 @@ class LeanForward:
         sizes = [part.ids.shape[0] for part in parts]
         ids = parts[0].ids if len(parts) == 1 else torch.cat([part.ids for part in parts])
         positions = parts[0].positions if len(parts) == 1 else torch.cat([part.positions for part in parts])
+        fused = self.fused
+        if fused is not None and fused.whole_step and not capture and self._cos.dtype == torch.float32:
+            # the embedding, the layers, the final norm and the head in one native call (quant_layer.py)
+            keep = _kept_rows(parts, sizes)
+            return _split(fused.step(ids.cpu(), positions.cpu(), self._cos, self._sin_signed, parts, keep), keep)
         cos, sin_signed = self._cos[positions], self._sin_signed[positions]  # (T, D)
         # a GGUF's tied embedding stays in its blocks (quant_weights.py): rows dequantized as looked up
         h = w.embed.rows(ids)[None]  # (1, T, H)
-        if self.fused is not None and h.dtype == torch.float32 and h.device.type == "cpu":
+        if fused is not None and h.dtype == torch.float32 and h.device.type == "cpu":
             flat = h[0].contiguous()
-            captured = self.fused.run(flat, cos, sin_signed, parts, capture)
+            captured = fused.run(flat, cos, sin_signed, parts, capture)
             h = flat[None]
         else:
             h, captured = self._layers(h, cos[None, None], sin_signed[None, None], parts, sizes, capture)
@@ -282,14 +287,7 @@ class LeanForward:
     def _head(self, h: torch.Tensor, parts: list[Part], sizes: list[int], captured: dict[int, torch.Tensor],
               capture: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
         w = self.weights
-        # Only the rows whose logits are asked for go through the head.
-        keep, start = [], 0
-        for part, size in zip(parts, sizes, strict=True):
-            if part.last_only:
-                keep.append((start + size - 1, start + size))
-            else:
-                keep.append((start, start + (size if part.logit_rows is None else min(part.logit_rows, size))))
-            start += size
+        keep = _kept_rows(parts, sizes)
         if len(parts) == 1:
             whole = parts[0].logit_rows is None and not parts[0].last_only
             rows = h[0] if whole else h[0, keep[0][0] : keep[0][1]]
@@ -298,13 +296,32 @@ class LeanForward:
         # the fused layers' final norm is theirs (their norms' order, no torch ops between them and the head)
         fused = self.fused if rows.dtype == torch.float32 and rows.device.type == "cpu" else None
         logits = w.lm_head(fused.final_norm(rows) if fused is not None else _rms(rows, w.final_norm, w.eps))
-        out, at = [], 0
-        for first, last in keep:
-            out.append((logits[at : at + last - first], None))
-            at += last - first
+        out = _split(logits, keep)
         if capture:  # one part only (eagle3 runs per conversation): every fed row's states
             out = [(out[0][0], torch.cat([captured[i] for i in capture], dim=-1))]
         return out
+
+
+def _kept_rows(parts: Sequence[Part], sizes: list[int]) -> list[tuple[int, int]]:
+    """Each part's rows whose logits are asked for, [first, last) in the pass's rows: only
+    those go through the head."""
+    keep, start = [], 0
+    for part, size in zip(parts, sizes, strict=True):
+        if part.last_only:
+            keep.append((start + size - 1, start + size))
+        else:
+            keep.append((start, start + (size if part.logit_rows is None else min(part.logit_rows, size))))
+        start += size
+    return keep
+
+
+def _split(logits: torch.Tensor, keep: list[tuple[int, int]]) -> list[tuple[torch.Tensor, None]]:
+    """The head's rows (the `keep` ranges' one after another) back into one entry per part."""
+    out, at = [], 0
+    for first, last in keep:
+        out.append((logits[at : at + last - first], None))
+        at += last - first
+    return out
 
 
 @dataclass

@@ -31,7 +31,9 @@ import numpy as np
 import torch
 
 from racer_core.common.errors import ModelLoadError
-from racer_core.models.formats.quant_weights import BLOCK_LINEARS
+from racer_core.models.formats.linear import PlainLinear
+from racer_core.models.formats.quant import repack
+from racer_core.models.formats.quant_weights import BLOCK_LINEARS, QuantWeight
 from racer_core.verify.attention import masked_below
 
 DISABLE_ENV = "RACER_FUSED_LAYERS"
@@ -66,6 +68,7 @@ class FusedLayers:
                 _vector(layer.q_norm), _vector(layer.k_norm),
             ))
         self.kv_heads, self.head_dim = weights.kv_heads, weights.head_dim
+        self._hidden = int(first.shape[1])
         self._final_norm, self._eps = _vector(weights.final_norm), float(weights.eps)
         self._norm_rows = _quant.rms_norm_rows  # looked up once: called every step
         self.kv_dtype = kv_cache_dtype()
@@ -74,6 +77,29 @@ class FusedLayers:
             specs, int(first.shape[1]), weights.heads, weights.kv_heads, weights.head_dim,
             int(weights.layers[0].gate_up.shape[0]) // 2, float(weights.eps), float(scale), first.isa,
             first.acts == "q8", first.isa == "avx512")  # (an AVX2 class asked for gives the kernel avx2 or avxvnni)
+        self.whole_step = self._whole_step(weights, int(first.shape[1]))
+
+    def _whole_step(self, weights: Any, hidden: int) -> bool:
+        """Gives the layers the embedding and the head where `step` can run them: an embedding in
+        blocks or float32 rows, a head in blocks (QuantWeight) of the layers' width."""
+        embed, head = weights.embed, weights.lm_head
+        if not isinstance(head, QuantWeight) or int(head.shape[1]) != hidden:
+            return False
+        if isinstance(embed, QuantWeight):
+            if embed.repacked:
+                size, _ = repack.FIELDS[embed.qtype]
+                self._layers.set_embedding(embed.blocks, embed.qtype, True, size, repack.FIELD_TABLES[embed.qtype],
+                                           embed.isa)
+            else:
+                self._layers.set_embedding(embed.blocks, embed.qtype, False, 0, None, embed.isa)
+        elif isinstance(embed, PlainLinear) and embed.weight.dtype == torch.float32 \
+                and embed.weight.device.type == "cpu" and embed.weight.dim() == 2 and int(embed.weight.shape[1]) == hidden:
+            self._layers.set_embedding(embed.weight.detach().contiguous().numpy())
+        else:
+            return False
+        self._layers.set_head(head.layer_spec(), int(head.shape[0]), head.isa, head.acts == "q8", self._final_norm)
+        self._vocab = int(head.shape[0])
+        return True
 
     @property
     def wide_attention(self) -> bool:
@@ -116,19 +142,7 @@ class FusedLayers:
         rows are appended to its cache. Returns the states entering the
         `capture` layers (copies)."""
         t = h.shape[0]
-        meta, keep = [], []
-        caches = np.empty((len(parts), self.count, 3), dtype=np.int64)
-        for p, part in enumerate(parts):
-            rows = part.ids.shape[0]
-            length = part.cache.layers[0].length
-            mask = part.mask
-            below = masked_below(mask)
-            mask = mask.reshape(rows, -1).float().contiguous()
-            if mask.shape[1] != length + rows:
-                raise ValueError(f"mask {tuple(part.mask.shape)} for {rows} rows after {length} cached")
-            keep.append(mask)
-            meta.append((rows, length, mask.data_ptr(), mask.stride(0), below))
-            caches[p] = part.cache.open_all(rows, self.kv_heads, self.head_dim, self.kv_dtype)
+        meta, keep, caches = self._open(parts)
         threads = torch.get_num_threads()
         captured: dict[int, torch.Tensor] = {}
         start = 0
@@ -141,3 +155,44 @@ class FusedLayers:
         for part in parts:
             part.cache.advance_all(part.ids.shape[0])
         return captured
+
+    def step(self, ids: torch.Tensor, positions: torch.Tensor, cos_table: torch.Tensor, sin_table: torch.Tensor,
+             parts: Sequence[Any], keep: Sequence[tuple[int, int]]) -> torch.Tensor:
+        """A whole pass in one native call (`whole_step` models): the embedding's rows of `ids`, every
+        layer, each part's rows appended to its cache, then the final norm and the head of the rows in
+        the `keep` ranges ([first, last), in order): their logits (rows kept, vocab). The rope factors
+        are the tables' (the forward's, float32) rows at `positions`. The same native calls as the
+        embedding's `rows`, `run`, `final_norm` and the head one after another, so the same bits; only
+        the Python between them is gone (a one-row step's caches are cold after its weights, and each
+        Python or torch call then costs tens of microseconds)."""
+        meta, masks, caches = self._open(parts)
+        ranges = np.array(keep, dtype=np.int64).reshape(-1, 2)
+        t = ids.shape[0]
+        h = torch.empty((t, self._hidden), dtype=torch.float32)
+        logits = torch.empty((int((ranges[:, 1] - ranges[:, 0]).sum()), self._vocab), dtype=torch.float32)
+        self._layers.step(np.ascontiguousarray(ids.numpy(), dtype=np.int64), h.data_ptr(),
+                          np.ascontiguousarray(positions.numpy(), dtype=np.int64), cos_table.data_ptr(),
+                          sin_table.data_ptr(), cos_table.shape[0], meta, caches, torch.get_num_threads(),
+                          self.kv_dtype == torch.float16, ranges, logits.data_ptr())
+        for part in parts:
+            part.cache.advance_all(part.ids.shape[0])
+        return logits
+
+    def _open(self, parts: Sequence[Any]) -> tuple[list[tuple], list[torch.Tensor], np.ndarray]:
+        """Each part's (rows, cached length, mask pointer, its row stride, masked_below), the float32
+        masks those pointers point into (kept alive by the caller), and every layer's cache buffers
+        opened for the part's rows (int64 (parts, layers, 3))."""
+        meta, masks = [], []
+        caches = np.empty((len(parts), self.count, 3), dtype=np.int64)
+        for p, part in enumerate(parts):
+            rows = part.ids.shape[0]
+            length = part.cache.layers[0].length
+            mask = part.mask
+            below = masked_below(mask)
+            mask = mask.reshape(rows, -1).float().contiguous()
+            if mask.shape[1] != length + rows:
+                raise ValueError(f"mask {tuple(part.mask.shape)} for {rows} rows after {length} cached")
+            masks.append(mask)
+            meta.append((rows, length, mask.data_ptr(), mask.stride(0), below))
+            caches[p] = part.cache.open_all(rows, self.kv_heads, self.head_dim, self.kv_dtype)
+        return meta, masks, caches

@@ -173,21 +173,14 @@ def unpack_rows(cnp.ndarray packed, int64_t size, cnp.ndarray fields, cnp.ndarra
     (start, length, unit) rows of repack.FIELDS[type], in repacked order."""
     if packed.dtype != np.uint8 or packed.ndim != 2 or not packed.flags.c_contiguous:
         raise ValueError("packed must be a C-contiguous uint8 array (rows, bytes per row)")
-    if fields.dtype != np.int64 or fields.ndim != 2 or fields.shape[1] != 3 or not fields.flags.c_contiguous:
-        raise ValueError("fields must be a C-contiguous int64 array (n, 3)")
     if ids.dtype != np.int64 or ids.ndim != 1 or not ids.flags.c_contiguous:
         raise ValueError("ids must be a C-contiguous int64 array")
     cdef int64_t total = packed.shape[0], row_bytes = packed.shape[1]
     if size <= 0 or row_bytes % size or total % 8:
         raise ValueError(f"({total}, {row_bytes}) bytes are not repacked blocks of {size} bytes")
+    _check_fields(fields, size)
     cdef const int64_t* f = <const int64_t*> cnp.PyArray_DATA(fields)
-    cdef int64_t n_fields = fields.shape[0], covered = 0, i
-    for i in range(n_fields):
-        if f[3 * i + 2] <= 0 or f[3 * i + 1] % f[3 * i + 2] or f[3 * i] < 0 or f[3 * i] + f[3 * i + 1] > size:
-            raise ValueError("bad field (start, length, unit)")
-        covered += f[3 * i + 1]
-    if covered != size:
-        raise ValueError(f"the fields cover {covered} of a block's {size} bytes")
+    cdef int64_t n_fields = fields.shape[0], i
     cdef const int64_t* idp = <const int64_t*> cnp.PyArray_DATA(ids)
     cdef int64_t n = ids.shape[0]
     for i in range(n):
@@ -196,23 +189,43 @@ def unpack_rows(cnp.ndarray packed, int64_t size, cnp.ndarray fields, cnp.ndarra
     out = np.empty((n, row_bytes), dtype=np.uint8)
     cdef const uint8_t* src = <const uint8_t*> cnp.PyArray_DATA(packed)
     cdef uint8_t* dst = <uint8_t*> cnp.PyArray_DATA(out)
-    cdef int64_t nb = row_bytes // size, b, j, k, lane, first, start, length, unit
+    with nogil:
+        _unpack(src, row_bytes, size, f, n_fields, idp, n, dst)
+    return out
+
+
+cdef void _check_fields(cnp.ndarray fields, int64_t size) except *:
+    """fields: (start, length, unit) rows covering a block of `size` bytes (repack.FIELDS)."""
+    if fields.dtype != np.int64 or fields.ndim != 2 or fields.shape[1] != 3 or not fields.flags.c_contiguous:
+        raise ValueError("fields must be a C-contiguous int64 array (n, 3)")
+    cdef const int64_t* f = <const int64_t*> cnp.PyArray_DATA(fields)
+    cdef int64_t covered = 0, i
+    for i in range(fields.shape[0]):
+        if f[3 * i + 2] <= 0 or f[3 * i + 1] % f[3 * i + 2] or f[3 * i] < 0 or f[3 * i] + f[3 * i + 1] > size:
+            raise ValueError("bad field (start, length, unit)")
+        covered += f[3 * i + 1]
+    if covered != size:
+        raise ValueError(f"the fields cover {covered} of a block's {size} bytes")
+
+
+cdef void _unpack(const uint8_t* src, int64_t row_bytes, int64_t size, const int64_t* f, int64_t n_fields,
+                  const int64_t* idp, int64_t n, uint8_t* dst) noexcept nogil:
+    """unpack_rows' bytes moved, its arguments checked by the caller."""
+    cdef int64_t nb = row_bytes // size, i, b, j, k, lane, first, start, length, unit
     cdef const uint8_t* block
     cdef uint8_t* into
-    with nogil:
-        for i in range(n):
-            lane = idp[i] % 8
-            for b in range(nb):
-                # group idp[i] // 8's block b: each field's pieces, piece k of the eight rows side by side
-                block = src + ((idp[i] // 8) * nb + b) * 8 * size
-                into = dst + i * row_bytes + b * size
-                first = 0
-                for j in range(n_fields):
-                    start, length, unit = f[3 * j], f[3 * j + 1], f[3 * j + 2]
-                    for k in range(length // unit):
-                        memcpy(into + start + k * unit, block + 8 * first + (k * 8 + lane) * unit, unit)
-                    first += length
-    return out
+    for i in range(n):
+        lane = idp[i] % 8
+        for b in range(nb):
+            # group idp[i] // 8's block b: each field's pieces, piece k of the eight rows side by side
+            block = src + ((idp[i] // 8) * nb + b) * 8 * size
+            into = dst + i * row_bytes + b * size
+            first = 0
+            for j in range(n_fields):
+                start, length, unit = f[3 * j], f[3 * j + 1], f[3 * j + 2]
+                for k in range(length // unit):
+                    memcpy(into + start + k * unit, block + 8 * first + (k * 8 + lane) * unit, unit)
+                first += length
 
 
 # ---------------------------------------------------------------- one decoder layer a call (layer.hpp)
@@ -314,6 +327,16 @@ cdef class DecoderLayers:
     cdef vector[LayerWeights] layers
     cdef LayerShape shape
     cdef list keep
+    cdef QuantLinear head  # set_head's: the model's head and final norm, run by `step` after the layers
+    cdef int head_isa
+    cdef bint head_q8
+    cdef const float* final_norm
+    cdef bint has_head
+    cdef int embed_kind  # set_embedding's: 0 none, 1 float32 rows, 2 blocks, 3 repacked blocks
+    cdef const uint8_t* embed_data
+    cdef int embed_type, embed_isa
+    cdef int64_t embed_rows, embed_row_bytes, embed_size, embed_n_fields
+    cdef const int64_t* embed_fields
 
     def __init__(self, list specs, int64_t hidden, int64_t heads, int64_t kv_heads, int64_t head_dim,
                  int64_t inter, float eps, float scale, str isa, bint q8, bint wide_attention=True):
@@ -372,6 +395,134 @@ cdef class DecoderLayers:
     @wide_attention.setter
     def wide_attention(self, bint wide) -> None:
         self.shape.wide_attention = wide
+
+    @property
+    def whole_step(self) -> bool:
+        """Whether set_embedding and set_head gave the layers what `step` needs."""
+        return self.has_head and self.embed_kind != 0
+
+    def set_embedding(self, cnp.ndarray table, int qtype=-1, bint repacked=False, int64_t size=0,
+                      object fields=None, str isa="avx2") -> None:
+        """The model's embedding, whose rows `step` looks up: float32 rows (qtype -1: table is
+        (vocab, hidden) float32), or (vocab, bytes) blocks of `qtype` in the file's layout, or repacked
+        (`repacked`, `size` bytes a block, `fields` its repack.FIELDS table) as unpack_rows reads them;
+        blocks are dequantized on `isa` as `dequantize` does. The arrays are kept alive here."""
+        cdef int64_t H = self.shape.hidden
+        if table.ndim != 2 or not table.flags.c_contiguous:
+            raise ValueError("the embedding must be a C-contiguous 2-D array")
+        if qtype == -1:
+            if table.dtype != np.float32 or table.shape[1] != H:
+                raise ValueError(f"float rows must be float32 (vocab, {H})")
+            self.embed_kind = 1
+            self.embed_row_bytes = H * 4
+        else:
+            _check_plain(qtype)
+            _check_blocks(qtype, table, table.shape[0], H)
+            self.embed_type, self.embed_isa = qtype, _isa(isa)
+            self.embed_row_bytes = table.shape[1]
+            self.embed_kind = 2
+            if repacked:
+                if size <= 0 or self.embed_row_bytes % size or table.shape[0] % 8:
+                    raise ValueError(f"({table.shape[0]}, {table.shape[1]}) bytes are not repacked blocks of {size} bytes")
+                _check_fields(fields, size)
+                self.embed_size, self.embed_n_fields = size, fields.shape[0]
+                self.embed_fields = <const int64_t*> cnp.PyArray_DATA(fields)
+                self.embed_kind = 3
+        self.embed_rows = table.shape[0]
+        self.embed_data = <const uint8_t*> cnp.PyArray_DATA(table)
+        self.keep.append((table, fields))
+
+    def set_head(self, tuple head, int64_t vocab, str isa, bint q8, cnp.ndarray final_norm) -> None:
+        """The model's head, (type, blocks) of a (vocab, hidden) matrix multiplied on `isa` with
+        8-bit activations where q8 (matmul_q8) or float ones (matmul), and its final RMSNorm weight
+        (the layers' eps): what `step` runs after the layers. The arrays are kept alive here."""
+        if not q8:
+            _check_plain(head[0])
+        self.head = _linear(head, vocab, self.shape.hidden)
+        self.head_isa = _isa(isa)
+        self.head_q8 = q8
+        self.final_norm = _vector(final_norm, self.shape.hidden, "final_norm")
+        if self.final_norm == NULL:
+            raise ValueError("final_norm must be a float32 vector as wide as the layers")
+        self.keep.append((head, final_norm))
+        self.has_head = True
+
+    def step(self, cnp.ndarray ids, size_t h, cnp.ndarray positions, size_t cos_table, size_t sin_table,
+             int64_t table_rows, list parts, cnp.ndarray caches, int threads, bint kv_float16,
+             cnp.ndarray keep, size_t logits) -> None:
+        """A whole pass in one call (no Python between its parts): the embedding's rows of `ids`
+        (int64, T of them) into h (T x hidden float32), every layer on h, then the final norm and
+        the head of the rows `keep` names into logits (rows kept x vocab float32). positions: the
+        rows' int64 rope positions, read from cos_table and sin_table (table_rows x head_dim float32
+        each, the forward's); keep: int64 (n, 2) row ranges [first, last) in order; parts and caches
+        as for `run`. The same calls in the same order as unpack_rows and dequantize, `run`,
+        rms_norm_rows and matmul(_q8), so the same bits. The caller vouches for the pointers
+        (racer_core/models/formats/quant_layer.py)."""
+        if not (self.has_head and self.embed_kind):
+            raise ValueError("step needs set_embedding and set_head first")
+        if ids.dtype != np.int64 or ids.ndim != 1 or not ids.flags.c_contiguous or ids.shape[0] == 0:
+            raise ValueError("ids must be a non-empty C-contiguous int64 vector")
+        cdef int64_t T = ids.shape[0], t, i, r, kept = 0, at = 0, n_keep, D = self.shape.head_dim
+        cdef int64_t H = self.shape.hidden, before = 0
+        cdef const int64_t* idp = <const int64_t*> cnp.PyArray_DATA(ids)
+        for i in range(T):
+            if not 0 <= idp[i] < self.embed_rows:
+                raise ValueError(f"token {idp[i]} is outside the embedding's {self.embed_rows} rows")
+        if positions.dtype != np.int64 or positions.ndim != 1 or not positions.flags.c_contiguous \
+                or positions.shape[0] != T:
+            raise ValueError(f"positions must be a C-contiguous int64 vector of {T}")
+        if keep.dtype != np.int64 or keep.ndim != 2 or keep.shape[1] != 2 or not keep.flags.c_contiguous:
+            raise ValueError("keep must be a C-contiguous int64 array (n, 2)")
+        cdef const int64_t* pos = <const int64_t*> cnp.PyArray_DATA(positions)
+        cdef const int64_t* ranges = <const int64_t*> cnp.PyArray_DATA(keep)
+        n_keep = keep.shape[0]
+        for t in range(T):
+            if not 0 <= pos[t] < table_rows:
+                raise ValueError(f"position {pos[t]} is outside the rope tables' {table_rows} rows")
+        for i in range(n_keep):
+            if not before <= ranges[2 * i] <= ranges[2 * i + 1] <= T:
+                raise ValueError("keep's ranges must be in order within the rows")
+            before = ranges[2 * i + 1]
+            kept += ranges[2 * i + 1] - ranges[2 * i]
+        cdef vector[float] cos = vector[float](T * D), sin_signed = vector[float](T * D)
+        cdef vector[float] rows = vector[float](max(kept, 1) * H), normed = vector[float](max(kept, 1) * H)
+        cdef const float* ct = <const float*> cos_table
+        cdef const float* st = <const float*> sin_table
+        cdef float* hp = <float*> h
+        cdef float* out = <float*> logits
+        cdef vector[uint8_t] picked = vector[uint8_t](T * self.embed_row_bytes if self.embed_kind > 1 else 0)
+        with nogil:
+            if self.embed_kind == 1:
+                for t in range(T):
+                    memcpy(hp + t * H, self.embed_data + idp[t] * self.embed_row_bytes, self.embed_row_bytes)
+            else:  # the rows' blocks in the file's layout (repack.unpack's for repacked ones), dequantized
+                if self.embed_kind == 3:
+                    _unpack(self.embed_data, self.embed_row_bytes, self.embed_size, self.embed_fields,
+                            self.embed_n_fields, idp, T, picked.data())
+                else:
+                    for t in range(T):
+                        memcpy(&picked[t * self.embed_row_bytes], self.embed_data + idp[t] * self.embed_row_bytes,
+                               self.embed_row_bytes)
+                c_dequantize(self.embed_isa, self.embed_type, picked.data(), T, H, hp)
+            for t in range(T):  # the rows' rope factors, as the forward's table[positions] picks them
+                memcpy(&cos[t * D], ct + pos[t] * D, D * sizeof(float))
+                memcpy(&sin_signed[t * D], st + pos[t] * D, D * sizeof(float))
+        self.run(0, self.layers.size(), h, T, <size_t> cos.data(), <size_t> sin_signed.data(), parts, caches,
+                 threads, kv_float16)
+        if kept == 0:
+            return
+        with nogil:
+            for i in range(n_keep):
+                for r in range(ranges[2 * i], ranges[2 * i + 1]):
+                    memcpy(&rows[at * H], hp + r * H, H * sizeof(float))
+                    at += 1
+            c_rms_norm_rows(rows.data(), self.final_norm, kept, H, self.shape.eps, normed.data(), max(1, threads))
+            if self.head_q8:
+                c_matmul_q8(self.head_isa, self.head.type, self.head.blocks, self.head.rows, H, normed.data(),
+                            kept, out, threads)
+            else:
+                c_matmul(self.head_isa, self.head.type, self.head.blocks, self.head.rows, H, normed.data(),
+                         kept, out, threads)
 
     def run(self, int first, int last, size_t h, int64_t T, size_t cos, size_t sin_signed, list parts,
             cnp.ndarray caches, int threads, bint kv_float16=False) -> None:
