@@ -71,4 +71,16 @@ attention = Extension(
     extra_link_args=[*link_args, "-pthread", "-fopenmp"],
 )
 
-setup(ext_modules=cythonize([extension, choice, quant, attention], language_level=3, compiler_directives={"boundscheck": False, "wraparound": False}))
+# A sampled row's largest scores and mass (racer_core/verify/kept_tokens.py).
+row_scan = Extension(
+    "racer_core.verify._row_scan",
+    sources=["racer_core/verify/_row_scan.pyx", "racer_core/verify/row_scan.cpp"],
+    include_dirs=["racer_core/verify", np.get_include()],
+    depends=["racer_core/verify/row_scan.hpp"],
+    language="c++",
+    extra_compile_args=[*compile_args, "-ffp-contract=off"],
+    extra_link_args=link_args,
+    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+)
+
+setup(ext_modules=cythonize([extension, choice, quant, attention, row_scan], language_level=3, compiler_directives={"boundscheck": False, "wraparound": False}))

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the automaton (its table learning included), tree-choice, block-quantized kernel (file layout and repacked), fused-layer and attention-kernel tests against an AddressSanitizer +
+# Runs the automaton (its table learning included), tree-choice, block-quantized kernel (file layout and repacked), fused-layer, attention-kernel and sampled-row-scan tests against an AddressSanitizer +
 # UndefinedBehaviorSanitizer build of the extensions. The build happens in a temporary copy of the sources,
 # so the normal in-place build is left alone. Exits non-zero on a test failure
 # or on any sanitizer report.
@@ -33,10 +33,10 @@ cp "$root/setup.py" "$root/pyproject.toml" "$work/"
 [[ -f "$root/README.md" ]] && cp "$root/README.md" "$work/"
 cp -r "$root/racer_core" "$work/racer_core"
 find "$work/racer_core" \( -name '*.so' -o -name '__pycache__' \) -prune -exec rm -rf {} +
-rm -f "$work/racer_core/drafting/automaton/_automaton.cpp" "$work/racer_core/budget/_tree_choice.cpp" "$work/racer_core/models/formats/quant/_quant.cpp" "$work/racer_core/verify/_attention.cpp"
+rm -f "$work/racer_core/drafting/automaton/_automaton.cpp" "$work/racer_core/budget/_tree_choice.cpp" "$work/racer_core/models/formats/quant/_quant.cpp" "$work/racer_core/verify/_attention.cpp" "$work/racer_core/verify/_row_scan.cpp"
 mkdir "$work/tests"
 mkdir -p "$work/tests/core"
-cp "$root"/tests/core/test_automaton*.py "$root"/tests/core/test_table_learning.py "$root"/tests/core/test_tree_choice_native.py "$root"/tests/core/test_tree_label_native.py "$root"/tests/core/tree_helpers.py "$root"/tests/core/test_quant_kernel.py "$root"/tests/core/test_quant_repack.py "$root"/tests/core/test_quant_layer.py "$root"/tests/core/quant_helpers.py "$root"/tests/core/test_bit_exact_attention.py "$work/tests/core/"
+cp "$root"/tests/core/test_automaton*.py "$root"/tests/core/test_table_learning.py "$root"/tests/core/test_tree_choice_native.py "$root"/tests/core/test_tree_label_native.py "$root"/tests/core/tree_helpers.py "$root"/tests/core/test_quant_kernel.py "$root"/tests/core/test_quant_repack.py "$root"/tests/core/test_quant_layer.py "$root"/tests/core/quant_helpers.py "$root"/tests/core/test_bit_exact_attention.py "$root"/tests/core/test_row_scan.py "$work/tests/core/"
 # the original's `python -m unittest tests.test_automaton_paper_alignment` entry point, which a test runs
 cp "$root/tests/test_automaton_paper_alignment.py" "$work/tests/"
 
@@ -45,7 +45,7 @@ echo "== building the sanitized extension in $work"
     cat "$work/build.log" >&2
     exit 1
 }
-for so in "$work"/racer_core/drafting/automaton/_automaton*.so "$work"/racer_core/budget/_tree_choice*.so "$work"/racer_core/models/formats/quant/_quant*.so "$work"/racer_core/verify/_attention*.so; do
+for so in "$work"/racer_core/drafting/automaton/_automaton*.so "$work"/racer_core/budget/_tree_choice*.so "$work"/racer_core/models/formats/quant/_quant*.so "$work"/racer_core/verify/_attention*.so "$work"/racer_core/verify/_row_scan*.so; do
     # grep reads all of ldd's output: with -q it could exit at the first match, and
     # under pipefail ldd's SIGPIPE would then fail the check at random.
     if ! ldd "$so" | grep libasan >/dev/null; then
@@ -67,8 +67,8 @@ export PYTHONPATH="$work"
 export PYTHONDONTWRITEBYTECODE=1
 
 "$python" -c "
-import sys, racer_core.drafting.automaton._automaton as m, racer_core.budget._tree_choice as c, racer_core.models.formats.quant._quant as q, racer_core.verify._attention as a
-for mod in (m, c, q, a):
+import sys, racer_core.drafting.automaton._automaton as m, racer_core.budget._tree_choice as c, racer_core.models.formats.quant._quant as q, racer_core.verify._attention as a, racer_core.verify._row_scan as r
+for mod in (m, c, q, a, r):
     assert mod.__file__.startswith('$work'), 'imported ' + mod.__file__ + ', not the sanitized build'
     print('== testing', mod.__file__)
 "
@@ -91,4 +91,4 @@ if [[ $status -ne 0 ]]; then
     echo "sanitize.sh: tests failed (exit $status)" >&2
     exit "$status"
 fi
-echo "== sanitized automaton, tree-choice, quant kernel and attention tests passed"
+echo "== sanitized automaton, tree-choice, quant kernel, attention and row-scan tests passed"

@@ -87,15 +87,15 @@ class TokenSampler:
         probabilities, float64): `probabilities`' nonzero entries, found among
         the row's largest scores where that settles them (kept_tokens.py)."""
         scores = logits.float()
-        if self.temperature != 1.0:
-            scores = scores / self.temperature  # as TemperatureLogitsWarper: float32 by the Python float
         if scores.device.type == "cpu":
-            row = scores.numpy()
-            if not self.filters:  # temperature alone: every token, a softmax of the whole row
-                return _softmax_support(row)
-            fast = kept_tokens(row, self.top_k, self.top_p, self.min_p)
-            if fast is not None:
-                return fast
+            if self.filters:  # the row divided by the temperature there, as TemperatureLogitsWarper divides it
+                fast = kept_tokens(scores.numpy(), self.temperature, self.top_k, self.top_p, self.min_p)
+                if fast is not None:
+                    return fast
+            else:  # temperature alone: every token, a softmax of the whole row
+                if self.temperature != 1.0:
+                    scores = scores / self.temperature  # as TemperatureLogitsWarper: float32 by the Python float
+                return _softmax_support(scores.numpy())
         probs = self.probabilities(logits).double().cpu().numpy()
         ids = np.flatnonzero(probs > 0)
         return ids, probs[ids] / probs[ids].sum()

@@ -1,0 +1,101 @@
+// row_scan.hpp: a sampled row's largest scores and its mass, 8 values at a time.
+#include "row_scan.hpp"
+
+#include <immintrin.h>
+
+#include <cmath>
+
+namespace racer {
+
+namespace {
+
+constexpr int64_t kLanes = 8;
+
+// exp(x) of 8 lanes, x <= 0 (Cephes' expf: range reduction by ln 2 in two parts, a degree-5
+// polynomial); below -87.3 it is 0, as a float32's exp underflows there.
+__attribute__((target("avx2,fma"))) inline __m256 exp8_nonpositive(__m256 x) {
+    const __m256 low = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_andnot_ps(low, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+// Keeps values[0..count) sorted, largest first, at most `cap` of them; a value equal to some already
+// there goes after them (the scan meets indices in order: the lower index stays first).
+inline void insert(float* values, int64_t* ids, int32_t& count, int32_t cap, float x, int64_t i) {
+    int32_t at = count < cap ? count++ : cap - 1;
+    while (at > 0 && values[at - 1] < x) {
+        values[at] = values[at - 1];
+        ids[at] = ids[at - 1];
+        --at;
+    }
+    values[at] = x;
+    ids[at] = i;
+}
+
+}  // namespace
+
+bool row_top_available() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+
+__attribute__((target("avx2,fma"))) bool row_top(const float* row, int64_t n, float divisor, int32_t k,
+                                                 int64_t* ids, float* values, double* total) {
+    if (k < 1 || k > kRowTopMax || n <= k || !(divisor > 0.0f) || !row_top_available()) return false;
+    const __m256 d = _mm256_set1_ps(divisor);
+    // Nothing at or below the threshold enters; until k values are kept it is -inf (so -inf never enters).
+    float threshold = -INFINITY;
+    int32_t count = 0;
+    bool nan = false;
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+        const __m256 s = _mm256_div_ps(_mm256_loadu_ps(row + i), d);
+        // lanes above the threshold, or NaN (unordered: not <=)
+        int above = _mm256_movemask_ps(_mm256_cmp_ps(s, _mm256_set1_ps(threshold), _CMP_NLE_UQ));
+        if (!above) continue;
+        alignas(32) float lane[kLanes];
+        _mm256_store_ps(lane, s);
+        for (int j = 0; j < kLanes; ++j) {
+            const float x = lane[j];
+            if (x <= threshold) continue;
+            if (std::isnan(x)) { nan = true; continue; }
+            insert(values, ids, count, k, x, i + j);
+            if (count == k) threshold = values[k - 1];
+        }
+    }
+    for (; i < n; ++i) {
+        const float x = row[i] / divisor;
+        if (x <= threshold) continue;
+        if (std::isnan(x)) { nan = true; continue; }
+        insert(values, ids, count, k, x, i);
+        if (count == k) threshold = values[k - 1];
+    }
+    if (nan || count < k || !std::isfinite(values[0])) return false;
+    if (total != nullptr) {
+        const __m256 best = _mm256_set1_ps(values[0]);
+        __m256d sum0 = _mm256_setzero_pd(), sum1 = _mm256_setzero_pd();
+        int64_t j = 0;
+        for (; j + kLanes <= n; j += kLanes) {
+            const __m256 e = exp8_nonpositive(_mm256_sub_ps(_mm256_div_ps(_mm256_loadu_ps(row + j), d), best));
+            sum0 = _mm256_add_pd(sum0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+            sum1 = _mm256_add_pd(sum1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+        }
+        alignas(32) double lanes[4];
+        _mm256_store_pd(lanes, _mm256_add_pd(sum0, sum1));
+        double sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+        for (; j < n; ++j) sum += std::exp(static_cast<double>(row[j] / divisor - values[0]));
+        *total = sum;
+    }
+    return true;
+}
+
+}  // namespace racer
