@@ -1,6 +1,6 @@
 # distutils: language = c++
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""Cython binding of a sampled row's scan (row_scan.hpp): its largest scores and its mass."""
+"""Cython binding of a sampled row's scan (row_scan.hpp): its largest scores and its mass, or one draw."""
 
 from libc.stdint cimport int32_t, int64_t
 from libcpp cimport bool as cbool
@@ -13,6 +13,7 @@ cnp.import_array()
 cdef extern from "row_scan.hpp" namespace "racer":
     cbool c_row_top "racer::row_top"(const float* row, int64_t n, float divisor, int32_t k, int64_t* ids,
                                      float* values, double* total) nogil
+    int64_t c_row_sample "racer::row_sample"(const float* row, int64_t n, float divisor, double u) nogil
     cbool c_row_top_available "racer::row_top_available"() nogil
     int32_t kRowTopMax
 
@@ -47,3 +48,21 @@ def top_scores(cnp.ndarray row, float divisor, int k, bint total=False) -> tuple
     if not ok:
         return None
     return ids, values, (mass if total else None)
+
+
+def sample_index(cnp.ndarray row, float divisor, double u) -> int | None:
+    """A draw from softmax(row / divisor) (float32 division) by the uniform number u in [0, 1): the
+    first index whose running sum of the weights exp(s - max) exceeds u times their total. None where
+    the row holds a NaN or no finite largest value, or the CPU lacks AVX2: the caller's reference
+    (sampling.TokenSampler.kept) answers those."""
+    if row.dtype != np.float32 or row.ndim != 1 or not row.flags.c_contiguous or row.shape[0] == 0:
+        raise ValueError("row must be a non-empty C-contiguous float32 vector")
+    if not divisor > 0:
+        raise ValueError(f"divisor must be positive, not {divisor}")
+    if not 0.0 <= u < 1.0:
+        raise ValueError(f"u must be in [0, 1), not {u}")
+    cdef const float* r = <const float*> cnp.PyArray_DATA(row)
+    cdef int64_t n = row.shape[0], index
+    with nogil:
+        index = c_row_sample(r, n, divisor, u)
+    return None if index < 0 else index

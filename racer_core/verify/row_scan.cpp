@@ -98,4 +98,53 @@ __attribute__((target("avx2,fma"))) bool row_top(const float* row, int64_t n, fl
     return true;
 }
 
+// exp(s - best) of row[i..i+8) / divisor.
+__attribute__((target("avx2,fma"))) static inline __m256 weights8(const float* row, __m256 d, __m256 best) {
+    return exp8_nonpositive(_mm256_sub_ps(_mm256_div_ps(_mm256_loadu_ps(row), d), best));
+}
+
+__attribute__((target("avx2,fma"))) int64_t row_sample(const float* row, int64_t n, float divisor, double u) {
+    if (n < 1 || !(divisor > 0.0f) || !(u >= 0.0 && u < 1.0) || !row_top_available()) return -1;
+    const __m256 d = _mm256_set1_ps(divisor);
+    float best = -INFINITY;
+    bool nan = false;
+    for (int64_t i = 0; i < n; ++i) {
+        const float x = row[i] / divisor;
+        nan |= std::isnan(x);
+        best = x > best ? x : best;
+    }
+    if (nan || !std::isfinite(best)) return -1;
+    const __m256 vbest = _mm256_set1_ps(best);
+    auto tail = [&](int64_t j) { return static_cast<double>(std::exp(row[j] / divisor - best)); };
+    double total = 0.0;
+    int64_t i = 0;
+    alignas(32) float w[kLanes];
+    for (; i + kLanes <= n; i += kLanes) {
+        _mm256_store_ps(w, weights8(row + i, d, vbest));
+        for (int j = 0; j < kLanes; ++j) total += w[j];
+    }
+    for (; i < n; ++i) total += tail(i);
+    // the same weights summed again in the same order, up to the draw
+    const double target = u * total;
+    double sum = 0.0;
+    int64_t last = -1;  // the last index of positive weight so far
+    for (i = 0; i + kLanes <= n; i += kLanes) {
+        _mm256_store_ps(w, weights8(row + i, d, vbest));
+        for (int j = 0; j < kLanes; ++j) {
+            if (w[j] <= 0.0f) continue;
+            sum += w[j];
+            last = i + j;
+            if (sum > target) return last;
+        }
+    }
+    for (; i < n; ++i) {
+        const double x = tail(i);
+        if (x <= 0.0) continue;
+        sum += x;
+        last = i;
+        if (sum > target) return last;
+    }
+    return last;
+}
+
 }  // namespace racer

@@ -81,3 +81,70 @@ def test_bad_scan_input_is_refused_in_one_line() -> None:
         with pytest.raises(ValueError, match=message) as error:
             call()
         assert "\n" not in str(error.value)
+
+
+def _reference_draw(row: np.ndarray, temperature: float, u: float) -> tuple[int, np.ndarray, float]:
+    """The draw by kept()'s whole-row softmax (float64) and its cumulative sum; and that sum
+    (normalized) and where u falls in it, to tell a rounding boundary."""
+    from racer_core.verify.sampling import TokenSampler, _draw
+
+    sampler = TokenSampler(temperature, 1.0, 0, "cpu")
+    ids, probs = sampler.kept(torch.from_numpy(row))
+    return _draw(ids, probs, u), np.cumsum(probs), u * np.cumsum(probs)[-1]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_native_draw_is_the_reference_draw_but_within_rounding_of_a_boundary(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    matched = 0
+    for n, scale in [(9, 1.0), (100, 3.0), (4099, 2.0), (49152, 4.0)]:
+        row = (rng.standard_normal(n) * scale).astype(np.float32)
+        row[rng.choice(n, n // 10, replace=False)] = -np.inf  # masked tokens are never drawn
+        for temperature in (0.7, 1.0, 1.6):
+            for u in (*rng.random(40), 0.0, np.nextafter(1.0, 0.0)):
+                got = row_scan.sample_index(row, temperature, float(u))
+                want, cdf, target = _reference_draw(row, temperature, float(u))
+                assert row[got] > -np.inf
+                if got == want:
+                    matched += 1
+                    continue
+                # only where u lies within the float32 weights' rounding of the boundary between them
+                ids = np.flatnonzero(np.isfinite(row))
+                edge = cdf[np.searchsorted(ids, min(got, want))]
+                assert abs(edge - target) < 1e-5, (n, temperature, u, got, want)
+    assert matched > 450
+
+
+def test_a_native_draw_follows_the_softmax_and_the_test_has_power() -> None:
+    from test_sampling import _chi_square_p
+
+    from racer_core.verify.sampling import TokenSampler
+
+    rng = np.random.default_rng(7)
+    row = torch.from_numpy((rng.standard_normal(512) * 2.5).astype(np.float32))
+    sampler = TokenSampler(0.8, 1.0, seed=3, device="cpu")
+    assert not sampler.filters  # temperature alone: the native draw's case
+    n = 20_000
+    counts = np.bincount([sampler.sample(row) for _ in range(n)], minlength=512)
+    target = sampler.probabilities(row).double().numpy()
+    hotter = TokenSampler(1.0, 1.0, seed=0, device="cpu").probabilities(row).double().numpy()
+    assert _chi_square_p(counts, np.round(target * n * 50).astype(int)) > 0.01
+    assert _chi_square_p(counts, np.round(hotter * n * 50).astype(int)) < 0.001
+    a, b = (TokenSampler(0.8, 1.0, seed=4, device="cpu") for _ in range(2))
+    assert [a.sample(row) for _ in range(50)] == [b.sample(row) for _ in range(50)]  # the seed decides
+
+
+def test_a_draw_declines_a_row_its_reference_must_answer() -> None:
+    row = np.random.default_rng(1).standard_normal(1000).astype(np.float32)
+    nan = row.copy()
+    nan[10] = np.nan
+    assert row_scan.sample_index(nan, 0.7, 0.5) is None
+    assert row_scan.sample_index(np.full(50, -np.inf, dtype=np.float32), 0.7, 0.5) is None
+    for call, message in [
+        (lambda: row_scan.sample_index(row, 0.7, 1.0), "u must be"),
+        (lambda: row_scan.sample_index(row, -1.0, 0.5), "divisor must be positive"),
+        (lambda: row_scan.sample_index(row[:0], 0.7, 0.5), "non-empty"),
+    ]:
+        with pytest.raises(ValueError, match=message) as error:
+            call()
+        assert "\n" not in str(error.value)
