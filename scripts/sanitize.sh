@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the automaton (its table learning included), tree-choice, block-quantized kernel (file layout and repacked), fused-layer, attention-kernel and sampled-row-scan tests against an AddressSanitizer +
+# Runs the automaton (its table learning included), tree-choice, block-quantized kernel (file layout and repacked), fused-layer (a whole pass in one call included), attention-kernel and sampled-row-scan tests against an AddressSanitizer +
 # UndefinedBehaviorSanitizer build of the extensions. The build happens in a temporary copy of the sources,
 # so the normal in-place build is left alone. Exits non-zero on a test failure
 # or on any sanitizer report.
@@ -36,7 +36,7 @@ find "$work/racer_core" \( -name '*.so' -o -name '__pycache__' \) -prune -exec r
 rm -f "$work/racer_core/drafting/automaton/_automaton.cpp" "$work/racer_core/budget/_tree_choice.cpp" "$work/racer_core/models/formats/quant/_quant.cpp" "$work/racer_core/verify/_attention.cpp" "$work/racer_core/verify/_row_scan.cpp"
 mkdir "$work/tests"
 mkdir -p "$work/tests/core"
-cp "$root"/tests/core/test_automaton*.py "$root"/tests/core/test_table_learning.py "$root"/tests/core/test_tree_choice_native.py "$root"/tests/core/test_tree_label_native.py "$root"/tests/core/tree_helpers.py "$root"/tests/core/test_quant_kernel.py "$root"/tests/core/test_quant_repack.py "$root"/tests/core/test_quant_layer.py "$root"/tests/core/quant_helpers.py "$root"/tests/core/test_bit_exact_attention.py "$root"/tests/core/test_row_scan.py "$work/tests/core/"
+cp "$root"/tests/core/test_automaton*.py "$root"/tests/core/test_table_learning.py "$root"/tests/core/test_tree_choice_native.py "$root"/tests/core/test_tree_label_native.py "$root"/tests/core/tree_helpers.py "$root"/tests/core/test_quant_kernel.py "$root"/tests/core/test_quant_repack.py "$root"/tests/core/test_quant_layer.py "$root"/tests/core/test_whole_step.py "$root"/tests/core/quant_helpers.py "$root"/tests/core/test_bit_exact_attention.py "$root"/tests/core/test_row_scan.py "$work/tests/core/"
 # the original's `python -m unittest tests.test_automaton_paper_alignment` entry point, which a test runs
 cp "$root/tests/test_automaton_paper_alignment.py" "$work/tests/"
 

@@ -86,3 +86,19 @@ def test_sampling_follows_the_seed() -> None:
     a = [TokenSampler(0.8, 0.9, seed=1, device="cpu") for _ in range(2)]
     assert [a[0].sample(row) for _ in range(20)] == [a[1].sample(row) for _ in range(20)]
     assert draws[0] == draws[1]
+
+
+def test_a_draw_at_temperature_alone_follows_the_softmax_and_the_test_has_power() -> None:
+    """Every token kept: the native draw from the whole row (row_scan.cpp's row_sample) where it runs."""
+    rng = np.random.default_rng(7)
+    row = torch.from_numpy((rng.standard_normal(512) * 2.5).astype(np.float32))
+    sampler = TokenSampler(0.8, 1.0, seed=3, device="cpu")
+    assert not sampler.filters  # temperature alone: the native draw's case
+    n = 20_000
+    counts = np.bincount([sampler.sample(row) for _ in range(n)], minlength=512)
+    target = sampler.probabilities(row).double().numpy()
+    hotter = TokenSampler(1.0, 1.0, seed=0, device="cpu").probabilities(row).double().numpy()
+    assert _chi_square_p(counts, np.round(target * n * 50).astype(int)) > 0.01
+    assert _chi_square_p(counts, np.round(hotter * n * 50).astype(int)) < 0.001
+    a, b = (TokenSampler(0.8, 1.0, seed=4, device="cpu") for _ in range(2))
+    assert [a.sample(row) for _ in range(50)] == [b.sample(row) for _ in range(50)]  # the seed decides

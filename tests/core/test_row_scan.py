@@ -115,25 +115,6 @@ def test_a_native_draw_is_the_reference_draw_but_within_rounding_of_a_boundary(s
     assert matched > 450
 
 
-def test_a_native_draw_follows_the_softmax_and_the_test_has_power() -> None:
-    from test_sampling import _chi_square_p
-
-    from racer_core.verify.sampling import TokenSampler
-
-    rng = np.random.default_rng(7)
-    row = torch.from_numpy((rng.standard_normal(512) * 2.5).astype(np.float32))
-    sampler = TokenSampler(0.8, 1.0, seed=3, device="cpu")
-    assert not sampler.filters  # temperature alone: the native draw's case
-    n = 20_000
-    counts = np.bincount([sampler.sample(row) for _ in range(n)], minlength=512)
-    target = sampler.probabilities(row).double().numpy()
-    hotter = TokenSampler(1.0, 1.0, seed=0, device="cpu").probabilities(row).double().numpy()
-    assert _chi_square_p(counts, np.round(target * n * 50).astype(int)) > 0.01
-    assert _chi_square_p(counts, np.round(hotter * n * 50).astype(int)) < 0.001
-    a, b = (TokenSampler(0.8, 1.0, seed=4, device="cpu") for _ in range(2))
-    assert [a.sample(row) for _ in range(50)] == [b.sample(row) for _ in range(50)]  # the seed decides
-
-
 def test_a_draw_declines_a_row_its_reference_must_answer() -> None:
     row = np.random.default_rng(1).standard_normal(1000).astype(np.float32)
     nan = row.copy()
