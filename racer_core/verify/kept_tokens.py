@@ -41,6 +41,9 @@ try:
 except ImportError:  # the extension is not built: the reference answers
     _row_scan = None
 
+NATIVE = _row_scan if _row_scan is not None and _row_scan.available() else None
+"""The native row scan (row_scan.cpp), where it is built and the CPU runs it (AVX2 and FMA); else None."""
+
 CANDIDATES = 64
 """Largest scores a row's kept tokens are looked for among."""
 
@@ -68,8 +71,8 @@ def reference_top(row: np.ndarray, temperature: float, k: int, total: bool
 
 def _top(row: np.ndarray, temperature: float, k: int, total: bool
          ) -> tuple[np.ndarray, np.ndarray, float | None] | None:
-    if _row_scan is not None and _row_scan.available():
-        found = _row_scan.top_scores(row, temperature, k, total)
+    if NATIVE is not None:
+        found = NATIVE.top_scores(row, temperature, k, total)
         if found is not None:
             return found
     return reference_top(row, temperature, k, total)

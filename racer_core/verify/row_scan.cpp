@@ -31,6 +31,16 @@ __attribute__((target("avx2,fma"))) inline __m256 exp8_nonpositive(__m256 x) {
     return _mm256_andnot_ps(low, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
 }
 
+// exp(s - best) of s = row[0..8) / divisor: the weights of a group of 8.
+__attribute__((target("avx2,fma"))) inline __m256 weights8(const float* row, __m256 d, __m256 best) {
+    return exp8_nonpositive(_mm256_sub_ps(_mm256_div_ps(_mm256_loadu_ps(row), d), best));
+}
+
+// The weight of one value past the last group of 8.
+inline double tail_weight(float x, float divisor, float best) {
+    return std::exp(static_cast<double>(x / divisor - best));
+}
+
 // Keeps values[0..count) sorted, largest first, at most `cap` of them; a value equal to some already
 // there goes after them (the scan meets indices in order: the lower index stays first).
 inline void insert(float* values, int64_t* ids, int32_t& count, int32_t cap, float x, int64_t i) {
@@ -56,6 +66,12 @@ __attribute__((target("avx2,fma"))) bool row_top(const float* row, int64_t n, fl
     float threshold = -INFINITY;
     int32_t count = 0;
     bool nan = false;
+    auto consider = [&](float x, int64_t i) {
+        if (x <= threshold) return;
+        if (std::isnan(x)) { nan = true; return; }
+        insert(values, ids, count, k, x, i);
+        if (count == k) threshold = values[k - 1];
+    };
     int64_t i = 0;
     for (; i + kLanes <= n; i += kLanes) {
         const __m256 s = _mm256_div_ps(_mm256_loadu_ps(row + i), d);
@@ -64,43 +80,26 @@ __attribute__((target("avx2,fma"))) bool row_top(const float* row, int64_t n, fl
         if (!above) continue;
         alignas(32) float lane[kLanes];
         _mm256_store_ps(lane, s);
-        for (int j = 0; j < kLanes; ++j) {
-            const float x = lane[j];
-            if (x <= threshold) continue;
-            if (std::isnan(x)) { nan = true; continue; }
-            insert(values, ids, count, k, x, i + j);
-            if (count == k) threshold = values[k - 1];
-        }
+        for (int j = 0; j < kLanes; ++j) consider(lane[j], i + j);
     }
-    for (; i < n; ++i) {
-        const float x = row[i] / divisor;
-        if (x <= threshold) continue;
-        if (std::isnan(x)) { nan = true; continue; }
-        insert(values, ids, count, k, x, i);
-        if (count == k) threshold = values[k - 1];
-    }
+    for (; i < n; ++i) consider(row[i] / divisor, i);
     if (nan || count < k || !std::isfinite(values[0])) return false;
     if (total != nullptr) {
         const __m256 best = _mm256_set1_ps(values[0]);
         __m256d sum0 = _mm256_setzero_pd(), sum1 = _mm256_setzero_pd();
         int64_t j = 0;
         for (; j + kLanes <= n; j += kLanes) {
-            const __m256 e = exp8_nonpositive(_mm256_sub_ps(_mm256_div_ps(_mm256_loadu_ps(row + j), d), best));
+            const __m256 e = weights8(row + j, d, best);
             sum0 = _mm256_add_pd(sum0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
             sum1 = _mm256_add_pd(sum1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
         }
         alignas(32) double lanes[4];
         _mm256_store_pd(lanes, _mm256_add_pd(sum0, sum1));
         double sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-        for (; j < n; ++j) sum += std::exp(static_cast<double>(row[j] / divisor - values[0]));
+        for (; j < n; ++j) sum += tail_weight(row[j], divisor, values[0]);
         *total = sum;
     }
     return true;
-}
-
-// exp(s - best) of row[i..i+8) / divisor.
-__attribute__((target("avx2,fma"))) static inline __m256 weights8(const float* row, __m256 d, __m256 best) {
-    return exp8_nonpositive(_mm256_sub_ps(_mm256_div_ps(_mm256_loadu_ps(row), d), best));
 }
 
 __attribute__((target("avx2,fma"))) int64_t row_sample(const float* row, int64_t n, float divisor, double u) {
@@ -115,7 +114,6 @@ __attribute__((target("avx2,fma"))) int64_t row_sample(const float* row, int64_t
     }
     if (nan || !std::isfinite(best)) return -1;
     const __m256 vbest = _mm256_set1_ps(best);
-    auto tail = [&](int64_t j) { return static_cast<double>(std::exp(row[j] / divisor - best)); };
     double total = 0.0;
     int64_t i = 0;
     alignas(32) float w[kLanes];
@@ -123,7 +121,7 @@ __attribute__((target("avx2,fma"))) int64_t row_sample(const float* row, int64_t
         _mm256_store_ps(w, weights8(row + i, d, vbest));
         for (int j = 0; j < kLanes; ++j) total += w[j];
     }
-    for (; i < n; ++i) total += tail(i);
+    for (; i < n; ++i) total += tail_weight(row[i], divisor, best);
     // the same weights summed again in the same order, up to the draw
     const double target = u * total;
     double sum = 0.0;
@@ -138,7 +136,7 @@ __attribute__((target("avx2,fma"))) int64_t row_sample(const float* row, int64_t
         }
     }
     for (; i < n; ++i) {
-        const double x = tail(i);
+        const double x = tail_weight(row[i], divisor, best);
         if (x <= 0.0) continue;
         sum += x;
         last = i;

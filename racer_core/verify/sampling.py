@@ -17,13 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from racer_core.verify.kept_tokens import kept_tokens
+from racer_core.verify.kept_tokens import NATIVE, kept_tokens
 from racer_core.verify.penalties import Penalizer, Penalties
-
-try:
-    from racer_core.verify import _row_scan
-except ImportError:  # the extension is not built: the reference answers
-    _row_scan = None
 
 
 def greedy_choices(logits: torch.Tensor) -> list[int]:
@@ -108,17 +103,14 @@ class TokenSampler:
     def sample(self, logits: torch.Tensor) -> int:
         if self.greedy:
             return greedy_choices(logits[None, :])[0]
-        if not self.filters and logits.device.type == "cpu" and _row_scan is not None and _row_scan.available():
+        u = float(torch.rand(1, generator=self.generator, dtype=torch.float64, device=self.generator.device))
+        if not self.filters and logits.device.type == "cpu" and NATIVE is not None:
             # temperature alone keeps every token: one native pass draws from the whole row's softmax
             # (kept's numpy softmax and cumulative sum over the row took 1.5 ms a token)
-            u = float(torch.rand(1, generator=self.generator, dtype=torch.float64, device=self.generator.device))
-            drawn = _row_scan.sample_index(np.ascontiguousarray(logits.float().numpy()), self.temperature, u)
+            drawn = NATIVE.sample_index(np.ascontiguousarray(logits.float().numpy()), self.temperature, u)
             if drawn is not None:
                 return drawn
-            return _draw(*self.kept(logits), u)
-        ids, probs = self.kept(logits)
-        u = float(torch.rand(1, generator=self.generator, dtype=torch.float64, device=self.generator.device))
-        return _draw(ids, probs, u)
+        return _draw(*self.kept(logits), u)
 
 
 def _draw(ids: np.ndarray, probs: np.ndarray, u: float) -> int:

@@ -176,9 +176,7 @@ def unpack_rows(cnp.ndarray packed, int64_t size, cnp.ndarray fields, cnp.ndarra
     if ids.dtype != np.int64 or ids.ndim != 1 or not ids.flags.c_contiguous:
         raise ValueError("ids must be a C-contiguous int64 array")
     cdef int64_t total = packed.shape[0], row_bytes = packed.shape[1]
-    if size <= 0 or row_bytes % size or total % 8:
-        raise ValueError(f"({total}, {row_bytes}) bytes are not repacked blocks of {size} bytes")
-    _check_fields(fields, size)
+    _check_repacked(total, row_bytes, size, fields)
     cdef const int64_t* f = <const int64_t*> cnp.PyArray_DATA(fields)
     cdef int64_t n_fields = fields.shape[0], i
     cdef const int64_t* idp = <const int64_t*> cnp.PyArray_DATA(ids)
@@ -194,8 +192,11 @@ def unpack_rows(cnp.ndarray packed, int64_t size, cnp.ndarray fields, cnp.ndarra
     return out
 
 
-cdef void _check_fields(cnp.ndarray fields, int64_t size) except *:
-    """fields: (start, length, unit) rows covering a block of `size` bytes (repack.FIELDS)."""
+cdef void _check_repacked(int64_t rows, int64_t row_bytes, int64_t size, cnp.ndarray fields) except *:
+    """(rows, row_bytes) bytes of repacked blocks of `size` bytes, whose fields are (start, length, unit)
+    rows covering a block (repack.FIELDS)."""
+    if size <= 0 or row_bytes % size or rows % 8:
+        raise ValueError(f"({rows}, {row_bytes}) bytes are not repacked blocks of {size} bytes")
     if fields.dtype != np.int64 or fields.ndim != 2 or fields.shape[1] != 3 or not fields.flags.c_contiguous:
         raise ValueError("fields must be a C-contiguous int64 array (n, 3)")
     cdef const int64_t* f = <const int64_t*> cnp.PyArray_DATA(fields)
@@ -422,9 +423,7 @@ cdef class DecoderLayers:
             self.embed_row_bytes = table.shape[1]
             self.embed_kind = 2
             if repacked:
-                if size <= 0 or self.embed_row_bytes % size or table.shape[0] % 8:
-                    raise ValueError(f"({table.shape[0]}, {table.shape[1]}) bytes are not repacked blocks of {size} bytes")
-                _check_fields(fields, size)
+                _check_repacked(table.shape[0], self.embed_row_bytes, size, fields)
                 self.embed_size, self.embed_n_fields = size, fields.shape[0]
                 self.embed_fields = <const int64_t*> cnp.PyArray_DATA(fields)
                 self.embed_kind = 3
