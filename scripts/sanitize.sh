@@ -65,9 +65,11 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$work/reports/
 export PYTHONMALLOC=malloc  # let ASan see Python's allocations too
 export PYTHONPATH="$work"
 export PYTHONDONTWRITEBYTECODE=1
-# The tests run here without tests/conftest.py, which keeps torch's inductor cache folder (made on
-# importing transformers' model code, empty, never removed) inside the run: here it is the work folder's.
-export TORCHINDUCTOR_CACHE_DIR="$work/torchinductor"
+# The tests run here without tests/conftest.py, which keeps what the suite leaves in the temp folder
+# (torch's inductor cache folder, made on importing transformers' model code) inside its run: here the
+# whole temp folder is the work folder's, removed with it.
+mkdir "$work/tmp"
+export TMPDIR="$work/tmp"
 
 "$python" -c "
 import sys, racer_core.drafting.automaton._automaton as m, racer_core.budget._tree_choice as c, racer_core.models.formats.quant._quant as q, racer_core.verify._attention as a, racer_core.verify._row_scan as r
